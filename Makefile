@@ -1,0 +1,40 @@
+# Two commands do everything: `make run` (the main job) and `make test` (the whole suite).
+# Both create .venv when it is missing and install what they need once; later calls start at once.
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.multihop-installed
+MODELS := mpnet minilm smollm2
+
+# The real data: MULTIHOP_DATA when set, else ../shared/data when that folder exists.
+MULTIHOP_DATA ?= $(if $(wildcard ../shared/data),$(abspath ../shared/data),)
+export MULTIHOP_DATA
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: run test test-fast lint setup clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || python3 -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet torch==2.13.0
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/multihop models install $(MODELS)
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/multihop demo
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -m "not slow"
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+clean:
+	rm -rf $(VENV) .pytest_cache

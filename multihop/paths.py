@@ -1,0 +1,32 @@
+"""Where multihop keeps its files: the model/index cache (``MULTIHOP_HOME``) and the real data (``MULTIHOP_DATA``)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def home() -> Path:
+    """The cache folder for assembled models and built indexes (``MULTIHOP_HOME``, default ``~/.cache/multihop``)."""
+    return Path(os.environ.get("MULTIHOP_HOME") or Path.home() / ".cache" / "multihop")
+
+
+def data_dir(required: bool = True) -> Path | None:
+    """The folder of real benchmark files, laid out like the project's shared data folder (``MULTIHOP_DATA``)."""
+    value = os.environ.get("MULTIHOP_DATA")
+    if value and Path(value).is_dir():
+        return Path(value)
+    if required:
+        raise FileNotFoundError(
+            "MULTIHOP_DATA is not set to an existing folder. Point it at a folder with musique/, hotpotqa/ and "
+            "2wikimultihopqa/ (the Makefile uses ../shared/data), or run `multihop data fetch` on an online machine."
+        )
+    return None
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file and a rename, so a crash never leaves half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)

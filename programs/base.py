@@ -1,0 +1,73 @@
+"""What every multihop program shares (DESIGN.md, "The contract every program keeps").
+
+A :class:`MultihopProgram` records a :class:`~multihop.tracing.Trace` around each call, and returns it with the
+per-question counts (``llm_calls``, ``retrieval_calls``, ``tokens``, ``passage_ids``) on the prediction as
+``prediction.trace`` and ``prediction.counts``. It also gives every stage its own LM (``set_stage_lm``) and the
+retriever lookup that DSPy's own ``Retrieve`` uses (the constructor's, else ``dspy.settings.rm``).
+"""
+
+from __future__ import annotations
+
+
+import logging
+
+import dspy
+from dspy.utils.exceptions import AdapterParseError
+
+from multihop.tracing import record_trace
+
+logger = logging.getLogger(__name__)
+
+
+
+class MultihopProgram(dspy.Module):
+    """Base class of the five methods and the baselines."""
+
+    def __init__(self, retriever: dspy.Module | None = None):
+        super().__init__()
+        self.retriever = retriever
+
+    def __call__(self, *args, **kwargs) -> dspy.Prediction:
+        with record_trace(self) as trace:
+            prediction = super().__call__(*args, **kwargs)
+        prediction.trace = trace.to_list()
+        prediction.counts = trace.counts()
+        return prediction
+
+    @property
+    def rm(self) -> dspy.Module:
+        retriever = self.retriever or dspy.settings.rm
+        if retriever is None:
+            raise ValueError(f"{type(self).__name__} needs a retriever: pass retriever=... or dspy.configure(rm=...)")
+        return retriever
+
+    def run_stage(self, predictor: dspy.Module, fallback: dict, **inputs) -> dspy.Prediction:
+        """Call one LLM stage. DSPy's ChatAdapter already retries a reply it cannot parse once (in JSON format); when
+        that fails too, the stage returns ``fallback`` instead of crashing the question, and the trace records the
+        error (counted as ``stage_errors``)."""
+        try:
+            return predictor(**inputs)
+        except AdapterParseError as exc:
+            logger.warning("%s: unparsable LM output, using fallback %s (%s)", type(self).__name__, fallback, exc)
+            return dspy.Prediction(**fallback)
+
+    def stage_names(self) -> list[str]:
+        return [name for name, _ in self.named_predictors()]
+
+    def set_stage_lm(self, name: str, lm) -> None:
+        """Run one stage on its own LM. ``name`` is a predictor path (``answer.predict``) or its first part
+        (``answer``), which sets every predictor under it."""
+        matched = [p for n, p in self.named_predictors() if n == name or n.split(".")[0] == name]
+        if not matched:
+            raise KeyError(f"{type(self).__name__} has no stage {name!r}; stages: {', '.join(self.stage_names())}")
+        for predictor in matched:
+            predictor.set_lm(lm)
+
+    def config(self) -> dict:
+        """The constructor settings that define this program (saved next to a compiled program's state)."""
+        return {}
+
+
+def safe_answer(text: str | None) -> str:
+    """An LM answer cleaned of whitespace; an empty answer stays empty (never invented)."""
+    return (text or "").strip()

@@ -1,0 +1,45 @@
+"""The papers' two baselines: "Direct" (no retrieval) and "NativeRAG" (retrieve top-k once, then answer).
+
+CoopRAG, DualRAG, HANRAG and CIRAG all report both rows (e.g. CIRAG Table 1 "Direct" / "Standard RAG"); they are the
+floor every method is compared against on the same LM and retriever.
+"""
+
+from __future__ import annotations
+
+
+import dspy
+
+from multihop.signatures import AnswerFromPassages, DirectAnswer
+
+from .base import MultihopProgram, safe_answer
+
+
+
+class NoRetrieval(MultihopProgram):
+    """Answer from the LM's parametric knowledge alone (one LLM call, no retrieval)."""
+
+    def __init__(self):
+        super().__init__(retriever=None)
+        self.answer = dspy.Predict(DirectAnswer)
+
+    def forward(self, question: str) -> dspy.Prediction:
+        return dspy.Prediction(answer=safe_answer(self.run_stage(self.answer, {"answer": ""}, question=question).answer), passage_ids=[])
+
+
+class SingleStepRAG(MultihopProgram):
+    """Retrieve the top-``k`` passages for the question once, then answer from them (one retrieval, one LLM call)."""
+
+    def __init__(self, retriever: dspy.Module | None = None, k: int = 5):
+        super().__init__(retriever=retriever)
+        self.k = k
+        self.answer = dspy.Predict(AnswerFromPassages)
+
+    def forward(self, question: str) -> dspy.Prediction:
+        hits = self.rm(question, k=self.k)
+        result = self.run_stage(self.answer, {"answer": ""}, passages=hits.passages, question=question)
+        return dspy.Prediction(
+            answer=safe_answer(result.answer), passages=hits.passages, passage_ids=hits.ids, scores=hits.scores
+        )
+
+    def config(self) -> dict:
+        return {"k": self.k}
