@@ -37,25 +37,24 @@ _2WIKI_TYPES = {"comparison", "inference", "compositional", "bridge_comparison"}
 
 
 def read_records(path: str | Path) -> Iterator[tuple[str, Any]]:
-    """Yield ``(where, record)`` from a JSON list, a JSON object or JSON lines; ``where`` is ``file:line N`` or
-    ``file:record N`` for error messages."""
+    """Yield ``(where, record)`` from a JSON list, a ``{title: text}`` object or JSON lines; ``where`` is
+    ``file:line N``, ``file:record N`` or ``file:key K`` for error messages. A title map yields ``(title, body)``."""
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such file")
-    with open(path, encoding="utf-8") as fh:
-        head = fh.read(1 << 16).lstrip()
-        fh.seek(0)
-        if head.startswith("[") or (head.startswith("{") and not _is_json_lines(head)):
-            try:
-                data = json.load(fh)
-            except json.JSONDecodeError as exc:
-                raise DataFormatError(f"{path}:line {exc.lineno}: not valid JSON ({exc.msg})") from None
-            if isinstance(data, dict):
-                yield from ((f"{path}:key {k!r}", (k, v)) for k, v in data.items())
-            else:
-                yield from ((f"{path}:record {i}", rec) for i, rec in enumerate(data, 1))
-            return
-        for lineno, line in enumerate(fh, 1):
+    text = path.read_text(encoding="utf-8")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        if text.lstrip().startswith("["):
+            raise DataFormatError(f"{path}:line {exc.lineno}: not valid JSON ({exc.msg})") from None
+        data = None
+    if isinstance(data, list):
+        yield from ((f"{path}:record {i}", rec) for i, rec in enumerate(data, 1))
+    elif isinstance(data, dict) and not _is_record(data):
+        yield from ((f"{path}:key {k!r}", (k, v)) for k, v in data.items())
+    else:
+        for lineno, line in enumerate(text.splitlines(), 1):
             if not line.strip():
                 continue
             try:
@@ -64,13 +63,9 @@ def read_records(path: str | Path) -> Iterator[tuple[str, Any]]:
                 raise DataFormatError(f"{path}:line {lineno}: not valid JSON ({exc.msg})") from None
 
 
-def _is_json_lines(head: str) -> bool:
-    first = head.split("\n", 1)[0]
-    try:
-        json.loads(first)
-        return True
-    except json.JSONDecodeError:
-        return False
+def _is_record(obj: dict) -> bool:
+    """A question or passage record, as opposed to a ``{title: text}`` corpus map."""
+    return "question" in obj or {"title", "text"} <= obj.keys()
 
 
 def _field(rec: Any, name: str, where: str, kind: type | tuple[type, ...] = str) -> Any:

@@ -83,7 +83,9 @@ class TransformersEngine:
             if self._model is None:
                 self._load()
             tok, model = self._tokenizer, self._model
-            inputs = tok.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt", return_dict=True)
+            inputs = tok.apply_chat_template(
+                messages, add_generation_prompt=True, return_tensors="pt", return_dict=True
+            )
             inputs = {k: v.to(model.device) for k, v in inputs.items()}
             sample = bool(config.temperature and config.temperature > 0)
             generation = dict(

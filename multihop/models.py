@@ -266,7 +266,8 @@ def hf_folder(name_or_gguf: str | Path) -> Path:
             del model.config.quantization_config
         model.save_pretrained(work)
         tokenizer.save_pretrained(work)
-        info = {"source": str(gguf), "source_sha256": source_sha, "weights_sha256": sha256_file(work / "model.safetensors")}
+        weights_sha = sha256_file(work / "model.safetensors")
+        info = {"source": str(gguf), "source_sha256": source_sha, "weights_sha256": weights_sha}
         (work / "multihop.json").write_text(json.dumps(info, indent=2))
         _publish(work, target)
     finally:

@@ -8,7 +8,6 @@ retriever lookup that DSPy's own ``Retrieve`` uses (the constructor's, else ``ds
 
 from __future__ import annotations
 
-
 import logging
 
 import dspy

@@ -6,13 +6,11 @@ floor every method is compared against on the same LM and retriever.
 
 from __future__ import annotations
 
-
 import dspy
 
 from multihop.signatures import AnswerFromPassages, DirectAnswer
 
 from .base import MultihopProgram, safe_answer
-
 
 
 class NoRetrieval(MultihopProgram):
@@ -23,7 +21,8 @@ class NoRetrieval(MultihopProgram):
         self.answer = dspy.Predict(DirectAnswer)
 
     def forward(self, question: str) -> dspy.Prediction:
-        return dspy.Prediction(answer=safe_answer(self.run_stage(self.answer, {"answer": ""}, question=question).answer), passage_ids=[])
+        result = self.run_stage(self.answer, {"answer": ""}, question=question)
+        return dspy.Prediction(answer=safe_answer(result.answer), passage_ids=[])
 
 
 class SingleStepRAG(MultihopProgram):

@@ -45,7 +45,9 @@ class DenseRetriever(dspy.Module):
         self.corpus.save(directory / CORPUS_FILE)
 
     @classmethod
-    def load(cls, directory: str | Path, encoder: str | Encoder | None = None, corpus: Corpus | None = None, k: int = 5):
+    def load(
+        cls, directory: str | Path, encoder: str | Encoder | None = None, corpus: Corpus | None = None, k: int = 5
+    ):
         """Load a saved retriever. A given ``encoder`` or ``corpus`` must match the manifest, else it is refused."""
         directory = Path(directory)
         corpus = corpus or load_corpus(directory / CORPUS_FILE)

@@ -16,11 +16,12 @@ from multihop import models
 
 
 class Encoder:
-    def __init__(self, name: str = "mpnet", device: str | None = None, batch_size: int = 32):
+    def __init__(self, name: str = "mpnet", device: str | None = None, batch_size: int = 8):
         self.name = name
         self.path = models.resolve(name) if name in models.REGISTRY else Path(name)
         if not (self.path / "modules.json").exists() and not (self.path / "config.json").exists():
-            raise FileNotFoundError(f"{name!r} is neither a known encoder ({', '.join(models.REGISTRY)}) nor a model folder")
+            known = ", ".join(models.REGISTRY)
+            raise FileNotFoundError(f"{name!r} is neither a known encoder ({known}) nor a model folder")
         self.batch_size = batch_size
         self._device = device
         self._model = None

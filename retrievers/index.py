@@ -23,7 +23,7 @@ from multihop.paths import atomic_write_text
 from .encoder import Encoder
 
 MANIFEST = "manifest.json"
-SHARD_SIZE = 1024
+SHARD_SIZE = 256
 
 
 class IndexMismatchError(ValueError):
@@ -99,5 +99,7 @@ class FaissIndex:
                 )
         index = faiss.read_index(str(directory / "index.faiss"))
         if index.ntotal != manifest["count"]:
-            raise IndexMismatchError(f"{directory}: index holds {index.ntotal} vectors, manifest says {manifest['count']}")
+            raise IndexMismatchError(
+                f"{directory}: index holds {index.ntotal} vectors, manifest says {manifest['count']}"
+            )
         return cls(index, manifest)

@@ -1,0 +1,58 @@
+import json
+
+import dspy
+import pytest
+
+from multihop.evaluation import evaluate, read_results
+from multihop.programs import MultihopProgram
+
+
+class Echo(MultihopProgram):
+    """Answers every question with a fixed answer; can be told to crash or die on given questions."""
+
+    def __init__(self, answer="x", fail_on=(), die_on=()):
+        super().__init__()
+        self.answer_text, self.fail_on, self.die_on, self.seen = answer, set(fail_on), set(die_on), []
+
+    def forward(self, question):
+        self.seen.append(question)
+        if question in self.die_on:
+            raise KeyboardInterrupt
+        if question in self.fail_on:
+            raise RuntimeError("boom")
+        return dspy.Prediction(answer=self.answer_text, passage_ids=["g1", "n1"])
+
+
+def make_examples(n):
+    return [dspy.Example(id=f"q{i}", question=f"question {i}", answers=["x" if i % 2 == 0 else "y"],
+                         gold_passage_ids=["g1", "g2"]).with_inputs("question") for i in range(n)]
+
+
+def test_scores_counts_and_files(tmp_path):
+    summary = evaluate(Echo(), make_examples(4), tmp_path, threads=2, progress=False)
+    assert summary["questions"] == 4 and summary["em"] == 0.5 and summary["recall@2"] == 0.5
+    rows = read_results(tmp_path / "results.jsonl")
+    assert set(rows) == {"q0", "q1", "q2", "q3"}
+    assert json.loads((tmp_path / "summary.json").read_text())["em"] == 0.5
+    assert (tmp_path / "traces" / "q0.json").exists()
+
+
+def test_an_exception_is_recorded_and_the_run_goes_on(tmp_path):
+    summary = evaluate(Echo(fail_on={"question 1"}), make_examples(3), tmp_path, progress=False)
+    rows = read_results(tmp_path / "results.jsonl")
+    assert rows["q1"]["error"] == "RuntimeError: boom" and rows["q2"]["error"] is None
+    assert summary["errors"] == 1 and summary["questions"] == 3
+
+
+def test_interrupted_run_resumes_without_redoing_finished_questions(tmp_path):
+    examples = make_examples(5)
+    with pytest.raises(KeyboardInterrupt):
+        evaluate(Echo(die_on={"question 2"}), examples, tmp_path, threads=1, progress=False)
+    assert set(read_results(tmp_path / "results.jsonl")) == {"q0", "q1"}
+    with open(tmp_path / "results.jsonl", "a") as fh:  # a write torn by the crash
+        fh.write('{"id": "q2", "quest')
+    program = Echo()
+    summary = evaluate(program, examples, tmp_path, threads=1, progress=False)
+    assert program.seen == ["question 2", "question 3", "question 4"]
+    assert summary["questions"] == 5
+    assert len((tmp_path / "results.jsonl").read_text().splitlines()) == 5

@@ -1,0 +1,62 @@
+import dspy
+import pytest
+from dspy.utils.dummies import DummyLM
+
+from multihop.programs import NoRetrieval, SingleStepRAG
+
+from scripted import scripted_lm
+
+
+def test_no_retrieval_makes_one_llm_call_and_no_retrieval():
+    dspy.configure(lm=DummyLM([{"answer": "Paris"}]))
+    prediction = NoRetrieval()(question="Capital of France?")
+    assert prediction.answer == "Paris"
+    assert prediction.counts["llm_calls"] == 1 and prediction.counts["retrieval_calls"] == 0
+    assert [r["stage"] for r in prediction.trace] == ["answer"]
+
+
+def test_single_step_rag_retrieves_once_then_answers(static_retriever):
+    lm, engine = scripted_lm(lambda prompt: {"answer": "text 1"})
+    dspy.configure(lm=lm)
+    prediction = SingleStepRAG(retriever=static_retriever, k=3)(question="Which text?")
+    assert static_retriever.calls == [("Which text?", 3)]
+    assert prediction.answer == "text 1"
+    assert prediction.passage_ids == [p.id for p in static_retriever.passages[:3]]
+    assert prediction.counts["llm_calls"] == 1 and prediction.counts["retrieval_calls"] == 1
+    assert prediction.counts["passage_ids"] == prediction.passage_ids
+    assert prediction.counts["tokens"] > 0
+    assert "T2: text 2" in engine.requests[0]  # the retrieved passages reach the prompt
+
+
+def test_retriever_falls_back_to_dspy_settings_rm(static_retriever):
+    dspy.configure(lm=DummyLM([{"answer": "x"}]), rm=static_retriever)
+    SingleStepRAG(k=2)(question="q")
+    assert static_retriever.calls == [("q", 2)]
+    with pytest.raises(ValueError, match="needs a retriever"):
+        dspy.configure(rm=None)
+        SingleStepRAG()(question="q")
+
+
+def test_unparsable_output_degrades_to_an_empty_answer(static_retriever):
+    lm, _ = scripted_lm(lambda prompt: {"nonsense": "???"})
+    dspy.configure(lm=lm)
+    prediction = SingleStepRAG(retriever=static_retriever)(question="q")
+    assert prediction.answer == ""
+    assert prediction.counts["stage_errors"] == 1
+
+
+def test_each_stage_can_run_on_its_own_lm(static_retriever):
+    main, main_engine = scripted_lm(lambda p: {"answer": "main"}, name="main")
+    stage, stage_engine = scripted_lm(lambda p: {"answer": "stage"}, name="stage")
+    dspy.configure(lm=main)
+    program = SingleStepRAG(retriever=static_retriever)
+    program.set_stage_lm("answer", stage)
+    prediction = program(question="q")
+    assert prediction.answer == "stage" and len(stage_engine.requests) == 1 and not main_engine.requests
+    assert prediction.trace[-1]["lm"] == "local/stage"
+    with pytest.raises(KeyError, match="no stage"):
+        program.set_stage_lm("rerank", stage)
+
+
+def test_predictors_are_visible_to_optimizers(static_retriever):
+    assert [n for n, _ in SingleStepRAG(retriever=static_retriever).named_predictors()] == ["answer"]
