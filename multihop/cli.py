@@ -23,13 +23,9 @@ console = Console()
 
 
 def _configure(lm: str, api_base: str | None, api_key: str | None, adapter: str | None = None):
-    import dspy
+    from multihop.lms import configure_lm
 
-    from multihop.lms import make_lm
-
-    model = make_lm(lm, adapter=adapter, api_base=api_base, api_key=api_key)
-    dspy.configure(lm=model)
-    return model
+    return configure_lm(lm, adapter=adapter, api_base=api_base, api_key=api_key)
 
 
 def _program(name: str, retriever_dir: str | None, corpus: str | None, data: str | None, k: int, encoder: str):

@@ -13,13 +13,12 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import dspy
 from rich.console import Console
 
 from multihop import models
 from multihop.data import build_corpus, load_dataset
 from multihop.evaluation import evaluate, render_table
-from multihop.lms import make_lm
+from multihop.lms import configure_lm
 from multihop.paths import data_dir, home
 
 TRAIN_FILE = "musique/train/musique_train.json"
@@ -63,7 +62,7 @@ def run_demo(out: Path, train: int = 20, dev: int = 20, lm: str = "local:smollm2
 
     t0 = time.perf_counter()
     console.rule("3/5 compile SingleStepRAG (BootstrapFewShot)")
-    dspy.configure(lm=make_lm(lm, api_base=api_base, api_key=api_key))
+    configure_lm(lm, api_base=api_base, api_key=api_key)
     compiled_dir = out / "compiled-SingleStepRAG"
     if (compiled_dir / "manifest.json").exists():
         rag = load(compiled_dir, retriever=retriever)

@@ -8,6 +8,7 @@ the manifest and loads the state; a state saved from another program class or co
 
 from __future__ import annotations
 
+import inspect
 import json
 from pathlib import Path
 
@@ -65,7 +66,7 @@ def load(directory: str | Path, program: dspy.Module | None = None, retriever: d
     if program is None:
         cls = PROGRAMS[info["program"]]
         kwargs = dict(info.get("config") or {})
-        if "retriever" in cls.__init__.__code__.co_varnames:
+        if "retriever" in inspect.signature(cls).parameters:
             if retriever is None and info.get("retriever"):
                 from multihop.retrievers import DenseRetriever
 
