@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 
 import typer
@@ -19,7 +20,7 @@ app.add_typer(models_app, name="models")
 app.add_typer(data_app, name="data")
 app.add_typer(index_app, name="index")
 app.add_typer(trace_app, name="trace")
-console = Console()
+console = Console() if sys.stdout.isatty() else Console(width=150)  # logs keep the whole table
 
 
 def _configure(lm: str, api_base: str | None, api_key: str | None, adapter: str | None = None):

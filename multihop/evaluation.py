@@ -73,7 +73,8 @@ def run_question(program: dspy.Module, example: dspy.Example) -> tuple[dict, lis
         row.update(prediction=prediction.answer or "", passage_ids=ids, counts=counts, error=None)
         row["metrics"] = answer_scores(row["prediction"], example.answers)
         gold = example.get("gold_passage_ids") or []
-        row["metrics"].update({f"recall@{k}": recall_at_k(ids, gold, k) for k in (2, 5)})
+        retrieved = bool(ids or counts.get("retrieval_calls"))  # a program that never retrieves has no recall
+        row["metrics"].update({f"recall@{k}": recall_at_k(ids, gold, k) if retrieved else None for k in (2, 5)})
     except Exception as exc:  # one broken question must not end the run
         row.update(prediction="", passage_ids=[], counts={}, metrics={}, error=f"{type(exc).__name__}: {exc}")
         row["traceback"] = traceback.format_exc(limit=8)

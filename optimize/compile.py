@@ -66,7 +66,7 @@ def load(directory: str | Path, program: dspy.Module | None = None, retriever: d
     if program is None:
         cls = PROGRAMS[info["program"]]
         kwargs = dict(info.get("config") or {})
-        if "retriever" in inspect.signature(cls).parameters:
+        if "retriever" in inspect.signature(cls.__init__).parameters:
             if retriever is None and info.get("retriever"):
                 from multihop.retrievers import DenseRetriever
 

@@ -47,7 +47,8 @@ class MultihopProgram(dspy.Module):
         try:
             return predictor(**inputs)
         except AdapterParseError as exc:
-            logger.warning("%s: unparsable LM output, using fallback %s (%s)", type(self).__name__, fallback, exc)
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            logger.warning("%s: unparsable LM output, using fallback %s (%s)", type(self).__name__, fallback, reason)
             return dspy.Prediction(**fallback)
 
     def stage_names(self) -> list[str]:

@@ -56,3 +56,12 @@ def test_interrupted_run_resumes_without_redoing_finished_questions(tmp_path):
     assert program.seen == ["question 2", "question 3", "question 4"]
     assert summary["questions"] == 5
     assert len((tmp_path / "results.jsonl").read_text().splitlines()) == 5
+
+
+def test_a_program_that_never_retrieves_has_no_recall(tmp_path):
+    class NoPassages(Echo):
+        def forward(self, question):
+            return dspy.Prediction(answer="x")
+
+    summary = evaluate(NoPassages(), make_examples(2), tmp_path, progress=False)
+    assert summary["recall@2"] is None and summary["em"] == 0.5
