@@ -149,9 +149,10 @@ class TraceCallback(BaseCallback):
         if call_id in self._tokens:
             trace.current.reset(self._tokens.pop(call_id))
         if record["kind"] == "module":
-            if outputs is None or not hasattr(outputs, "ids"):
-                return  # not a retriever
-            record["kind"] = "retriever"
+            if hasattr(outputs, "ids"):
+                record["kind"] = "retriever"
+            elif exception is None:
+                return  # a helper module that neither retrieved nor failed: nothing to report
         record["latency_s"] = round(time.perf_counter() - record.pop("_t"), 4)
         record["outputs"] = jsonable(outputs)
         if exception is not None:

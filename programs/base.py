@@ -18,7 +18,6 @@ from multihop.tracing import record_trace
 logger = logging.getLogger(__name__)
 
 
-
 class MultihopProgram(dspy.Module):
     """Base class of the five methods and the baselines."""
 
@@ -35,15 +34,15 @@ class MultihopProgram(dspy.Module):
 
     @property
     def rm(self) -> dspy.Module:
-        retriever = self.retriever or dspy.settings.rm
+        retriever = self.retriever if self.retriever is not None else dspy.settings.rm
         if retriever is None:
             raise ValueError(f"{type(self).__name__} needs a retriever: pass retriever=... or dspy.configure(rm=...)")
         return retriever
 
     def run_stage(self, predictor: dspy.Module, fallback: dict, **inputs) -> dspy.Prediction:
-        """Call one LLM stage. DSPy's ChatAdapter already retries a reply it cannot parse once (in JSON format); when
-        that fails too, the stage returns ``fallback`` instead of crashing the question, and the trace records the
-        error (counted as ``stage_errors``)."""
+        """Call one LLM stage. A reply the adapter cannot parse is retried once by DSPy itself (the ChatAdapter
+        re-asks in JSON format); when the stage still fails, it returns ``fallback`` instead of crashing the question,
+        and the trace records the error (counted as ``stage_errors``)."""
         try:
             return predictor(**inputs)
         except AdapterParseError as exc:

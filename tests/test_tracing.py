@@ -39,3 +39,18 @@ def test_record_trace_is_usable_directly_and_nests(static_retriever):
         program(question="two")
     assert outer.counts()["llm_calls"] == 2 and outer.counts()["retrieval_calls"] == 2
     assert outer.counts()["tokens"] > 0
+
+
+def test_a_failing_retriever_is_recorded_with_its_error():
+    class Broken(dspy.Module):
+        def forward(self, query, k=5):
+            raise RuntimeError("index offline")
+
+    program = SingleStepRAG(retriever=Broken())
+    with record_trace(program) as trace:
+        try:
+            program.forward(question="q")
+        except RuntimeError:
+            pass
+    [record] = trace.records
+    assert record["stage"] == "retriever" and record["error"] == "RuntimeError: index offline"
