@@ -3,8 +3,8 @@
 1. install/verify the offline models (MPNet encoder, SmolLM2 LM);
 2. load MuSiQue train and dev from ``MULTIHOP_DATA`` and build the IRCoT corpus of the questions used (the union of
    their paragraphs) and its MPNet FAISS index (cached, resumable);
-3. compile ``SingleStepRAG`` with BootstrapFewShot on the train questions and save it (one bootstrapped and one
-   labelled demo: the budget of a 15-minute run on two CPU cores);
+3. compile ``SingleStepRAG`` with BootstrapFewShot on the train questions and save it (one bootstrapped demo: the
+   budget of a 15-minute run on two CPU cores);
 4. evaluate the compiled ``SingleStepRAG`` and ``NoRetrieval`` on the dev questions (resumable);
 5. print one metrics table and where the rows and traces are.
 """
@@ -24,10 +24,10 @@ from multihop.paths import data_dir, home
 
 TRAIN_FILE = "musique/train/musique_train.json"
 DEV_FILE = "musique/dev/musique_qa_100.json"
-# Both programs answer with a short phrase; 48 tokens hold a JSON answer with room to spare, and on two CPU cores
-# each generated token of SmolLM2 costs ~0.1 s. One bootstrapped demo (with its five passages) and one labelled demo
-# keep the compiled prompt near 1,500 tokens.
-DEMO_MAX_TOKENS = 48
+# Both programs answer with a short phrase: 32 tokens hold a JSON answer such as {"answer": "for Best Performance by
+# a Leading Actress in a Play in Ondine"}, and on two CPU cores each generated token of SmolLM2 costs ~0.1 s. One
+# bootstrapped demo (with its five passages) keeps the compiled prompt near 1,500 tokens.
+DEMO_MAX_TOKENS = 32
 
 
 def run_demo(out: Path, train: int = 20, dev: int = 20, lm: str = "local:smollm2", api_base: str | None = None,
@@ -73,7 +73,7 @@ def run_demo(out: Path, train: int = 20, dev: int = 20, lm: str = "local:smollm2
         rag = load(compiled_dir, retriever=retriever)
     else:
         rag = compile_program(SingleStepRAG(retriever=retriever), trainset, metric="f1", max_bootstrapped_demos=1,
-                              max_labeled_demos=1)
+                              max_labeled_demos=0)
         save(rag, compiled_dir, retriever=str(index_dir), lm=lm, optimizer="BootstrapFewShot", metric="f1",
              data={"path": TRAIN_FILE, "questions": len(trainset)})
     console.print(f"demos per stage: { {n: len(p.demos) for n, p in rag.named_predictors()} } → {compiled_dir}")
