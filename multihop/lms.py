@@ -189,7 +189,3 @@ def configure_lm(spec: str = DEFAULT_LM, **kwargs) -> dspy.LM:
     lm = make_lm(spec, **kwargs)
     dspy.configure(lm=lm, adapter=default_adapter(spec))
     return lm
-
-
-def lm_name(lm) -> str:
-    return getattr(lm, "model", type(lm).__name__)

@@ -10,12 +10,10 @@ first-class. Token counts come from DSPy's usage tracker, so cache hits count ze
 from __future__ import annotations
 
 import contextvars
-import json
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import dspy
@@ -180,7 +178,3 @@ def record_trace(root: dspy.Module | None = None) -> Iterator[Trace]:
     usage = _StageUsage(trace, dspy.settings.get("usage_tracker"))
     with dspy.context(callbacks=callbacks, usage_tracker=usage):
         yield trace
-
-
-def save_traces(path: str | Path, traces: dict[str, list[dict]]) -> None:
-    Path(path).write_text(json.dumps(traces, indent=1, ensure_ascii=False))
