@@ -87,7 +87,11 @@ def data_list(root: Path = typer.Option(None, help="folder to scan (default: MUL
     from multihop.data import find_files
     from multihop.paths import data_dir
 
-    root = root or data_dir()
+    try:
+        root = root or data_dir()
+    except FileNotFoundError as exc:
+        console.print(f"[red]{exc}[/red]")
+        raise typer.Exit(1) from None
     table = Table("file", "kind", "records", title=str(root))
     for row in find_files(root):
         table.add_row(row["path"], row["kind"], str(row["records"]))

@@ -11,17 +11,15 @@ def home() -> Path:
     return Path(os.environ.get("MULTIHOP_HOME") or Path.home() / ".cache" / "multihop")
 
 
-def data_dir(required: bool = True) -> Path | None:
+def data_dir() -> Path:
     """The folder of real benchmark files, laid out like the project's shared data folder (``MULTIHOP_DATA``)."""
     value = os.environ.get("MULTIHOP_DATA")
     if value and Path(value).is_dir():
         return Path(value)
-    if required:
-        raise FileNotFoundError(
-            "MULTIHOP_DATA is not set to an existing folder. Point it at a folder with musique/, hotpotqa/ and "
-            "2wikimultihopqa/ (the Makefile uses ../shared/data), or run `multihop data fetch` on an online machine."
-        )
-    return None
+    raise FileNotFoundError(
+        "MULTIHOP_DATA is not set to an existing folder. Point it at a folder with musique/, hotpotqa/ and "
+        "2wikimultihopqa/ (the Makefile uses ../shared/data), or run `multihop data fetch` on an online machine."
+    )
 
 
 def atomic_write_text(path: Path, text: str) -> None:

@@ -33,3 +33,9 @@ def test_data_fetch_offline_fails_clearly(tmp_path, monkeypatch):
     result = runner.invoke(app, ["data", "fetch", "hotpotqa", "--root", str(tmp_path)])
     assert result.exit_code == 1 and "offline" in result.output
     assert not list(tmp_path.rglob("*.json"))  # nothing half-written is left behind
+
+
+def test_data_list_without_data_says_where_to_point(monkeypatch):
+    monkeypatch.delenv("MULTIHOP_DATA", raising=False)
+    result = runner.invoke(app, ["data", "list"])
+    assert result.exit_code == 1 and "MULTIHOP_DATA" in result.output
