@@ -48,18 +48,14 @@ def _retriever(retriever_dir: str | None, corpus: str | None, data: str | None, 
     if retriever_dir:
         return Path(retriever_dir)
     from multihop.data import build_corpus, load_corpus, load_dataset
-    from multihop.paths import home
     from multihop.retrievers import DenseRetriever
 
     source = corpus or data
     if source is None:
         raise typer.BadParameter("give --retriever DIR, --corpus FILE or --data FILE to build an index from")
     passages = load_corpus(source) if corpus else build_corpus(load_dataset(source), source=source)
-    target = home() / "indexes" / f"{encoder}-{passages.checksum()[:16]}"
-    if not (target / "manifest.json").exists():
-        console.print(f"building the {encoder} index of {len(passages)} passages → {target}")
-        DenseRetriever.build(passages, encoder=encoder).save(target)
-    return target
+    console.print(f"{encoder} index of {len(passages)} passages (built once, then cached)")
+    return DenseRetriever.build_cached(passages, encoder=encoder)
 
 
 @models_app.command("install")

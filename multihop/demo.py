@@ -20,7 +20,7 @@ from multihop import models
 from multihop.data import build_corpus, load_dataset
 from multihop.evaluation import evaluate, render_table
 from multihop.lms import configure_lm
-from multihop.paths import data_dir, home
+from multihop.paths import data_dir
 
 TRAIN_FILE = "musique/train/musique_train.json"
 DEV_FILE = "musique/dev/musique_qa_100.json"
@@ -55,13 +55,9 @@ def run_demo(out: Path, train: int = 20, dev: int = 20, lm: str = "local:smollm2
     trainset = load_dataset(root / TRAIN_FILE, limit=train)
     devset = load_dataset(root / DEV_FILE, limit=dev)
     corpus = build_corpus([*trainset, *devset], source="musique train+dev questions in use")
-    index_dir = home() / "indexes" / f"mpnet-{corpus.checksum()[:16]}"
-    if (index_dir / "manifest.json").exists():
-        retriever = DenseRetriever.load(index_dir)
-    else:
-        console.print(f"encoding {len(corpus)} passages with MPNet (resumes if interrupted)")
-        retriever = DenseRetriever.build(corpus, encoder="mpnet")
-        retriever.save(index_dir)
+    console.print(f"MPNet index of {len(corpus)} passages (built once, resumes if interrupted, then cached)")
+    index_dir = DenseRetriever.build_cached(corpus, encoder="mpnet")
+    retriever = DenseRetriever.load(index_dir)
     console.print(f"{len(trainset)} train / {len(devset)} dev questions, {len(corpus)} passages, index {index_dir}")
     step("data + index", t0)
 

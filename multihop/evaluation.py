@@ -13,7 +13,6 @@ import contextvars
 import json
 import os
 import re
-import threading
 import time
 import traceback
 from collections.abc import Sequence
@@ -139,7 +138,6 @@ def evaluate(
     results_path = out / RESULTS
     done = read_results(results_path)
     todo = [ex for ex in examples if ex.id not in done]
-    lock = threading.Lock()
     rows = dict(done)
     with open(results_path, "a", encoding="utf-8") as sink, ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
         futures = [pool.submit(contextvars.copy_context().run, run_question, program, ex) for ex in todo]
@@ -147,13 +145,12 @@ def evaluate(
                    disable=not progress)
         try:
             for future in as_completed(futures):
-                row, trace = future.result()
-                with lock:
-                    atomic_write_text(trace_path(out, row["id"]), json.dumps(jsonable(trace), indent=1))
-                    sink.write(json.dumps(row, ensure_ascii=False) + "\n")
-                    sink.flush()
-                    os.fsync(sink.fileno())
-                    rows[row["id"]] = row
+                row, trace = future.result()  # rows are written by this thread only, as they finish
+                atomic_write_text(trace_path(out, row["id"]), json.dumps(jsonable(trace), indent=1))
+                sink.write(json.dumps(row, ensure_ascii=False) + "\n")
+                sink.flush()
+                os.fsync(sink.fileno())
+                rows[row["id"]] = row
                 bar.update(1)
         except BaseException:
             for future in futures:

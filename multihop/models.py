@@ -243,9 +243,11 @@ def hf_folder(name_or_gguf: str | Path) -> Path:
     ``name_or_gguf`` is a registry name (``smollm2``) or a path to a ``.gguf`` file. The converted folder carries a
     ``multihop.json`` with the source checksum and the converted weights' checksum, checked on every later call.
     """
-    gguf = resolve(str(name_or_gguf)) if str(name_or_gguf) in REGISTRY else Path(name_or_gguf)
-    source_sha = verify(gguf, REGISTRY[str(name_or_gguf)].sha256) if str(name_or_gguf) in REGISTRY else None
-    source_sha = source_sha or sha256_file(gguf)
+    if str(name_or_gguf) in REGISTRY:
+        gguf, source_sha = resolve(str(name_or_gguf)), REGISTRY[str(name_or_gguf)].sha256  # resolve() verified it
+    else:
+        gguf = Path(name_or_gguf)
+        source_sha = sha256_file(gguf)
     target = home() / "models" / f"{gguf.stem}-{source_sha[:12]}-hf"
     manifest = target / "multihop.json"
     if manifest.exists():

@@ -38,6 +38,14 @@ class DenseRetriever(dspy.Module):
         manifest = {"encoder": encoder.name, "encoder_sha256": encoder.checksum(), "corpus_sha256": corpus.checksum()}
         return cls(corpus, encoder, FaissIndex.build(vectors, manifest), k=k)
 
+    @classmethod
+    def build_cached(cls, corpus: Corpus, encoder: str = "mpnet") -> Path:
+        """The folder of ``corpus``'s index under ``MULTIHOP_HOME/indexes``, built (resumably) on first use."""
+        target = home() / "indexes" / f"{encoder}-{corpus.checksum()[:16]}"
+        if not (target / "manifest.json").exists():
+            cls.build(corpus, encoder=encoder).save(target)
+        return target
+
     def save(self, directory: str | Path) -> None:
         """Save the index, its manifest and the corpus it covers into ``directory``."""
         directory = Path(directory)

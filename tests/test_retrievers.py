@@ -65,3 +65,13 @@ def test_empty_corpus_and_empty_query_are_clear_errors(small_retriever):
         DenseRetriever.build(Corpus(), encoder="minilm")
     with pytest.raises(ValueError, match="non-empty"):
         small_retriever("  ")
+
+
+def test_build_cached_builds_once(tmp_path, monkeypatch):
+    monkeypatch.setenv("MULTIHOP_HOME", str(tmp_path))
+    corpus = Corpus([Passage.make(f"T{i}", f"cached passage {i}") for i in range(3)])
+    folder = DenseRetriever.build_cached(corpus, encoder="minilm")
+    stamp = (folder / "index.faiss").stat().st_mtime_ns
+    assert DenseRetriever.build_cached(corpus, encoder="minilm") == folder
+    assert (folder / "index.faiss").stat().st_mtime_ns == stamp
+    assert DenseRetriever.load(folder)("cached passage 2", k=1).ids == [corpus[2].id]
