@@ -67,6 +67,7 @@ class Corpus:
         self.source = source
         self._passages: list[Passage] = []
         self._by_id: dict[str, Passage] = {}
+        self._rows: dict[str, int] = {}
         self.skipped_empty = 0
         self.merged_duplicates = 0
         for passage in passages:
@@ -86,6 +87,7 @@ class Corpus:
                 )
             self.merged_duplicates += 1
             return False
+        self._rows[passage.id] = len(self._passages)
         self._passages.append(passage)
         self._by_id[passage.id] = passage
         return True
@@ -98,6 +100,10 @@ class Corpus:
 
     def __getitem__(self, key: int | str) -> Passage:
         return self._passages[key] if isinstance(key, int) else self._by_id[key]
+
+    def row(self, pid: str) -> int:
+        """The position of passage ``pid`` (the row of its vector in an index)."""
+        return self._rows[pid]
 
     def __contains__(self, pid: object) -> bool:
         return pid in self._by_id

@@ -237,6 +237,26 @@ def resolve(name: str) -> Path:
     return weights if spec.layout == "raw-parts" else target
 
 
+FINETUNED_STAMP = "multihop-encoder.json"
+
+
+def resolve_encoder(name_or_path: str | Path) -> Path:
+    """A sentence-transformers folder: a registry encoder by name, or a folder on disk. A folder written by
+    ``multihop retriever train`` carries its weights' sha256 in ``multihop-encoder.json``, checked here like a
+    registry model's."""
+    spec = REGISTRY.get(str(name_or_path))
+    if spec is not None and spec.kind == "encoder":
+        return resolve(spec.name)
+    folder = Path(name_or_path)
+    if not (folder / "modules.json").exists() and not (folder / "config.json").exists():
+        known = ", ".join(name for name, s in REGISTRY.items() if s.kind == "encoder")
+        raise FileNotFoundError(f"{name_or_path!r} is neither a known encoder ({known}) nor a model folder")
+    stamp = folder / FINETUNED_STAMP
+    if stamp.exists():
+        verify(folder / "model.safetensors", json.loads(stamp.read_text())["sha256"])
+    return folder
+
+
 def hf_folder(name_or_gguf: str | Path) -> Path:
     """A Hugging Face folder for a GGUF model, converted (de-quantised to float32) once and cached.
 

@@ -68,9 +68,9 @@ def load(directory: str | Path, program: dspy.Module | None = None, retriever: d
         kwargs = dict(info.get("config") or {})
         if "retriever" in inspect.signature(cls.__init__).parameters:
             if retriever is None and info.get("retriever"):
-                from multihop.retrievers import DenseRetriever
+                from multihop.retrievers import load_retriever
 
-                retriever = DenseRetriever.load(info["retriever"])
+                retriever = load_retriever(info["retriever"])
             kwargs["retriever"] = retriever
         program = cls(**kwargs)
     if type(program).__name__ != info["program"] or program.config() != info.get("config", {}):

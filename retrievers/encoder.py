@@ -1,57 +1,96 @@
-"""Sentence encoders over the offline models (DESIGN.md, "Models offline"; CoopRAG §3.3 uses MPNet).
+"""Sentence encoders over the offline models, with the layer-wise states RaLa needs (CoopRAG §3.3–3.4).
 
 ``Encoder("mpnet")`` resolves a registry name through :mod:`multihop.models` (checksum verified); any other value
-is a path to a sentence-transformers folder (for example a fine-tuned encoder). Embeddings are L2-normalised so an
-inner-product index ranks by cosine similarity. Runs on CUDA when present.
+is a path to a sentence-transformers folder (for example one written by ``multihop retriever train``). Embeddings
+are L2-normalised so an inner-product index ranks by cosine similarity. Runs on CUDA when present.
+
+Besides the pooled embedding used for first-stage search, :meth:`Encoder.states` returns in one forward pass the
+L2-normalised token states of the last layer (Eq. 2), the ``[CLS]`` state of every layer (the gap-aware weight of
+Eq. 4) and, on request, the token states of premature layers (Eq. 3). The first-stage embedding is the encoder's own
+pooling (mean pooling for MPNet, as it was trained); the paper's ``[CLS]`` appears in the reranking scores.
+
+The unrolling markers ``[Question]``, ``<FILL>``, ``<UNCERTAIN>`` and ``[Passage]`` (§3.2) are added to the tokenizer
+as special tokens so an unrolled query never splits them into word pieces; their new embedding rows start as the
+mean of the existing rows (deterministic, unlike transformers' sampled mean-resizing), and a fine-tuned encoder
+saves and reloads them trained. Texts are cut at 512 tokens; :attr:`Encoder.truncated` counts the cut ones.
 """
 
 from __future__ import annotations
 
 import hashlib
-from pathlib import Path
+import logging
+from dataclasses import dataclass
 
 import numpy as np
 
 from multihop import models
 
+SPECIAL_TOKENS = ("[Question]", "<FILL>", "<UNCERTAIN>", "[Passage]")
+MAX_LENGTH = 512
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class EncodedStates:
+    """Layer-wise states of a batch of texts (numpy, float32, rows L2-normalised).
+
+    ``tokens[i]``: last-layer token states of text ``i`` (``[T_i, d]``, ``[CLS]`` first); ``cls``: ``[B, L+1, d]``
+    ``[CLS]`` state after the embeddings (0) and after every layer (1..L); ``layer_tokens[l][i]``: token states of
+    premature layer ``l``, only for the layers asked for.
+    """
+
+    pooled: np.ndarray
+    tokens: list[np.ndarray]
+    cls: np.ndarray
+    layer_tokens: dict[int, list[np.ndarray]]
+
 
 class Encoder:
     def __init__(self, name: str = "mpnet", device: str | None = None, batch_size: int = 8):
-        self.name = name
-        self.path = models.resolve(name) if name in models.REGISTRY else Path(name)
-        if not (self.path / "modules.json").exists() and not (self.path / "config.json").exists():
-            known = ", ".join(models.REGISTRY)
-            raise FileNotFoundError(f"{name!r} is neither a known encoder ({known}) nor a model folder")
+        self.name = str(name)
+        self.path = models.resolve_encoder(self.name)
         self.batch_size = batch_size
+        self.truncated = 0
         self._device = device
         self._model = None
 
     @property
     def model(self):
+        """The sentence-transformers model, loaded on first use with the unrolling markers and a 512-token limit."""
         if self._model is None:
             import torch
             from sentence_transformers import SentenceTransformer
 
             device = self._device or ("cuda" if torch.cuda.is_available() else "cpu")
-            self._model = SentenceTransformer(str(self.path), device=device, local_files_only=True)
+            model = SentenceTransformer(str(self.path), device=device, local_files_only=True)
+            model.max_seq_length = min(MAX_LENGTH, model[0].auto_model.config.max_position_embeddings - 2)
+            _add_special_tokens(model[0])
+            self._model = model
         return self._model
 
     @property
     def dimension(self) -> int:
-        return int(self.model.get_sentence_embedding_dimension())
+        return int(self.model.get_embedding_dimension())
+
+    @property
+    def num_layers(self) -> int:
+        """Transformer layers ``L``; the states are indexed 0 (embeddings) to ``L`` (last layer)."""
+        return int(self.model[0].auto_model.config.num_hidden_layers)
 
     def checksum(self) -> str:
         """sha256 of the encoder's weights: an index records it and refuses a different encoder on load."""
-        weights = self.path / "model.safetensors"
         spec = models.REGISTRY.get(self.name)
         if spec is not None and spec.kind == "encoder":
             return spec.sha256
+        weights = self.path / "model.safetensors"
         return models.sha256_file(weights) if weights.exists() else hashlib.sha256(str(self.path).encode()).hexdigest()
 
     def encode(self, texts: list[str], progress: bool = False) -> np.ndarray:
-        """Normalised float32 embeddings, shape ``(len(texts), dimension)``."""
+        """Normalised float32 pooled embeddings, shape ``(len(texts), dimension)``."""
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
+        self._count_truncated(texts)
         vectors = self.model.encode(
             texts,
             batch_size=self.batch_size,
@@ -60,3 +99,84 @@ class Encoder:
             show_progress_bar=progress,
         )
         return np.ascontiguousarray(vectors, dtype=np.float32)
+
+    def forward(self, texts: list[str], token_layers: tuple[int, ...] = ()) -> dict:
+        """One forward pass with gradients as the caller's context allows (training uses this).
+
+        Returns torch tensors: ``pooled`` ``[B, d]``, ``tokens`` ``[B, T, d]`` (last layer), ``mask`` ``[B, T]``,
+        ``cls`` ``[B, L+1, d]`` and ``layer_tokens`` ``{l: [B, T, d]}``, all L2-normalised along ``d``.
+        """
+        import torch
+        import torch.nn.functional as F
+
+        model = self.model
+        features = {key: value.to(model.device) if hasattr(value, "to") else value
+                    for key, value in model.preprocess(texts).items()}
+        transformer = model[0].auto_model
+        transformer.config.output_hidden_states = True
+        try:
+            out = model(features)
+        finally:
+            transformer.config.output_hidden_states = False
+        hidden = out["all_layer_embeddings"]
+        pooled = out["sentence_embedding"]
+        return {
+            "pooled": F.normalize(pooled, dim=-1),
+            "tokens": F.normalize(hidden[-1], dim=-1),
+            "mask": features["attention_mask"].bool(),
+            "cls": F.normalize(torch.stack([h[:, 0] for h in hidden], dim=1), dim=-1),
+            "layer_tokens": {layer: F.normalize(hidden[layer], dim=-1) for layer in token_layers},
+        }
+
+    def states(self, texts: list[str], token_layers: tuple[int, ...] = ()) -> EncodedStates:
+        """:meth:`forward` without gradients, batched by length, as numpy arrays trimmed to each text's tokens."""
+        import torch
+
+        if not texts:
+            raise ValueError("no texts to encode")
+        self._count_truncated(texts)
+        order = np.argsort([-len(t) for t in texts], kind="stable")
+        pooled = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        cls = np.zeros((len(texts), self.num_layers + 1, self.dimension), dtype=np.float32)
+        tokens: list = [None] * len(texts)
+        layer_tokens: dict[int, list] = {layer: [None] * len(texts) for layer in token_layers}
+        with torch.inference_mode():
+            for start in range(0, len(texts), self.batch_size):
+                rows = order[start : start + self.batch_size]
+                out = self.forward([texts[i] for i in rows], token_layers)
+                lengths = out["mask"].sum(dim=1).tolist()
+                pooled[rows] = out["pooled"].float().cpu().numpy()
+                cls[rows] = out["cls"].float().cpu().numpy()
+                for j, (row, length) in enumerate(zip(rows, lengths, strict=True)):
+                    tokens[row] = out["tokens"][j, :length].float().cpu().numpy()
+                    for layer in token_layers:
+                        layer_tokens[layer][row] = out["layer_tokens"][layer][j, :length].float().cpu().numpy()
+        return EncodedStates(pooled, tokens, cls, layer_tokens)
+
+    def _count_truncated(self, texts: list[str]) -> None:
+        tokenizer = self.model.tokenizer
+        limit = self.model.max_seq_length
+        lengths = [len(ids) for ids in tokenizer(texts, add_special_tokens=True, truncation=False)["input_ids"]]
+        cut = sum(length > limit for length in lengths)
+        if cut:
+            self.truncated += cut
+            logger.info("%d of %d texts are longer than %d tokens and were truncated", cut, len(texts), limit)
+
+
+def _add_special_tokens(transformer) -> None:
+    """Add the unrolling markers; new embedding rows start at the mean of the existing ones."""
+    import torch
+
+    tokenizer, model = transformer.tokenizer, transformer.auto_model
+    added = tokenizer.add_tokens(list(SPECIAL_TOKENS), special_tokens=True)
+    if not added:
+        return
+    old = model.get_input_embeddings().weight.shape[0]
+    if len(tokenizer) > old:
+        model.resize_token_embeddings(len(tokenizer), mean_resizing=False)
+    weight = model.get_input_embeddings().weight
+    new_ids = tokenizer.convert_tokens_to_ids(list(SPECIAL_TOKENS))
+    with torch.no_grad():
+        mean = weight[: min(new_ids)].mean(dim=0)
+        for token_id in new_ids:
+            weight[token_id] = mean

@@ -1,0 +1,59 @@
+"""RaLa: ranking by contrasting layers (CoopRAG §3.4, App. E.5, E.9, F.3).
+
+The candidate layers ``C`` are one layer drawn (seeded) from each of ``buckets`` contiguous buckets of the encoder's
+premature layers ``0..L-1`` (0 is the embedding output, as in DoLa's buckets); the last layer ``L`` is never a
+candidate. ``scoring="eq4"`` is the paper's practical score (Eq. 4): ω_{U,D} · MaxSim on the last layer, with ω the
+largest ``[CLS]`` similarity gap between the last and a candidate layer; ``omega=False`` drops ω (plain ColBERT
+MaxSim, the "w/o ω" ablation). ``scoring="eq3"`` is Eq. 3: the token-level maximum gap, averaged over query tokens.
+This follows the paper, not the authors' release, which skips ω at inference. The paper's default is 4 buckets
+(App. F.3 tries 2, 4, 6 and 12 over MPNet's 12 layers).
+"""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import torch
+
+from . import scoring
+
+SCORINGS = ("eq4", "eq3")
+
+
+class RaLa:
+    def __init__(self, scoring: str = "eq4", buckets: int = 4, omega: bool = True, seed: int = 0):
+        if scoring not in SCORINGS:
+            raise ValueError(f"scoring must be one of {SCORINGS}, not {scoring!r}")
+        if buckets < 1:
+            raise ValueError("buckets must be at least 1")
+        self.scoring, self.buckets, self.omega, self.seed = scoring, buckets, omega, seed
+
+    def config(self) -> dict:
+        return {"scoring": self.scoring, "buckets": self.buckets, "omega": self.omega, "seed": self.seed}
+
+    def candidate_layers(self, num_layers: int) -> tuple[int, ...]:
+        """One premature layer from each bucket of ``0..num_layers-1``, drawn with ``seed``."""
+        if self.buckets > num_layers:
+            raise ValueError(f"{self.buckets} buckets cannot be drawn from an encoder of {num_layers} layers")
+        rng = random.Random(self.seed)
+        return tuple(int(rng.choice(bucket)) for bucket in np.array_split(np.arange(num_layers), self.buckets))
+
+    def token_layers(self, num_layers: int) -> tuple[int, ...]:
+        """The premature layers whose token states a score needs (Eq. 3 only; Eq. 4 needs ``[CLS]`` states alone)."""
+        return self.candidate_layers(num_layers) if self.scoring == "eq3" else ()
+
+    def score(self, query_tokens: np.ndarray, tokens: list, cls: np.ndarray, layer_tokens: dict) -> np.ndarray:
+        """Scores of one query (its last-layer token states ``[Tq, d]``) against documents given by their ``tokens``,
+        all-layer ``cls`` states ``[n, L+1, d]`` and, for Eq. 3, ``layer_tokens`` of the candidate layers."""
+        layers = self.candidate_layers(cls.shape[1] - 1)
+        q, qm = scoring.pad([query_tokens])
+        d, dm = scoring.pad(tokens)
+        with torch.inference_mode():
+            if self.scoring == "eq4":
+                cls_layers = torch.as_tensor(cls[:, list(layers)], dtype=torch.float32)
+                scores = scoring.score_eq4(q, qm, d, dm, cls_layers, omega=self.omega)
+            else:
+                d_layers = torch.stack([scoring.pad(layer_tokens[layer])[0] for layer in layers], dim=1)
+                scores = scoring.score_eq3(q, qm, d, dm, d_layers)
+        return scores[0].numpy()

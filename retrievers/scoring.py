@@ -1,0 +1,59 @@
+"""The reranking scores of CoopRAG §3.4 on padded batches of L2-normalised token states (torch, differentiable).
+
+Shapes: queries ``q`` ``[b, Tq, d]`` with mask ``qm`` ``[b, Tq]``; documents ``D`` ``[m, Td, d]`` with mask ``dm``
+``[m, Td]``; premature-layer states ``[m, |C|, Td, d]`` (tokens) or ``[m, |C|, d]`` (``[CLS]``). Every score is
+``[b, m]``: one row per query, one column per document. Padding never wins a max and never enters an average.
+"""
+
+from __future__ import annotations
+
+import torch
+
+NEG = -1e4  # below any difference of cosines (|gap| <= 2)
+
+
+def maxsim(q: torch.Tensor, qm: torch.Tensor, d: torch.Tensor, dm: torch.Tensor) -> torch.Tensor:
+    """ColBERT late interaction: average over query tokens of the max cosine over document tokens."""
+    sim = torch.einsum("bid,mjd->bmij", q, d).masked_fill(~dm[None, :, None, :], NEG)
+    return _masked_mean(sim.max(dim=-1).values, qm)
+
+
+def cls_gap(q_cls: torch.Tensor, d_cls_last: torch.Tensor, d_cls_layers: torch.Tensor) -> torch.Tensor:
+    """The gap-aware weight ω_{U,D} = g(q0, d0) = max over candidate layers l of <q0, d0^L> − <q0, d0^l>."""
+    last = q_cls @ d_cls_last.T  # [b, m]
+    premature = torch.einsum("bd,mcd->bmc", q_cls, d_cls_layers)
+    return (last[:, :, None] - premature).max(dim=-1).values
+
+
+def score_eq4(q, qm, d, dm, d_cls_layers, omega: bool = True) -> torch.Tensor:
+    """Eq. 4: score_o(U, D) = ω_{U,D} · avg_i max_j <q_i, d_j^L>; ``omega=False`` is the plain MaxSim (w/o ω)."""
+    sim = maxsim(q, qm, d, dm)
+    if not omega:
+        return sim
+    return cls_gap(q[:, 0], d[:, 0], d_cls_layers) * sim
+
+
+def score_eq3(q, qm, d, dm, d_layers: torch.Tensor) -> torch.Tensor:
+    """Eq. 3: avg_i max_j g(q_i, d_j) with g(q_i, d_j) = max_l <q_i, d_j^L> − <q_i, d_j^l>."""
+    last = torch.einsum("bid,mjd->bmij", q, d)
+    premature = torch.einsum("bid,mcjd->bmijc", q, d_layers)
+    gap = (last[..., None] - premature).max(dim=-1).values.masked_fill(~dm[None, :, None, :], NEG)
+    return _masked_mean(gap.max(dim=-1).values, qm)
+
+
+def pad(states: list, device=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Stack ``[T_i, ...]`` arrays or tensors into a zero-padded ``[n, T, ...]`` tensor and its ``[n, T]`` mask."""
+    tensors = [torch.as_tensor(s, dtype=torch.float32, device=device) for s in states]
+    longest = max(t.shape[0] for t in tensors)
+    out = tensors[0].new_zeros((len(tensors), longest, *tensors[0].shape[1:]))
+    mask = torch.zeros((len(tensors), longest), dtype=torch.bool, device=out.device)
+    for i, t in enumerate(tensors):
+        out[i, : t.shape[0]] = t
+        mask[i, : t.shape[0]] = True
+    return out, mask
+
+
+def _masked_mean(values: torch.Tensor, qm: torch.Tensor) -> torch.Tensor:
+    """Mean over the query-token axis (last) of ``[b, m, Tq]`` values, counting real tokens only."""
+    weights = qm[:, None, :].to(values.dtype)
+    return (values * weights).sum(dim=-1) / weights.sum(dim=-1).clamp(min=1)
