@@ -1,4 +1,4 @@
-"""The ``multihop`` command line: models, data, index, eval, compile, ask, trace, demo."""
+"""The ``multihop`` command line: models, data, index, retriever, eval, compile, ask, trace, demo."""
 
 from __future__ import annotations
 
@@ -16,10 +16,12 @@ models_app = typer.Typer(help="Offline models from the package registry.", no_ar
 data_app = typer.Typer(help="Benchmark files in MULTIHOP_DATA.", no_args_is_help=True)
 index_app = typer.Typer(help="Retrieval indexes.", no_args_is_help=True)
 trace_app = typer.Typer(help="Per-stage traces saved by an evaluation.", no_args_is_help=True)
+retriever_app = typer.Typer(help="Retriever fine-tuning.", no_args_is_help=True)
 app.add_typer(models_app, name="models")
 app.add_typer(data_app, name="data")
 app.add_typer(index_app, name="index")
 app.add_typer(trace_app, name="trace")
+app.add_typer(retriever_app, name="retriever")
 console = Console() if sys.stdout.isatty() else Console(width=150)  # logs keep the whole table
 
 
@@ -38,9 +40,9 @@ def _program(name: str, retriever_dir: str | None, corpus: str | None, data: str
     if name == "NoRetrieval":
         return cls(), None
     retriever_path = _retriever(retriever_dir, corpus, data, encoder)
-    from multihop.retrievers import DenseRetriever
+    from multihop.retrievers import load_retriever
 
-    return cls(retriever=DenseRetriever.load(retriever_path), k=k), str(retriever_path)
+    return cls(retriever=load_retriever(retriever_path), k=k), str(retriever_path)
 
 
 def _retriever(retriever_dir: str | None, corpus: str | None, data: str | None, encoder: str) -> Path:
@@ -114,16 +116,54 @@ def data_fetch(
 @index_app.command("build")
 def index_build(
     corpus: str = typer.Argument(..., help="a corpus file or a question file (its paragraphs form the corpus)"),
-    out: Path = typer.Option(..., help="folder to write the index into"),
+    out: Path = typer.Option(..., help="folder to write the retriever into"),
+    first_stage: str = typer.Option("dense", help="dense, bm25 or hybrid"),
     encoder: str = typer.Option("mpnet", help="encoder name or sentence-transformers folder"),
+    index: str = typer.Option("auto", help="FAISS index kind: flat, ivf, hnsw or auto (flat below 100k passages)"),
+    rerank: str = typer.Option("none", help="none, maxsim, rala-eq4 or rala-eq3"),
+    n: int = typer.Option(20, help="first-stage passages handed to the reranker"),
+    k: int = typer.Option(5, help="passages returned"),
+    buckets: int = typer.Option(4, help="RaLa layer buckets"),
+    token_cache: bool = typer.Option(True, help="keep token states with a dense index so reranking skips encoding"),
 ):
-    """Build a dense FAISS index (resumable) and save it with its manifest and corpus."""
+    """Build a retriever (resumable encoding) and save it with its manifest and corpus."""
     from multihop.data import load_corpus
-    from multihop.retrievers import DenseRetriever
+    from multihop.retrievers.storage import build_retriever
 
     passages = load_corpus(corpus)
-    DenseRetriever.build(passages, encoder=encoder).save(out)
+    build_retriever(passages, first_stage=first_stage, encoder=encoder, index=index, rerank=rerank, n=n, k=k,
+                    buckets=buckets, token_cache=token_cache).save(out)
     console.print(f"indexed {len(passages)} passages ({passages.skipped_empty} empty skipped) → {out}")
+
+
+@retriever_app.command("train")
+def retriever_train(
+    data: list[str] = typer.Argument(..., help="train files with supporting paragraphs (MuSiQue, HotpotQA, 2Wiki)"),
+    out: Path = typer.Option(..., help="folder for the fine-tuned encoder (and its resumable checkpoint)"),
+    encoder: str = typer.Option("mpnet", help="encoder to start from"),
+    unrolled: Path = typer.Option(None, help="JSON lines {id, unrolled}: train on unrolled questions"),
+    limit: int = typer.Option(None, help="questions read per file"),
+    batch_size: int = typer.Option(40, help="questions per mini-batch (App. F.1: 40)"),
+    micro_batch: int = typer.Option(8, help="texts per forward pass (memory only; the loss is the full batch's)"),
+    epochs: int = typer.Option(1),
+    max_steps: int = typer.Option(None),
+    lr: float = typer.Option(2e-5),
+    tau: float = typer.Option(0.05, help="InfoNCE temperature (App. F.2: 0.05)"),
+    alpha: bool = typer.Option(True, help="difficulty-aware weight α (--no-alpha: the w/o α ablation)"),
+    omega: bool = typer.Option(True, help="gap-aware weight ω in the score (--no-omega: the w/o ω ablation)"),
+    seed: int = typer.Option(0),
+):
+    """Difficulty-aware fine-tuning (CoopRAG §3.6); the output folder works wherever an encoder name does."""
+    from multihop.data import load_dataset
+    from multihop.retrievers.finetune import TrainConfig, read_unrolled, train, training_samples
+
+    examples = [e for path in data for e in load_dataset(path, limit=limit)]
+    samples = training_samples(examples, read_unrolled(unrolled) if unrolled else None, seed=seed)
+    config = TrainConfig(encoder=encoder, batch_size=batch_size, micro_batch=micro_batch, epochs=epochs,
+                         max_steps=max_steps, lr=lr, tau=tau, alpha=alpha, omega=omega, seed=seed)
+    console.print(f"{len(samples)} samples from {len(examples)} questions")
+    train(samples, out, config)
+    console.print(f"fine-tuned encoder → {out}")
 
 
 LM_OPT = typer.Option("local:smollm2", "--lm", help="local:smollm2, local:<path>, or a dspy.LM model string")

@@ -64,7 +64,7 @@ class Encoder:
 
             device = self._device or ("cuda" if torch.cuda.is_available() else "cpu")
             model = SentenceTransformer(str(self.path), device=device, local_files_only=True)
-            model.max_seq_length = min(MAX_LENGTH, model[0].auto_model.config.max_position_embeddings - 2)
+            model.max_seq_length = min(MAX_LENGTH, model[0].auto_model.config.max_position_embeddings)
             _add_special_tokens(model[0])
             self._model = model
         return self._model
@@ -156,7 +156,7 @@ class Encoder:
     def _count_truncated(self, texts: list[str]) -> None:
         tokenizer = self.model.tokenizer
         limit = self.model.max_seq_length
-        lengths = [len(ids) for ids in tokenizer(texts, add_special_tokens=True, truncation=False)["input_ids"]]
+        lengths = [len(ids) for ids in tokenizer(texts, truncation=False, verbose=False)["input_ids"]]
         cut = sum(length > limit for length in lengths)
         if cut:
             self.truncated += cut

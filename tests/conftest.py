@@ -48,6 +48,18 @@ def small_retriever(musique_dev, tmp_path_factory):
     return DenseRetriever.build(corpus, encoder="minilm", work_dir=tmp_path_factory.mktemp("shards"))
 
 
+@pytest.fixture(scope="session")
+def cached_retriever(musique_dev, tmp_path_factory):
+    """The same corpus with token states kept for RaLa: the last layer and MiniLM layers 1 and 4 (the Eq. 3 layers
+    of ``RaLa(buckets=2, seed=0)``)."""
+    from multihop.data import build_corpus
+    from multihop.retrievers import DenseRetriever
+
+    corpus = build_corpus(musique_dev[:5])
+    return DenseRetriever.build(corpus, encoder="minilm", work_dir=tmp_path_factory.mktemp("shards"),
+                                token_layers=(1, 4))
+
+
 class StaticRetriever(dspy.Module):
     """A retriever that returns fixed passages and counts its calls."""
 

@@ -5,7 +5,17 @@ import pytest
 
 from multihop.corpus import Corpus, Passage
 from multihop.data import build_corpus
-from multihop.retrievers import DenseRetriever, Encoder, IndexMismatchError
+from multihop import models
+from multihop.retrievers import (
+    BM25Retriever,
+    DenseRetriever,
+    Encoder,
+    FaissIndex,
+    HybridRetriever,
+    IndexMismatchError,
+    load_retriever,
+)
+from multihop.retrievers.encoder import SPECIAL_TOKENS
 from multihop.retrievers.index import encode_corpus
 
 
@@ -51,10 +61,11 @@ def test_interrupted_encoding_resumes_from_its_shards(tmp_path):
     encoder.encode = failing_encode
     with pytest.raises(RuntimeError, match="killed"):
         encode_corpus(corpus, encoder, tmp_path, shard_size=4)
-    assert len(list(tmp_path.glob("shard-*.npy"))) == 1
+    assert len(list(tmp_path.glob("shard-*.npz"))) == 1
     calls.clear()
     crash[0] = False
-    vectors = encode_corpus(corpus, encoder, tmp_path, shard_size=4)
+    vectors, shards = encode_corpus(corpus, encoder, tmp_path, shard_size=4)
+    assert len(shards) == 3
     assert calls == [4, 2]  # the first shard was not encoded again
     assert vectors.shape == (10, 384)
     np.testing.assert_allclose(vectors, real(corpus.texts()), atol=1e-5)
@@ -75,3 +86,76 @@ def test_build_cached_builds_once(tmp_path, monkeypatch):
     assert DenseRetriever.build_cached(corpus, encoder="minilm") == folder
     assert (folder / "index.faiss").stat().st_mtime_ns == stamp
     assert DenseRetriever.load(folder)("cached passage 2", k=1).ids == [corpus[2].id]
+
+
+def test_bm25_hybrid_and_dense_find_both_gold_passages_of_a_known_question(small_retriever, musique_dev):
+    example = musique_dev[1]  # Common Sense / The Age of Reason: both hops share words with the question
+    bm25 = BM25Retriever(small_retriever.corpus)
+    hybrid = HybridRetriever(small_retriever, bm25)
+    for retriever in (small_retriever, bm25, hybrid):
+        prediction = retriever(example.question, k=5)
+        assert set(example.gold_passage_ids) <= set(prediction.ids), type(retriever).__name__
+        assert prediction.scores == sorted(prediction.scores, reverse=True)
+
+
+def test_bm25_and_hybrid_save_load_and_refuse_another_corpus(small_retriever, musique_dev, tmp_path):
+    bm25 = BM25Retriever(small_retriever.corpus)
+    hybrid = HybridRetriever(small_retriever, bm25)
+    question = musique_dev[3].question
+    for name, retriever in (("bm25", bm25), ("hybrid", hybrid)):
+        retriever.save(tmp_path / name)
+        loaded = load_retriever(tmp_path / name)
+        assert type(loaded) is type(retriever) and loaded(question).ids == retriever(question).ids
+    with pytest.raises(IndexMismatchError, match="corpus_sha256"):
+        BM25Retriever.load(tmp_path / "bm25", corpus=build_corpus(musique_dev[5:6]))
+    with pytest.raises(IndexMismatchError, match="same corpus"):
+        HybridRetriever(small_retriever, BM25Retriever(build_corpus(musique_dev[5:6])))
+    assert bm25("the of and").ids == []  # stop words only: nothing matches
+    with pytest.raises(ValueError, match="non-empty"):
+        bm25([])
+
+
+@pytest.mark.parametrize("kind", ["ivf", "hnsw"])
+def test_approximate_indexes_agree_with_exact_search(kind):
+    rng = np.random.default_rng(0)
+    centers = rng.normal(size=(20, 32))
+    vectors = (centers[rng.integers(0, 20, 4000)] + 0.3 * rng.normal(size=(4000, 32))).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    exact = FaissIndex.build(vectors, {}, kind="flat")
+    approx = FaissIndex.build(vectors, {}, kind=kind)
+    assert approx.kind == kind and approx.manifest["count"] == 4000
+    _, truth = exact.search(vectors[:50], 10)
+    _, found = approx.search(vectors[:50], 10)
+    recall = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(truth, found, strict=True)])
+    assert recall > 0.9
+    assert FaissIndex.build(vectors[:10], {}, kind="auto").kind == "flat"
+    with pytest.raises(ValueError, match="unknown index kind"):
+        FaissIndex.build(vectors, {}, kind="lsh")
+
+
+def test_ivf_index_round_trips_with_its_search_settings(tmp_path):
+    vectors = np.random.default_rng(1).normal(size=(2000, 16)).astype(np.float32)
+    built = FaissIndex.build(vectors, {"corpus_sha256": "x"}, kind="ivf", nprobe=4)
+    built.save(tmp_path)
+    loaded = FaissIndex.load(tmp_path, expect={"corpus_sha256": "x"})
+    assert loaded.kind == "ivf" and loaded.manifest["nprobe"] == 4
+    np.testing.assert_array_equal(loaded.search(vectors[:5], 3)[1], built.search(vectors[:5], 3)[1])
+
+
+def test_encoder_states_match_its_embeddings_and_keep_the_unrolling_markers_whole():
+    encoder = Encoder("minilm")
+    texts = ["Who directed <FILL>? [Question] (<UNCERTAIN>, directed, <FILL>) [Passage]", "word " * 600, "x"]
+    states = encoder.states(texts, token_layers=(2,))
+    np.testing.assert_allclose(states.pooled, encoder.encode(texts), atol=1e-5)
+    assert encoder.truncated == 2  # once by states(), once by encode(): the 600-word text
+    assert states.tokens[1].shape == (512, 384) and states.layer_tokens[2][2].shape == states.tokens[2].shape
+    assert states.cls.shape == (3, encoder.num_layers + 1, 384)
+    np.testing.assert_allclose(states.cls[:, -1], [t[0] for t in states.tokens], atol=1e-6)
+    np.testing.assert_allclose(np.linalg.norm(states.tokens[0], axis=1), 1.0, atol=1e-5)
+    pieces = encoder.model.tokenizer.tokenize(texts[0])
+    assert all(marker in pieces for marker in SPECIAL_TOKENS)
+
+
+def test_unknown_encoder_is_a_clear_error():
+    with pytest.raises(FileNotFoundError, match="neither a known encoder"):
+        models.resolve_encoder("no-such-encoder")

@@ -1,0 +1,260 @@
+"""Difficulty-aware fine-tuning of the encoder (CoopRAG §3.6, App. A, E.7, E.8, F.1–F.2).
+
+Each training question (or its unrolled form, when an unrolling file gives one) is paired with a positive (a
+supporting paragraph), a distractor (a non-supporting paragraph of the same question: the hard negative of §3.6)
+and a random negative (a paragraph of another question). A mini-batch of ``b`` questions scores every question
+against all ``3b`` documents with score_o (Eq. 4), and the loss is Eq. 5 with the weight of Eq. 6:
+
+    L_B = Σ_i α_i · −log( exp(score_o(U_i, D_i)/τ) / Σ_{D ∈ batch} exp(score_o(U_i, D)/τ) ),  α_i = log(1 + |S_i|)
+
+with ``|S_i|`` the gold sub-question count (MuSiQue's decomposition, 2Wiki's ``qa_pairs``; HotpotQA: 2), τ = 0.05
+and b = 40 (App. F). ``alpha=False`` and ``omega=False`` are the "w/o α" and "w/o ω" ablations (App. E.7, §4.4).
+
+Every supporting paragraph of a question makes one sample, so each hop's evidence is a positive once per epoch.
+The paper gives neither learning rate nor schedule; AdamW at 2e-5 (constant) is the usual choice for MPNet.
+
+A batch of 40 questions and 120 documents does not fit a CPU's memory with gradients, so a step runs as GradCache
+(Gao et al., 2021): states of the whole batch are computed without gradients in micro-batches, the exact batch loss
+is back-propagated to those states, and each micro-batch is re-run with gradients (and the same dropout masks)
+to carry them into the weights. The loss and gradients are those of the full batch; only memory changes.
+Checkpoints (weights, optimizer, step) are written atomically every ``checkpoint_every`` steps and resumed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import dspy
+import torch
+from tqdm.auto import tqdm
+
+from multihop.corpus import Passage
+from multihop.models import FINETUNED_STAMP, sha256_file
+from multihop.paths import atomic_write_text
+
+from . import scoring
+from .encoder import Encoder
+from .rala import RaLa
+
+CHECKPOINT = "checkpoint.pt"
+
+
+@dataclass(frozen=True)
+class TrainingSample:
+    query: str
+    positive: str
+    distractor: str
+    negative: str
+    sub_questions: int
+
+
+def training_samples(examples: Iterable[dspy.Example], unrolled: dict[str, str] | None = None,
+                     seed: int = 0) -> list[TrainingSample]:
+    """Samples from questions with paragraphs marked ``is_supporting`` (MuSiQue, HotpotQA and 2Wiki train files).
+    Questions without a supporting and a non-supporting paragraph are skipped."""
+    rng = random.Random(seed)
+    examples = [e for e in examples if e.get("paragraphs")]
+    pool = [(i, _render(p)) for i, e in enumerate(examples) for p in e.paragraphs]
+    if len({i for i, _ in pool}) < 2:
+        raise ValueError("fine-tuning needs at least two questions with paragraphs")
+    samples = []
+    for i, example in enumerate(examples):
+        gold = [_render(p) for p in example.paragraphs if p.get("is_supporting")]
+        others = [_render(p) for p in example.paragraphs if not p.get("is_supporting")]
+        if not gold or not others:
+            continue
+        query = (unrolled or {}).get(example.id, example.question)
+        count = len(example.get("decomposition") or []) or int(example.get("hops") or 2)
+        for positive in gold:
+            negative = _draw_other(rng, pool, i)
+            samples.append(TrainingSample(query, positive, rng.choice(others), negative, count))
+    if not samples:
+        raise ValueError("no question has both a supporting and a non-supporting paragraph")
+    return samples
+
+
+def read_unrolled(path: str | Path) -> dict[str, str]:
+    """An unrolling file: JSON lines ``{"id": ..., "unrolled": ...}`` (as CoopRAG's unrolling stage writes)."""
+    out = {}
+    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+        if line.strip():
+            try:
+                record = json.loads(line)
+                out[str(record["id"])] = record["unrolled"]
+            except (json.JSONDecodeError, KeyError, TypeError) as exc:
+                raise ValueError(f"{path}:{number}: expected {{\"id\", \"unrolled\"}} JSON, got {line[:80]!r}") from exc
+    return out
+
+
+def difficulty_weights(sub_questions: list[int], alpha: bool = True) -> torch.Tensor:
+    """Eq. 6: α = log(1 + |S|); all ones without α."""
+    counts = torch.tensor(sub_questions, dtype=torch.float32)
+    return torch.log1p(counts) if alpha else torch.ones_like(counts)
+
+
+def batch_loss(queries: dict, documents: dict, weights: torch.Tensor, tau: float = 0.05,
+               omega: bool = True) -> torch.Tensor:
+    """Eq. 5 over one mini-batch: ``queries`` (``tokens``, ``mask``) of ``b`` questions, ``documents`` (``tokens``,
+    ``mask``, ``cls_layers`` ``[3b, |C|, d]``) ordered positives, distractors, random negatives; question ``i``'s
+    positive is document ``i``."""
+    scores = scoring.score_eq4(queries["tokens"], queries["mask"], documents["tokens"], documents["mask"],
+                               documents["cls_layers"], omega=omega)
+    log_probs = torch.log_softmax(scores / tau, dim=1)
+    positives = torch.arange(scores.shape[0])
+    return -(weights * log_probs[positives, positives]).sum()
+
+
+@dataclass
+class TrainConfig:
+    encoder: str = "mpnet"
+    batch_size: int = 40
+    micro_batch: int = 8
+    epochs: int = 1
+    max_steps: int | None = None
+    lr: float = 2e-5
+    tau: float = 0.05
+    alpha: bool = True
+    omega: bool = True
+    buckets: int = 4
+    seed: int = 0
+    checkpoint_every: int = 50
+
+
+def train(samples: list[TrainingSample], out_dir: str | Path, config: TrainConfig | None = None) -> Path:
+    """Fine-tune ``config.encoder`` on ``samples`` and save a sentence-transformers folder in ``out_dir`` (with
+    ``multihop-encoder.json``: the weights' sha256, the config and the loss per step). Resumes from
+    ``out_dir/checkpoint.pt`` when it was written with the same config."""
+    config = config or TrainConfig()
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    encoder = Encoder(config.encoder, batch_size=config.micro_batch)
+    model = encoder.model
+    layers = list(RaLa(buckets=config.buckets, seed=config.seed).candidate_layers(encoder.num_layers))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr)
+    batches = _batches(samples, config)
+    history: list[float] = []
+    start = _resume(out_dir / CHECKPOINT, config, model, optimizer, history)
+    model.train()
+    for step in tqdm(range(start, len(batches)), desc="fine-tuning", unit="step", initial=start, total=len(batches)):
+        optimizer.zero_grad()
+        loss = grad_cache_step(encoder, batches[step], layers, config)
+        optimizer.step()
+        history.append(loss)
+        if (step + 1) % config.checkpoint_every == 0 and step + 1 < len(batches):
+            _save_checkpoint(out_dir / CHECKPOINT, config, model, optimizer, step + 1, history)
+    model.eval()
+    model.save(str(out_dir))
+    stamp = {"sha256": sha256_file(out_dir / "model.safetensors"), "config": asdict(config), "layers": layers,
+             "samples": len(samples), "steps": len(batches), "loss": history}
+    atomic_write_text(out_dir / FINETUNED_STAMP, json.dumps(stamp, indent=2))
+    (out_dir / CHECKPOINT).unlink(missing_ok=True)
+    return out_dir
+
+
+def grad_cache_step(encoder: Encoder, batch: list[TrainingSample], layers: list[int], config: TrainConfig) -> float:
+    """Accumulate the exact gradient of :func:`batch_loss` for ``batch`` into the encoder; returns the loss."""
+    queries = [s.query for s in batch]
+    documents = [s.positive for s in batch] + [s.distractor for s in batch] + [s.negative for s in batch]
+    q_chunks = _chunks(queries, config.micro_batch)
+    d_chunks = _chunks(documents, config.micro_batch)
+    rng_states, q_reps, d_reps = [], [], []
+    with torch.no_grad():
+        for chunk in q_chunks:
+            rng_states.append(torch.get_rng_state())
+            q_reps.append(_leaf(_query_rep(encoder.forward(chunk))))
+        for chunk in d_chunks:
+            rng_states.append(torch.get_rng_state())
+            d_reps.append(_leaf(_document_rep(encoder.forward(chunk), layers)))
+    weights = difficulty_weights([s.sub_questions for s in batch], config.alpha)
+    loss = batch_loss(_concat(q_reps), _concat(d_reps), weights, config.tau, config.omega)
+    loss.backward()
+    reps = [(chunk, rep, _query_rep, ()) for chunk, rep in zip(q_chunks, q_reps, strict=True)]
+    reps += [(chunk, rep, _document_rep, (layers,)) for chunk, rep in zip(d_chunks, d_reps, strict=True)]
+    for (chunk, rep, make, extra), state in zip(reps, rng_states, strict=True):
+        torch.set_rng_state(state)
+        fresh = make(encoder.forward(chunk), *extra)
+        surrogate = sum((fresh[key] * rep[key].grad).sum() for key in fresh if key != "mask")
+        surrogate.backward()
+    return float(loss.detach())
+
+
+def _query_rep(out: dict) -> dict:
+    return {"tokens": out["tokens"], "mask": out["mask"]}
+
+
+def _document_rep(out: dict, layers: list[int]) -> dict:
+    return {"tokens": out["tokens"], "mask": out["mask"], "cls_layers": out["cls"][:, layers]}
+
+
+def _leaf(rep: dict) -> dict:
+    return {key: value if key == "mask" else value.detach().requires_grad_() for key, value in rep.items()}
+
+
+def _concat(reps: list[dict]) -> dict:
+    """Join micro-batch states padded to different lengths into one batch (padding masked out)."""
+    longest = max(rep["tokens"].shape[1] for rep in reps)
+
+    def widen(x, value=0.0):
+        return torch.nn.functional.pad(x, (0, 0, 0, longest - x.shape[1]) if x.dim() == 3 else
+                                       (0, longest - x.shape[1]), value=value)
+
+    out = {"tokens": torch.cat([widen(r["tokens"]) for r in reps]),
+           "mask": torch.cat([widen(r["mask"], False) for r in reps])}
+    if "cls_layers" in reps[0]:
+        out["cls_layers"] = torch.cat([r["cls_layers"] for r in reps])
+    return out
+
+
+def _chunks(items: list, size: int) -> list[list]:
+    return [items[i : i + size] for i in range(0, len(items), size)]
+
+
+def _batches(samples: list[TrainingSample], config: TrainConfig) -> list[list[TrainingSample]]:
+    """Seeded shuffles, one per epoch, cut into full mini-batches (a ragged last batch is dropped)."""
+    rng = random.Random(config.seed)
+    batches = []
+    for _ in range(config.epochs):
+        order = list(samples)
+        rng.shuffle(order)
+        batches += [order[i : i + config.batch_size]
+                    for i in range(0, len(order) - config.batch_size + 1, config.batch_size)]
+    if not batches:
+        raise ValueError(f"{len(samples)} samples make no batch of {config.batch_size}")
+    return batches[: config.max_steps] if config.max_steps else batches
+
+
+def _save_checkpoint(path: Path, config: TrainConfig, model, optimizer, step: int, history: list[float]) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    torch.save({"config": asdict(config), "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                "step": step, "history": history, "rng": torch.get_rng_state()}, tmp)
+    os.replace(tmp, path)
+
+
+def _resume(path: Path, config: TrainConfig, model, optimizer, history: list[float]) -> int:
+    if not path.exists():
+        return 0
+    state = torch.load(path, weights_only=False)
+    if state["config"] != asdict(config):
+        raise ValueError(f"{path} was written with another training config; remove it to start over")
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    torch.set_rng_state(state["rng"])
+    history.extend(state["history"])
+    return int(state["step"])
+
+
+def _render(paragraph: dict) -> str:
+    return Passage.make(paragraph["title"], paragraph["text"]).render()
+
+
+def _draw_other(rng: random.Random, pool: list[tuple[int, str]], question: int) -> str:
+    while True:
+        owner, text = rng.choice(pool)
+        if owner != question:
+            return text
+

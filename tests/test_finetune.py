@@ -1,0 +1,127 @@
+import json
+import math
+
+import pytest
+import torch
+
+from multihop import models
+from multihop.retrievers import Encoder
+from multihop.retrievers import finetune as ft
+from multihop.retrievers.finetune import TrainConfig, TrainingSample, batch_loss, difficulty_weights
+
+
+def test_batch_loss_equals_a_hand_computed_infonce():
+    queries = {"tokens": torch.tensor([[[1.0, 0.0]], [[0.0, 1.0]]]), "mask": torch.ones(2, 1, dtype=torch.bool)}
+    docs = torch.tensor([[1, 0], [0, 1], [0.6, 0.8], [0.8, 0.6], [-1, 0], [0, -1]], dtype=torch.float32)[:, None]
+    documents = {"tokens": docs, "mask": torch.ones(6, 1, dtype=torch.bool), "cls_layers": torch.zeros(6, 1, 2)}
+    weights = difficulty_weights([2, 3])
+    assert weights.tolist() == pytest.approx([math.log(3), math.log(4)])
+    rows = [[1, 0, 0.6, 0.8, -1, 0], [0, 1, 0.8, 0.6, 0, -1]]  # cosines; the positive of question i is document i
+
+    def infonce(row, positive):
+        return -(row[positive] / 0.05 - math.log(sum(math.exp(s / 0.05) for s in row)))
+
+    expected = math.log(3) * infonce(rows[0], 0) + math.log(4) * infonce(rows[1], 1)
+    loss = batch_loss(queries, documents, weights, tau=0.05, omega=False)
+    assert loss.item() == pytest.approx(expected, rel=1e-5)
+    # with ω: premature [CLS] states of zeros make ω = <q0, d0^L> - 0, the cosine itself, so each score is cosine²
+    omega_rows = [[s * s for s in row] for row in rows]
+    expected = math.log(3) * infonce(omega_rows[0], 0) + math.log(4) * infonce(omega_rows[1], 1)
+    assert batch_loss(queries, documents, weights).item() == pytest.approx(expected, rel=1e-5)
+    unweighted = batch_loss(queries, documents, difficulty_weights([2, 3], alpha=False), omega=False)
+    assert unweighted.item() == pytest.approx(infonce(rows[0], 0) + infonce(rows[1], 1), rel=1e-5)
+
+
+def test_samples_pair_each_supporting_paragraph_with_a_distractor_and_a_random_negative(musique_dev):
+    samples = ft.training_samples(musique_dev[:4], unrolled={musique_dev[0].id: "unrolled form"})
+    golds = sum(len(e.gold_passage_ids) for e in musique_dev[:4])
+    assert len(samples) == golds
+    first = musique_dev[0]
+    own = {f"{p['title']}: {p['text']}" for p in first.paragraphs}
+    supporting = {f"{p['title']}: {p['text']}" for p in first.paragraphs if p["is_supporting"]}
+    for sample in samples[: len(first.gold_passage_ids)]:
+        assert sample.query == "unrolled form" and sample.sub_questions == len(first.decomposition)
+        assert sample.positive in supporting and sample.distractor in own - supporting
+        assert sample.negative not in own
+    assert ft.training_samples(musique_dev[:4]) == ft.training_samples(musique_dev[:4])  # seeded
+
+
+def _samples(musique_dev, n=4):
+    return ft.training_samples(musique_dev[:3])[:n]
+
+
+def test_grad_cache_step_gives_the_full_batch_gradient(musique_dev):
+    encoder = Encoder("minilm")
+    encoder.model.eval()  # no dropout, so both passes see the same network
+    batch, layers = _samples(musique_dev), [1, 4]
+    encoder.model.zero_grad()
+    loss = ft.grad_cache_step(encoder, batch, layers, TrainConfig(micro_batch=3))
+    cached = {n: p.grad.clone() for n, p in encoder.model.named_parameters() if p.grad is not None}
+    encoder.model.zero_grad()
+    q = encoder.forward([s.query for s in batch])
+    d = encoder.forward([s.positive for s in batch] + [s.distractor for s in batch] + [s.negative for s in batch])
+    full = batch_loss(q, {**d, "cls_layers": d["cls"][:, layers]}, difficulty_weights([s.sub_questions for s in batch]))
+    full.backward()
+    assert loss == pytest.approx(full.item(), rel=1e-5)
+    for name, param in encoder.model.named_parameters():
+        if param.grad is not None:
+            torch.testing.assert_close(cached[name], param.grad, atol=1e-4, rtol=1e-3)
+
+
+def test_one_real_training_step_lowers_the_loss(musique_dev):
+    encoder = Encoder("minilm")
+    model = encoder.model
+    batch, layers, config = _samples(musique_dev), [1, 4], TrainConfig(micro_batch=4)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=2e-5)
+    model.eval()
+    before = ft.grad_cache_step(encoder, batch, layers, config)
+    optimizer.step()
+    optimizer.zero_grad()
+    after = ft.grad_cache_step(encoder, batch, layers, config)
+    assert after < before
+
+
+def test_training_resumes_and_writes_a_folder_the_registry_checks(musique_dev, tmp_path, monkeypatch):
+    samples = ft.training_samples(musique_dev[:6])
+    config = TrainConfig(encoder="minilm", batch_size=4, micro_batch=4, max_steps=2, checkpoint_every=1)
+    real, calls = ft.grad_cache_step, []
+
+    def crash_on_second(*args):
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("killed")
+        return real(*args)
+
+    monkeypatch.setattr(ft, "grad_cache_step", crash_on_second)
+    with pytest.raises(RuntimeError, match="killed"):
+        ft.train(samples, tmp_path, config)
+    assert (tmp_path / ft.CHECKPOINT).exists()
+    calls.clear()
+    monkeypatch.setattr(ft, "grad_cache_step", lambda *args: calls.append(1) or real(*args))
+    ft.train(samples, tmp_path, config)
+    assert len(calls) == 1  # the first step came from the checkpoint
+    stamp = json.loads((tmp_path / models.FINETUNED_STAMP).read_text())
+    assert len(stamp["loss"]) == 2 and not (tmp_path / ft.CHECKPOINT).exists()
+    assert models.resolve_encoder(str(tmp_path)) == tmp_path
+    assert Encoder(str(tmp_path)).encode(["a question"]).shape == (1, 384)
+    with pytest.raises(ValueError, match="another training config"):
+        ft._resume(_checkpoint(tmp_path, config), TrainConfig(encoder="minilm", lr=1.0), None, None, [])
+    (tmp_path / "model.safetensors").write_bytes(b"tampered")
+    with pytest.raises(models.ChecksumMismatchError):
+        models.resolve_encoder(str(tmp_path))
+
+
+def _checkpoint(folder, config):
+    path = folder / "other.pt"
+    torch.save({"config": ft.asdict(config)}, path)
+    return path
+
+
+def test_unrolling_file_errors_name_the_line(tmp_path):
+    path = tmp_path / "unrolled.jsonl"
+    path.write_text('{"id": "q1", "unrolled": "U"}\n{"id": "q2"}\n')
+    with pytest.raises(ValueError, match="unrolled.jsonl:2"):
+        ft.read_unrolled(path)
+    with pytest.raises(ValueError, match="two questions"):
+        ft.training_samples([])
+    assert TrainingSample("q", "p", "d", "n", 2).sub_questions == 2
