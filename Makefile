@@ -12,7 +12,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: run test test-fast lint setup clean
+.PHONY: run test test-fast lint setup clean bench-retrieval
 
 setup: $(STAMP)
 
@@ -32,6 +32,12 @@ test: $(STAMP)
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -m "not slow"
+
+# Retrieval benchmark on the MuSiQue dev questions (CoopRAG §4.2); FINETUNED=DIR adds a fine-tuned encoder.
+BENCH_LIMIT ?= 100
+bench-retrieval: $(STAMP)
+	$(BIN)/python benchmarks/retrieval.py --data $(MULTIHOP_DATA)/musique/dev/musique_qa_100.json \
+		--limit $(BENCH_LIMIT) --sample 256 $(if $(FINETUNED),--finetuned $(FINETUNED),)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

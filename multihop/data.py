@@ -42,7 +42,13 @@ def read_records(path: str | Path) -> Iterator[tuple[str, Any]]:
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such file")
-    text = path.read_text(encoding="utf-8")
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise DataFormatError(f"{path}:line {line}: byte {exc.start} is not UTF-8 ({exc.reason}); "
+                              "re-encode the file as UTF-8") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

@@ -56,9 +56,9 @@ class TrainingSample:
 def training_samples(examples: Iterable[dspy.Example], unrolled: dict[str, str] | None = None,
                      seed: int = 0) -> list[TrainingSample]:
     """Samples from questions with paragraphs marked ``is_supporting`` (MuSiQue, HotpotQA and 2Wiki train files).
-    Questions without a supporting and a non-supporting paragraph are skipped."""
+    Questions without a supporting and a non-supporting paragraph, and repeated question ids, are skipped."""
     rng = random.Random(seed)
-    examples = [e for e in examples if e.get("paragraphs")]
+    examples = list({e.id: e for e in examples if e.get("paragraphs")}.values())
     pool = [(i, _render(p)) for i, e in enumerate(examples) for p in e.paragraphs]
     if len({i for i, _ in pool}) < 2:
         raise ValueError("fine-tuning needs at least two questions with paragraphs")
@@ -105,8 +105,8 @@ def batch_loss(queries: dict, documents: dict, weights: torch.Tensor, tau: float
     scores = scoring.score_eq4(queries["tokens"], queries["mask"], documents["tokens"], documents["mask"],
                                documents["cls_layers"], omega=omega)
     log_probs = torch.log_softmax(scores / tau, dim=1)
-    positives = torch.arange(scores.shape[0])
-    return -(weights * log_probs[positives, positives]).sum()
+    positives = torch.arange(scores.shape[0], device=scores.device)
+    return -(weights.to(scores.device) * log_probs[positives, positives]).sum()
 
 
 @dataclass
@@ -165,10 +165,10 @@ def grad_cache_step(encoder: Encoder, batch: list[TrainingSample], layers: list[
     rng_states, q_reps, d_reps = [], [], []
     with torch.no_grad():
         for chunk in q_chunks:
-            rng_states.append(torch.get_rng_state())
+            rng_states.append(_rng_state())
             q_reps.append(_leaf(_query_rep(encoder.forward(chunk))))
         for chunk in d_chunks:
-            rng_states.append(torch.get_rng_state())
+            rng_states.append(_rng_state())
             d_reps.append(_leaf(_document_rep(encoder.forward(chunk), layers)))
     weights = difficulty_weights([s.sub_questions for s in batch], config.alpha)
     loss = batch_loss(_concat(q_reps), _concat(d_reps), weights, config.tau, config.omega)
@@ -176,11 +176,22 @@ def grad_cache_step(encoder: Encoder, batch: list[TrainingSample], layers: list[
     reps = [(chunk, rep, _query_rep, ()) for chunk, rep in zip(q_chunks, q_reps, strict=True)]
     reps += [(chunk, rep, _document_rep, (layers,)) for chunk, rep in zip(d_chunks, d_reps, strict=True)]
     for (chunk, rep, make, extra), state in zip(reps, rng_states, strict=True):
-        torch.set_rng_state(state)
+        _set_rng_state(state)
         fresh = make(encoder.forward(chunk), *extra)
-        surrogate = sum((fresh[key] * rep[key].grad).sum() for key in fresh if key != "mask")
+        surrogate = sum((fresh[key] * rep[key].grad).sum() for key in fresh if rep[key].grad is not None)
         surrogate.backward()
     return float(loss.detach())
+
+
+def _rng_state() -> tuple:
+    """CPU and CUDA generator states: dropout masks on either device are replayed in the second pass."""
+    return torch.get_rng_state(), torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
+
+
+def _set_rng_state(state: tuple) -> None:
+    torch.set_rng_state(state[0])
+    if state[1] is not None:
+        torch.cuda.set_rng_state_all(state[1])
 
 
 def _query_rep(out: dict) -> dict:

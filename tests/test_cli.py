@@ -39,3 +39,25 @@ def test_data_list_without_data_says_where_to_point(monkeypatch):
     monkeypatch.delenv("MULTIHOP_DATA", raising=False)
     result = runner.invoke(app, ["data", "list"])
     assert result.exit_code == 1 and "MULTIHOP_DATA" in result.output
+
+
+def test_index_build_writes_any_retriever_kind(tmp_path):
+    from multihop.retrievers import BM25Retriever, RaLa, Retriever, load_retriever
+
+    corpus = tmp_path / "corpus.jsonl"
+    topics = ["volcano", "violin", "glacier", "penguin", "saffron", "lighthouse", "chess", "comet", "bamboo",
+              "submarine", "tulip", "falcon"]
+    corpus.write_text("".join(f'{{"title": "{t.title()}", "text": "An article about the {t}."}}\n' for t in topics)
+                      + '{"title": "Empty", "text": "  "}\n')
+    sparse = runner.invoke(app, ["index", "build", str(corpus), "--out", str(tmp_path / "bm25"),
+                                 "--first-stage", "bm25"])
+    assert sparse.exit_code == 0 and "12 passages (1 empty skipped)" in sparse.output
+    assert isinstance(load_retriever(tmp_path / "bm25"), BM25Retriever)
+    reranked = runner.invoke(app, ["index", "build", str(corpus), "--out", str(tmp_path / "rr"), "--encoder", "minilm",
+                                   "--rerank", "rala-eq3", "--buckets", "2", "--n", "6", "--k", "3"])
+    assert reranked.exit_code == 0, reranked.output
+    loaded = load_retriever(tmp_path / "rr")
+    assert isinstance(loaded, Retriever) and loaded.n == 6 and loaded.k == 3
+    assert loaded.reranker.config() == RaLa("eq3", buckets=2).config()
+    assert loaded.first_stage.tokens.layers == RaLa("eq3", buckets=2).candidate_layers(6)
+    assert loaded("Which comet?").ids[0] == load_retriever(tmp_path / "bm25")("Which comet?").ids[0]

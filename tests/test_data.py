@@ -105,3 +105,10 @@ def test_generic_jsonl_and_title_dict_corpus(tmp_path):
 
 def test_join_sentences_adds_a_space_only_where_needed():
     assert join_sentences(["A.", " B.", "C."]) == "A. B. C."
+
+
+def test_non_utf8_bytes_are_reported_with_their_position(tmp_path):
+    path = tmp_path / "corpus.jsonl"
+    path.write_bytes(b'{"title": "A", "text": "fine"}\n{"title": "B", "text": "caf\xe9"}\n')
+    with pytest.raises(DataFormatError, match=r"corpus.jsonl:line 2: byte 58 is not UTF-8"):
+        load_corpus(path)

@@ -50,17 +50,19 @@ def _samples(musique_dev, n=4):
     return ft.training_samples(musique_dev[:3])[:n]
 
 
-def test_grad_cache_step_gives_the_full_batch_gradient(musique_dev):
+@pytest.mark.parametrize("omega", [True, False])
+def test_grad_cache_step_gives_the_full_batch_gradient(musique_dev, omega):
     encoder = Encoder("minilm")
     encoder.model.eval()  # no dropout, so both passes see the same network
     batch, layers = _samples(musique_dev), [1, 4]
     encoder.model.zero_grad()
-    loss = ft.grad_cache_step(encoder, batch, layers, TrainConfig(micro_batch=3))
+    loss = ft.grad_cache_step(encoder, batch, layers, TrainConfig(micro_batch=3, omega=omega))
     cached = {n: p.grad.clone() for n, p in encoder.model.named_parameters() if p.grad is not None}
     encoder.model.zero_grad()
     q = encoder.forward([s.query for s in batch])
     d = encoder.forward([s.positive for s in batch] + [s.distractor for s in batch] + [s.negative for s in batch])
-    full = batch_loss(q, {**d, "cls_layers": d["cls"][:, layers]}, difficulty_weights([s.sub_questions for s in batch]))
+    full = batch_loss(q, {**d, "cls_layers": d["cls"][:, layers]}, difficulty_weights([s.sub_questions for s in batch]),
+                      omega=omega)
     full.backward()
     assert loss == pytest.approx(full.item(), rel=1e-5)
     for name, param in encoder.model.named_parameters():

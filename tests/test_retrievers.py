@@ -3,9 +3,9 @@ import json
 import numpy as np
 import pytest
 
+from multihop import models
 from multihop.corpus import Corpus, Passage
 from multihop.data import build_corpus
-from multihop import models
 from multihop.retrievers import (
     BM25Retriever,
     DenseRetriever,

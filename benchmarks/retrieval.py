@@ -1,0 +1,181 @@
+"""Retrieval benchmark (CoopRAG §4.2, App. E.5, E.9): Recall@2/5, index build throughput and query latency.
+
+    python benchmarks/retrieval.py --data $MULTIHOP_DATA/musique/dev/musique_qa_100.json --limit 25
+
+The corpus is the union of the questions' paragraphs and the raw question is the query. One table lists BM25,
+hybrid, dense MiniLM, dense MPNet, MPNet + MaxSim, MPNet + RaLa Eq. 4 and Eq. 3 (top-20 reranked to top-5), and,
+with ``--finetuned DIR`` (from ``multihop retriever train``), the fine-tuned MPNet alone and with RaLa Eq. 4.
+A second table compares the MPNet index build with the raw encoder throughput measured in the same run and gives
+query latency p50/p95 of the first stage and of the rerank, with the cached and with recomputed token states.
+A third compares IVF and HNSW with exact search on ``--scale`` synthetic clustered vectors (recall@10, latency).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+from multihop.data import build_corpus, load_dataset
+from multihop.metrics import recall_at_k
+from multihop.models import FINETUNED_STAMP
+from multihop.paths import home
+from multihop.retrievers import BM25Retriever, DenseRetriever, Encoder, FaissIndex, HybridRetriever, RaLa, Retriever
+
+console = Console(width=150)
+
+
+def recall_row(name: str, retriever, examples) -> tuple[list, list[float]]:
+    """Recall@2 and @5 (mean over questions with gold passages) and per-query latency in seconds."""
+    r2, r5, latency = [], [], []
+    for example in examples:
+        start = time.perf_counter()
+        prediction = retriever(example.question, k=5)
+        latency.append(time.perf_counter() - start)
+        r2.append(recall_at_k(prediction.ids, example.gold_passage_ids, 2))
+        r5.append(recall_at_k(prediction.ids, example.gold_passage_ids, 5))
+    r2 = [r for r in r2 if r is not None]
+    r5 = [r for r in r5 if r is not None]
+    return [name, f"{100 * np.mean(r2):.1f}", f"{100 * np.mean(r5):.1f}", ms(np.median(latency))], latency
+
+
+def ms(seconds: float) -> str:
+    return f"{1000 * seconds:.1f}"
+
+
+def percentiles(values: list[float]) -> str:
+    return f"{ms(np.percentile(values, 50))} / {ms(np.percentile(values, 95))}"
+
+
+def stage_latency(retriever: Retriever, examples) -> dict[str, list[float]]:
+    """Time the parts of a reranked query: query encoding, FAISS search, rerank of the top-n."""
+    times: dict[str, list[float]] = {"encode": [], "search": [], "rerank": []}
+    for example in examples:
+        t0 = time.perf_counter()
+        states = retriever.encoder.states([example.question])
+        t1 = time.perf_counter()
+        first = retriever.first_stage.search(states.pooled, retriever.n)[0]
+        t2 = time.perf_counter()
+        retriever.rerank(states.tokens[0], first, 5)
+        t3 = time.perf_counter()
+        for key, value in zip(times, (t1 - t0, t2 - t1, t3 - t2), strict=True):
+            times[key].append(value)
+    return times
+
+
+def build_throughput(corpus, encoder: Encoder, work: Path, token_layers, sample: int) -> tuple[DenseRetriever, dict]:
+    texts = corpus.texts()
+    subset = random.Random(0).sample(texts, sample) if 0 < sample < len(texts) else texts
+    encoder.encode(subset[:2])  # load the model outside the timings
+    start = time.perf_counter()
+    encoder.encode(subset)
+    raw = len(subset) / (time.perf_counter() - start)
+    shutil.rmtree(work, ignore_errors=True)  # time a build from scratch, not a resumed one
+    start = time.perf_counter()
+    dense = DenseRetriever.build(corpus, encoder=encoder, work_dir=work, token_layers=token_layers)
+    built = len(corpus) / (time.perf_counter() - start)
+    return dense, {"raw": raw, "build": built}
+
+
+def scale_rows(count: int, dim: int = 768, queries: int = 200) -> list[list[str]]:
+    """IVF and HNSW against exact search on clustered synthetic vectors (a stand-in for a large corpus)."""
+    rng = np.random.default_rng(0)
+    centers = rng.normal(size=(max(count // 100, 1), dim)).astype(np.float32)
+    vectors = centers[rng.integers(0, len(centers), count)] + 0.5 * rng.normal(size=(count, dim)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    probe = vectors[rng.choice(count, queries, replace=False)] + 0.1 * rng.normal(size=(queries, dim)).astype(
+        np.float32)
+    probe /= np.linalg.norm(probe, axis=1, keepdims=True)
+    rows, truth = [], None
+    for kind in ("flat", "ivf", "hnsw"):
+        start = time.perf_counter()
+        index = FaissIndex.build(vectors, {}, kind=kind)
+        build_s = time.perf_counter() - start
+        latency, found = [], []
+        for query in probe:
+            start = time.perf_counter()
+            found.append(index.search(query[None], 10)[1][0])
+            latency.append(time.perf_counter() - start)
+        truth = truth if truth is not None else found
+        recall = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(truth, found, strict=True)])
+        rows.append([kind, f"{build_s:.1f}", f"{100 * recall:.1f}", percentiles(latency)])
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", required=True, help="any question file load_dataset reads")
+    parser.add_argument("--limit", type=int, default=None, help="questions to use (all by default)")
+    parser.add_argument("--finetuned", default=None, help="a fine-tuned encoder folder to compare")
+    parser.add_argument("--n", type=int, default=20, help="first-stage passages reranked")
+    parser.add_argument("--sample", type=int, default=0, help="passages for the raw encoder throughput (0: all)")
+    parser.add_argument("--scale", type=int, default=100_000, help="synthetic vectors for the index comparison")
+    args = parser.parse_args()
+
+    examples = load_dataset(args.data, limit=args.limit)
+    corpus = build_corpus(examples, source=args.data)
+    console.print(f"{len(examples)} questions, {len(corpus)} passages ({corpus.merged_duplicates} duplicates merged)")
+    work = home() / "benchmarks" / corpus.checksum()[:16]  # encoding shards: a rerun resumes
+    eq3 = RaLa("eq3")
+    mpnet = Encoder("mpnet")
+    dense, throughput = build_throughput(corpus, mpnet, work / "mpnet", eq3.token_layers(mpnet.num_layers),
+                                         args.sample)
+    bm25 = BM25Retriever(corpus)
+    minilm = DenseRetriever.build(corpus, encoder="minilm", work_dir=work / "minilm")
+    systems = [
+        ("BM25", bm25),
+        ("Hybrid (MPNet + BM25, RRF)", HybridRetriever(dense, bm25)),
+        ("Dense MiniLM", minilm),
+        ("Dense MPNet", dense),
+        ("MPNet + MaxSim rerank", Retriever(dense, RaLa(omega=False), n=args.n)),
+        ("MPNet + RaLa Eq. 4", Retriever(dense, RaLa("eq4"), n=args.n)),
+        ("MPNet + RaLa Eq. 3", Retriever(dense, eq3, n=args.n)),
+    ]
+    if args.finetuned:
+        tuned = DenseRetriever.build(corpus, encoder=args.finetuned, work_dir=work / Path(args.finetuned).name,
+                                     token_layers=())
+        base = json.loads((Path(args.finetuned) / FINETUNED_STAMP).read_text())["config"]["encoder"]
+        systems += [(f"Fine-tuned {base}", tuned),
+                    (f"Fine-tuned {base} + RaLa Eq. 4", Retriever(tuned, RaLa("eq4"), n=args.n))]
+
+    table = Table(title=f"Recall on {Path(args.data).name} ({len(examples)} questions, {len(corpus)} passages)")
+    for column in ("retriever", "R@2", "R@5", "p50 ms/query"):
+        table.add_column(column, justify="left" if column == "retriever" else "right")
+    for name, retriever in systems:
+        table.add_row(*recall_row(name, retriever, examples)[0])
+    console.print(table)
+
+    cached = stage_latency(Retriever(dense, RaLa("eq4"), n=args.n), examples)
+    recomputed = stage_latency(Retriever(dense, RaLa("eq4"), n=args.n, cache=False), examples[:5])
+    speed = Table(title="MPNet speed")
+    speed.add_column("measure")
+    speed.add_column("value", justify="right")
+    speed.add_row("raw encoder throughput (passages/s)", f"{throughput['raw']:.2f}")
+    speed.add_row("index build throughput, token cache included (passages/s)", f"{throughput['build']:.2f}")
+    speed.add_row("build / raw", f"{throughput['build'] / throughput['raw']:.2f}")
+    speed.add_row("truncated passages (> 512 tokens)", str(mpnet.truncated))
+    speed.add_row("query encoding p50 / p95 (ms)", percentiles(cached["encode"]))
+    speed.add_row("first-stage search p50 / p95 (ms)", percentiles(cached["search"]))
+    speed.add_row(f"RaLa Eq. 4 rerank of top-{args.n}, cached states p50 / p95 (ms)", percentiles(cached["rerank"]))
+    speed.add_row(f"RaLa Eq. 4 rerank of top-{args.n}, recomputed (5 queries) p50 / p95 (ms)",
+                  percentiles(recomputed["rerank"]))
+    console.print(speed)
+
+    if args.scale:
+        scale = Table(title=f"Index kinds on {args.scale} synthetic 768-d vectors (200 queries, top-10)")
+        for column in ("kind", "build s", "recall@10 vs flat", "search p50 / p95 ms"):
+            scale.add_column(column, justify="left" if column == "kind" else "right")
+        for row in scale_rows(args.scale):
+            scale.add_row(*row)
+        console.print(scale)
+
+
+if __name__ == "__main__":
+    main()
