@@ -1,0 +1,203 @@
+"""Distil program stages into a LoRA student from teacher trajectories (DualRAG §3.2, HANRAG App. B/D, CIRAG §3.5).
+
+:func:`distill` trains one ``peft`` LoRA adapter on one or several stages' trajectory files (multi-task, as HANRAG
+trains its Revelator) over a Hugging Face causal LM (default SmolLM2-135M-Instruct from the model registry). Each
+row becomes the student's chat template over the stage's messages plus the teacher's completion; the loss covers
+the completion tokens only. Presets follow the papers: ``cirag`` (App. B.4: rank 64, 2 epochs, batch 2, lr 2e-4;
+LoRA α is not given, 2·r is used) and ``hanrag`` (App. D: 1 epoch, lr 1e-4, cosine, 10% warm-up). Checkpoints
+(adapter, optimizer, scheduler, step) are written atomically and resumed. The output folder is a ``peft`` adapter
+plus ``distill.json`` (base model and checksum, stages, trajectory files with checksums, config, loss per step);
+use it with ``make_lm("local:smollm2", adapter=DIR)`` and ``program.set_stage_lm(stage, lm)``.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import time
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+import torch
+from tqdm.auto import tqdm
+
+from multihop import models
+from multihop.lms import resolve_local
+from multihop.paths import atomic_dir, atomic_write_text
+
+from .trajectories import EmptyTrajectoriesError
+
+MANIFEST = "distill.json"
+CHECKPOINT = "checkpoint"
+
+
+@dataclass
+class DistillConfig:
+    base: str = "smollm2"
+    r: int = 16
+    alpha: int = 32
+    dropout: float = 0.05
+    target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
+    epochs: int = 1
+    lr: float = 2e-4
+    scheduler: str = "linear"
+    warmup: float = 0.0
+    batch_size: int = 4
+    max_length: int = 2048
+    seed: int = 0
+    checkpoint_every: int = 50
+
+    @classmethod
+    def preset(cls, name: str, **overrides) -> DistillConfig:
+        if name not in PRESETS:
+            raise ValueError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
+        values = {**PRESETS[name], **{k: v for k, v in overrides.items() if v is not None}}
+        unknown = set(values) - {f.name for f in fields(cls)}
+        if unknown:
+            raise ValueError(f"unknown distillation settings: {sorted(unknown)}")
+        return cls(**values)
+
+
+PRESETS: dict[str, dict] = {
+    "default": {},
+    "cirag": {"r": 64, "alpha": 128, "epochs": 2, "batch_size": 2, "lr": 2e-4},
+    "hanrag": {"epochs": 1, "lr": 1e-4, "scheduler": "cosine", "warmup": 0.1},
+}
+
+
+def read_rows(files: list[str | Path], stages: list[str] | None = None) -> list[dict]:
+    """Trajectory rows of ``files``; a file holding a stage outside ``stages`` is refused."""
+    rows = []
+    for path in map(Path, files):
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                row["messages"], row["completion"], row["stage"]  # noqa: B018 - required fields
+            except (json.JSONDecodeError, KeyError, TypeError) as exc:
+                raise ValueError(f"{path}:{number}: not a trajectory row ({exc})") from None
+            if stages and row["stage"] not in stages:
+                raise ValueError(f"{path}:{number} holds stage {row['stage']!r}, not one of {stages}: refused")
+            rows.append(row)
+    if not rows:
+        raise EmptyTrajectoriesError(f"no trajectory rows in {', '.join(map(str, files))}")
+    return rows
+
+
+def encode_row(tokenizer, row: dict, max_length: int) -> tuple[list[int], list[int]]:
+    """Token ids of prompt + completion and labels masking the prompt (-100); the prompt is cut from the left."""
+    prompt = tokenizer.apply_chat_template(row["messages"], add_generation_prompt=True, tokenize=True,
+                                           return_dict=True)["input_ids"]
+    completion = tokenizer(row["completion"], add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+    prompt = prompt[-max(1, max_length - len(completion)):]
+    return prompt + completion, [-100] * len(prompt) + completion
+
+
+def base_checksum(base: str, folder: Path) -> str:
+    spec = models.REGISTRY.get(base)
+    if spec is not None:
+        return spec.sha256
+    weights = folder / "model.safetensors"
+    return models.sha256_file(weights) if weights.exists() else ""
+
+
+def load_student(config: DistillConfig):
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    folder = resolve_local(config.base)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).to(device)
+    lora = LoraConfig(task_type="CAUSAL_LM", r=config.r, lora_alpha=config.alpha, lora_dropout=config.dropout,
+                      target_modules=_targets(config.target_modules))
+    return folder, tokenizer, get_peft_model(model, lora)
+
+
+def _targets(names: tuple[str, ...]) -> str | list[str]:
+    """peft takes ``"all-linear"`` as a string, module names as a list."""
+    return "all-linear" if tuple(names) == ("all-linear",) else list(names)
+
+
+def completion_loss(model, input_ids: list[int], labels: list[int]) -> torch.Tensor:
+    device = next(model.parameters()).device
+    ids = torch.tensor([input_ids], device=device)
+    return model(input_ids=ids, labels=torch.tensor([labels], device=device)).loss
+
+
+def distill(files: list[str | Path], out_dir: str | Path, config: DistillConfig | None = None,
+            stages: list[str] | None = None) -> Path:
+    """Train a LoRA adapter on the trajectory ``files`` and save it to ``out_dir``; resumes a checkpoint there."""
+    from transformers import get_scheduler
+
+    config = config or DistillConfig()
+    out_dir = Path(out_dir)
+    rows = read_rows(files, stages)
+    folder, tokenizer, model = load_student(config)
+    encoded = [encode_row(tokenizer, row, config.max_length) for row in rows]
+    order = [i for epoch in range(config.epochs) for i in _shuffled(len(encoded), config.seed + epoch)]
+    steps = -(-len(order) // config.batch_size)
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=config.lr)
+    scheduler = get_scheduler(config.scheduler, optimizer, num_warmup_steps=int(config.warmup * steps),
+                              num_training_steps=steps)
+    history: list[float] = []
+    start = _resume(out_dir / CHECKPOINT, config, model, optimizer, scheduler, history)
+    began = time.perf_counter()
+    model.train()
+    for step in tqdm(range(start, steps), desc="distilling", unit="step", initial=start, total=steps):
+        batch = order[step * config.batch_size : (step + 1) * config.batch_size]
+        total = 0.0
+        for i in batch:
+            loss = completion_loss(model, *encoded[i]) / len(batch)
+            loss.backward()
+            total += float(loss.detach())
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad()
+        history.append(total)
+        if (step + 1) % config.checkpoint_every == 0 and step + 1 < steps:
+            _save_checkpoint(out_dir / CHECKPOINT, config, model, optimizer, scheduler, step + 1, history)
+    seconds = time.perf_counter() - began
+    model.save_pretrained(str(out_dir))
+    manifest = {
+        "base": config.base, "base_sha256": base_checksum(config.base, folder),
+        "stages": sorted({row["stage"] for row in rows}),
+        "files": {str(path): models.sha256_file(Path(path)) for path in files},
+        "config": asdict(config), "rows": len(rows), "steps": steps, "loss": history,
+        "final_loss": history[-1] if history else None, "seconds": round(seconds, 1),
+        "examples_per_second": round(len(order[start * config.batch_size :]) / max(seconds, 1e-9), 2),
+    }
+    atomic_write_text(out_dir / MANIFEST, json.dumps(manifest, indent=2))
+    shutil.rmtree(out_dir / CHECKPOINT, ignore_errors=True)
+    return out_dir
+
+
+def _shuffled(n: int, seed: int) -> list[int]:
+    order = list(range(n))
+    random.Random(seed).shuffle(order)
+    return order
+
+
+def _save_checkpoint(directory: Path, config, model, optimizer, scheduler, step: int, history: list[float]) -> None:
+    with atomic_dir(directory) as tmp:
+        model.save_pretrained(str(tmp))
+        torch.save({"config": asdict(config), "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+                    "step": step, "history": history}, tmp / "state.pt")
+
+
+def _resume(directory: Path, config, model, optimizer, scheduler, history: list[float]) -> int:
+    if not (directory / "state.pt").exists():
+        return 0
+    from peft import set_peft_model_state_dict
+    from safetensors.torch import load_file
+
+    state = torch.load(directory / "state.pt", weights_only=False)
+    if state["config"] != asdict(config):
+        raise ValueError(f"{directory} was written for another base model or config; remove it to start over")
+    set_peft_model_state_dict(model, load_file(directory / "adapter_model.safetensors"))
+    optimizer.load_state_dict(state["optimizer"])
+    scheduler.load_state_dict(state["scheduler"])
+    history.extend(state["history"])
+    return int(state["step"])

@@ -1,0 +1,91 @@
+"""Per-stage teacher trajectories for distillation (DualRAG §3.2, HANRAG App. B/D, CIRAG §3.5 / App. B.4).
+
+:func:`collect` runs a program with a teacher LM over train questions and records every stage call: the stage name,
+the chat messages exactly as the program's adapter formats them (``adapter.format_finetune_data``: system, demos,
+user turn) and the teacher's completion in the adapter's output format. Only questions whose final answer passes
+the metric are kept (DualRAG keeps only correct trajectories). Calls are attributed to stages by predictor identity
+(``program.named_predictors()``), never by position in the trace, so a stage called once per hop yields one row per
+call — DSPy's ``BootstrapFinetune`` selects by trace position and mislabels rows of looping programs.
+
+The output folder holds one JSON-lines file per stage (``<stage>.jsonl``: ``stage``, ``question_id``, ``call``,
+``messages``, ``completion``, ``teacher``, ``adapter``, ``score``) and ``manifest.json``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import dspy
+from tqdm.auto import tqdm
+
+from multihop.metrics import dspy_metric
+from multihop.paths import atomic_write_text
+
+MANIFEST = "manifest.json"
+
+
+class EmptyTrajectoriesError(ValueError):
+    """No question passed the metric, so there is nothing to distill."""
+
+
+def stage_calls(program: dspy.Module, example: dspy.Example) -> tuple[dspy.Prediction, list[dict]]:
+    """Run ``program`` on one example and return its prediction and one record per predictor call, in order."""
+    names = {id(predictor): name for name, predictor in program.named_predictors()}
+    adapter = dspy.settings.adapter or dspy.ChatAdapter()
+    with dspy.context(trace=[]):
+        prediction = program(**example.inputs())
+        trace = list(dspy.settings.trace)
+    counts: dict[str, int] = {}
+    calls = []
+    for predictor, inputs, outputs in trace:
+        name = names.get(id(predictor))
+        if name is None:  # a predictor outside this program (a nested, separately owned module)
+            continue
+        data = adapter.format_finetune_data(predictor.signature, predictor.demos, dict(inputs), outputs.toDict())
+        messages = data["messages"]
+        calls.append({"stage": name, "call": counts.get(name, 0), "messages": messages[:-1],
+                      "completion": messages[-1]["content"], "adapter": type(adapter).__name__})
+        counts[name] = counts.get(name, 0) + 1
+    return prediction, calls
+
+
+def collect(
+    program: dspy.Module,
+    examples: list[dspy.Example],
+    out_dir: str | Path,
+    teacher_lm: dspy.LM | None = None,
+    metric: str = "f1",
+    min_score: float = 1.0,
+) -> dict:
+    """Collect the passing trajectories of ``examples`` into ``out_dir``; returns the manifest."""
+    lm = teacher_lm or dspy.settings.lm
+    if lm is None:
+        raise ValueError("no teacher LM: pass teacher_lm= or dspy.configure(lm=...)")
+    score_of = dspy_metric(metric)
+    rows: dict[str, list[dict]] = {}
+    kept = failed = 0
+    with dspy.context(lm=lm):
+        for example in tqdm(examples, desc="trajectories", unit="q"):
+            prediction, calls = stage_calls(program, example)
+            score = float(score_of(example, prediction))
+            if score < min_score:
+                failed += 1
+                continue
+            kept += 1
+            for call in calls:
+                row = {**call, "question_id": example.get("id"), "teacher": lm.model, "score": score}
+                rows.setdefault(call["stage"], []).append(row)
+    if not kept:
+        raise EmptyTrajectoriesError(
+            f"none of {len(examples)} questions reached {metric} >= {min_score}: no trajectory to distill"
+        )
+    out_dir = Path(out_dir)
+    for stage, stage_rows in rows.items():
+        text = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in stage_rows)
+        atomic_write_text(out_dir / f"{stage}.jsonl", text)
+    manifest = {"teacher": lm.model, "metric": metric, "min_score": min_score, "questions": len(examples),
+                "kept": kept, "failed": failed, "program": type(program).__name__,
+                "stages": {stage: len(stage_rows) for stage, stage_rows in rows.items()}}
+    atomic_write_text(out_dir / MANIFEST, json.dumps(manifest, indent=2))
+    return manifest

@@ -1,0 +1,92 @@
+import json
+
+import pytest
+
+from multihop import models
+from multihop.lms import make_lm
+from multihop.optimize import distill as ds
+from multihop.optimize.distill import DistillConfig
+from multihop.optimize.trajectories import EmptyTrajectoriesError
+
+PROMPT = [{"role": "system", "content": "Answer the question."}, {"role": "user", "content": "question 7"}]
+
+
+@pytest.fixture(scope="module")
+def tiny_student(tmp_path_factory):
+    """A 2-layer Llama with SmolLM2's tokenizer and chat template: real code paths, seconds on a CPU."""
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    tokenizer = AutoTokenizer.from_pretrained(models.hf_folder("smollm2"))
+    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, eos_token_id=tokenizer.eos_token_id,
+                         initializer_range=0.5)  # wide logits, so a small adapter can move them
+    folder = tmp_path_factory.mktemp("tiny")
+    LlamaForCausalLM(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return str(folder)
+
+
+def trajectory_file(path, stage="answer", n=4):
+    rows = [{"stage": stage, "question_id": f"q{i}", "call": 0, "messages": PROMPT, "completion": "answer seven"}
+            for i in range(n)]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
+
+
+def test_completion_only_labels(tiny_student):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_student)
+    ids, labels = ds.encode_row(tokenizer, {"messages": PROMPT, "completion": "answer seven"}, 2048)
+    masked = sum(label == -100 for label in labels)
+    assert tokenizer.decode(ids[masked:]).startswith("answer seven") and labels[masked:] == ids[masked:]
+    assert "question 7" in tokenizer.decode(ids[:masked])
+
+
+def test_lora_lowers_the_loss_saves_reloads_and_changes_the_output(tiny_student, tmp_path):
+    data = trajectory_file(tmp_path / "answer.jsonl")
+    config = DistillConfig(base=tiny_student, r=8, alpha=16, epochs=8, lr=5e-2, batch_size=2, dropout=0.0,
+                           target_modules=("all-linear",))
+    out = ds.distill([data], tmp_path / "adapter", config)
+    manifest = json.loads((out / ds.MANIFEST).read_text())
+    assert manifest["stages"] == ["answer"] and manifest["rows"] == 4 and manifest["steps"] == 16
+    assert manifest["loss"][-1] < manifest["loss"][0] / 2
+    assert manifest["files"][str(data)] == models.sha256_file(data)
+    base = make_lm(f"local:{tiny_student}", max_tokens=4)(messages=PROMPT)[0]
+    student = make_lm(f"local:{tiny_student}", adapter=out, max_tokens=4)(messages=PROMPT)[0]
+    assert student != base and student.startswith("answer")
+
+
+def test_training_resumes_from_its_checkpoint(tiny_student, tmp_path, monkeypatch):
+    data = trajectory_file(tmp_path / "answer.jsonl")
+    config = DistillConfig(base=tiny_student, r=4, epochs=1, batch_size=1, checkpoint_every=1)
+    real, calls = ds.completion_loss, []
+
+    def crash_on_third(*args):
+        calls.append(1)
+        if len(calls) == 3:
+            raise RuntimeError("killed")
+        return real(*args)
+
+    monkeypatch.setattr(ds, "completion_loss", crash_on_third)
+    with pytest.raises(RuntimeError, match="killed"):
+        ds.distill([data], tmp_path / "a", config)
+    calls.clear()
+    monkeypatch.setattr(ds, "completion_loss", lambda *args: calls.append(1) or real(*args))
+    ds.distill([data], tmp_path / "a", config)
+    assert len(calls) == 2  # steps 1-2 came from the checkpoint
+    assert len(json.loads((tmp_path / "a" / ds.MANIFEST).read_text())["loss"]) == 4
+
+
+def test_bad_trajectory_input_is_refused(tmp_path):
+    (tmp_path / "empty.jsonl").write_text("")
+    with pytest.raises(EmptyTrajectoriesError):
+        ds.read_rows([tmp_path / "empty.jsonl"])
+    with pytest.raises(ValueError, match="holds stage 'answer'"):
+        ds.read_rows([trajectory_file(tmp_path / "a.jsonl")], stages=["hop"])
+    (tmp_path / "bad.jsonl").write_text('{"stage": "answer"}\n')
+    with pytest.raises(ValueError, match="bad.jsonl:1: not a trajectory row"):
+        ds.read_rows([tmp_path / "bad.jsonl"])
+    assert DistillConfig.preset("cirag").r == 64 and DistillConfig.preset("hanrag").scheduler == "cosine"
+    with pytest.raises(ValueError, match="unknown preset"):
+        DistillConfig.preset("nope")

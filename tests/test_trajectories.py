@@ -1,0 +1,63 @@
+import json
+
+import dspy
+import pytest
+
+from multihop.optimize.trajectories import EmptyTrajectoriesError, collect, stage_calls
+from multihop.programs.base import MultihopProgram
+
+from scripted import scripted_lm
+
+
+class ThreeHops(MultihopProgram):
+    """Calls one predictor three times per question (one per hop), then a second predictor once."""
+
+    def __init__(self):
+        super().__init__()
+        self.hop = dspy.Predict("question, hop -> note")
+        self.answer = dspy.Predict("question, notes -> answer")
+
+    def forward(self, question):
+        notes = [self.hop(question=question, hop=str(i)).note for i in range(3)]
+        return self.answer(question=question, notes=" | ".join(notes))
+
+
+def respond(prompt: str) -> dict:
+    if "[[ ## note ## ]]" in prompt:
+        return {"note": "hop " + prompt.rsplit("[[ ## hop ## ]]", 1)[-1].split()[0]}
+    number = prompt.rsplit("question ", 1)[-1].split()[0]
+    return {"answer": f"answer {number}" if int(number) % 2 == 0 else "wrong"}
+
+
+def examples(n):
+    return [dspy.Example(id=f"q{i}", question=f"question {i}", answers=[f"answer {i}"]).with_inputs("question")
+            for i in range(n)]
+
+
+def test_a_stage_called_three_times_yields_three_rows_with_its_own_inputs():
+    lm, _ = scripted_lm(respond)
+    dspy.configure(lm=lm)
+    _, calls = stage_calls(ThreeHops(), examples(1)[0])
+    assert [(c["stage"], c["call"]) for c in calls] == [("hop", 0), ("hop", 1), ("hop", 2), ("answer", 0)]
+    for i, call in enumerate(calls[:3]):
+        assert f"[[ ## hop ## ]]\n{i}" in call["messages"][-1]["content"]
+        assert call["completion"].startswith(f"[[ ## note ## ]]\nhop {i}")
+    assert "hop 0 | hop 1 | hop 2" in calls[3]["messages"][-1]["content"]
+    assert calls[0]["messages"][0]["role"] == "system"
+
+
+def test_collect_keeps_only_passing_questions_and_writes_one_file_per_stage(tmp_path):
+    lm, _ = scripted_lm(respond, name="teacher")
+    manifest = collect(ThreeHops(), examples(4), tmp_path, teacher_lm=lm, metric="em")
+    assert manifest["kept"] == 2 and manifest["failed"] == 2 and manifest["stages"] == {"hop": 6, "answer": 2}
+    hops = [json.loads(line) for line in (tmp_path / "hop.jsonl").read_text().splitlines()]
+    assert {row["question_id"] for row in hops} == {"q0", "q2"}
+    assert [row["call"] for row in hops] == [0, 1, 2, 0, 1, 2]
+    assert all(row["teacher"] == "local/teacher" and row["score"] == 1.0 for row in hops)
+
+
+def test_all_failing_trajectories_are_a_clear_error(tmp_path):
+    lm, _ = scripted_lm(lambda prompt: {"note": "x", "answer": "wrong"})
+    with pytest.raises(EmptyTrajectoriesError, match="none of 3 questions"):
+        collect(ThreeHops(), examples(3), tmp_path, teacher_lm=lm, metric="em")
+    assert not list(tmp_path.iterdir())
