@@ -1,4 +1,5 @@
-"""The ``multihop`` command line: models, data, index, retriever, eval, compile, ask, trace, demo."""
+"""The ``multihop`` command line: models, data, index, retriever, eval, compile, trajectories, distill, ask, trace,
+demo."""
 
 from __future__ import annotations
 
@@ -209,29 +210,104 @@ def compile_cmd(
     program: str = typer.Option("SingleStepRAG", help="program name"),
     data: str = typer.Option(..., help="train question file"),
     out: Path = typer.Option(..., help="folder to save the compiled program into"),
+    optimizer: str = typer.Option("bootstrap", help="labeled, bootstrap, random-search, mipro, simba or gepa"),
+    val: str = typer.Option(None, help="validation question file (scores before/after; valset where used)"),
+    val_limit: int = typer.Option(20, help="validation questions used"),
     corpus: str = typer.Option(None, help="corpus file (default: the train questions' paragraphs)"),
-    retriever: str = typer.Option(None, help="a saved index folder"),
+    retriever: str = typer.Option(None, help="a saved retriever folder"),
     metric: str = typer.Option("f1", help="em, f1, acc, cover_em or recall@K"),
     limit: int = typer.Option(20, help="train questions used"),
+    seed: int = typer.Option(0),
     lm: str = LM_OPT,
+    prompt_lm: str = typer.Option(None, help="LM that writes instructions / reflects (MIPROv2, SIMBA, GEPA)"),
+    teacher_lm: str = typer.Option(None, help="LM that runs the program while bootstrapping demos"),
     api_base: str = API_BASE,
     api_key: str = API_KEY,
     k: int = typer.Option(5),
     encoder: str = typer.Option("mpnet"),
 ):
-    """Compile a program with BootstrapFewShot on a train split and save it (DSPy state + manifest)."""
+    """Compile a program with a DSPy optimizer on a train split and save it (DSPy state + manifest)."""
     from multihop.data import load_dataset
-    from multihop.models import sha256_file
+    from multihop.lms import make_lm
     from multihop.optimize.compile import compile_program, save
 
     _configure(lm, api_base, api_key)
     trainset = load_dataset(data, limit=limit)
+    valset = load_dataset(val, limit=val_limit) if val else None
     instance, retriever_path = _program(program, retriever, corpus, data, k, encoder)
-    compiled = compile_program(instance, trainset, metric=metric)
-    save(compiled, out, retriever=retriever_path, lm=lm, optimizer="BootstrapFewShot", metric=metric,
-         data={"path": str(data), "sha256": sha256_file(Path(data)), "questions": len(trainset)})
+    other = {name: make_lm(spec, api_base=api_base, api_key=api_key) if spec else None
+             for name, spec in (("prompt_lm", prompt_lm), ("teacher_lm", teacher_lm))}
+    compiled, report = compile_program(instance, trainset, optimizer=optimizer, metric=metric, valset=valset,
+                                       seed=seed, **other)
+    files = {"train": _file_info(data, trainset), **({"val": _file_info(val, valset)} if val else {})}
+    save(compiled, out, retriever=retriever_path, lm=lm, prompt_lm=prompt_lm, teacher_lm=teacher_lm, data=files,
+         **report)
     demos = {name: len(p.demos) for name, p in compiled.named_predictors()}
-    console.print(f"compiled {program} ({demos} demos) → {out}")
+    scores = f", val {metric} {report['val_before']:.1f} → {report['val_after']:.1f}" if valset else ""
+    console.print(f"compiled {program} with {optimizer} ({demos} demos{scores}) → {out}")
+    if report.get("unchanged"):
+        console.print(f"[yellow]the validation {metric} did not change[/yellow]")
+
+
+def _file_info(path: str, examples: list) -> dict:
+    from multihop.models import sha256_file
+
+    return {"path": str(path), "sha256": sha256_file(Path(path)), "questions": len(examples)}
+
+
+@app.command("trajectories")
+def trajectories_cmd(
+    data: str = typer.Option(..., help="train question file"),
+    out: Path = typer.Option(..., help="folder for one JSON-lines file per stage"),
+    program: str = typer.Option("SingleStepRAG", help="program name"),
+    load_dir: Path = typer.Option(None, "--load", help="a compiled program folder (instead of --program)"),
+    teacher_lm: str = typer.Option("local:smollm2", "--teacher-lm", help="the teacher LM"),
+    metric: str = typer.Option("f1"),
+    min_score: float = typer.Option(1.0, help="keep questions scoring at least this"),
+    limit: int = typer.Option(20),
+    corpus: str = typer.Option(None),
+    retriever: str = typer.Option(None),
+    api_base: str = API_BASE,
+    api_key: str = API_KEY,
+    k: int = typer.Option(5),
+    encoder: str = typer.Option("mpnet"),
+):
+    """Record every stage call of a program run by a teacher LM, keeping the questions that pass the metric."""
+    from multihop.data import load_dataset
+    from multihop.optimize.compile import load
+    from multihop.optimize.trajectories import collect
+
+    teacher = _configure(teacher_lm, api_base, api_key)
+    examples = load_dataset(data, limit=limit)
+    instance = load(load_dir) if load_dir else _program(program, retriever, corpus, data, k, encoder)[0]
+    manifest = collect(instance, examples, out, teacher_lm=teacher, metric=metric, min_score=min_score)
+    console.print(f"kept {manifest['kept']} of {manifest['questions']} questions; rows per stage "
+                  f"{manifest['stages']} → {out}")
+
+
+@app.command("distill")
+def distill_cmd(
+    files: list[Path] = typer.Argument(..., help="trajectory files (<stage>.jsonl), one or several stages"),
+    out: Path = typer.Option(..., help="adapter folder"),
+    preset: str = typer.Option("default", help="default, cirag or hanrag"),
+    base: str = typer.Option(None, help="student: registry name or HF folder (default smollm2)"),
+    stages: list[str] = typer.Option(None, "--stage", help="refuse rows of other stages"),
+    r: int = typer.Option(None, help="LoRA rank (overrides the preset)"),
+    alpha: int = typer.Option(None, help="LoRA alpha"),
+    dropout: float = typer.Option(None, help="LoRA dropout"),
+    epochs: int = typer.Option(None),
+    lr: float = typer.Option(None),
+    scheduler: str = typer.Option(None, help="linear, cosine, constant, ..."),
+    warmup: float = typer.Option(None, help="share of steps spent warming up"),
+    batch_size: int = typer.Option(None, help="rows per optimizer step"),
+):
+    """Train a LoRA student on teacher trajectories; use it with --lm local:smollm2 and the adapter folder."""
+    from multihop.optimize.distill import DistillConfig, distill
+
+    config = DistillConfig.preset(preset, base=base, r=r, alpha=alpha, dropout=dropout, epochs=epochs, lr=lr,
+                                  scheduler=scheduler, warmup=warmup, batch_size=batch_size)
+    distill(files, out, config, stages=stages or None)
+    console.print(f"LoRA adapter ({config.base}, stages from {len(files)} files) → {out}")
 
 
 @app.command("ask")

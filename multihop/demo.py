@@ -68,9 +68,9 @@ def run_demo(out: Path, train: int = 20, dev: int = 20, lm: str = "local:smollm2
     if (compiled_dir / "manifest.json").exists():
         rag = load(compiled_dir, retriever=retriever)
     else:
-        rag = compile_program(SingleStepRAG(retriever=retriever), trainset, metric="f1", max_bootstrapped_demos=1,
-                              max_labeled_demos=0)
-        save(rag, compiled_dir, retriever=str(index_dir), lm=lm, optimizer="BootstrapFewShot", metric="f1",
+        rag, report = compile_program(SingleStepRAG(retriever=retriever), trainset, metric="f1",
+                                      max_bootstrapped_demos=1, max_labeled_demos=0)
+        save(rag, compiled_dir, retriever=str(index_dir), lm=lm, **report,
              data={"path": TRAIN_FILE, "questions": len(trainset)})
     console.print(f"demos per stage: { {n: len(p.demos) for n, p in rag.named_predictors()} } → {compiled_dir}")
     step("compile", t0)

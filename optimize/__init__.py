@@ -1,5 +1,5 @@
-"""Compiling programs with DSPy's optimizers (more optimizers and LoRA students come with the optimize issue)."""
+"""Making programs better: prompt optimization with DSPy's optimizers, teacher trajectories, LoRA students."""
 
-from .compile import compile_program
+from .compile import OPTIMIZERS, compile_program, load, save
 
-__all__ = ["compile_program"]
+__all__ = ["OPTIMIZERS", "compile_program", "load", "save"]

@@ -1,4 +1,4 @@
-"""Compile a program against a train split with a DSPy optimizer, and save/load it with a manifest.
+"""Compile a program against a train split with any of DSPy's optimizers, and save/load it with a manifest.
 
 A saved program is a folder: ``program.json`` (DSPy's ``save`` of the predictors' state: instructions and demos)
 and ``manifest.json`` (program class and constructor config, the retriever folder, the LM spec, the optimizer and
@@ -10,7 +10,11 @@ from __future__ import annotations
 
 import inspect
 import json
+import logging
+import random
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import dspy
 
@@ -18,26 +22,95 @@ from multihop.metrics import dspy_metric
 from multihop.paths import atomic_write_text
 
 STATE, MANIFEST = "program.json", "manifest.json"
+logger = logging.getLogger(__name__)
+
+
+OPTIMIZERS = ("labeled", "bootstrap", "random-search", "mipro", "simba", "gepa")
+
+
+def gepa_metric(name: str) -> Callable:
+    """GEPA's five-argument feedback metric over one of our metrics: the score plus a sentence that tells the
+    reflection LM what was expected and what came out (GEPA reads the feedback, the other optimizers the score)."""
+    score_of = dspy_metric(name)
+
+    def metric(gold, pred, trace=None, pred_name=None, pred_trace=None):
+        score = float(score_of(gold, pred))
+        if name.startswith("recall@"):
+            found = set(pred.get("passage_ids") or pred.get("ids") or []) & set(gold.gold_passage_ids)
+            feedback = f"{name} = {score:.2f}: {len(found)} of {len(gold.gold_passage_ids)} gold passages retrieved."
+        else:
+            feedback = (f"{name} = {score:.2f}. Expected one of {list(gold.answers)!r}; "
+                        f"the program answered {getattr(pred, 'answer', '')!r}.")
+        return dspy.Prediction(score=score, feedback=feedback)
+
+    return metric
+
+
+def make_optimizer(name: str, metric: str, teacher_lm: dspy.LM | None = None, prompt_lm: dspy.LM | None = None,
+                   seed: int = 0, **settings) -> tuple[Any, dict]:
+    """The DSPy teleprompter called ``name`` and the keyword arguments its ``compile`` takes beyond the sets."""
+    score = dspy_metric(metric)
+    teacher = {"lm": teacher_lm} if teacher_lm else {}
+    demos = {"max_bootstrapped_demos": settings.pop("max_bootstrapped_demos", 2),
+             "max_labeled_demos": settings.pop("max_labeled_demos", 2)}
+    if name == "labeled":
+        return dspy.LabeledFewShot(k=settings.pop("k", demos["max_labeled_demos"]), **settings), {}
+    if name == "bootstrap":
+        return dspy.BootstrapFewShot(metric=score, metric_threshold=1e-9, teacher_settings=teacher, **demos,
+                                     **settings), {}
+    if name == "random-search":
+        settings.setdefault("num_candidate_programs", 4)
+        return dspy.BootstrapFewShotWithRandomSearch(metric=score, metric_threshold=1e-9, teacher_settings=teacher,
+                                                     **demos, **settings), {}
+    if name == "mipro":
+        settings.setdefault("auto", "light")
+        return dspy.MIPROv2(metric=score, prompt_model=prompt_lm, teacher_settings=teacher, seed=seed, **demos,
+                            **settings), {"seed": seed}
+    if name == "simba":
+        settings.setdefault("bsize", 8)
+        return dspy.SIMBA(metric=score, prompt_model=prompt_lm, teacher_settings=teacher, **settings), {"seed": seed}
+    if name == "gepa":
+        settings.setdefault("auto", "light")
+        reflection = prompt_lm or dspy.settings.lm
+        return dspy.GEPA(metric=gepa_metric(metric), reflection_lm=reflection, seed=seed, **settings), {}
+    raise ValueError(f"unknown optimizer {name!r}; choose one of {', '.join(OPTIMIZERS)}")
+
+
+def validation_score(program: dspy.Module, examples: list[dspy.Example], metric: str) -> float:
+    """Mean metric over ``examples`` (0–100), with DSPy's ``Evaluate``."""
+    evaluate = dspy.Evaluate(devset=examples, metric=dspy_metric(metric), num_threads=1, display_progress=False)
+    return float(evaluate(program).score)
 
 
 def compile_program(
     program: dspy.Module,
     trainset: list[dspy.Example],
+    optimizer: str = "bootstrap",
     metric: str = "f1",
-    max_bootstrapped_demos: int = 2,
-    max_labeled_demos: int = 2,
+    valset: list[dspy.Example] | None = None,
     teacher_lm: dspy.LM | None = None,
-) -> dspy.Module:
-    """BootstrapFewShot: run the program on the train questions, keep the stage traces of the ones the metric accepts
-    (score > 0) as demos, and fill up with labelled examples. The full optimizer set arrives with the optimize issue."""
-    optimizer = dspy.BootstrapFewShot(
-        metric=dspy_metric(metric),
-        metric_threshold=1e-9,
-        max_bootstrapped_demos=max_bootstrapped_demos,
-        max_labeled_demos=max_labeled_demos,
-        teacher_settings={"lm": teacher_lm} if teacher_lm else {},
-    )
-    return optimizer.compile(program, trainset=trainset)
+    prompt_lm: dspy.LM | None = None,
+    seed: int = 0,
+    **settings,
+) -> tuple[dspy.Module, dict]:
+    """Compile ``program`` with one of :data:`OPTIMIZERS` and return it with a report: optimizer, settings, metric,
+    seed, and the validation score before and after (on ``valset`` when given). A compile that leaves the score
+    where it was says so in ``report["unchanged"]`` and a warning."""
+    random.seed(seed)
+    teleprompter, compile_kwargs = make_optimizer(optimizer, metric, teacher_lm, prompt_lm, seed, **dict(settings))
+    if optimizer in ("random-search", "mipro", "gepa") and valset:
+        compile_kwargs["valset"] = valset
+    report = {"optimizer": optimizer, "settings": settings, "metric": metric, "seed": seed}
+    if valset:
+        report["val_before"] = validation_score(program, valset, metric)
+    compiled = teleprompter.compile(program, trainset=trainset, **compile_kwargs)
+    if valset:
+        report["val_after"] = validation_score(compiled, valset, metric)
+        report["unchanged"] = report["val_after"] == report["val_before"]
+        if report["unchanged"]:
+            logger.warning("%s left the validation %s at %.1f: the metric never changed", optimizer, metric,
+                           report["val_after"])
+    return compiled, report
 
 
 def save(program: dspy.Module, directory: str | Path, **manifest) -> Path:
