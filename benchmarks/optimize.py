@@ -1,0 +1,117 @@
+"""Optimization benchmark: prompt optimizers and LoRA distillation on real MuSiQue questions with local LMs.
+
+    python benchmarks/optimize.py [--train FILE] [--val FILE] [--limit-train 10] [--limit-val 10]
+                                  [--teacher local:qwen-coder-0.5b] [--optimizers bootstrap,mipro]
+
+Table 1: SingleStepRAG (MPNet index over the questions' paragraphs) scored on the validation questions before and
+after each optimizer, with the compile time. Table 2: a teacher runs SingleStepRAG over the train questions, its
+``answer``-stage trajectories are split 75/25, a LoRA student (SmolLM2-135M, HANRAG preset) is trained on the first
+part, and on the held-out rows the student's output is compared with the teacher's (exact and token F1) before and
+after the adapter, with training time and examples per second. Every row of the teacher is kept (``min_score=0``):
+reproduction of the teacher is measured, not correctness.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from multihop.data import build_corpus, load_dataset
+from multihop.lms import configure_lm, make_lm
+from multihop.metrics import f1
+from multihop.optimize.compile import compile_program, validation_score
+from multihop.optimize.distill import DistillConfig, distill
+from multihop.optimize.trajectories import collect
+from multihop.paths import data_dir
+from multihop.programs import SingleStepRAG
+from multihop.retrievers import DenseRetriever
+
+console = Console(width=150)
+
+
+def prompt_table(args, retriever) -> Table:
+    train = load_dataset(args.train, limit=args.limit_train)
+    val = load_dataset(args.val, limit=args.limit_val)
+    configure_lm(args.lm, max_tokens=32)
+    table = Table(title=f"SingleStepRAG, {len(train)} train / {len(val)} validation questions, LM {args.lm}")
+    for column in ("optimizer", "val F1", "val EM", "compile s", "demos"):
+        table.add_column(column, justify="left" if column == "optimizer" else "right")
+    base = SingleStepRAG(retriever=retriever)
+    table.add_row("none", f"{validation_score(base, val, 'f1'):.1f}", f"{validation_score(base, val, 'em'):.1f}",
+                  "-", "0")
+    for name in args.optimizers.split(","):
+        start = time.perf_counter()
+        try:
+            compiled, _ = compile_program(SingleStepRAG(retriever=retriever), train, optimizer=name, metric="f1")
+        except Exception as exc:  # a benchmark reports a failing optimizer and goes on
+            table.add_row(name, "failed", type(exc).__name__, f"{time.perf_counter() - start:.0f}", str(exc)[:40])
+            continue
+        seconds = time.perf_counter() - start
+        demos = sum(len(p.demos) for _, p in compiled.named_predictors())
+        table.add_row(name, f"{validation_score(compiled, val, 'f1'):.1f}",
+                      f"{validation_score(compiled, val, 'em'):.1f}", f"{seconds:.0f}", str(demos))
+    return table
+
+
+def reproduction(lm, rows: list[dict]) -> tuple[float, float]:
+    """Share of rows whose output equals the teacher's completion, and mean token F1 against it (0–100)."""
+    outputs = [lm(messages=row["messages"])[0].strip() for row in rows]
+    exact = sum(out == row["completion"].strip() for out, row in zip(outputs, rows, strict=True))
+    overlap = sum(f1(out, [row["completion"]]) for out, row in zip(outputs, rows, strict=True))
+    return 100 * exact / len(rows), 100 * overlap / len(rows)
+
+
+def distill_table(args, retriever, work: Path) -> Table:
+    train = load_dataset(args.train, limit=args.distill_questions)
+    teacher = configure_lm(args.teacher, max_tokens=64)
+    start = time.perf_counter()
+    collect(SingleStepRAG(retriever=retriever), train, work / "traj", teacher_lm=teacher, metric="f1", min_score=0.0)
+    teacher_s = time.perf_counter() - start
+    rows = [json.loads(line) for line in (work / "traj" / "answer.jsonl").read_text().splitlines()]
+    cut = max(1, int(len(rows) * 0.75))
+    (work / "fit.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows[:cut]))
+    held_out = rows[cut:]
+    before = reproduction(make_lm(args.lm, max_tokens=64), held_out)
+    config = DistillConfig.preset("hanrag", epochs=args.epochs, batch_size=2)
+    adapter = distill([work / "fit.jsonl"], work / "adapter", config)
+    manifest = json.loads((adapter / "distill.json").read_text())
+    after = reproduction(make_lm(args.lm, adapter=adapter, max_tokens=64), held_out)
+    table = Table(title=f"LoRA student ({args.lm}) reproducing teacher {args.teacher} on {len(held_out)} held-out "
+                        f"answer-stage rows ({cut} trained, {args.epochs} epochs; teacher run {teacher_s:.0f} s)")
+    for column in ("student", "exact %", "token F1", "train s", "examples/s", "final loss"):
+        table.add_column(column, justify="left" if column == "student" else "right")
+    table.add_row("before LoRA", f"{before[0]:.1f}", f"{before[1]:.1f}", "-", "-", "-")
+    table.add_row("after LoRA", f"{after[0]:.1f}", f"{after[1]:.1f}", f"{manifest['seconds']:.0f}",
+                  f"{manifest['examples_per_second']:.2f}", f"{manifest['final_loss']:.3f}")
+    return table
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--train", default=None, help="train questions (default: MuSiQue train in MULTIHOP_DATA)")
+    parser.add_argument("--val", default=None, help="validation questions (default: MuSiQue dev)")
+    parser.add_argument("--limit-train", type=int, default=10)
+    parser.add_argument("--limit-val", type=int, default=10)
+    parser.add_argument("--optimizers", default="bootstrap,mipro")
+    parser.add_argument("--lm", default="local:smollm2", help="program LM and distillation student")
+    parser.add_argument("--teacher", default="local:qwen-coder-0.5b")
+    parser.add_argument("--distill-questions", type=int, default=16)
+    parser.add_argument("--epochs", type=int, default=2)
+    args = parser.parse_args()
+    args.train = args.train or str(data_dir() / "musique/train/musique_train.json")
+    args.val = args.val or str(data_dir() / "musique/dev/musique_qa_100.json")
+    questions = load_dataset(args.train, limit=max(args.limit_train, args.distill_questions))
+    questions += load_dataset(args.val, limit=args.limit_val)
+    retriever = DenseRetriever.load(DenseRetriever.build_cached(build_corpus(questions)))
+    console.print(prompt_table(args, retriever))
+    console.print(distill_table(args, retriever, Path(tempfile.mkdtemp(prefix="multihop-distill-"))))
+
+
+if __name__ == "__main__":
+    main()
