@@ -90,3 +90,12 @@ def test_bad_trajectory_input_is_refused(tmp_path):
     assert DistillConfig.preset("cirag").r == 64 and DistillConfig.preset("hanrag").scheduler == "cosine"
     with pytest.raises(ValueError, match="unknown preset"):
         DistillConfig.preset("nope")
+
+
+def test_a_checkpoint_for_another_base_model_is_refused(tmp_path):
+    import torch
+
+    (tmp_path / "checkpoint").mkdir()
+    torch.save({"config": ds.asdict(DistillConfig(base="other-model"))}, tmp_path / "checkpoint" / "state.pt")
+    with pytest.raises(ValueError, match="another base model"):
+        ds._resume(tmp_path / "checkpoint", DistillConfig(base="smollm2"), None, None, None, [])
