@@ -103,14 +103,17 @@ def main() -> None:
     parser.add_argument("--teacher", default="local:qwen-coder-0.5b")
     parser.add_argument("--distill-questions", type=int, default=16)
     parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--parts", default="prompt,distill", help="which tables to produce")
     args = parser.parse_args()
     args.train = args.train or str(data_dir() / "musique/train/musique_train.json")
     args.val = args.val or str(data_dir() / "musique/dev/musique_qa_100.json")
     questions = load_dataset(args.train, limit=max(args.limit_train, args.distill_questions))
     questions += load_dataset(args.val, limit=args.limit_val)
     retriever = DenseRetriever.load(DenseRetriever.build_cached(build_corpus(questions)))
-    console.print(prompt_table(args, retriever))
-    console.print(distill_table(args, retriever, Path(tempfile.mkdtemp(prefix="multihop-distill-"))))
+    if "prompt" in args.parts:
+        console.print(prompt_table(args, retriever))
+    if "distill" in args.parts:
+        console.print(distill_table(args, retriever, Path(tempfile.mkdtemp(prefix="multihop-distill-"))))
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
 """Per-stage teacher trajectories for distillation (DualRAG §3.2, HANRAG App. B/D, CIRAG §3.5 / App. B.4).
 
 :func:`collect` runs a program with a teacher LM over train questions and records every stage call: the stage name,
-the chat messages exactly as the program's adapter formats them (``adapter.format_finetune_data``: system, demos,
-user turn) and the teacher's completion in the adapter's output format. Only questions whose final answer passes
+the chat messages exactly as the program's adapter sends them (``adapter.format``: system, demos, user turn) and
+the teacher's completion in the adapter's output format (``format_assistant_message_content``; JSONAdapter has
+no ``format_finetune_data``). Only questions whose final answer passes
 the metric are kept (DualRAG keeps only correct trajectories). Calls are attributed to stages by predictor identity
 (``program.named_predictors()``), never by position in the trace, so a stage called once per hop yields one row per
 call — DSPy's ``BootstrapFinetune`` selects by trace position and mislabels rows of looping programs.
@@ -42,10 +43,10 @@ def stage_calls(program: dspy.Module, example: dspy.Example) -> tuple[dspy.Predi
         name = names.get(id(predictor))
         if name is None:  # a predictor outside this program (a nested, separately owned module)
             continue
-        data = adapter.format_finetune_data(predictor.signature, predictor.demos, dict(inputs), outputs.toDict())
-        messages = data["messages"]
-        calls.append({"stage": name, "call": counts.get(name, 0), "messages": messages[:-1],
-                      "completion": messages[-1]["content"], "adapter": type(adapter).__name__})
+        messages = adapter.format(predictor.signature, predictor.demos, dict(inputs))
+        completion = adapter.format_assistant_message_content(predictor.signature, outputs.toDict())
+        calls.append({"stage": name, "call": counts.get(name, 0), "messages": messages, "completion": completion,
+                      "adapter": type(adapter).__name__})
         counts[name] = counts.get(name, 0) + 1
     return prediction, calls
 

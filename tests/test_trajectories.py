@@ -61,3 +61,13 @@ def test_all_failing_trajectories_are_a_clear_error(tmp_path):
     with pytest.raises(EmptyTrajectoriesError, match="none of 3 questions"):
         collect(ThreeHops(), examples(3), tmp_path, teacher_lm=lm, metric="em")
     assert not list(tmp_path.iterdir())
+
+
+def test_json_adapter_trajectories_hold_json_completions():
+    from dspy.utils import DummyLM
+
+    answers = [{"note": f"hop {i}"} for i in range(3)] + [{"answer": "answer 0"}]
+    dspy.configure(lm=DummyLM(answers, adapter=dspy.JSONAdapter()), adapter=dspy.JSONAdapter())
+    _, calls = stage_calls(ThreeHops(), examples(1)[0])
+    assert [json.loads(c["completion"]) for c in calls] == answers
+    assert all(c["adapter"] == "JSONAdapter" for c in calls) and "json" in calls[0]["messages"][0]["content"].lower()
