@@ -32,8 +32,8 @@ from multihop.retrievers import BM25Retriever, DenseRetriever, Encoder, FaissInd
 console = Console(width=150)
 
 
-def recall_row(name: str, retriever, examples) -> tuple[list, list[float]]:
-    """Recall@2 and @5 (mean over questions with gold passages) and per-query latency in seconds."""
+def recall_row(name: str, retriever, examples) -> list[str]:
+    """Recall@2 and @5 (mean over questions with gold passages) and the median query latency."""
     r2, r5, latency = [], [], []
     for example in examples:
         start = time.perf_counter()
@@ -43,7 +43,7 @@ def recall_row(name: str, retriever, examples) -> tuple[list, list[float]]:
         r5.append(recall_at_k(prediction.ids, example.gold_passage_ids, 5))
     r2 = [r for r in r2 if r is not None]
     r5 = [r for r in r5 if r is not None]
-    return [name, f"{100 * np.mean(r2):.1f}", f"{100 * np.mean(r5):.1f}", ms(np.median(latency))], latency
+    return [name, f"{100 * np.mean(r2):.1f}", f"{100 * np.mean(r5):.1f}", ms(np.median(latency))]
 
 
 def ms(seconds: float) -> str:
@@ -149,7 +149,7 @@ def main() -> None:
     for column in ("retriever", "R@2", "R@5", "p50 ms/query"):
         table.add_column(column, justify="left" if column == "retriever" else "right")
     for name, retriever in systems:
-        table.add_row(*recall_row(name, retriever, examples)[0])
+        table.add_row(*recall_row(name, retriever, examples))
     console.print(table)
 
     cached = stage_latency(Retriever(dense, RaLa("eq4"), n=args.n), examples)

@@ -48,12 +48,13 @@ def build_retriever(
     if rerank not in RERANKERS:
         raise ValueError(f"unknown reranker {rerank!r}; choose one of {', '.join(RERANKERS)}")
     reranker = RaLa(**RERANKERS[rerank], buckets=buckets, seed=seed) if RERANKERS[rerank] else None
+    shared = Encoder(encoder)  # one loaded model for the index, the token cache and the reranker
     token_layers = None
     if reranker is not None and token_cache:
-        token_layers = reranker.token_layers(Encoder(encoder).num_layers)
+        token_layers = reranker.token_layers(shared.num_layers)
 
     def dense() -> DenseRetriever:
-        return DenseRetriever.build(corpus, encoder=encoder, k=k, kind=index, token_layers=token_layers)
+        return DenseRetriever.build(corpus, encoder=shared, k=k, kind=index, token_layers=token_layers)
 
     if first_stage == "dense":
         stage = dense()
@@ -63,4 +64,4 @@ def build_retriever(
         stage = HybridRetriever(dense(), BM25Retriever(corpus, k=k), k=k)
     else:
         raise ValueError(f"unknown first stage {first_stage!r}; choose dense, bm25 or hybrid")
-    return Retriever(stage, reranker, n=n, k=k, encoder=encoder) if reranker else stage
+    return Retriever(stage, reranker, n=n, k=k, encoder=shared) if reranker else stage
