@@ -60,6 +60,7 @@ class Trace:
         self._lock = threading.Lock()
         self._t0 = time.perf_counter()
         self.current = contextvars.ContextVar(f"multihop_stage_{id(self)}", default=None)
+        self.module = contextvars.ContextVar(f"multihop_module_{id(self)}", default=None)
 
     def stage_name(self, instance: Any) -> str:
         name = self.names.get(id(instance))
@@ -125,6 +126,8 @@ class TraceCallback(BaseCallback):
         is_lm = isinstance(instance, dspy.Predict)
         if not is_lm and list(instance.named_predictors()):
             return  # a composite sub-module: its predictors are recorded on their own
+        if not is_lm and trace.module.get() is not None:
+            return  # a module inside a recorded one (a reranker's first stage): one retrieval, recorded once
         record = {
             "stage": trace.stage_name(instance),
             "kind": "lm" if is_lm else "module",
@@ -134,7 +137,7 @@ class TraceCallback(BaseCallback):
         }
         if is_lm:
             record.update(lm=None, lm_requests=0, prompt_tokens=0, completion_tokens=0)
-            self._tokens[call_id] = trace.current.set(record)
+        self._tokens[call_id] = (trace.current if is_lm else trace.module).set(record)
         with trace._lock:
             trace._open[call_id] = record
 
@@ -144,8 +147,8 @@ class TraceCallback(BaseCallback):
             record = trace._open.pop(call_id, None)
         if record is None:
             return
-        if call_id in self._tokens:
-            trace.current.reset(self._tokens.pop(call_id))
+        token = self._tokens.pop(call_id)
+        token.var.reset(token)
         if record["kind"] == "module":
             if hasattr(outputs, "ids"):
                 record["kind"] = "retriever"

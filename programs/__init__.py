@@ -2,7 +2,8 @@
 
 from .base import MultihopProgram
 from .baselines import NoRetrieval, SingleStepRAG
+from .cooprag import CoopRAG
 
-PROGRAMS = {"NoRetrieval": NoRetrieval, "SingleStepRAG": SingleStepRAG}
+PROGRAMS = {"NoRetrieval": NoRetrieval, "SingleStepRAG": SingleStepRAG, "CoopRAG": CoopRAG}
 
-__all__ = ["PROGRAMS", "MultihopProgram", "NoRetrieval", "SingleStepRAG"]
+__all__ = ["PROGRAMS", "CoopRAG", "MultihopProgram", "NoRetrieval", "SingleStepRAG"]

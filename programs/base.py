@@ -2,8 +2,10 @@
 
 A :class:`MultihopProgram` records a :class:`~multihop.tracing.Trace` around each call, and returns it with the
 per-question counts (``llm_calls``, ``retrieval_calls``, ``tokens``, ``passage_ids``) on the prediction as
-``prediction.trace`` and ``prediction.counts``. It also gives every stage its own LM (``set_stage_lm``) and the
-retriever lookup that DSPy's own ``Retrieve`` uses (the constructor's, else ``dspy.settings.rm``).
+``prediction.trace`` and ``prediction.counts``. A program adds its own counts (fallbacks taken, repairs made) by
+returning them as ``events``; they are merged into ``counts``. It also gives every stage its own LM
+(``set_stage_lm``) and the retriever lookup that DSPy's own ``Retrieve`` uses (the constructor's, else
+``dspy.settings.rm``).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ class MultihopProgram(dspy.Module):
         with record_trace(self) as trace:
             prediction = super().__call__(*args, **kwargs)
         prediction.trace = trace.to_list()
-        prediction.counts = trace.counts()
+        prediction.counts = {**trace.counts(), **(prediction.get("events") or {})}
         return prediction
 
     @property
@@ -39,16 +41,19 @@ class MultihopProgram(dspy.Module):
             raise ValueError(f"{type(self).__name__} needs a retriever: pass retriever=... or dspy.configure(rm=...)")
         return retriever
 
-    def run_stage(self, predictor: dspy.Module, fallback: dict, **inputs) -> dspy.Prediction:
-        """Call one LLM stage. A reply the adapter cannot parse is retried once by DSPy itself (the ChatAdapter
-        re-asks in JSON format); when the stage still fails, it returns ``fallback`` instead of crashing the question,
-        and the trace records the error (counted as ``stage_errors``)."""
-        try:
-            return predictor(**inputs)
-        except AdapterParseError as exc:
-            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            logger.warning("%s: unparsable LM output, using fallback %s (%s)", type(self).__name__, fallback, reason)
-            return dspy.Prediction(**fallback)
+    def run_stage(self, predictor: dspy.Module, fallback: dict, retries: int = 0, **inputs) -> dspy.Prediction:
+        """Call one LLM stage. A reply the adapter cannot parse is retried once by DSPy itself when the adapter is the
+        ChatAdapter (it re-asks in JSON format), and ``retries`` more times here, sampled (temperature 1.0, a fresh
+        rollout id so the cache does not replay the failure). When the stage still fails, it returns ``fallback``
+        with ``failed=True`` instead of crashing the question; the trace records each error (``stage_errors``)."""
+        for attempt in range(retries + 1):
+            config = {"rollout_id": attempt, "temperature": 1.0} if attempt else {}
+            try:
+                return predictor(**inputs, **({"config": config} if config else {}))
+            except AdapterParseError as exc:
+                reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        logger.warning("%s: unparsable LM output, using fallback %s (%s)", type(self).__name__, fallback, reason)
+        return dspy.Prediction(**fallback, failed=True)
 
     def stage_names(self) -> list[str]:
         return [name for name, _ in self.named_predictors()]

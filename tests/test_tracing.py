@@ -54,3 +54,25 @@ def test_a_failing_retriever_is_recorded_with_its_error():
             pass
     [record] = trace.records
     assert record["stage"] == "retriever" and record["error"] == "RuntimeError: index offline"
+
+
+class Reranking(dspy.Module):
+    """A retriever that calls another retriever module for its candidates (as ``Retriever`` over BM25 does)."""
+
+    def __init__(self, first_stage):
+        super().__init__()
+        self.first_stage = first_stage
+
+    def forward(self, query, k=5):
+        hits = self.first_stage(query, k=2 * k)
+        return dspy.Prediction(passages=hits.passages[::-1][:k], ids=hits.ids[::-1][:k], scores=hits.scores[:k])
+
+
+def test_a_retriever_inside_a_retriever_is_one_retrieval(static_retriever):
+    lm, _ = scripted_lm(lambda p: {"answer": "a"})
+    dspy.configure(lm=lm)
+    prediction = SingleStepRAG(retriever=Reranking(static_retriever), k=2)(question="q")
+    assert static_retriever.calls == [("q", 4)]
+    assert prediction.counts["retrieval_calls"] == 1
+    expected = [static_retriever.passages[i].id for i in (3, 2)]
+    assert prediction.counts["passage_ids"] == prediction.passage_ids == expected

@@ -1,0 +1,131 @@
+"""CoopRAG (seed 000): question unrolling → unrolling-augmented retrieval → RaLa reranking → reasoning-chain
+completion → reasoning (§3.1, Fig. 1).
+
+1. ``unroll`` (§3.2, App. H.1): hop count, reasoning structure, sub-questions S and a triple chain R whose uncertain
+   entities are ``<UNCERTAIN>`` and whose last tail is ``<FILL>``.
+2. Retrieval (§3.3): the unrolled query U = Q ‖ S ‖ R (Eq. 1) goes to the first stage for the top ``n``.
+3. Reranking (§3.4): RaLa (Eq. 4 by default, Eq. 3 or plain MaxSim as switches) keeps the top ``k``.
+4. ``complete`` (§3.5, App. H.2): the placeholders are replaced by verbatim document text.
+5. ``reason`` (§3.5, App. H.3): the shortest answer from the documents, question, sub-questions and completed chain.
+
+Switches (the paper's ablations): ``uncertainty_mask=False`` is §4.6's "w/o <UNCERTAIN>" (no mask instruction, no
+completion stage, reasoning over the unmasked chain); ``unrolling=False`` queries with the raw question and answers
+from the documents alone (the "RaLa" retriever rows of Table 9); ``rerank`` None | "maxsim" | "rala_eq4" | "rala_eq3"
+with ``omega`` and ``buckets`` (Tables 5, 17, 23); ``unified=True`` completes and answers in one call (App. D.2,
+Table 15: 2 LLM calls per question instead of 3).
+
+Defaults the paper leaves open: n = 20 first-stage candidates (App. A fixes k = 5 but not n; 20 keeps the RaLa rerank
+under 50 ms with cached states), 4 buckets (App. F.3's choice), seed 0 for the per-bucket layer draw.
+
+Robustness (small models): an unrolling that cannot be parsed, or that returns neither sub-questions nor a chain, is
+retried once (sampled), then the raw question is used (``events["unrolling_fallback"]``); a chain whose last tail is
+not ``<FILL>`` gets it back (``events["fill_repaired"]``); a completion that fails keeps the masked chain
+(``events["completion_fallback"]``); an answer that cannot be parsed is the empty string, never invented.
+"""
+
+from __future__ import annotations
+
+import dspy
+
+from multihop.retrievers import RaLa, Retriever
+from multihop.signatures.cooprag import (
+    CompletionAndReasoning,
+    QuestionUnrolling,
+    QuestionUnrollingWithoutMask,
+    Reasoning,
+    ReasoningChainCompletion,
+)
+
+from .base import MultihopProgram, safe_answer
+from .chain import normalize_chain, repair_fill, unrolled_query
+
+RERANKERS = {None: None, "maxsim": {"scoring": "eq4", "omega": False}, "rala_eq4": {"scoring": "eq4"},
+             "rala_eq3": {"scoring": "eq3"}}
+
+
+class CoopRAG(MultihopProgram):
+    def __init__(
+        self,
+        retriever: dspy.Module | None = None,
+        n: int = 20,
+        k: int = 5,
+        uncertainty_mask: bool = True,
+        unrolling: bool = True,
+        rerank: str | None = "rala_eq4",
+        omega: bool = True,
+        buckets: int = 4,
+        unified: bool = False,
+        seed: int = 0,
+    ):
+        if rerank not in RERANKERS:
+            raise ValueError(f"unknown rerank {rerank!r}; choose one of {', '.join(map(str, RERANKERS))}")
+        super().__init__(retriever=retriever)
+        self.n, self.k, self.seed = n, k, seed
+        self.uncertainty_mask, self.unrolling, self.unified = uncertainty_mask, unrolling, unified
+        self.rerank, self.omega, self.buckets = rerank, omega, buckets
+        self.search = self.reranked(retriever) if retriever is not None else None
+        if unrolling:
+            self.unroll = dspy.Predict(QuestionUnrolling if uncertainty_mask else QuestionUnrollingWithoutMask)
+        completes = unrolling and uncertainty_mask
+        if completes and unified:
+            self.complete_and_reason = dspy.Predict(CompletionAndReasoning)
+        else:
+            if completes:
+                self.complete = dspy.Predict(ReasoningChainCompletion)
+            self.reason = dspy.Predict(Reasoning)
+
+    def reranked(self, retriever: dspy.Module) -> dspy.Module:
+        """The first stage of ``retriever`` (itself, unless it is a reranked :class:`Retriever`), reranked to the
+        top ``k`` of ``n`` with this program's RaLa settings — or unreranked when ``rerank`` is None."""
+        first_stage = retriever.first_stage if isinstance(retriever, Retriever) else retriever
+        if self.rerank is None:
+            return first_stage
+        settings = {"omega": self.omega, **RERANKERS[self.rerank]}
+        return Retriever(first_stage, RaLa(**settings, buckets=self.buckets, seed=self.seed), n=self.n, k=self.k)
+
+    def forward(self, question: str) -> dspy.Prediction:
+        events = {"unrolling_fallback": 0, "fill_repaired": 0, "completion_fallback": 0}
+        sub_questions, chain, unrolled = [], [], None
+        if self.unrolling:
+            unrolled = self.run_stage(self.unroll, {}, retries=1, question=question)
+            sub_questions = [str(s).strip() for s in (unrolled.get("sub_questions") or []) if str(s).strip()]
+            chain = normalize_chain(unrolled.get("reasoning_chain"))
+            if not sub_questions and not chain:
+                events["unrolling_fallback"] = 1
+            chain, repaired = repair_fill(chain)
+            events["fill_repaired"] = int(repaired)
+        query = unrolled_query(question, sub_questions, chain)
+        search = self.search if self.search is not None else self.reranked(self.rm)
+        hits = search(query, k=self.k)
+        completed, answer = chain, None
+        inputs = {"documents": hits.passages, "question": question, "sub_questions": sub_questions}
+        if hasattr(self, "complete_and_reason"):
+            result = self.run_stage(self.complete_and_reason, {"completed_chain": chain, "answer": ""},
+                                    reasoning_chain=chain, **inputs)
+            completed, answer = normalize_chain(result.completed_chain) or chain, result.answer
+            events["completion_fallback"] = int(bool(result.get("failed")))
+        else:
+            if hasattr(self, "complete") and chain:
+                result = self.run_stage(self.complete, {"completed_chain": chain}, reasoning_chain=chain, **inputs)
+                completed = normalize_chain(result.completed_chain) or chain
+                events["completion_fallback"] = int(bool(result.get("failed")))
+            answer = self.run_stage(self.reason, {"answer": ""}, reasoning_chain=completed, **inputs).answer
+        return dspy.Prediction(
+            answer=safe_answer(answer),
+            hop_count=unrolled.get("hop_count") if unrolled is not None else None,
+            reasoning_structure=unrolled.get("reasoning_structure") if unrolled is not None else None,
+            sub_questions=sub_questions,
+            masked_chain=chain,
+            completed_chain=completed,
+            query=query,
+            passages=hits.passages,
+            passage_ids=hits.ids,
+            scores=list(hits.scores),
+            candidates=list(hits.get("candidates") or hits.ids),
+            events=events,
+        )
+
+    def config(self) -> dict:
+        return {"n": self.n, "k": self.k, "uncertainty_mask": self.uncertainty_mask, "unrolling": self.unrolling,
+                "rerank": self.rerank, "omega": self.omega, "buckets": self.buckets, "unified": self.unified,
+                "seed": self.seed}

@@ -1,0 +1,101 @@
+"""CoopRAG's stages (seed 000, §3.2 and §3.5); each docstring is the paper's prompt (App. H.1–H.3) rewritten as
+DSPy instructions. The output formats the prompts spell out by hand ("Hop Count: …", ``<<ANS>>`` delimiters) are
+typed output fields here, so the adapter formats and parses them.
+
+A reasoning chain is a list of ``[head, relation, tail]`` triples; ``<UNCERTAIN>`` marks an entity the LM is not
+sure of and ``<FILL>`` is the tail of the last triple, the answer to find (Eq. 1).
+"""
+
+import dspy
+
+UNCERTAIN, FILL = "<UNCERTAIN>", "<FILL>"
+
+_UNROLLING = """You are an assistant specialized in multi-hop question answering and logical decomposition. Analyze the
+question, break it down into reasoning steps and write the reasoning chain as structured triples.
+1. Determine the number of hops (reasoning steps) needed to answer the question. Use everything you know; no
+   external search is available.
+2. Explain briefly how the question breaks down into sequential reasoning steps, without revealing factual answers.
+3. Decompose the question into independent sub-questions that follow the reasoning path; each must be answerable
+   with a single piece of information.
+4. Write the reasoning chain as triples [head, relation, tail], drawing specific facts, relations and entities from
+   your knowledge. The tail of the final triple is always "<FILL>": it stands for the answer to the question.
+Sub-questions may reuse expressions from the question but never pronouns or placeholders ("it", "this person"):
+use specific terms and fully spelled-out entity names, so that each sub-question is self-contained and answerable
+without the others. If the question compares two things, add a sub-question that asks for that comparison with both
+full names."""
+
+_MASK = """
+If you are uncertain about an entity or lack confident knowledge of it, write "<UNCERTAIN>" in its place."""
+
+
+class QuestionUnrolling(dspy.Signature):
+    __doc__ = _UNROLLING + _MASK
+
+    question: str = dspy.InputField()
+    hop_count: int = dspy.OutputField(desc="number of reasoning steps")
+    reasoning_structure: str = dspy.OutputField(desc="brief explanation of the reasoning path")
+    sub_questions: list[str] = dspy.OutputField(desc="self-contained sub-questions, in reasoning order")
+    reasoning_chain: list[list[str]] = dspy.OutputField(
+        desc='triples [head, relation, tail]; the last tail is "<FILL>"'
+    )
+
+
+QuestionUnrollingWithoutMask = QuestionUnrolling.with_instructions(_UNROLLING)
+"""§4.6's "w/o <UNCERTAIN>" variant: the same unrolling, with no instruction to mask uncertain entities."""
+
+
+class ReasoningChainCompletion(dspy.Signature):
+    """You are a triple verification agent that completes reasoning chains for multi-hop question answering. Examine
+    the documents, the question, the sub-questions and the reasoning chain, whose placeholders are "<FILL>" or
+    "<UNCERTAIN>".
+    1. Replace every placeholder ("<FILL>", "<UNCERTAIN>" or any other) with the exact phrase or word found in the
+       documents. Do not paraphrase or use synonyms: only verbatim text from the documents. If the chain is incomplete
+       or needs more triples for accurate reasoning, add new triples, again using only exact phrases or words from
+       the documents.
+    2. The completed chain contains only verbatim terms from the documents: no introductions, explanations or
+       commentary.
+    3. Return the chain as a list of [head, relation, tail] triples."""
+
+    documents: list[str] = dspy.InputField()
+    question: str = dspy.InputField()
+    sub_questions: list[str] = dspy.InputField()
+    reasoning_chain: list[list[str]] = dspy.InputField(desc="triples with <UNCERTAIN> and <FILL> placeholders")
+    completed_chain: list[list[str]] = dspy.OutputField(desc="triples [head, relation, tail], placeholders replaced")
+
+
+_REASONING = """You are a multi-hop question-answering inference agent that gives concise, factual answers based
+strictly on the documents and the completed reasoning chain.
+1. From the documents, the question, the sub-questions and the reasoning chain, infer the most concise and essential
+   answer to the question.
+2. The answer uses only phrases or words that appear in the completed reasoning chain or in the documents: no
+   synonyms, paraphrases or outside knowledge.
+3. Check the answer against the documents before giving it.
+4. Never answer in a full sentence: return only the most concise and essential term, without appended descriptions,
+   subtitles or variants. If the question is binary, answer exactly "yes" or "no"."""
+
+
+class Reasoning(dspy.Signature):
+    __doc__ = _REASONING
+
+    documents: list[str] = dspy.InputField()
+    question: str = dspy.InputField()
+    sub_questions: list[str] = dspy.InputField()
+    reasoning_chain: list[list[str]] = dspy.InputField(desc="the completed triples [head, relation, tail]")
+    answer: str = dspy.OutputField(desc="the shortest answer term, or yes/no")
+
+
+class CompletionAndReasoning(dspy.Signature):
+    __doc__ = (
+        """You are a multi-hop question-answering agent (CoopRAG unified: App. D.2 makes chain completion and
+reasoning one call). First complete the reasoning chain: replace every "<FILL>" or "<UNCERTAIN>" placeholder with
+the exact phrase or word found in the documents, adding triples where the chain needs them, using only verbatim
+document text. Then answer the question from the documents and the completed chain.\n"""
+        + _REASONING
+    )
+
+    documents: list[str] = dspy.InputField()
+    question: str = dspy.InputField()
+    sub_questions: list[str] = dspy.InputField()
+    reasoning_chain: list[list[str]] = dspy.InputField(desc="triples with <UNCERTAIN> and <FILL> placeholders")
+    completed_chain: list[list[str]] = dspy.OutputField(desc="triples [head, relation, tail], placeholders replaced")
+    answer: str = dspy.OutputField(desc="the shortest answer term, or yes/no")
