@@ -1,13 +1,16 @@
 """Optimization benchmark: prompt optimizers and LoRA distillation on real MuSiQue questions with local LMs.
 
     python benchmarks/optimize.py [--train FILE] [--val FILE] [--limit-train 10] [--limit-val 10]
-                                  [--teacher local:qwen-coder-0.5b] [--optimizers bootstrap,mipro]
+                                  [--teacher local:qwen-coder-0.5b] [--prompt-lm SPEC] [--optimizers bootstrap,mipro]
 
 Table 1: SingleStepRAG (MPNet index over the questions' paragraphs) scored on the validation questions before and
-after each optimizer, with the compile time. Table 2: a teacher runs SingleStepRAG over the train questions, its
-``answer``-stage trajectories are split 75/25, a LoRA student (SmolLM2-135M, HANRAG preset) is trained on the first
-part, and on the held-out rows the student's output is compared with the teacher's (exact and token F1) before and
-after the adapter, with training time and examples per second. Every row of the teacher is kept (``min_score=0``):
+after each optimizer, with the compile time; MIPROv2, SIMBA and GEPA write instructions with ``--prompt-lm`` (default:
+the teacher — SmolLM2-135M cannot follow MIPROv2's proposer signatures).
+
+Table 2: a teacher runs SingleStepRAG over the train questions, its ``answer``-stage trajectories are split 75/25, a
+LoRA student (SmolLM2-135M, HANRAG preset) is trained on the first part, and on the held-out rows the student's output
+is compared with the teacher's (exact and token F1) before and after the adapter, with training time and examples per
+second. Every row of the teacher is kept (``min_score=0``):
 reproduction of the teacher is measured, not correctness.
 """
 
@@ -40,22 +43,26 @@ def prompt_table(args, retriever) -> Table:
     val = load_dataset(args.val, limit=args.limit_val)
     configure_lm(args.lm, max_tokens=32)
     table = Table(title=f"SingleStepRAG, {len(train)} train / {len(val)} validation questions, LM {args.lm}")
-    for column in ("optimizer", "val F1", "val EM", "compile s", "demos"):
+    for column in ("optimizer", "val F1", "val EM", "compile s", "demos", "new instruction"):
         table.add_column(column, justify="left" if column == "optimizer" else "right")
+    prompt_lm = make_lm(args.prompt_lm or args.teacher, max_tokens=256)
     base = SingleStepRAG(retriever=retriever)
     table.add_row("none", f"{validation_score(base, val, 'f1'):.1f}", f"{validation_score(base, val, 'em'):.1f}",
-                  "-", "0")
+                  "-", "0", "no")
     for name in args.optimizers.split(","):
         start = time.perf_counter()
         try:
-            compiled, _ = compile_program(SingleStepRAG(retriever=retriever), train, optimizer=name, metric="f1")
+            compiled, _ = compile_program(SingleStepRAG(retriever=retriever), train, optimizer=name, metric="f1",
+                                           prompt_lm=prompt_lm)
         except Exception as exc:  # a benchmark reports a failing optimizer and goes on
             table.add_row(name, "failed", type(exc).__name__, f"{time.perf_counter() - start:.0f}", str(exc)[:40])
             continue
         seconds = time.perf_counter() - start
         demos = sum(len(p.demos) for _, p in compiled.named_predictors())
+        rewritten = compiled.answer.signature.instructions != base.answer.signature.instructions
         table.add_row(name, f"{validation_score(compiled, val, 'f1'):.1f}",
-                      f"{validation_score(compiled, val, 'em'):.1f}", f"{seconds:.0f}", str(demos))
+                      f"{validation_score(compiled, val, 'em'):.1f}", f"{seconds:.0f}", str(demos),
+                      "yes" if rewritten else "no")
     return table
 
 
@@ -101,6 +108,7 @@ def main() -> None:
     parser.add_argument("--optimizers", default="bootstrap,mipro")
     parser.add_argument("--lm", default="local:smollm2", help="program LM and distillation student")
     parser.add_argument("--teacher", default="local:qwen-coder-0.5b")
+    parser.add_argument("--prompt-lm", default=None, help="LM that writes instructions (default: --teacher)")
     parser.add_argument("--distill-questions", type=int, default=16)
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--parts", default="prompt,distill", help="which tables to produce")
