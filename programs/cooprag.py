@@ -83,22 +83,31 @@ class CoopRAG(MultihopProgram):
         settings = {"omega": self.omega, **RERANKERS[self.rerank]}
         return Retriever(first_stage, RaLa(**settings, buckets=self.buckets, seed=self.seed), n=self.n, k=self.k)
 
+    def unroll_question(self, question: str) -> dspy.Prediction:
+        """Stage 1 and Eq. 1: the unrolling (sub-questions, masked chain, hop count, structure) and the query U, with
+        the fallback and repair events. Without unrolling, U is the question."""
+        events = {"unrolling_fallback": 0, "fill_repaired": 0}
+        if not self.unrolling:
+            return dspy.Prediction(sub_questions=[], chain=[], hop_count=None, reasoning_structure=None,
+                                   query=question, events=events)
+        unrolled = self.run_stage(self.unroll, {}, retries=1, question=question)
+        sub_questions = [str(s).strip() for s in (unrolled.get("sub_questions") or []) if str(s).strip()]
+        chain = normalize_chain(unrolled.get("reasoning_chain"))
+        events["unrolling_fallback"] = int(not sub_questions and not chain)
+        chain, repaired = repair_fill(chain)
+        events["fill_repaired"] = int(repaired)
+        return dspy.Prediction(sub_questions=sub_questions, chain=chain, hop_count=unrolled.get("hop_count"),
+                               reasoning_structure=unrolled.get("reasoning_structure"),
+                               query=unrolled_query(question, sub_questions, chain), events=events)
+
     def forward(self, question: str) -> dspy.Prediction:
-        events = {"unrolling_fallback": 0, "fill_repaired": 0, "completion_fallback": 0}
-        sub_questions, chain, unrolled = [], [], None
-        if self.unrolling:
-            unrolled = self.run_stage(self.unroll, {}, retries=1, question=question)
-            sub_questions = [str(s).strip() for s in (unrolled.get("sub_questions") or []) if str(s).strip()]
-            chain = normalize_chain(unrolled.get("reasoning_chain"))
-            if not sub_questions and not chain:
-                events["unrolling_fallback"] = 1
-            chain, repaired = repair_fill(chain)
-            events["fill_repaired"] = int(repaired)
-        query = unrolled_query(question, sub_questions, chain)
+        unrolled = self.unroll_question(question)
+        events = {**unrolled.events, "completion_fallback": 0}
+        chain = unrolled.chain
         search = self.search if self.search is not None else self.reranked(self.rm)
-        hits = search(query, k=self.k)
-        completed, answer = chain, None
-        inputs = {"documents": hits.passages, "question": question, "sub_questions": sub_questions}
+        hits = search(unrolled.query, k=self.k)
+        completed = chain
+        inputs = {"documents": hits.passages, "question": question, "sub_questions": unrolled.sub_questions}
         if hasattr(self, "complete_and_reason"):
             result = self.run_stage(self.complete_and_reason, {"completed_chain": chain, "answer": ""},
                                     reasoning_chain=chain, **inputs)
@@ -112,12 +121,12 @@ class CoopRAG(MultihopProgram):
             answer = self.run_stage(self.reason, {"answer": ""}, reasoning_chain=completed, **inputs).answer
         return dspy.Prediction(
             answer=safe_answer(answer),
-            hop_count=unrolled.get("hop_count") if unrolled is not None else None,
-            reasoning_structure=unrolled.get("reasoning_structure") if unrolled is not None else None,
-            sub_questions=sub_questions,
+            hop_count=unrolled.hop_count,
+            reasoning_structure=unrolled.reasoning_structure,
+            sub_questions=unrolled.sub_questions,
             masked_chain=chain,
             completed_chain=completed,
-            query=query,
+            query=unrolled.query,
             passages=hits.passages,
             passage_ids=hits.ids,
             scores=list(hits.scores),

@@ -7,7 +7,8 @@ against all ``3b`` documents with score_o (Eq. 4), and the loss is Eq. 5 with th
 
     L_B = Σ_i α_i · −log( exp(score_o(U_i, D_i)/τ) / Σ_{D ∈ batch} exp(score_o(U_i, D)/τ) ),  α_i = log(1 + |S_i|)
 
-with ``|S_i|`` the gold sub-question count (MuSiQue's decomposition, 2Wiki's ``qa_pairs``; HotpotQA: 2), τ = 0.05
+with ``|S_i|`` the number of sub-questions the unrolling stage wrote (§3.6; from ``multihop cooprag unroll``), or,
+for raw questions, the gold sub-question count (MuSiQue's decomposition, 2Wiki's ``qa_pairs``; HotpotQA: 2), τ = 0.05
 and b = 40 (App. F). ``alpha=False`` and ``omega=False`` are the "w/o α" and "w/o ω" ablations (App. E.7, §4.4).
 
 Every supporting paragraph of a question makes one sample, so each hop's evidence is a positive once per epoch.
@@ -53,10 +54,12 @@ class TrainingSample:
     sub_questions: int
 
 
-def training_samples(examples: Iterable[dspy.Example], unrolled: dict[str, str] | None = None,
+def training_samples(examples: Iterable[dspy.Example], unrolled: dict[str, dict] | None = None,
                      seed: int = 0) -> list[TrainingSample]:
     """Samples from questions with paragraphs marked ``is_supporting`` (MuSiQue, HotpotQA and 2Wiki train files).
-    Questions without a supporting and a non-supporting paragraph, and repeated question ids, are skipped."""
+    ``unrolled`` maps a question id to its unrolling record (:func:`read_unrolled`): its query replaces the question
+    and its sub-questions give |S|. Questions without a supporting and a non-supporting paragraph, and repeated
+    question ids, are skipped."""
     rng = random.Random(seed)
     examples = list({e.id: e for e in examples if e.get("paragraphs")}.values())
     pool = [(i, _render(p)) for i, e in enumerate(examples) for p in e.paragraphs]
@@ -68,8 +71,9 @@ def training_samples(examples: Iterable[dspy.Example], unrolled: dict[str, str] 
         others = [_render(p) for p in example.paragraphs if not p.get("is_supporting")]
         if not gold or not others:
             continue
-        query = (unrolled or {}).get(example.id, example.question)
-        count = len(example.get("decomposition") or []) or int(example.get("hops") or 2)
+        record = (unrolled or {}).get(example.id, {})
+        query = record.get("unrolled", example.question)
+        count = len(record.get("sub_questions") or example.get("decomposition") or []) or int(example.get("hops") or 2)
         for positive in gold:
             negative = _draw_other(rng, pool, i)
             samples.append(TrainingSample(query, positive, rng.choice(others), negative, count))
@@ -78,14 +82,17 @@ def training_samples(examples: Iterable[dspy.Example], unrolled: dict[str, str] 
     return samples
 
 
-def read_unrolled(path: str | Path) -> dict[str, str]:
-    """An unrolling file: JSON lines ``{"id": ..., "unrolled": ...}`` (as CoopRAG's unrolling stage writes)."""
+def read_unrolled(path: str | Path) -> dict[str, dict]:
+    """An unrolling file: JSON lines ``{"id": ..., "unrolled": ..., "sub_questions": [...]}`` (as ``multihop cooprag
+    unroll`` writes; ``sub_questions`` is optional), by question id."""
     out = {}
     for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
         if line.strip():
             try:
                 record = json.loads(line)
-                out[str(record["id"])] = record["unrolled"]
+                if not isinstance(record["unrolled"], str):
+                    raise TypeError("unrolled must be a string")
+                out[str(record["id"])] = record
             except (json.JSONDecodeError, KeyError, TypeError) as exc:
                 raise ValueError(f"{path}:{number}: expected {{\"id\", \"unrolled\"}} JSON, got {line[:80]!r}") from exc
     return out

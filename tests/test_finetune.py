@@ -33,7 +33,9 @@ def test_batch_loss_equals_a_hand_computed_infonce():
 
 
 def test_samples_pair_each_supporting_paragraph_with_a_distractor_and_a_random_negative(musique_dev):
-    samples = ft.training_samples(musique_dev[:4], unrolled={musique_dev[0].id: "unrolled form"})
+    unrolled = {musique_dev[0].id: {"unrolled": "unrolled form"},
+                musique_dev[1].id: {"unrolled": "second", "sub_questions": ["a", "b", "c", "d", "e"]}}
+    samples = ft.training_samples(musique_dev[:4], unrolled=unrolled)
     golds = sum(len(e.gold_passage_ids) for e in musique_dev[:4])
     assert len(samples) == golds
     first = musique_dev[0]
@@ -43,6 +45,7 @@ def test_samples_pair_each_supporting_paragraph_with_a_distractor_and_a_random_n
         assert sample.query == "unrolled form" and sample.sub_questions == len(first.decomposition)
         assert sample.positive in supporting and sample.distractor in own - supporting
         assert sample.negative not in own
+    assert {s.sub_questions for s in samples if s.query == "second"} == {5}  # |S| from the unrolling (§3.6)
     assert ft.training_samples(musique_dev[:4]) == ft.training_samples(musique_dev[:4])  # seeded
 
 
