@@ -1,5 +1,5 @@
-"""The ``multihop`` command line: models, data, index, retriever, eval, compile, trajectories, distill, ask, trace,
-demo."""
+"""The ``multihop`` command line: models, data, index, retriever, cooprag, eval, compile, trajectories, distill, ask,
+trace, demo."""
 
 from __future__ import annotations
 
@@ -18,11 +18,13 @@ data_app = typer.Typer(help="Benchmark files in MULTIHOP_DATA.", no_args_is_help
 index_app = typer.Typer(help="Retrieval indexes.", no_args_is_help=True)
 trace_app = typer.Typer(help="Per-stage traces saved by an evaluation.", no_args_is_help=True)
 retriever_app = typer.Typer(help="Retriever fine-tuning.", no_args_is_help=True)
+cooprag_app = typer.Typer(help="CoopRAG's training loop (§3.6).", no_args_is_help=True)
 app.add_typer(models_app, name="models")
 app.add_typer(data_app, name="data")
 app.add_typer(index_app, name="index")
 app.add_typer(trace_app, name="trace")
 app.add_typer(retriever_app, name="retriever")
+app.add_typer(cooprag_app, name="cooprag")
 console = Console() if sys.stdout.isatty() else Console(width=150)  # logs keep the whole table
 
 
@@ -170,6 +172,30 @@ def retriever_train(
 LM_OPT = typer.Option("local:smollm2", "--lm", help="local:smollm2, local:<path>, or a dspy.LM model string")
 API_BASE = typer.Option(None, "--api-base", help="base URL of an OpenAI-compatible server")
 API_KEY = typer.Option(None, "--api-key", help="API key (or set the provider's environment variable)")
+
+
+@cooprag_app.command("unroll")
+def cooprag_unroll(
+    data: str = typer.Argument(..., help="train question file"),
+    out: Path = typer.Option(..., help="JSON-lines file to write (rerun to resume)"),
+    lm: str = LM_OPT,
+    api_base: str = API_BASE,
+    api_key: str = API_KEY,
+    adapter: str = typer.Option(None, help="LoRA adapter folder for a local LM"),
+    uncertainty_mask: bool = typer.Option(True, help="--no-uncertainty-mask: §4.6's unrolling without <UNCERTAIN>"),
+    limit: int = typer.Option(None, help="first N questions only"),
+):
+    """Unroll train questions (sub-questions, masked chain, query U of Eq. 1) for `multihop retriever train
+    --unrolled`."""
+    from multihop.data import load_dataset
+    from multihop.programs import CoopRAG
+    from multihop.programs.cooprag_training import unroll_questions
+
+    _configure(lm, api_base, api_key, adapter)
+    examples = load_dataset(data, limit=limit)
+    rows = unroll_questions(CoopRAG(uncertainty_mask=uncertainty_mask, rerank=None), examples, out)
+    fallbacks = sum(rows[ex.id]["fallback"] for ex in examples)
+    console.print(f"unrolled {len(examples)} questions ({fallbacks} fell back to the raw question) → {out}")
 
 
 @app.command("eval")
@@ -347,9 +373,10 @@ def _short(value, width: int = 160) -> str:
 def trace_show(out: Path = typer.Argument(..., help="an evaluation output folder"),
                id: str = typer.Option(None, "--id", help="question id (default: list the questions)")):
     """Show the stage trace of one evaluated question, or list the questions of a run."""
-    from multihop.evaluation import RESULTS, read_results, trace_path
+    from multihop.evaluation import RESULTS, trace_path
+    from multihop.jsonl import read_rows
 
-    rows = read_results(out / RESULTS)
+    rows = read_rows(out / RESULTS)
     if id is None:
         table = Table("id", "prediction", "answers", "F1", "LLM calls", "error")
         for row in rows.values():

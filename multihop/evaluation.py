@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextvars
 import json
-import os
 import re
 import time
 import traceback
@@ -24,6 +23,7 @@ from rich.console import Console
 from rich.table import Table
 from tqdm.auto import tqdm
 
+from multihop.jsonl import append_row, read_rows
 from multihop.metrics import answer_scores, recall_at_k
 from multihop.paths import atomic_write_text
 from multihop.tracing import jsonable
@@ -38,24 +38,6 @@ COLUMNS = [
 
 def trace_path(out_dir: Path, qid: str) -> Path:
     return out_dir / "traces" / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', qid)}.json"
-
-
-def read_results(path: Path) -> dict[str, dict]:
-    """Finished rows by question id. A torn last line (the process died mid-write) is dropped and rewritten away."""
-    if not path.exists():
-        return {}
-    rows, good_lines, torn = {}, [], False
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            torn = True
-            continue
-        rows[row["id"]] = row
-        good_lines.append(line)
-    if torn:
-        atomic_write_text(path, "".join(line + "\n" for line in good_lines))
-    return rows
 
 
 def run_question(program: dspy.Module, example: dspy.Example) -> tuple[dict, list[dict]]:
@@ -136,7 +118,7 @@ def evaluate(
     out = Path(out_dir)
     (out / "traces").mkdir(parents=True, exist_ok=True)
     results_path = out / RESULTS
-    done = read_results(results_path)
+    done = read_rows(results_path)
     todo = [ex for ex in examples if ex.id not in done]
     rows = dict(done)
     with open(results_path, "a", encoding="utf-8") as sink, ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
@@ -147,9 +129,7 @@ def evaluate(
             for future in as_completed(futures):
                 row, trace = future.result()  # rows are written by this thread only, as they finish
                 atomic_write_text(trace_path(out, row["id"]), json.dumps(jsonable(trace), indent=1))
-                sink.write(json.dumps(row, ensure_ascii=False) + "\n")
-                sink.flush()
-                os.fsync(sink.fileno())
+                append_row(sink, row)
                 rows[row["id"]] = row
                 bar.update(1)
         except BaseException:

@@ -49,6 +49,3 @@ def unrolled_query(question: str, sub_questions: list[str], chain: list[list[str
         parts.append(chain_text(chain))
     return " ".join(parts)
 
-
-def has_placeholder(chain: list[list[str]]) -> bool:
-    return any(item in (FILL, UNCERTAIN) for row in chain for item in row)

@@ -177,3 +177,21 @@ def test_saved_program_loads_with_its_switches_and_refuses_another_config(static
     assert loaded.config() == program.config() and len(loaded.unroll.demos) == 1
     with pytest.raises(ValueError, match="cannot be loaded"):
         load(tmp_path / "coop", program=CoopRAG(retriever=static_retriever, rerank=None))
+
+
+@pytest.mark.slow
+def test_smollm2_runs_every_stage_on_two_real_questions(cached_retriever, musique_dev):
+    from multihop.lms import configure_lm
+
+    configure_lm("local:smollm2", max_tokens=384)
+    program = CoopRAG(retriever=cached_retriever, n=10, k=5, buckets=2)
+    for example in musique_dev[:2]:
+        prediction = program(question=example.question)
+        stages = [r["stage"] for r in prediction.trace if r["kind"] == "lm"]
+        assert stages[0] == "unroll" and stages[-1] == "reason"
+        assert prediction.counts["llm_calls"] == len(stages) and prediction.counts["retrieval_calls"] == 1
+        completes = stages.count("complete")
+        assert completes == (1 if prediction.masked_chain else 0)
+        assert prediction.query.startswith(example.question)
+        assert len(prediction.passages) == 5 and prediction.scores == sorted(prediction.scores, reverse=True)
+        assert isinstance(prediction.answer, str)

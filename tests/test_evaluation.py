@@ -3,7 +3,8 @@ import json
 import dspy
 import pytest
 
-from multihop.evaluation import evaluate, read_results
+from multihop.evaluation import evaluate
+from multihop.jsonl import read_rows
 from multihop.programs import MultihopProgram
 
 
@@ -31,7 +32,7 @@ def make_examples(n):
 def test_scores_counts_and_files(tmp_path):
     summary = evaluate(Echo(), make_examples(4), tmp_path, threads=2, progress=False)
     assert summary["questions"] == 4 and summary["em"] == 0.5 and summary["recall@2"] == 0.5
-    rows = read_results(tmp_path / "results.jsonl")
+    rows = read_rows(tmp_path / "results.jsonl")
     assert set(rows) == {"q0", "q1", "q2", "q3"}
     assert json.loads((tmp_path / "summary.json").read_text())["em"] == 0.5
     assert (tmp_path / "traces" / "q0.json").exists()
@@ -39,7 +40,7 @@ def test_scores_counts_and_files(tmp_path):
 
 def test_an_exception_is_recorded_and_the_run_goes_on(tmp_path):
     summary = evaluate(Echo(fail_on={"question 1"}), make_examples(3), tmp_path, progress=False)
-    rows = read_results(tmp_path / "results.jsonl")
+    rows = read_rows(tmp_path / "results.jsonl")
     assert rows["q1"]["error"] == "RuntimeError: boom" and rows["q2"]["error"] is None
     assert summary["errors"] == 1 and summary["questions"] == 3
 
@@ -48,7 +49,7 @@ def test_interrupted_run_resumes_without_redoing_finished_questions(tmp_path):
     examples = make_examples(5)
     with pytest.raises(KeyboardInterrupt):
         evaluate(Echo(die_on={"question 2"}), examples, tmp_path, threads=1, progress=False)
-    assert set(read_results(tmp_path / "results.jsonl")) == {"q0", "q1"}
+    assert set(read_rows(tmp_path / "results.jsonl")) == {"q0", "q1"}
     with open(tmp_path / "results.jsonl", "a") as fh:  # a write torn by the crash
         fh.write('{"id": "q2", "quest')
     program = Echo()

@@ -1,0 +1,43 @@
+"""CoopRAG's training loop, step 1 (§3.6): unroll the train questions once with a chosen LM and keep the result.
+
+§3.6 fine-tunes the retriever on unrolled queries U (Eq. 1), weighting each question by α = log(1 + |S|) (Eq. 6).
+:func:`unroll_questions` writes one JSON line per question — ``{id, question, unrolled, sub_questions,
+reasoning_chain, hop_count, reasoning_structure, fallback}`` — that ``multihop retriever train --unrolled FILE``
+(:func:`multihop.retrievers.finetune.read_unrolled`) reads. Rows are durable as they are written and a rerun skips
+the ids already in the file, so an interrupted run resumes. A question whose unrolling failed keeps the raw question
+as ``unrolled`` and ``fallback: true`` (its α then counts no sub-questions), so the training set loses no question.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import dspy
+from tqdm.auto import tqdm
+
+from multihop.jsonl import append_row, read_rows
+
+from .cooprag import CoopRAG
+
+
+def unroll_questions(program: CoopRAG, examples: Sequence[dspy.Example], out: str | Path,
+                     progress: bool = True) -> dict[str, dict]:
+    """Unroll every question of ``examples`` not yet in ``out`` with ``program``'s unrolling stage; returns all rows
+    of the file by id."""
+    if not program.unrolling:
+        raise ValueError("this CoopRAG has unrolling=False: there is nothing to unroll")
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    rows = read_rows(out)
+    todo = [ex for ex in examples if ex.id not in rows]
+    with open(out, "a", encoding="utf-8") as sink:
+        for example in tqdm(todo, desc="unrolling", unit="q", disable=not progress):
+            unrolled = program.unroll_question(example.question)
+            row = {"id": example.id, "question": example.question, "unrolled": unrolled.query,
+                   "sub_questions": unrolled.sub_questions, "reasoning_chain": unrolled.chain,
+                   "hop_count": unrolled.hop_count, "reasoning_structure": unrolled.reasoning_structure,
+                   "fallback": bool(unrolled.events["unrolling_fallback"])}
+            append_row(sink, row)
+            rows[example.id] = row
+    return rows
