@@ -183,7 +183,7 @@ def test_saved_program_loads_with_its_switches_and_refuses_another_config(static
 def test_smollm2_runs_every_stage_on_two_real_questions(cached_retriever, musique_dev):
     from multihop.lms import configure_lm
 
-    configure_lm("local:smollm2", max_tokens=384)
+    configure_lm("local:smollm2", max_tokens=256)
     program = CoopRAG(retriever=cached_retriever, n=10, k=5, buckets=2)
     for example in musique_dev[:2]:
         prediction = program(question=example.question)
