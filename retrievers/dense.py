@@ -20,6 +20,7 @@ from multihop.paths import atomic_dir, home
 
 from .encoder import Encoder
 from .index import FaissIndex, encode_corpus, read_manifest
+from .module import RetrieverModule
 from .query import check_queries, hits_prediction
 from .token_cache import TokenCache
 
@@ -27,7 +28,7 @@ CORPUS_FILE = "corpus.jsonl"
 TOKENS_DIR = "tokens"
 
 
-class DenseRetriever(dspy.Module):
+class DenseRetriever(RetrieverModule):
     kind = "dense"
 
     def __init__(self, corpus: Corpus, encoder: Encoder, index: FaissIndex, k: int = 5,

@@ -14,10 +14,11 @@ import dspy
 from multihop.paths import atomic_dir, atomic_write_text
 
 from .index import MANIFEST, IndexMismatchError, read_manifest
+from .module import RetrieverModule
 from .query import check_queries, hits_prediction
 
 
-class HybridRetriever(dspy.Module):
+class HybridRetriever(RetrieverModule):
     kind = "hybrid"
 
     def __init__(self, dense: dspy.Module, sparse: dspy.Module, k: int = 5, depth: int = 50, rrf_k: int = 60):

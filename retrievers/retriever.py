@@ -19,11 +19,12 @@ from multihop.paths import atomic_dir, atomic_write_text
 
 from .encoder import Encoder
 from .index import MANIFEST, read_manifest
+from .module import RetrieverModule
 from .query import check_queries, hits_prediction
 from .rala import RaLa
 
 
-class Retriever(dspy.Module):
+class Retriever(RetrieverModule):
     kind = "reranked"
 
     def __init__(self, first_stage: dspy.Module, reranker: RaLa | None = None, n: int = 20, k: int = 5,

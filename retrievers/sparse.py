@@ -11,7 +11,6 @@ import json
 from pathlib import Path
 
 import bm25s
-import dspy
 
 from multihop.corpus import Corpus
 from multihop.data import load_corpus
@@ -19,12 +18,13 @@ from multihop.paths import atomic_dir, atomic_write_text
 
 from .dense import CORPUS_FILE
 from .index import MANIFEST, read_manifest
+from .module import RetrieverModule
 from .query import check_queries, hits_prediction
 
 INDEX_DIR = "bm25"
 
 
-class BM25Retriever(dspy.Module):
+class BM25Retriever(RetrieverModule):
     kind = "bm25"
 
     def __init__(self, corpus: Corpus, k: int = 5, k1: float = 1.5, b: float = 0.75, index: bm25s.BM25 | None = None):

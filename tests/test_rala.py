@@ -84,3 +84,14 @@ def test_reranking_reorders_the_first_stage_and_saves_with_its_settings(cached_r
     assert loaded(question).ids == reranked.ids and loaded.first_stage.tokens is not None
     batch = retriever([question, musique_dev[2].question])
     assert [p.ids for p in batch] == [reranked.ids, retriever(musique_dev[2].question).ids]
+
+
+def test_program_copies_share_the_retriever_and_copy_the_predictors(cached_retriever):
+    from multihop.programs import CoopRAG, SingleStepRAG
+
+    reranked = Retriever(cached_retriever, RaLa(buckets=2), n=6, k=3)
+    for program in (SingleStepRAG(retriever=reranked), CoopRAG(retriever=reranked)):
+        for copied in (program.deepcopy(), program.reset_copy()):
+            assert copied.retriever is reranked and copied.retriever.first_stage is cached_retriever
+            assert all(a is not b for (_, a), (_, b) in zip(program.named_predictors(), copied.named_predictors(),
+                                                            strict=True))
