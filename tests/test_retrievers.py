@@ -159,4 +159,3 @@ def test_encoder_states_match_its_embeddings_and_keep_the_unrolling_markers_whol
 def test_unknown_encoder_is_a_clear_error():
     with pytest.raises(FileNotFoundError, match="neither a known encoder"):
         models.resolve_encoder("no-such-encoder")
-
