@@ -94,7 +94,7 @@ def main() -> None:
     lm = configure_lm(args.lm, max_tokens=args.max_tokens, api_base=args.api_base, api_key=args.api_key)
     console.print(f"{len(examples)} questions from {Path(data).name}, {len(corpus)} passages, LM {lm.model}")
 
-    out = Path(args.out) / Path(str(lm.model)).name.replace("/", "_")
+    out = Path(args.out) / f"{Path(str(lm.model)).name}-{corpus.checksum()[:8]}"  # resumes only the same setting
     programs = {"SingleStepRAG (MPNet + RaLa)": SingleStepRAG(retriever=rala, k=5),
                 "CoopRAG": CoopRAG(retriever=rala, n=args.n),
                 "CoopRAG unified (App. D.2)": CoopRAG(retriever=rala, n=args.n, unified=True)}
