@@ -7,8 +7,9 @@ MPNet and the token states RaLa Eq. 4 reads.
 
 Table 1 (Tables 7 and 9 of the paper, in small): Recall@2/5 of three queries — the raw question, the unrolled query
 U = Q ‖ S ‖ R (Eq. 1) with ``<UNCERTAIN>``, and U from the unrolling without it (§4.6) — each against the dense
-first stage alone and reranked by RaLa Eq. 4 (top-``n`` → top-5). The unrollings come from ``--lm``; the share that
-fell back to the raw question is reported.
+first stage alone and reranked by RaLa Eq. 4 (top-``n`` → top-5). The unrollings come from ``--lm`` and are kept in
+``--out`` as ``multihop cooprag unroll`` writes them (a rerun resumes); the share that fell back to the raw question
+is reported.
 
 Table 2: EM/F1/Acc, Recall, LLM calls, tokens and seconds per question of SingleStepRAG and CoopRAG (three-call and
 unified) with the same retriever (MPNet + RaLa Eq. 4) and the same LM; stages that write only the answer are capped
@@ -30,24 +31,28 @@ from rich.table import Table
 
 from multihop.data import build_corpus, load_dataset
 from multihop.evaluation import evaluate, render_table
+from multihop.jsonl import read_rows
 from multihop.lms import configure_lm, make_lm
 from multihop.metrics import recall_at_k
 from multihop.paths import data_dir
 from multihop.programs import CoopRAG, SingleStepRAG
+from multihop.programs.cooprag_training import unroll_questions
 from multihop.retrievers import DenseRetriever, RaLa, Retriever
 
 console = Console(width=160)
 ANSWER_STAGES = {"answer", "reason"}  # stages whose output is the short answer alone get --answer-tokens
 
 
-def unrolled_queries(examples, uncertainty_mask: bool) -> tuple[list[str], float, float]:
-    """The query U of every question, the share of unrollings that fell back to the question, and s/question."""
-    program = CoopRAG(uncertainty_mask=uncertainty_mask, rerank=None)
+def unrolled_queries(examples, uncertainty_mask: bool, out: Path) -> tuple[list[str], float, float | None]:
+    """The query U of every question (from the resumable unrolling file ``out``, as ``multihop cooprag unroll``
+    writes it), the share that fell back to the question, and s/question over the unrollings made in this run."""
+    done = len(read_rows(out))
     start = time.perf_counter()
-    unrolled = [program.unroll_question(example.question) for example in examples]
-    seconds = (time.perf_counter() - start) / len(examples)
-    fallbacks = np.mean([u.events["unrolling_fallback"] for u in unrolled])
-    return [u.query for u in unrolled], float(fallbacks), seconds
+    rows = unroll_questions(CoopRAG(uncertainty_mask=uncertainty_mask, rerank=None), examples, out)
+    made = len(rows) - done
+    seconds = (time.perf_counter() - start) / made if made else None
+    fallbacks = np.mean([rows[example.id]["fallback"] for example in examples])
+    return [rows[example.id]["unrolled"] for example in examples], float(fallbacks), seconds
 
 
 def recall(retriever, queries: list[str], examples, k: int) -> float:
@@ -57,10 +62,10 @@ def recall(retriever, queries: list[str], examples, k: int) -> float:
     return 100 * float(np.mean(values))
 
 
-def retrieval_table(examples, dense: DenseRetriever, rala: Retriever) -> Table:
-    queries = {"raw question": ([e.question for e in examples], 0.0, 0.0)}
-    queries["unrolled U, with <UNCERTAIN>"] = unrolled_queries(examples, uncertainty_mask=True)
-    queries["unrolled U, without <UNCERTAIN>"] = unrolled_queries(examples, uncertainty_mask=False)
+def retrieval_table(examples, dense: DenseRetriever, rala: Retriever, out: Path) -> Table:
+    queries = {"raw question": ([e.question for e in examples], 0.0, None)}
+    queries["unrolled U, with <UNCERTAIN>"] = unrolled_queries(examples, True, out / "unrolled.jsonl")
+    queries["unrolled U, without <UNCERTAIN>"] = unrolled_queries(examples, False, out / "unrolled-no-mask.jsonl")
     table = Table(title=f"Recall of the query kinds ({len(examples)} questions, {len(dense.corpus)} passages)")
     for column in ("query", "retriever", "R@2", "R@5", "fallbacks %", "unrolling s/q"):
         table.add_column(column, justify="left" if column in ("query", "retriever") else "right")
@@ -68,7 +73,7 @@ def retrieval_table(examples, dense: DenseRetriever, rala: Retriever) -> Table:
         for label, retriever in (("dense MPNet", dense), (f"+ RaLa Eq. 4 (top-{rala.n})", rala)):
             table.add_row(name, label, f"{recall(retriever, texts, examples, 2):.1f}",
                           f"{recall(retriever, texts, examples, 5):.1f}", f"{100 * fallbacks:.0f}",
-                          f"{seconds:.1f}" if seconds else "-")
+                          f"{seconds:.1f}" if seconds is not None else "-")
     return table
 
 
@@ -105,7 +110,7 @@ def main() -> None:
     summaries = {name: evaluate(program, examples, out / name.split(" (")[0].replace(" ", "_"), threads=args.threads,
                                 name=name) for name, program in programs.items()}
     qa = render_table(summaries, title=f"QA on {Path(data).name} with {lm.model} (same retriever and LM)")
-    console.print(retrieval_table(examples, dense, rala))
+    console.print(retrieval_table(examples, dense, rala, out))
     console.print(qa)
 
 
