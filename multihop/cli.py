@@ -214,12 +214,15 @@ def eval_cmd(
     threads: int = typer.Option(1, help="questions evaluated at once"),
     k: int = typer.Option(5, help="passages retrieved per query"),
     encoder: str = typer.Option("mpnet", help="encoder for an index built on the fly"),
+    judge_lm: str = typer.Option(None, help="an LM that judges each answer (LLM Eval, ComposeRAG §5.1)"),
 ):
     """Evaluate a program on a question file; prints the metrics table and saves rows, traces and summary."""
     from multihop.data import load_dataset
     from multihop.evaluation import evaluate
+    from multihop.lms import make_lm
 
     _configure(lm, api_base, api_key, adapter)
+    judge = make_lm(judge_lm, api_base=api_base, api_key=api_key) if judge_lm else None
     examples = load_dataset(data, limit=limit)
     if load:
         from multihop.optimize.compile import load as load_program
@@ -227,7 +230,7 @@ def eval_cmd(
         instance = load_program(load)
     else:
         instance, _ = _program(program, retriever, corpus, data, k, encoder)
-    evaluate(instance, examples, out, threads=threads, name=type(instance).__name__, console=console)
+    evaluate(instance, examples, out, threads=threads, name=type(instance).__name__, console=console, judge_lm=judge)
     console.print(f"rows: {out / 'results.jsonl'}  traces: {out / 'traces'}")
 
 

@@ -4,7 +4,9 @@
 Each finished question is appended to ``out_dir/results.jsonl`` at once (flushed and fsynced) and its stage trace is
 written to ``out_dir/traces/<id>.json``; a rerun on the same folder skips the questions already there, so a run that
 dies loses nothing. An exception in one question is recorded in its row and the run goes on. The summary (the
-papers' metrics and per-question costs) is printed as a table and saved as ``out_dir/summary.json``.
+papers' metrics and per-question costs) is printed as a table and saved as ``out_dir/summary.json``. Given a judge
+LM, each answer is also judged (ComposeRAG's "LLM Eval", ``multihop.metrics.LLMJudge``) outside the program's trace,
+so the judge's calls never count as the program's.
 """
 
 from __future__ import annotations
@@ -24,24 +26,28 @@ from rich.table import Table
 from tqdm.auto import tqdm
 
 from multihop.jsonl import append_row, read_rows
-from multihop.metrics import answer_scores, recall_at_k
+from multihop.metrics import LLMJudge, answer_scores, recall_at_k
 from multihop.paths import atomic_write_text
 from multihop.tracing import jsonable
 
 RESULTS = "results.jsonl"
 SUMMARY = "summary.json"
 COLUMNS = [
-    ("em", "EM"), ("f1", "F1"), ("acc", "Acc"), ("cover_em", "Cover-EM"), ("recall@2", "R@2"), ("recall@5", "R@5"),
-    ("llm_calls", "LLM calls/q"), ("retrieval_calls", "retrievals/q"), ("tokens", "tokens/q"), ("seconds", "s/q"),
+    ("em", "EM"), ("f1", "F1"), ("acc", "Acc"), ("cover_em", "Cover-EM"), ("llm_eval", "LLM Eval"),
+    ("recall@2", "R@2"), ("recall@5", "R@5"), ("abstained", "abstained %"), ("llm_calls", "LLM calls/q"),
+    ("retrieval_calls", "retrievals/q"), ("tokens", "tokens/q"), ("seconds", "s/q"),
 ]
+PERCENT = {"em", "f1", "acc", "cover_em", "llm_eval", "recall@2", "recall@5", "abstained"}
+OPTIONAL = {"llm_eval", "abstained"}  # shown only when some program reports them
 
 
 def trace_path(out_dir: Path, qid: str) -> Path:
     return out_dir / "traces" / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', qid)}.json"
 
 
-def run_question(program: dspy.Module, example: dspy.Example) -> tuple[dict, list[dict]]:
-    """Answer one question and score it; never raises."""
+def run_question(program: dspy.Module, example: dspy.Example, judge: LLMJudge | None = None
+                 ) -> tuple[dict, list[dict]]:
+    """Answer one question and score it (and judge it, given a judge); never raises."""
     start = time.perf_counter()
     row = {"id": example.id, "question": example.question, "answers": list(example.answers)}
     trace: list[dict] = []
@@ -56,6 +62,8 @@ def run_question(program: dspy.Module, example: dspy.Example) -> tuple[dict, lis
         gold = example.get("gold_passage_ids") or []
         retrieved = bool(ids or counts.get("retrieval_calls"))  # a program that never retrieves has no recall
         row["metrics"].update({f"recall@{k}": recall_at_k(ids, gold, k) if retrieved else None for k in (2, 5)})
+        if judge is not None:
+            row["metrics"]["llm_eval"] = judge(example.question, row["prediction"], example.answers)
     except Exception as exc:  # one broken question must not end the run
         row.update(prediction="", passage_ids=[], counts={}, metrics={}, error=f"{type(exc).__name__}: {exc}")
         row["traceback"] = traceback.format_exc(limit=8)
@@ -64,17 +72,20 @@ def run_question(program: dspy.Module, example: dspy.Example) -> tuple[dict, lis
 
 
 def summarize(rows: Sequence[dict]) -> dict:
-    """Averages over questions; errored questions score 0 on answer metrics; recall only over questions with gold."""
+    """Averages over questions: errored questions score 0 on answer metrics; recall only over questions with gold,
+    LLM Eval only over judged questions; every numeric count a program reports (its events too) per question."""
     n = len(rows)
     summary: dict = {"questions": n, "errors": sum(1 for r in rows if r.get("error"))}
     if not n:
         return summary
     for key in ("em", "f1", "acc", "cover_em"):
         summary[key] = sum(r["metrics"].get(key, 0.0) for r in rows) / n
-    for key in ("recall@2", "recall@5"):
+    for key in ("recall@2", "recall@5", "llm_eval"):
         values = [r["metrics"][key] for r in rows if r["metrics"].get(key) is not None]
         summary[key] = sum(values) / len(values) if values else None
-    for key in ("llm_calls", "retrieval_calls", "tokens", "prompt_tokens", "completion_tokens", "stage_errors"):
+    summary["judged"] = sum(1 for r in rows if r["metrics"].get("llm_eval") is not None)
+    counted = {key for r in rows for key, value in r["counts"].items() if isinstance(value, int | float)}
+    for key in sorted(counted | {"llm_calls", "retrieval_calls", "tokens", "stage_errors"}):
         summary[key] = sum(r["counts"].get(key, 0) for r in rows) / n
     summary["seconds"] = sum(r["seconds"] for r in rows) / n
     return summary
@@ -84,15 +95,17 @@ def render_table(summaries: dict[str, dict], title: str = "multihop evaluation")
     table = Table(title=title)
     table.add_column("program")
     table.add_column("n", justify="right")
-    for _, header in COLUMNS:
+    columns = [(key, header) for key, header in COLUMNS
+               if key not in OPTIONAL or any(s.get(key) is not None for s in summaries.values())]
+    for _, header in columns:
         table.add_column(header, justify="right")
     for name, summary in summaries.items():
         cells = []
-        for key, _ in COLUMNS:
+        for key, _ in columns:
             value = summary.get(key)
             if value is None:
                 cells.append("–")
-            elif key in ("em", "f1", "acc", "cover_em", "recall@2", "recall@5"):
+            elif key in PERCENT:
                 cells.append(f"{100 * value:.1f}")
             else:
                 cells.append(f"{value:.1f}" if key != "seconds" else f"{value:.2f}")
@@ -109,12 +122,14 @@ def evaluate(
     progress: bool = True,
     name: str | None = None,
     console: Console | None = None,
+    judge_lm: dspy.BaseLM | None = None,
 ) -> dict:
     """Evaluate ``program`` on ``examples``, writing rows and traces to ``out_dir`` as they finish; returns the summary.
 
     ``threads`` questions run at once, each in a copy of the caller's context, so ``dspy.context(...)`` settings and
-    traces stay per question. Rerunning with the same ``out_dir`` resumes.
+    traces stay per question. Rerunning with the same ``out_dir`` resumes. ``judge_lm`` adds LLM Eval to each row.
     """
+    judge = LLMJudge(judge_lm) if judge_lm is not None else None
     out = Path(out_dir)
     (out / "traces").mkdir(parents=True, exist_ok=True)
     results_path = out / RESULTS
@@ -122,7 +137,7 @@ def evaluate(
     todo = [ex for ex in examples if ex.id not in done]
     rows = dict(done)
     with open(results_path, "a", encoding="utf-8") as sink, ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
-        futures = [pool.submit(contextvars.copy_context().run, run_question, program, ex) for ex in todo]
+        futures = [pool.submit(contextvars.copy_context().run, run_question, program, ex, judge) for ex in todo]
         bar = tqdm(total=len(examples), initial=len(examples) - len(todo), desc=name or "evaluating", unit="q",
                    disable=not progress)
         try:

@@ -6,15 +6,22 @@
 - ``cover_em`` (ComposeRAG §5.1): the tokens of a gold answer (lowercased, punctuation removed, whitespace
   tokenised; articles kept, as the paper's Normalize() does) form a contiguous subsequence of the prediction's tokens.
 - ``recall_at_k``: the share of a question's gold passage ids found in its first k retrieved ids (HippoRAG, CoopRAG).
+- ``LLMJudge``: ComposeRAG's "LLM Eval" (§5.1, App. D's evaluation prompt as the ``LLMEvaluation`` signature) over any
+  LM: true when the answer aligns in meaning with a gold answer and keeps its key details. DualRAG's Acc judge asks
+  the same question of a judge LM, so one judge serves both.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 import string
 from collections import Counter
 from collections.abc import Callable, Sequence
 
+import dspy
+
+logger = logging.getLogger(__name__)
 _PUNCT = set(string.punctuation)
 
 
@@ -88,13 +95,62 @@ def answer_scores(prediction: str, answers: Sequence[str]) -> dict[str, float]:
     return {name: fn(prediction or "", answers) for name, fn in ANSWER_METRICS.items()}
 
 
-def dspy_metric(name: str) -> Callable:
-    """A DSPy metric ``(example, prediction, trace=None) -> float`` by name: em, f1, acc, cover_em, or recall@k.
+class LLMEvaluation(dspy.Signature):
+    """You are an evaluator that determines whether an answer aligns in meaning with the ground truth answer.
+    Evaluation criteria:
+    a. Relevance: the answer directly addresses the question and is a coherent, appropriate response.
+    b. Semantic alignment: the answer conveys the same core meaning or intent as a ground truth, even if phrased
+       differently.
+    c. Completeness: the answer includes all essential information present in the ground truth.
+    The ground truth is a list of one or several valid expressions of the correct answer; several are semantically
+    equivalent but worded differently.
+    Output true if the answer aligns in meaning with at least one ground truth expression and includes all key
+    details; output false if it aligns with none of them or omits important information."""
+
+    question: str = dspy.InputField()
+    ground_truth_answer: list[str] = dspy.InputField()
+    our_answer: str = dspy.InputField()
+    reasoning: str = dspy.OutputField(desc="whether our answer is correct compared to the ground truth")
+    correct: bool = dspy.OutputField()
+
+
+class LLMJudge:
+    """The LLM Eval metric over ``lm`` (any ``dspy.LM``). ``judge(question, prediction, answers)`` is 1.0 or 0.0, or
+    None when the judge's reply cannot be parsed or its endpoint fails (logged; the question is then left out of the
+    average, never guessed, and the prediction is kept); an empty prediction scores 0 without a call."""
+
+    def __init__(self, lm: dspy.BaseLM):
+        self.lm = lm
+        self.evaluate = dspy.Predict(LLMEvaluation)
+
+    def __call__(self, question: str, prediction: str, answers: Sequence[str]) -> float | None:
+        if not (prediction or "").strip():
+            return 0.0
+        try:
+            with dspy.context(lm=self.lm):
+                verdict = self.evaluate(question=question, ground_truth_answer=list(answers), our_answer=prediction)
+        except Exception as exc:  # a judge failure must not cost the program's answer
+            logger.warning("LLM judge failed on %r: %s", question[:80], exc)
+            return None
+        return float(verdict.correct is True)
+
+
+def dspy_metric(name: str, judge_lm: dspy.BaseLM | None = None) -> Callable:
+    """A DSPy metric ``(example, prediction, trace=None) -> float`` by name: em, f1, acc, cover_em, recall@k, or
+    llm_eval (which needs ``judge_lm``).
 
     Answer metrics compare ``prediction.answer`` with ``example.answers``; ``recall@k`` compares the prediction's
     passage ids (``prediction.passage_ids`` or ``prediction.ids``) with ``example.gold_passage_ids``.
     """
-    if name in ANSWER_METRICS:
+    if name == "llm_eval":
+        if judge_lm is None:
+            raise ValueError("the llm_eval metric needs a judge LM")
+        judge = LLMJudge(judge_lm)
+
+        def metric(example, prediction, trace=None):
+            return judge(example.question, getattr(prediction, "answer", "") or "", example.answers) or 0.0
+
+    elif name in ANSWER_METRICS:
         fn = ANSWER_METRICS[name]
 
         def metric(example, prediction, trace=None):
@@ -108,6 +164,6 @@ def dspy_metric(name: str) -> Callable:
             return recall_at_k(ids, example.gold_passage_ids, k) or 0.0
 
     else:
-        raise ValueError(f"unknown metric {name!r}; use one of {', '.join(ANSWER_METRICS)} or recall@K")
+        raise ValueError(f"unknown metric {name!r}; use one of {', '.join(ANSWER_METRICS)}, llm_eval or recall@K")
     metric.__name__ = name
     return metric

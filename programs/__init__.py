@@ -2,8 +2,9 @@
 
 from .base import MultihopProgram
 from .baselines import NoRetrieval, SingleStepRAG
+from .composerag import ComposeRAG
 from .cooprag import CoopRAG
 
-PROGRAMS = {"NoRetrieval": NoRetrieval, "SingleStepRAG": SingleStepRAG, "CoopRAG": CoopRAG}
+PROGRAMS = {"NoRetrieval": NoRetrieval, "SingleStepRAG": SingleStepRAG, "CoopRAG": CoopRAG, "ComposeRAG": ComposeRAG}
 
-__all__ = ["PROGRAMS", "CoopRAG", "MultihopProgram", "NoRetrieval", "SingleStepRAG"]
+__all__ = ["PROGRAMS", "ComposeRAG", "CoopRAG", "MultihopProgram", "NoRetrieval", "SingleStepRAG"]

@@ -26,6 +26,9 @@ class ScriptedEngine:
         pass
 
 
-def scripted_lm(respond: Callable[[str], dict], name: str = "scripted") -> tuple[dspy.LM, ScriptedEngine]:
+def scripted_lm(respond: Callable[[str], dict], name: str = "scripted", cache: bool = True
+                ) -> tuple[dspy.LM, ScriptedEngine]:
+    """``cache=False`` makes every call reach ``respond``, for scripts whose replies change between identical
+    prompts (a verdict that fails, then passes)."""
     engine = ScriptedEngine(respond)
-    return dspy.LM(f"local/{name}", engine=engine, cache=True), engine
+    return dspy.LM(f"local/{name}", engine=engine, cache=cache), engine

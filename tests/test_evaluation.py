@@ -66,3 +66,40 @@ def test_a_program_that_never_retrieves_has_no_recall(tmp_path):
 
     summary = evaluate(NoPassages(), make_examples(2), tmp_path, progress=False)
     assert summary["recall@2"] is None and summary["em"] == 0.5
+
+
+def judge_lm(verdicts: dict):
+    """A judge that says "correct" when the judged answer is a key of ``verdicts`` mapped to "true"."""
+    from scripted import scripted_lm
+
+    def respond(prompt):
+        answer = prompt.rsplit("[[ ## our_answer ## ]]", 1)[1].split("Respond with", 1)[0].strip()
+        if answer not in verdicts:
+            return {"nonsense": "?"}
+        return {"reasoning": "compared", "correct": verdicts[answer]}
+
+    return scripted_lm(respond, name="judge")
+
+
+def test_llm_judge_scores_parses_and_never_guesses():
+    from multihop.metrics import LLMJudge, dspy_metric
+
+    lm, engine = judge_lm({"Paris": "true", "Lyon": "false"})
+    judge = LLMJudge(lm)
+    assert judge("capital?", "Paris", ["Paris"]) == 1.0 and judge("capital?", "Lyon", ["Paris"]) == 0.0
+    assert judge("capital?", "???", ["Paris"]) is None  # unparsable verdict: left out, not scored
+    calls = len(engine.requests)
+    assert judge("capital?", "  ", ["Paris"]) == 0.0 and len(engine.requests) == calls  # empty: no call
+    assert "Paris" in engine.requests[0].split("ground_truth_answer")[-1]
+    example = dspy.Example(question="capital?", answers=["Paris"])
+    assert dspy_metric("llm_eval", judge_lm=lm)(example, dspy.Prediction(answer="Paris")) == 1.0
+    with pytest.raises(ValueError, match="judge LM"):
+        dspy_metric("llm_eval")
+
+
+def test_evaluation_reports_llm_eval_beside_cover_em_without_counting_the_judge(tmp_path):
+    lm, _ = judge_lm({"x": "true"})
+    summary = evaluate(Echo(), make_examples(4), tmp_path, progress=False, judge_lm=lm)
+    assert summary["llm_eval"] == 1.0 and summary["judged"] == 4 and summary["cover_em"] == 0.5
+    assert summary["llm_calls"] == 0  # the judge's calls are not the program's
+    assert all(row["metrics"]["llm_eval"] == 1.0 for row in read_rows(tmp_path / "results.jsonl").values())

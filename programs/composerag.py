@@ -1,0 +1,330 @@
+"""ComposeRAG (seed 002): atomic, swappable modules orchestrated with verification and self-reflection (§4).
+
+Simple QA pipeline (App. A.2): retrieve the top ``k`` for the question → ``answer`` (background "none") →
+``verify``. A verified answer is returned; otherwise the question escalates to the multi-hop pipeline.
+
+Multi-hop QA pipeline (§4.2, Fig. 1): ``decompose`` into sub-questions with ``#n`` placeholders (none: the question is
+its own single hop) → for each sub-question: ``construct`` (resolve ``#n`` from the earlier answers) → ``decide``
+whether retrieval is needed → retrieve the top ``n`` → ``rerank`` (listwise, keep ``k``) → ``answer`` with ``[n]``
+citations → ``verify``; a failed verification ``rewrite``s the query and retries (Fig. 4) → ``finalize`` from the
+answered sub-questions. Self-reflection (§4.3, Alg. 1): ``verify_final`` checks the final answer against the passages
+the hops cited; when it fails, ``improve_analysis`` diagnoses the solving record, ``improve_decomposition`` writes a new
+decomposition and the pipeline reruns, at most ``max_reflections`` times (3, §6.1).
+
+Switches (Tables 3, 5, 6): ``decomposition`` (QD+QC, paired as §6.2 says), ``query_rewriting`` (QR),
+``passage_reranking`` (PR), ``answer_verification`` (AV), ``retrieval_decision`` (Table 5), ``simple_qa`` (Table 6),
+``max_reflections`` (Fig. 5). A failed verification is what triggers QR, an escalation and a reflection, so those
+need AV, and reflection needs QD. Every module can run on its own LM with ``set_stage_lm`` (Table 4's upgrades).
+
+Choices where the paper is silent: ``n`` = 10 candidates (the rerank prompt ranks the top 10), ``k`` = 5 passages
+answer a (sub-)question, one query rewrite per sub-question (``max_rewrites``), at most 6 sub-questions. The first
+sub-question has no earlier answers, so construction starts at the second. When retrieval is judged unnecessary, the
+sub-question itself is the context; if that answer fails verification the hop retrieves after all. An abstention
+("I don't know.") fails verification without a verifier call (the verifier's step 1 rejects it by definition). An
+unparsable verdict counts as not verified; an unparsable decision retrieves; an unparsable ranking keeps the retriever
+order; a ``#n`` that points to no earlier answer falls back to the original question (App. D's construction rule e);
+a decomposition that cannot be parsed after one retry is the question alone.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+import dspy
+
+from multihop.signatures.composerag import (
+    ABSTENTION,
+    DECOMPOSITION_EXAMPLES,
+    REDECOMPOSITION_EXAMPLES,
+    AnswerGeneration,
+    AnswerVerification,
+    FinalAnswering,
+    FinalAnswerVerification,
+    ImproveAnalysis,
+    ImproveDecomposition,
+    PassageReranking,
+    QueryRewriting,
+    QuestionConstruction,
+    QuestionDecomposition,
+    RetrievalDecision,
+)
+
+from .base import MultihopProgram
+from .composition import (
+    background,
+    citations,
+    final_answer,
+    identifiers,
+    is_abstention,
+    numbered,
+    parse_ranking,
+    placeholders,
+    previous_decompositions,
+    qa_pairs,
+    solving_record,
+    strip_citations,
+    substitute,
+)
+
+_NUMBERING = re.compile(r"^\s*\d+[.)]\s+")
+
+
+class ComposeRAG(MultihopProgram):
+    def __init__(
+        self,
+        retriever: dspy.Module | None = None,
+        k: int = 5,
+        n: int = 10,
+        decomposition: bool = True,
+        retrieval_decision: bool = True,
+        query_rewriting: bool = True,
+        passage_reranking: bool = True,
+        answer_verification: bool = True,
+        simple_qa: bool = True,
+        max_reflections: int = 3,
+        max_rewrites: int = 1,
+        max_sub_questions: int = 6,
+        paper_examples: bool = True,
+    ):
+        needs_verification = {"query_rewriting": query_rewriting, "simple_qa": simple_qa,
+                              "max_reflections": max_reflections > 0}
+        if not answer_verification and (needing := [name for name, on in needs_verification.items() if on]):
+            raise ValueError(f"{', '.join(needing)} act on failed verifications: with answer_verification=False "
+                             "pass query_rewriting=False, simple_qa=False, max_reflections=0")
+        if max_reflections and not decomposition:
+            raise ValueError("self-reflection re-decomposes the question: it needs decomposition=True")
+        super().__init__(retriever=retriever)
+        self.k, self.n = k, n
+        self.decomposition, self.retrieval_decision, self.query_rewriting = decomposition, retrieval_decision, \
+            query_rewriting
+        self.passage_reranking, self.answer_verification, self.simple_qa = passage_reranking, answer_verification, \
+            simple_qa
+        self.max_reflections, self.max_rewrites, self.max_sub_questions = max_reflections, max_rewrites, \
+            max_sub_questions
+        self.paper_examples = paper_examples
+        if decomposition:
+            self.decompose = dspy.Predict(QuestionDecomposition)
+            self.construct = dspy.Predict(QuestionConstruction)
+        if retrieval_decision:
+            self.decide = dspy.Predict(RetrievalDecision)
+        if query_rewriting:
+            self.rewrite = dspy.Predict(QueryRewriting)
+        if passage_reranking:
+            self.rerank = dspy.Predict(PassageReranking)
+        self.answer = dspy.Predict(AnswerGeneration)
+        if answer_verification:
+            self.verify = dspy.Predict(AnswerVerification)
+        if decomposition:
+            self.finalize = dspy.Predict(FinalAnswering)
+            if answer_verification:
+                self.verify_final = dspy.Predict(FinalAnswerVerification)
+        if max_reflections:
+            self.improve_analysis = dspy.Predict(ImproveAnalysis)
+            self.improve_decomposition = dspy.Predict(ImproveDecomposition)
+        if paper_examples and decomposition:
+            self.decompose.demos = list(DECOMPOSITION_EXAMPLES)
+        if paper_examples and max_reflections:
+            self.improve_decomposition.demos = list(REDECOMPOSITION_EXAMPLES)
+
+    def forward(self, question: str) -> dspy.Prediction:
+        events, verdicts = Counter(), []
+        if self.simple_qa:
+            hop = self.solve(question, "none", events, verdicts, stage="simple", pipeline=False)
+            events["simple_qa_resolved"] = int(hop["verified"])
+            if hop["verified"]:
+                return self.prediction(question, "simple", hop["answer"], [hop], [], [], None, events, verdicts)
+            events["escalated"] = 1
+        sub_questions = self.initial_decomposition(question, events)
+        decompositions, rounds = [sub_questions], []
+        while True:
+            hops = self.solve_all(question, sub_questions, events, verdicts)
+            answer, grounded = self.final(question, sub_questions, hops, verdicts)
+            if grounded is not False or len(rounds) == self.max_reflections:
+                break
+            analysis = self.run_stage(self.improve_analysis, {"analysis": ""}, question=question,
+                                      sub_questions_solving_record=solving_record(sub_questions, hops)).analysis
+            rounds.append((sub_questions, analysis or ""))
+            redone = self.run_stage(self.improve_decomposition, {"new_decomposition": []}, question=question,
+                                    previous_decompositions=previous_decompositions(rounds))
+            sub_questions = clean(redone.new_decomposition)[: self.max_sub_questions]
+            events["reflections"] += 1
+            if not sub_questions:
+                events["reflection_fallback"] += 1
+                break
+            decompositions.append(sub_questions)
+        return self.prediction(question, "multihop", answer, hops, decompositions, rounds, grounded, events, verdicts)
+
+    def initial_decomposition(self, question: str, events: Counter) -> list[str]:
+        """QD (§4.1.1): the sub-questions, or the question as its single hop (a simple question, QD switched off, or
+        a decomposition that could not be parsed)."""
+        if not self.decomposition:
+            return [question]
+        result = self.run_stage(self.decompose, {"sub_questions": []}, retries=1, question=question)
+        events["decomposition_fallback"] = int(bool(result.get("failed")))
+        return clean(result.sub_questions)[: self.max_sub_questions] or [question]
+
+    def solve_all(self, question: str, sub_questions: list[str], events: Counter, verdicts: list) -> list[dict]:
+        """Iterative sub-question processing (§4.2): construct each sub-question from the earlier answers, solve it."""
+        hops: list[dict] = []
+        for sub_question in sub_questions:
+            constructed = self.constructed(question, sub_question, hops, events)
+            hops.append(self.solve(constructed, background(question, hops), events, verdicts,
+                                   stage=f"hop {len(hops) + 1}"))
+            hops[-1]["sub_question"] = sub_question
+        return hops
+
+    def constructed(self, question: str, sub_question: str, hops: list[dict], events: Counter) -> str:
+        """QC (App. A.1): the sub-question with every ``#n`` replaced by answer n. A reference to no earlier answer
+        falls back to the original question; a placeholder the LM left in is substituted with the answer."""
+        refs = placeholders(sub_question)
+        if any(not 1 <= ref <= len(hops) for ref in refs):
+            events["placeholder_fallback"] += 1
+            return question
+        if not hops:
+            return sub_question
+        answers = [strip_citations(hop["answer"]).rstrip(". ") for hop in hops]
+        result = self.run_stage(self.construct, {"rewritten_question": ""}, original_question=question,
+                                question_answer_pairs=qa_pairs(hops), new_question=sub_question)
+        rewritten = (result.rewritten_question or "").strip() or sub_question
+        if placeholders(rewritten):
+            events["placeholder_substituted"] += 1
+            rewritten = substitute(rewritten, answers)
+        return rewritten
+
+    def solve(self, question: str, context_note: str, events: Counter, verdicts: list, stage: str,
+              pipeline: bool = True) -> dict:
+        """One (sub-)question: decide retrieval → retrieve (→ rerank) → answer → verify; a failed verification
+        retrieves after a skipped retrieval, else rewrites the query (at most ``max_rewrites``) and retries. The
+        simple pipeline (``pipeline=False``) is retrieve → answer → verify, once."""
+        retrieve = not (pipeline and self.retrieval_decision) or self.needs_retrieval(question)
+        events["retrieval_skipped"] += int(not retrieve)
+        query, last_query, queries, rewrites = question, "none", [], 0
+        while True:
+            if retrieve:
+                queries.append(query)
+                passages, ids = self.evidence(query, rerank=pipeline, events=events)
+            else:
+                passages, ids = [question], []
+            hop = self.generate(question, passages, ids, context_note)
+            hop.update(queries=list(queries), retrieved=retrieve)
+            hop["verified"] = self.verdict(stage, question, hop, verdicts) if self.answer_verification else None
+            if hop["verified"] is not False or not pipeline:
+                return hop
+            if not retrieve:
+                retrieve = True
+                continue
+            if not self.query_rewriting or rewrites == self.max_rewrites:
+                return hop
+            new_query = self.run_stage(self.rewrite, {"new_query": ""}, question=question,
+                                       last_rewritten_query=last_query).new_query
+            query = last_query = (new_query or "").strip() or query
+            rewrites += 1
+            events["rewrites"] += 1
+
+    def needs_retrieval(self, question: str) -> bool:
+        decision = self.run_stage(self.decide, {"needs_retrieval": True}, question=question)
+        return decision.needs_retrieval is not False
+
+    def evidence(self, query: str, rerank: bool, events: Counter) -> tuple[list[str], list[str]]:
+        """The passages a (sub-)question is answered from: the retriever's top ``k``, or its top ``n`` reranked by
+        the LLM (RankGPT-style listwise, §4.1.2) and cut to ``k``."""
+        rerank = rerank and self.passage_reranking
+        hits = self.rm(query, k=self.n if rerank else self.k)
+        passages, ids = list(hits.passages), list(hits.ids)
+        if rerank and len(passages) > 1:
+            result = self.run_stage(self.rerank, {"ranking": ""}, query=query, identifiers=identifiers(len(passages)),
+                                    context=numbered(passages))
+            order, repaired = parse_ranking(result.ranking, len(passages))
+            events["rerank_repaired"] += int(repaired)
+            passages, ids = [passages[i] for i in order], [ids[i] for i in order]
+        return passages[: self.k], ids[: self.k]
+
+    def generate(self, question: str, passages: list[str], ids: list[str], context_note: str) -> dict:
+        """AG (App. A.1): a cited answer, or an abstention; citations resolved to passage ids."""
+        result = self.run_stage(self.answer, {"reasoning": "", "answer": ABSTENTION}, question=question,
+                                context=numbered(passages), background=context_note)
+        answer = (result.answer or "").strip() or ABSTENTION
+        cited = citations(answer, len(passages))
+        return {"question": question, "passages": passages, "passage_ids": ids, "reasoning": result.reasoning or "",
+                "answer": answer, "abstained": is_abstention(answer), "cited": [passages[i] for i in cited],
+                "cited_ids": [ids[i] for i in cited if i < len(ids)]}
+
+    def verdict(self, stage: str, question: str, hop: dict, verdicts: list) -> bool:
+        """AV (App. A.1) against the cited passages (all of them when the answer cites none)."""
+        if hop["abstained"]:
+            valid, reason = False, "abstained"
+        else:
+            result = self.run_stage(self.verify, {"valid": False, "reason": "unparsable verdict"}, question=question,
+                                    answer=hop["answer"], source=numbered(hop["cited"] or hop["passages"]))
+            valid, reason = result.valid is True, result.reason or ""
+        verdicts.append({"stage": stage, "question": question, "answer": hop["answer"], "valid": valid,
+                         "reason": reason})
+        return valid
+
+    def final(self, question: str, sub_questions: list[str], hops: list[dict], verdicts: list) -> tuple[str, bool]:
+        """Final answering (App. A.1) over the answered sub-questions, and whether the answer is grounded (Alg. 1
+        step 1; None without AV). A single hop on the question itself is final, with its own verdict."""
+        if len(hops) == 1 and sub_questions == [question]:
+            return hops[0]["answer"], hops[0]["verified"]
+        record = "\n".join(f"Sub-question {i}: {hop['question']}\nReasoning: {hop['reasoning']}\n"
+                           f"Answer: {strip_citations(hop['answer'])}" for i, hop in enumerate(hops, 1))
+        result = self.run_stage(self.finalize, {"answer": hops[-1]["answer"]}, question=question,
+                                decomposed_information=record)
+        answer = (result.answer or "").strip() or ABSTENTION
+        return answer, self.final_verdict(question, answer, hops, verdicts) if self.answer_verification else None
+
+    def final_verdict(self, question: str, answer: str, hops: list[dict], verdicts: list) -> bool:
+        """Alg. 1 step 1: the final answer against the passages the hops cited (all they read when none cited)."""
+        passages = unique(p for hop in hops for p in hop["cited"]) or unique(p for hop in hops for p in hop["passages"])
+        if is_abstention(answer):
+            valid, reason = False, "abstained"
+        else:
+            result = self.run_stage(self.verify_final, {"valid": False, "reason": "unparsable verdict"},
+                                    question=question, answer=strip_citations(answer), passages=passages)
+            valid, reason = result.valid is True, result.reason or ""
+        verdicts.append({"stage": "final", "question": question, "answer": answer, "valid": valid, "reason": reason})
+        return valid
+
+    def prediction(self, question, path, answer, hops, decompositions, rounds, grounded, events, verdicts):
+        if path == "simple":
+            grounded = True
+        answer = final_answer(answer)
+        events["abstained"] = int(answer == ABSTENTION)
+        events["sub_questions"] = len(decompositions[-1]) if decompositions else 0
+        events["verifications"] = len(verdicts)
+        events["verifications_failed"] = sum(not v["valid"] for v in verdicts)
+        return dspy.Prediction(
+            answer=answer,
+            path=path,
+            abstained=answer == ABSTENTION,
+            grounded=grounded,
+            sub_questions=decompositions[-1] if decompositions else [],
+            decompositions=decompositions,
+            reflection_analyses=[analysis for _, analysis in rounds],
+            reflections=events["reflections"],
+            history=hops,
+            verdicts=verdicts,
+            cited_ids=unique(i for hop in hops for i in hop["cited_ids"]),
+            passage_ids=unique(i for hop in hops for i in hop["passage_ids"]),
+            events=dict(events),
+        )
+
+    def config(self) -> dict:
+        return {"k": self.k, "n": self.n, "decomposition": self.decomposition,
+                "retrieval_decision": self.retrieval_decision, "query_rewriting": self.query_rewriting,
+                "passage_reranking": self.passage_reranking, "answer_verification": self.answer_verification,
+                "simple_qa": self.simple_qa, "max_reflections": self.max_reflections,
+                "max_rewrites": self.max_rewrites, "max_sub_questions": self.max_sub_questions,
+                "paper_examples": self.paper_examples}
+
+
+def clean(sub_questions) -> list[str]:
+    """Sub-questions as a list of non-empty strings, with any "1." numbering the LM wrote removed."""
+    items = [sub_questions] if isinstance(sub_questions, str) else list(sub_questions or [])
+    cleaned = [_NUMBERING.sub("", str(item)).strip() for item in items]
+    return [item for item in cleaned if item and item.lower() != "none"]
+
+
+def unique(items) -> list:
+    return list(dict.fromkeys(items))

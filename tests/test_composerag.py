@@ -1,0 +1,311 @@
+import json
+import re
+
+import dspy
+import pytest
+
+from multihop.optimize.compile import compile_program, load, save
+from multihop.programs import ComposeRAG
+from multihop.programs.composition import citations, is_abstention, parse_ranking, strip_citations
+
+from scripted import scripted_lm
+
+QUESTION = "Where was the founder of the company that makes the Xbox born?"
+SUBS = ["Which company makes the Xbox?", "Who founded #1?", "Where was #2 born?"]
+ANSWERS = {"Which company makes the Xbox?": "Microsoft [1].", "Who founded Microsoft?": "Bill Gates [2].",
+           "Where was Bill Gates born?": "Seattle [1]."}
+MARKERS = {
+    "decomposing them into distinct and simpler": "decompose",
+    "Rewrite the new question by replacing every reference": "construct",
+    "already contains enough information to be answered": "decide",
+    "refining and optimizing retrieval queries": "rewrite",
+    "ranks passages by their relevance": "rerank",
+    "Answer the question using only the information in the context": "answer",
+    "You are a verifier. Determine whether": "verify",
+    "Combine these pieces of information": "finalize",
+    "verifier that determines whether an answer is correct and well supported": "verify_final",
+    "give high-level guidance": "improve_analysis",
+    "write a new, logically sound decomposition": "improve_decomposition",
+}
+
+
+def stage_of(prompt: str) -> str:
+    stages = [stage for marker, stage in MARKERS.items() if marker in prompt]
+    assert len(stages) == 1, f"ambiguous or unknown stage prompt: {prompt[:200]}"
+    return stages[0]
+
+
+def field(prompt: str, name: str) -> str:
+    """The value of an input field in the last (non-demo) user message."""
+    value = prompt.rsplit(f"[[ ## {name} ## ]]", 1)[1].split("[[ ##", 1)[0]
+    return value.split("Respond with the corresponding output fields", 1)[0].strip()
+
+
+class Script:
+    """A scripted ComposeRAG LM: each stage answers from an overridable function of the prompt; ``seen`` lists the
+    stages called, in order."""
+
+    def __init__(self, **overrides):
+        self.seen = []
+        self.replies = {
+            "decompose": lambda p: {"reasoning": "company, founder, birthplace", "sub_questions": json.dumps(SUBS)},
+            "construct": lambda p: {"rewritten_question": self.construct(p)},
+            "decide": lambda p: {"analysis": "needs facts", "needs_retrieval": "true"},
+            "rewrite": lambda p: {"new_query": "rewritten " + field(p, "question")},
+            "rerank": lambda p: {"reasoning": "r", "ranking": "[2] > [1] > [3]"},
+            "answer": lambda p: {"reasoning": "from the context", "answer": ANSWERS.get(field(p, "question"),
+                                                                                       "Seattle [1].")},
+            "verify": lambda p: {"reason": "supported", "valid": "true"},
+            "finalize": lambda p: {"reasoning": "combine", "answer": "Seattle"},
+            "verify_final": lambda p: {"reason": "supported", "valid": "true"},
+            "improve_analysis": lambda p: {"analysis": "- ask for the founder first"},
+            "improve_decomposition": lambda p: {"reasoning": "new", "new_decomposition": json.dumps(SUBS)},
+        }
+        self.replies.update(overrides)
+        self.lm, self.engine = scripted_lm(self.respond, cache=False)
+
+    @staticmethod
+    def construct(prompt: str) -> str:
+        pairs, new = field(prompt, "question_answer_pairs"), field(prompt, "new_question")
+        answers = dict(re.findall(r"Answer #(\d+): (.*)", pairs))
+        return re.sub(r"#(\d+)", lambda m: answers[m.group(1)].rstrip("."), new)
+
+    def respond(self, prompt: str) -> dict:
+        self.seen.append(stage_of(prompt))
+        return self.replies[self.seen[-1]](prompt)
+
+
+def run(static_retriever, script=None, **config):
+    script = script or Script()
+    dspy.configure(lm=script.lm)
+    program = ComposeRAG(retriever=static_retriever, **config)
+    return program, program(question=QUESTION), script
+
+
+def pids(retriever, *indices: int) -> list[str]:
+    return [retriever.passages[i].id for i in indices]
+
+
+MULTIHOP = {"simple_qa": False}
+HOP = ["decide", "rerank", "answer", "verify"]
+
+
+def test_simple_question_is_resolved_by_the_simple_path(static_retriever):
+    _, prediction, script = run(static_retriever)
+    assert script.seen == ["answer", "verify"]
+    assert static_retriever.calls == [(QUESTION, 5)]
+    assert prediction.path == "simple" and prediction.answer == "Seattle."
+    assert prediction.cited_ids == pids(static_retriever, 0) and prediction.grounded is True
+    assert prediction.counts["simple_qa_resolved"] == 1 and prediction.counts["llm_calls"] == 2
+    assert prediction.verdicts == [{"stage": "simple", "question": QUESTION, "answer": "Seattle [1].", "valid": True,
+                                    "reason": "supported"}]
+
+
+def test_failed_simple_verification_escalates_and_placeholders_resolve_across_three_hops(static_retriever):
+    verdicts = iter(["false"] + ["true"] * 10)
+    script = Script(verify=lambda p: {"reason": "r", "valid": next(verdicts)})
+    _, prediction, script = run(static_retriever, script)
+    assert script.seen == ["answer", "verify", "decompose", *HOP, "construct", *HOP, "construct", *HOP, "finalize",
+                           "verify_final"]
+    assert [q for q, _ in static_retriever.calls] == [QUESTION, *ANSWERS]  # the constructed sub-questions
+    assert [hop["sub_question"] for hop in prediction.history] == SUBS
+    assert [hop["question"] for hop in prediction.history] == list(ANSWERS)
+    construct_prompts = [p for p in script.engine.requests if stage_of(p) == "construct"]
+    assert "Answer #1: Microsoft." in field(construct_prompts[0], "question_answer_pairs")
+    assert "Answer #2: Bill Gates." in field(construct_prompts[1], "question_answer_pairs")
+    assert prediction.path == "multihop" and prediction.answer == "Seattle" and prediction.grounded is True
+    assert prediction.counts["escalated"] == 1 and prediction.counts["sub_questions"] == 3
+    assert [v["valid"] for v in prediction.verdicts] == [False, True, True, True, True]
+    assert prediction.counts["llm_calls"] == len(script.seen) and prediction.counts["retrieval_calls"] == 4
+
+
+def test_reranking_reorders_passages_and_keeps_k(static_retriever):
+    _, prediction, _ = run(static_retriever, k=2, **MULTIHOP)
+    assert all(k == 10 for _, k in static_retriever.calls)  # n candidates for the reranker
+    assert prediction.history[0]["passage_ids"] == pids(static_retriever, 1, 0)  # [2] > [1] > …, cut to k = 2
+    assert prediction.history[0]["cited_ids"] == pids(static_retriever, 1)  # "[1]" = first passage shown
+
+
+def test_a_failed_sub_answer_triggers_one_rewrite_and_a_retry(static_retriever):
+    verdicts = iter(["false", "true"] + ["true"] * 10)
+    script = Script(verify=lambda p: {"reason": "r", "valid": next(verdicts)})
+    _, prediction, script = run(static_retriever, script, **MULTIHOP)
+    assert script.seen[:8] == ["decompose", "decide", "rerank", "answer", "verify", "rewrite", "rerank", "answer"]
+    rewrite_prompt = next(p for p in script.engine.requests if stage_of(p) == "rewrite")
+    assert field(rewrite_prompt, "last_rewritten_query") == "none"
+    assert static_retriever.calls[:2] == [(SUBS[0], 10), ("rewritten " + SUBS[0], 10)]
+    assert prediction.history[0]["queries"] == [SUBS[0], "rewritten " + SUBS[0]]
+    assert prediction.counts["rewrites"] == 1
+
+
+def test_rewrites_are_bounded(static_retriever):
+    script = Script(verify=lambda p: {"reason": "unsupported", "valid": "false"})
+    _, prediction, script = run(static_retriever, script, max_reflections=0, max_rewrites=2, **MULTIHOP)
+    assert script.seen.count("rewrite") == 2 * len(SUBS)
+    assert all(len(hop["queries"]) == 3 for hop in prediction.history)
+
+
+def test_final_verification_failure_triggers_reflection_bounded_at_three(static_retriever):
+    script = Script(verify_final=lambda p: {"reason": "unsupported", "valid": "false"})
+    _, prediction, script = run(static_retriever, script, **MULTIHOP)
+    assert script.seen.count("verify_final") == 4 and script.seen.count("decompose") == 1
+    assert script.seen.count("improve_analysis") == script.seen.count("improve_decomposition") == 3
+    assert prediction.reflections == prediction.counts["reflections"] == 3
+    assert len(prediction.decompositions) == 4 and prediction.grounded is False
+    improve = [p for p in script.engine.requests if stage_of(p) == "improve_decomposition"][-1]
+    previous = field(improve, "previous_decompositions")
+    assert "Incorrect decomposition 3:" in previous and "- ask for the founder first" in previous
+    analysis = next(p for p in script.engine.requests if stage_of(p) == "improve_analysis")
+    assert "Rewritten sub-question #2: Who founded Microsoft?" in field(analysis, "sub_questions_solving_record")
+
+
+def test_a_passing_reflection_stops_early(static_retriever):
+    verdicts = iter(["false", "true"])
+    script = Script(verify_final=lambda p: {"reason": "r", "valid": next(verdicts)})
+    _, prediction, script = run(static_retriever, script, **MULTIHOP)
+    assert prediction.reflections == 1 and prediction.grounded is True and script.seen.count("verify_final") == 2
+
+
+@pytest.mark.parametrize(("switches", "removed"), [
+    ({"passage_reranking": False}, {"rerank"}),
+    ({"retrieval_decision": False}, {"decide"}),
+    ({"query_rewriting": False}, {"rewrite"}),
+    ({"answer_verification": False, "query_rewriting": False, "max_reflections": 0},
+     {"verify", "verify_final", "rewrite", "improve_analysis", "improve_decomposition"}),
+    ({"decomposition": False, "max_reflections": 0},
+     {"decompose", "construct", "finalize", "verify_final", "improve_analysis", "improve_decomposition"}),
+])
+def test_each_ablation_switch_removes_exactly_its_modules_calls(static_retriever, switches, removed):
+    def failing_script():  # every module gets called: first verifications fail, one reflection runs
+        verdicts, finals = iter(["false"] + ["true"] * 20), iter(["false", "true"])
+        return Script(verify=lambda p: {"reason": "r", "valid": next(verdicts)},
+                      verify_final=lambda p: {"reason": "r", "valid": next(finals)})
+
+    _, _, full = run(static_retriever, failing_script(), **MULTIHOP)
+    program, _, ablated = run(static_retriever, failing_script(), **MULTIHOP, **switches)
+    assert set(full.seen) - set(ablated.seen) == removed and set(ablated.seen) <= set(full.seen)
+    assert not {name.split(".")[0] for name in program.stage_names()} & removed
+
+
+def test_switches_that_need_verification_are_refused_without_it():
+    with pytest.raises(ValueError, match="query_rewriting, simple_qa, max_reflections"):
+        ComposeRAG(answer_verification=False)
+    with pytest.raises(ValueError, match="needs decomposition"):
+        ComposeRAG(decomposition=False)
+
+
+def test_no_retrieval_decision_answers_from_the_question_and_retrieves_if_that_fails(static_retriever):
+    verdicts = iter(["false"] + ["true"] * 10)
+    script = Script(decide=lambda p: {"analysis": "all given", "needs_retrieval": "false"},
+                    verify=lambda p: {"reason": "r", "valid": next(verdicts)})
+    _, prediction, script = run(static_retriever, script, **MULTIHOP)
+    first = prediction.history[0]
+    assert script.seen[:7] == ["decompose", "decide", "answer", "verify", "rerank", "answer", "verify"]
+    assert first["retrieved"] and first["queries"] == [SUBS[0]]
+    answer_prompt = next(p for p in script.engine.requests if stage_of(p) == "answer")
+    assert SUBS[0] in field(answer_prompt, "context")
+    assert prediction.counts["retrieval_skipped"] == 3 and len(static_retriever.calls) == 1
+
+
+def test_placeholder_pointing_nowhere_falls_back_to_the_question(static_retriever):
+    script = Script(decompose=lambda p: {"reasoning": "r", "sub_questions": json.dumps(["Who founded #3?"])},
+                    construct=lambda p: {"rewritten_question": "Who founded #1?"})
+    _, prediction, script = run(static_retriever, script, **MULTIHOP)
+    assert prediction.history[0]["question"] == QUESTION and prediction.counts["placeholder_fallback"] == 1
+    assert "construct" not in script.seen
+
+
+def test_placeholder_left_by_the_lm_is_substituted(static_retriever):
+    script = Script(construct=lambda p: {"rewritten_question": field(p, "new_question")})  # returns it unchanged
+    _, prediction, _ = run(static_retriever, script, **MULTIHOP)
+    assert [hop["question"] for hop in prediction.history] == list(ANSWERS)
+    assert prediction.counts["placeholder_substituted"] == 2
+
+
+def test_abstention_fails_verification_without_a_verifier_call(static_retriever):
+    script = Script(answer=lambda p: {"reasoning": "nothing", "answer": "I don't know."},
+                    finalize=lambda p: {"reasoning": "nothing", "answer": "I do not know"})
+    _, prediction, script = run(static_retriever, script, max_reflections=0)
+    assert "verify" not in script.seen and "verify_final" not in script.seen
+    assert prediction.answer == "I don't know." and prediction.abstained and prediction.counts["abstained"] == 1
+    assert all(v["reason"] == "abstained" and not v["valid"] for v in prediction.verdicts)
+    assert prediction.counts["rewrites"] == 3  # one per hop, then the hop stays unanswered
+
+
+def test_unparsable_stages_fall_back_without_crashing(static_retriever):
+    script = Script(decompose=lambda p: {"nonsense": "x"}, verify=lambda p: {"reason": "r", "valid": "maybe"})
+    _, prediction, script = run(static_retriever, script, max_reflections=0, **MULTIHOP)
+    assert [r["stage"] for r in prediction.trace if "error" in r][:2] == ["decompose", "decompose"]  # one retry
+    assert prediction.sub_questions == [QUESTION] and prediction.counts["decomposition_fallback"] == 1
+    assert prediction.grounded is False and "finalize" not in script.seen
+
+
+def test_per_stage_lms_are_used_by_their_stages_only(static_retriever):
+    main, upgraded = Script(), Script()
+    dspy.configure(lm=main.lm)
+    program = ComposeRAG(retriever=static_retriever, simple_qa=False)
+    program.set_stage_lm("rerank", upgraded.lm)
+    program.set_stage_lm("decompose", upgraded.lm)
+    program(question=QUESTION)
+    assert set(upgraded.seen) == {"rerank", "decompose"} and upgraded.seen.count("rerank") == 3
+    assert not {"rerank", "decompose"} & set(main.seen)
+
+
+@pytest.mark.parametrize(("ranking", "order", "repaired"), [
+    ("[2] > [3] > [1]", [1, 2, 0], False),
+    ("[2] > [2] > [1]", [1, 0, 2], True),  # repeated, and [3] skipped: appended in retriever order
+    ("[9] > [3]", [2, 0, 1], True),  # [9] invented
+    ("no ranking at all", [0, 1, 2], True),
+])
+def test_broken_listwise_rankings_are_repaired(ranking, order, repaired):
+    assert parse_ranking(ranking, 3) == (order, repaired)
+
+
+def test_a_repaired_ranking_is_counted_in_the_program(static_retriever):
+    script = Script(rerank=lambda p: {"reasoning": "r", "ranking": "[4] > [4] > [42]"})
+    _, prediction, _ = run(static_retriever, script, max_reflections=0, **MULTIHOP)
+    assert prediction.history[0]["passage_ids"] == pids(static_retriever, 3, 0, 1, 2, 4)
+    assert prediction.counts["rerank_repaired"] == 3
+
+
+def test_citations_and_abstentions():
+    assert citations("A [2] and B [4][2] and [9]", 5) == [1, 3]
+    assert strip_citations("He went [1] to school [2][3].") == "He went to school."
+    assert is_abstention("I don't know.") and is_abstention("") and not is_abstention("Bill Gates [1]")
+
+
+def test_compiles_saves_and_loads(static_retriever, tmp_path):
+    script = Script()
+    dspy.configure(lm=script.lm)
+    program = ComposeRAG(retriever=static_retriever, simple_qa=False, max_reflections=1, passage_reranking=False)
+    trainset = [dspy.Example(question=QUESTION, answers=["Seattle"]).with_inputs("question")]
+    compiled, _ = compile_program(program, trainset, optimizer="bootstrap", metric="cover_em")
+    assert compiled.answer.demos and compiled.decompose.demos[0].sub_questions == SUBS  # bootstrapped, not the paper's
+    save(compiled, tmp_path / "compiled")
+    loaded = load(tmp_path / "compiled", retriever=static_retriever)
+    assert loaded.config() == program.config()
+    assert [d["answer"] for d in loaded.answer.demos] == [d["answer"] for d in compiled.answer.demos]
+    assert "rerank" not in loaded.stage_names()
+    with pytest.raises(ValueError, match="config"):
+        load(tmp_path / "compiled", program=ComposeRAG(retriever=static_retriever))
+
+
+def test_paper_examples_are_demos_of_the_decomposition_stages():
+    program = ComposeRAG()
+    assert len(program.decompose.demos) == 5 and program.decompose.demos[0].sub_questions == []
+    assert program.improve_decomposition.demos[0].new_decomposition[-1] == "Which city is home to #3?"
+    assert not ComposeRAG(paper_examples=False).decompose.demos
+
+
+@pytest.mark.slow
+def test_smollm2_answers_two_real_questions_end_to_end(musique_dev, cached_retriever):
+    from multihop.lms import configure_lm
+
+    configure_lm("local:smollm2", max_tokens=96)
+    program = ComposeRAG(retriever=cached_retriever, max_reflections=1)
+    for example in musique_dev[:2]:
+        prediction = program(question=example.question)
+        assert isinstance(prediction.answer, str) and prediction.path in {"simple", "multihop"}
+        assert prediction.counts["llm_calls"] >= 2 and prediction.counts["retrieval_calls"] >= 1
+        assert set(prediction.passage_ids) <= {p.id for p in cached_retriever.corpus}
+        assert len(prediction.verdicts) == prediction.counts["verifications"] >= 1
