@@ -34,18 +34,39 @@ def _configure(lm: str, api_base: str | None, api_key: str | None, adapter: str 
     return configure_lm(lm, adapter=adapter, api_base=api_base, api_key=api_key)
 
 
-def _program(name: str, retriever_dir: str | None, corpus: str | None, data: str | None, k: int, encoder: str):
+def _program(name: str, retriever_dir: str | None, corpus: str | None, data: str | None, k: int, encoder: str,
+             settings: list[str] | None = None):
     from multihop.programs import PROGRAMS
 
     if name not in PROGRAMS:
         raise typer.BadParameter(f"unknown program {name!r}; choose from {', '.join(PROGRAMS)}")
-    cls = PROGRAMS[name]
+    cls, switches = PROGRAMS[name], _settings(settings or [])
     if name == "NoRetrieval":
-        return cls(), None
+        return cls(**switches), None
     retriever_path = _retriever(retriever_dir, corpus, data, encoder)
     from multihop.retrievers import load_retriever
 
-    return cls(retriever=load_retriever(retriever_path), k=k), str(retriever_path)
+    try:
+        return cls(retriever=load_retriever(retriever_path), k=k, **switches), str(retriever_path)
+    except (TypeError, ValueError) as exc:
+        raise typer.BadParameter(f"{name}: {exc}") from exc
+
+
+def _settings(pairs: list[str]) -> dict:
+    """``--set key=value`` constructor switches; values are read as JSON (false, 3, null, "x"), else as text."""
+    settings = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise typer.BadParameter(f"--set takes key=value, got {pair!r}")
+        try:
+            settings[key] = json.loads(value)
+        except json.JSONDecodeError:
+            settings[key] = value
+    return settings
+
+
+SET_OPT = typer.Option(None, "--set", help="a constructor switch as key=value (repeatable), e.g. simple_qa=false")
 
 
 def _retriever(retriever_dir: str | None, corpus: str | None, data: str | None, encoder: str) -> Path:
@@ -215,6 +236,7 @@ def eval_cmd(
     k: int = typer.Option(5, help="passages retrieved per query"),
     encoder: str = typer.Option("mpnet", help="encoder for an index built on the fly"),
     judge_lm: str = typer.Option(None, help="an LM that judges each answer (LLM Eval, ComposeRAG §5.1)"),
+    settings: list[str] = SET_OPT,
 ):
     """Evaluate a program on a question file; prints the metrics table and saves rows, traces and summary."""
     from multihop.data import load_dataset
@@ -229,7 +251,7 @@ def eval_cmd(
 
         instance = load_program(load)
     else:
-        instance, _ = _program(program, retriever, corpus, data, k, encoder)
+        instance, _ = _program(program, retriever, corpus, data, k, encoder, settings)
     evaluate(instance, examples, out, threads=threads, name=type(instance).__name__, console=console, judge_lm=judge)
     console.print(f"rows: {out / 'results.jsonl'}  traces: {out / 'traces'}")
 
@@ -254,6 +276,7 @@ def compile_cmd(
     api_key: str = API_KEY,
     k: int = typer.Option(5),
     encoder: str = typer.Option("mpnet"),
+    settings: list[str] = SET_OPT,
 ):
     """Compile a program with a DSPy optimizer on a train split and save it (DSPy state + manifest)."""
     from multihop.data import load_dataset
@@ -263,7 +286,7 @@ def compile_cmd(
     _configure(lm, api_base, api_key)
     trainset = load_dataset(data, limit=limit)
     valset = load_dataset(val, limit=val_limit) if val else None
-    instance, retriever_path = _program(program, retriever, corpus, data, k, encoder)
+    instance, retriever_path = _program(program, retriever, corpus, data, k, encoder, settings)
     other = {name: make_lm(spec, api_base=api_base, api_key=api_key) if spec else None
              for name, spec in (("prompt_lm", prompt_lm), ("teacher_lm", teacher_lm))}
     compiled, report = compile_program(instance, trainset, optimizer=optimizer, metric=metric, valset=valset,
@@ -300,6 +323,7 @@ def trajectories_cmd(
     api_key: str = API_KEY,
     k: int = typer.Option(5),
     encoder: str = typer.Option("mpnet"),
+    settings: list[str] = SET_OPT,
 ):
     """Record every stage call of a program run by a teacher LM, keeping the questions that pass the metric."""
     from multihop.data import load_dataset
@@ -308,7 +332,7 @@ def trajectories_cmd(
 
     teacher = _configure(teacher_lm, api_base, api_key)
     examples = load_dataset(data, limit=limit)
-    instance = load(load_dir) if load_dir else _program(program, retriever, corpus, data, k, encoder)[0]
+    instance = load(load_dir) if load_dir else _program(program, retriever, corpus, data, k, encoder, settings)[0]
     manifest = collect(instance, examples, out, teacher_lm=teacher, metric=metric, min_score=min_score)
     console.print(f"kept {manifest['kept']} of {manifest['questions']} questions; rows per stage "
                   f"{manifest['stages']} → {out}")

@@ -17,13 +17,14 @@ Switches (Tables 3, 5, 6): ``decomposition`` (QD+QC, paired as §6.2 says), ``qu
 need AV, and reflection needs QD. Every module can run on its own LM with ``set_stage_lm`` (Table 4's upgrades).
 
 Choices where the paper is silent: ``n`` = 10 candidates (the rerank prompt ranks the top 10), ``k`` = 5 passages
-answer a (sub-)question, one query rewrite per sub-question (``max_rewrites``), at most 6 sub-questions. The first
-sub-question has no earlier answers, so construction starts at the second. When retrieval is judged unnecessary, the
-sub-question itself is the context; if that answer fails verification the hop retrieves after all. An abstention
-("I don't know.") fails verification without a verifier call (the verifier's step 1 rejects it by definition). An
-unparsable verdict counts as not verified; an unparsable decision retrieves; an unparsable ranking keeps the retriever
-order; a ``#n`` that points to no earlier answer falls back to the original question (App. D's construction rule e);
-a decomposition that cannot be parsed after one retry is the question alone.
+answer a (sub-)question, one query rewrite per sub-question (``max_rewrites``), at most 4 sub-questions (MuSiQue and
+2Wiki questions have at most 4 hops; App. D's longest example decomposes into 4). The first sub-question has no
+earlier answers, so construction starts at the second. When retrieval is judged unnecessary, the sub-question itself
+is the context; if that answer fails verification the hop retrieves after all. An abstention ("I don't know.") fails
+verification without a verifier call (the verifier's step 1 rejects it by definition). An unparsable verdict counts
+as not verified; an unparsable decision retrieves; an unparsable ranking keeps the retriever order; a ``#n`` that
+points to no earlier answer falls back to the original question (App. D's construction rule e); a decomposition that
+cannot be parsed after one retry is the question alone.
 """
 
 from __future__ import annotations
@@ -84,7 +85,7 @@ class ComposeRAG(MultihopProgram):
         simple_qa: bool = True,
         max_reflections: int = 3,
         max_rewrites: int = 1,
-        max_sub_questions: int = 6,
+        max_sub_questions: int = 4,
         paper_examples: bool = True,
     ):
         needs_verification = {"query_rewriting": query_rewriting, "simple_qa": simple_qa,

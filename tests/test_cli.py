@@ -61,3 +61,23 @@ def test_index_build_writes_any_retriever_kind(tmp_path):
     assert loaded.reranker.config() == RaLa("eq3", buckets=2).config()
     assert loaded.first_stage.tokens.layers == RaLa("eq3", buckets=2).candidate_layers(6)
     assert loaded("Which comet?").ids[0] == load_retriever(tmp_path / "bm25")("Which comet?").ids[0]
+
+
+def test_set_passes_constructor_switches_and_refuses_bad_ones(tmp_path):
+    import pytest
+    import typer
+
+    from multihop.cli import _program
+
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text('{"title": "Comet", "text": "An article about comets."}\n')
+    assert runner.invoke(app, ["index", "build", str(corpus), "--out", str(tmp_path / "bm25"),
+                               "--first-stage", "bm25"]).exit_code == 0
+    program, _ = _program("ComposeRAG", str(tmp_path / "bm25"), None, None, 3, "minilm",
+                          ["simple_qa=false", "max_reflections=1", "passage_reranking=false"])
+    assert program.config()["simple_qa"] is False and program.max_reflections == 1 and program.k == 3
+    assert "rerank" not in program.stage_names()
+    with pytest.raises(typer.BadParameter, match="answer_verification=False"):
+        _program("ComposeRAG", str(tmp_path / "bm25"), None, None, 3, "minilm", ["answer_verification=false"])
+    with pytest.raises(typer.BadParameter, match="key=value"):
+        _program("ComposeRAG", str(tmp_path / "bm25"), None, None, 3, "minilm", ["simple_qa"])

@@ -1,0 +1,110 @@
+"""ComposeRAG benchmark (seed 002, §6): the module ablation of Table 3, self-reflection (Fig. 5) and the simple-QA
+path (Table 6) on real dev sets, with the same retriever and LM for every row.
+
+    python benchmarks/composerag.py [--datasets musique,hotpotqa] [--limit 6] [--lm local:smollm2 |
+        --lm openai/<model> --api-base URL] [--judge-lm SPEC]
+
+Each dataset's corpus is the union of its questions' paragraphs (IRCoT style), indexed once with MPNet (cached under
+``MULTIHOP_HOME``). The rows add the modules in the order of Table 3 (QR acts on failed verifications, so it comes
+after AV), on the multi-hop pipeline without reflection; then self-reflection (≤3 rounds, Fig. 5); then the simple-QA
+path in front (Table 6, the default program). Reported per row: Cover-EM, EM, F1 (and LLM Eval with ``--judge-lm``),
+the abstention rate, the share of questions the simple path answered, reflections, LLM calls, tokens and seconds per
+question. Every row is an evaluation folder under ``--out``, so a rerun resumes; DSPy's request cache also lets rows
+that share a prefix of calls (the rows differ by one module) reuse them.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from multihop.data import build_corpus, load_dataset
+from multihop.evaluation import evaluate
+from multihop.lms import configure_lm, make_lm
+from multihop.paths import data_dir
+from multihop.programs import ComposeRAG
+from multihop.retrievers import DenseRetriever
+
+console = Console(width=170)
+DEV_SETS = {"musique": "musique/dev/musique_qa_100.json", "hotpotqa": "hotpotqa/dev/hotpot_dev100.jsonl",
+            "2wiki": "2wikimultihopqa/dev/2wiki_dev100.jsonl"}
+MODULES_OFF = {"decomposition": False, "passage_reranking": False, "answer_verification": False,
+               "query_rewriting": False, "retrieval_decision": False}
+ROWS = {  # Table 3's stepwise integration, then Fig. 5 and Table 6
+    "none (retrieve → answer)": MODULES_OFF,
+    "+ QD + QC": {**MODULES_OFF, "decomposition": True, "retrieval_decision": True},
+    "+ PR": {**MODULES_OFF, "decomposition": True, "retrieval_decision": True, "passage_reranking": True},
+    "+ AV": {"query_rewriting": False},
+    "+ QR (all modules)": {},
+    "+ self-reflection (Fig. 5)": {"max_reflections": 3},
+    "+ simple QA (Table 6; default)": {"max_reflections": 3, "simple_qa": True},
+}
+ROW_DEFAULTS = {"simple_qa": False, "max_reflections": 0}
+PERCENT = ("cover_em", "em", "f1", "llm_eval", "abstained", "simple_qa_resolved")
+COLUMNS = {"cover_em": "Cover-EM", "em": "EM", "f1": "F1", "llm_eval": "LLM Eval", "abstained": "abstained %",
+           "simple_qa_resolved": "simple path %", "reflections": "reflections/q", "rewrites": "rewrites/q",
+           "llm_calls": "LLM calls/q", "tokens": "tokens/q", "seconds": "s/q"}
+
+
+def table(dataset: str, summaries: dict[str, dict], lm: str) -> Table:
+    result = Table(title=f"ComposeRAG on {dataset} ({next(iter(summaries.values()))['questions']} questions), LM {lm}")
+    result.add_column("modules")
+    columns = {key: header for key, header in COLUMNS.items()
+               if key != "llm_eval" or any(s.get("llm_eval") is not None for s in summaries.values())}
+    for header in columns.values():
+        result.add_column(header, justify="right")
+    for name, summary in summaries.items():
+        cells = []
+        for key in columns:
+            value = summary.get(key) or 0.0
+            cells.append(f"{100 * value:.1f}" if key in PERCENT else f"{value:.1f}")
+        errors = f" ({summary['errors']} err)" if summary.get("errors") else ""
+        result.add_row(name + errors, *cells)
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--datasets", default="musique,hotpotqa", help=f"comma-separated: {', '.join(DEV_SETS)}")
+    parser.add_argument("--limit", type=int, default=6, help="questions per dataset")
+    parser.add_argument("--lm", default="local:smollm2", help="local:smollm2, local:<path> or a dspy.LM string")
+    parser.add_argument("--api-base", default=None)
+    parser.add_argument("--api-key", default=None)
+    parser.add_argument("--max-tokens", type=int, default=128, help="generation cap of every stage")
+    parser.add_argument("--judge-lm", default=None, help="LM for LLM Eval (§5.1); none: the column is left out")
+    parser.add_argument("--reflections", type=int, default=3, help="reflection bound of the last two rows (paper: 3)")
+    parser.add_argument("--rows", default=None, help="comma-separated row numbers to run (default: all)")
+    parser.add_argument("--threads", type=int, default=1, help="questions at once (for served LMs)")
+    parser.add_argument("--out", default="runs/bench-composerag", help="evaluation folders (a rerun resumes)")
+    args = parser.parse_args()
+
+    lm = configure_lm(args.lm, max_tokens=args.max_tokens, api_base=args.api_base, api_key=args.api_key)
+    judge = make_lm(args.judge_lm, api_base=args.api_base, api_key=args.api_key) if args.judge_lm else None
+    rows = list(ROWS.items())
+    if args.rows:
+        rows = [rows[int(i) - 1] for i in args.rows.split(",")]
+    for dataset in args.datasets.split(","):
+        data = data_dir() / DEV_SETS[dataset]
+        examples = load_dataset(data, limit=args.limit)
+        corpus = build_corpus(examples, source=str(data))
+        retriever = DenseRetriever.load(DenseRetriever.build_cached(corpus, encoder="mpnet", token_layers=()))
+        console.print(f"{dataset}: {len(examples)} questions, {len(corpus)} passages, LM {lm.model}")
+        out = Path(args.out) / f"{Path(str(lm.model)).name}-{dataset}-{corpus.checksum()[:8]}"
+        summaries = {}
+        for number, (name, switches) in enumerate(ROWS.items(), 1):
+            if (name, switches) not in rows:
+                continue
+            settings = {**ROW_DEFAULTS, **switches}
+            if settings["max_reflections"]:
+                settings["max_reflections"] = args.reflections
+            program = ComposeRAG(retriever=retriever, **settings)
+            summaries[name] = evaluate(program, examples, out / f"row{number}", threads=args.threads, name=name,
+                                       judge_lm=judge)
+        console.print(table(dataset, summaries, str(lm.model)))
+
+
+if __name__ == "__main__":
+    main()
