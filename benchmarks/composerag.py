@@ -19,10 +19,9 @@ import argparse
 from pathlib import Path
 
 from rich.console import Console
-from rich.table import Table
 
 from multihop.data import build_corpus, load_dataset
-from multihop.evaluation import evaluate
+from multihop.evaluation import evaluate, render_table
 from multihop.lms import configure_lm, make_lm
 from multihop.paths import data_dir
 from multihop.programs import ComposeRAG
@@ -43,27 +42,9 @@ ROWS = {  # Table 3's stepwise integration, then Fig. 5 and Table 6
     "+ simple QA (Table 6; default)": {"max_reflections": 3, "simple_qa": True},
 }
 ROW_DEFAULTS = {"simple_qa": False, "max_reflections": 0}
-PERCENT = ("cover_em", "em", "f1", "llm_eval", "abstained", "simple_qa_resolved")
-COLUMNS = {"cover_em": "Cover-EM", "em": "EM", "f1": "F1", "llm_eval": "LLM Eval", "abstained": "abstained %",
-           "simple_qa_resolved": "simple path %", "reflections": "reflections/q", "rewrites": "rewrites/q",
-           "llm_calls": "LLM calls/q", "tokens": "tokens/q", "seconds": "s/q"}
-
-
-def table(dataset: str, summaries: dict[str, dict], lm: str) -> Table:
-    result = Table(title=f"ComposeRAG on {dataset} ({next(iter(summaries.values()))['questions']} questions), LM {lm}")
-    result.add_column("modules")
-    columns = {key: header for key, header in COLUMNS.items()
-               if key != "llm_eval" or any(s.get("llm_eval") is not None for s in summaries.values())}
-    for header in columns.values():
-        result.add_column(header, justify="right")
-    for name, summary in summaries.items():
-        cells = []
-        for key in columns:
-            value = summary.get(key) or 0.0
-            cells.append(f"{100 * value:.1f}" if key in PERCENT else f"{value:.1f}")
-        errors = f" ({summary['errors']} err)" if summary.get("errors") else ""
-        result.add_row(name + errors, *cells)
-    return result
+COLUMNS = [("cover_em", "Cover-EM"), ("em", "EM"), ("f1", "F1"), ("llm_eval", "LLM Eval"),
+           ("abstained", "abstained %"), ("simple_qa_resolved", "simple path %"), ("reflections", "reflections/q"),
+           ("rewrites", "rewrites/q"), ("llm_calls", "LLM calls/q"), ("tokens", "tokens/q"), ("seconds", "s/q")]
 
 
 def main() -> None:
@@ -103,7 +84,8 @@ def main() -> None:
             program = ComposeRAG(retriever=retriever, **settings)
             summaries[name] = evaluate(program, examples, out / f"row{number}", threads=args.threads, name=name,
                                        judge_lm=judge)
-        console.print(table(dataset, summaries, str(lm.model)))
+        title = f"ComposeRAG on {dataset} ({len(examples)} questions), LM {lm.model}"
+        console.print(render_table(summaries, title=title, columns=COLUMNS, label="modules"))
 
 
 if __name__ == "__main__":

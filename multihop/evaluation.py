@@ -37,7 +37,7 @@ COLUMNS = [
     ("recall@2", "R@2"), ("recall@5", "R@5"), ("abstained", "abstained %"), ("llm_calls", "LLM calls/q"),
     ("retrieval_calls", "retrievals/q"), ("tokens", "tokens/q"), ("seconds", "s/q"),
 ]
-PERCENT = {"em", "f1", "acc", "cover_em", "llm_eval", "recall@2", "recall@5", "abstained"}
+PERCENT = {"em", "f1", "acc", "cover_em", "llm_eval", "recall@2", "recall@5", "abstained", "simple_qa_resolved"}
 OPTIONAL = {"llm_eval", "abstained"}  # shown only when some program reports them
 
 
@@ -91,11 +91,13 @@ def summarize(rows: Sequence[dict]) -> dict:
     return summary
 
 
-def render_table(summaries: dict[str, dict], title: str = "multihop evaluation") -> Table:
+def render_table(summaries: dict[str, dict], title: str = "multihop evaluation",
+                 columns: Sequence[tuple[str, str]] = COLUMNS, label: str = "program") -> Table:
+    """One row per summary; rates in percent; an optional column only when some summary has it."""
     table = Table(title=title)
-    table.add_column("program")
+    table.add_column(label)
     table.add_column("n", justify="right")
-    columns = [(key, header) for key, header in COLUMNS
+    columns = [(key, header) for key, header in columns
                if key not in OPTIONAL or any(s.get(key) is not None for s in summaries.values())]
     for _, header in columns:
         table.add_column(header, justify="right")
