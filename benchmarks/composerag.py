@@ -6,11 +6,12 @@ path (Table 6) on real dev sets, with the same retriever and LM for every row.
 
 Each dataset's corpus is the union of its questions' paragraphs (IRCoT style), indexed once with MPNet (cached under
 ``MULTIHOP_HOME``). The rows add the modules in the order of Table 3 (QR acts on failed verifications, so it comes
-after AV), on the multi-hop pipeline without reflection; then self-reflection (≤3 rounds, Fig. 5); then the simple-QA
-path in front (Table 6, the default program). Reported per row: Cover-EM, EM, F1 (and LLM Eval with ``--judge-lm``),
-the abstention rate, the share of questions the simple path answered, reflections, LLM calls, tokens and seconds per
-question. Every row is an evaluation folder under ``--out``, so a rerun resumes; DSPy's request cache also lets rows
-that share a prefix of calls (the rows differ by one module) reuse them.
+after AV), on the multi-hop pipeline without reflection; then self-reflection (≤ ``--reflections`` rounds, Fig. 5);
+then the simple-QA path in front (Table 6, the default program). With ``--upgrade-lm``, Table 4's rows follow: the
+default program with QD, QC, QR, PR, AG, AV moved to the stronger LM one after another. Reported per row: Cover-EM,
+EM, F1 (and LLM Eval with ``--judge-lm``), the abstention rate, the share of questions the simple path answered,
+reflections, rewrites, LLM calls, tokens and seconds per question. Every row is an evaluation folder under ``--out``,
+so a rerun resumes; DSPy's request cache also lets rows that share a prefix of calls reuse them.
 """
 
 from __future__ import annotations
@@ -42,9 +43,29 @@ ROWS = {  # Table 3's stepwise integration, then Fig. 5 and Table 6
     "+ simple QA (Table 6; default)": {"max_reflections": 3, "simple_qa": True},
 }
 ROW_DEFAULTS = {"simple_qa": False, "max_reflections": 0}
+UPGRADES = ("QD", "QC", "QR", "PR", "AG", "AV")  # Table 4's order
 COLUMNS = [("cover_em", "Cover-EM"), ("em", "EM"), ("f1", "F1"), ("llm_eval", "LLM Eval"),
            ("abstained", "abstained %"), ("simple_qa_resolved", "simple path %"), ("reflections", "reflections/q"),
            ("rewrites", "rewrites/q"), ("llm_calls", "LLM calls/q"), ("tokens", "tokens/q"), ("seconds", "s/q")]
+
+
+def row_programs(retriever, reflections: int, upgrade_lm=None) -> list[tuple[str, str, ComposeRAG]]:
+    """(row name, evaluation folder, program) of every row: Table 3 → Fig. 5 → Table 6, then with ``upgrade_lm`` the
+    default program with its modules moved to the stronger LM one after another, cumulatively (Table 4)."""
+    rows = []
+    for number, (name, switches) in enumerate(ROWS.items(), 1):
+        settings = {**ROW_DEFAULTS, **switches}
+        settings["max_reflections"] = reflections if settings["max_reflections"] else 0
+        rows.append((name, f"row{number}", ComposeRAG(retriever=retriever, **settings)))
+    if upgrade_lm is not None:
+        for count in range(1, len(UPGRADES) + 1):
+            program = ComposeRAG(retriever=retriever, max_reflections=reflections)
+            for module in UPGRADES[:count]:
+                program.set_module_lm(module, upgrade_lm)
+            modules = " + ".join(UPGRADES[:count])
+            folder = f"upgrade-{Path(str(upgrade_lm.model)).name}-{'-'.join(UPGRADES[:count])}"
+            rows.append((f"{modules} on the upgrade LM (Table 4)", folder, program))
+    return rows
 
 
 def main() -> None:
@@ -57,6 +78,7 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=128, help="generation cap of every stage")
     parser.add_argument("--judge-lm", default=None, help="LM for LLM Eval (§5.1); none: the column is left out")
     parser.add_argument("--reflections", type=int, default=3, help="reflection bound of the last two rows (paper: 3)")
+    parser.add_argument("--upgrade-lm", default=None, help="a stronger LM: adds Table 4's module-upgrade rows")
     parser.add_argument("--rows", default=None, help="comma-separated row numbers to run (default: all)")
     parser.add_argument("--threads", type=int, default=1, help="questions at once (for served LMs)")
     parser.add_argument("--out", default="runs/bench-composerag", help="evaluation folders (a rerun resumes)")
@@ -64,9 +86,8 @@ def main() -> None:
 
     lm = configure_lm(args.lm, max_tokens=args.max_tokens, api_base=args.api_base, api_key=args.api_key)
     judge = make_lm(args.judge_lm, api_base=args.api_base, api_key=args.api_key) if args.judge_lm else None
-    rows = list(ROWS.items())
-    if args.rows:
-        rows = [rows[int(i) - 1] for i in args.rows.split(",")]
+    upgrade = make_lm(args.upgrade_lm, max_tokens=args.max_tokens, api_base=args.api_base,
+                      api_key=args.api_key) if args.upgrade_lm else None
     for dataset in args.datasets.split(","):
         data = data_dir() / DEV_SETS[dataset]
         examples = load_dataset(data, limit=args.limit)
@@ -74,16 +95,11 @@ def main() -> None:
         retriever = DenseRetriever.load(DenseRetriever.build_cached(corpus, encoder="mpnet", token_layers=()))
         console.print(f"{dataset}: {len(examples)} questions, {len(corpus)} passages, LM {lm.model}")
         out = Path(args.out) / f"{Path(str(lm.model)).name}-{dataset}-{corpus.checksum()[:8]}"
-        summaries = {}
-        for number, (name, switches) in enumerate(ROWS.items(), 1):
-            if (name, switches) not in rows:
-                continue
-            settings = {**ROW_DEFAULTS, **switches}
-            if settings["max_reflections"]:
-                settings["max_reflections"] = args.reflections
-            program = ComposeRAG(retriever=retriever, **settings)
-            summaries[name] = evaluate(program, examples, out / f"row{number}", threads=args.threads, name=name,
-                                       judge_lm=judge)
+        rows = row_programs(retriever, args.reflections, upgrade)
+        if args.rows:
+            rows = [rows[int(i) - 1] for i in args.rows.split(",")]
+        summaries = {name: evaluate(program, examples, out / folder, threads=args.threads, name=name, judge_lm=judge)
+                     for name, folder, program in rows}
         title = f"ComposeRAG on {dataset} ({len(examples)} questions), LM {lm.model}"
         console.print(render_table(summaries, title=title, columns=COLUMNS, label="modules"))
 

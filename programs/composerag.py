@@ -14,7 +14,8 @@ decomposition and the pipeline reruns, at most ``max_reflections`` times (3, §6
 Switches (Tables 3, 5, 6): ``decomposition`` (QD+QC, paired as §6.2 says), ``query_rewriting`` (QR),
 ``passage_reranking`` (PR), ``answer_verification`` (AV), ``retrieval_decision`` (Table 5), ``simple_qa`` (Table 6),
 ``max_reflections`` (Fig. 5). A failed verification is what triggers QR, an escalation and a reflection, so those
-need AV, and reflection needs QD. Every module can run on its own LM with ``set_stage_lm`` (Table 4's upgrades).
+need AV, and reflection needs QD. Every stage can run on its own LM with ``set_stage_lm``, and every module of the
+paper (all its stages) with ``set_module_lm`` (Table 4's upgrades).
 
 Choices where the paper is silent: ``n`` = 10 candidates (the rerank prompt ranks the top 10), ``k`` = 5 passages
 answer a (sub-)question, one query rewrite per sub-question (``max_rewrites``), at most 4 sub-questions (MuSiQue and
@@ -69,6 +70,15 @@ from .composition import (
 )
 
 _NUMBERING = re.compile(r"^\s*\d+[.)]\s+")
+MODULES = {  # the paper's module names (Tables 3-4) → this program's stages
+    "QD": ("decompose", "improve_analysis", "improve_decomposition"),
+    "QC": ("construct",),
+    "RD": ("decide",),
+    "QR": ("rewrite",),
+    "PR": ("rerank",),
+    "AG": ("answer", "finalize"),
+    "AV": ("verify", "verify_final"),
+}
 
 
 class ComposeRAG(MultihopProgram):
@@ -127,6 +137,17 @@ class ComposeRAG(MultihopProgram):
             self.decompose.demos = list(DECOMPOSITION_EXAMPLES)
         if paper_examples and max_reflections:
             self.improve_decomposition.demos = list(REDECOMPOSITION_EXAMPLES)
+
+    def set_module_lm(self, module: str, lm) -> None:
+        """Run one of the paper's modules (``MODULES``: QD, QC, RD, QR, PR, AG, AV) on ``lm``: every stage it has in
+        this configuration (Table 4's upgrade of one module)."""
+        if module not in MODULES:
+            raise KeyError(f"unknown module {module!r}; modules: {', '.join(MODULES)}")
+        stages = [stage for stage in MODULES[module] if stage in self.stage_names()]
+        if not stages:
+            raise KeyError(f"module {module} is switched off in this configuration")
+        for stage in stages:
+            self.set_stage_lm(stage, lm)
 
     def forward(self, question: str) -> dspy.Prediction:
         events, verdicts = Counter(), []

@@ -252,6 +252,17 @@ def test_per_stage_lms_are_used_by_their_stages_only(static_retriever):
     assert not {"rerank", "decompose"} & set(main.seen)
 
 
+def test_upgrading_one_module_moves_all_its_stages(static_retriever):
+    main, upgraded = Script(), Script()
+    dspy.configure(lm=main.lm)
+    program = ComposeRAG(retriever=static_retriever, simple_qa=False)
+    program.set_module_lm("AV", upgraded.lm)
+    program(question=QUESTION)
+    assert set(upgraded.seen) == {"verify", "verify_final"} and not {"verify", "verify_final"} & set(main.seen)
+    with pytest.raises(KeyError, match="switched off"):
+        ComposeRAG(passage_reranking=False).set_module_lm("PR", upgraded.lm)
+
+
 @pytest.mark.parametrize(("ranking", "order", "repaired"), [
     ("[2] > [3] > [1]", [1, 2, 0], False),
     ("[2] > [2] > [1]", [1, 0, 2], True),  # repeated, and [3] skipped: appended in retriever order
