@@ -23,9 +23,9 @@ answer a (sub-)question, one query rewrite per sub-question (``max_rewrites``), 
 earlier answers, so construction starts at the second. When retrieval is judged unnecessary, the sub-question itself
 is the context; if that answer fails verification the hop retrieves after all. An abstention ("I don't know.") fails
 verification without a verifier call (the verifier's step 1 rejects it by definition). An unparsable verdict counts
-as not verified; an unparsable decision retrieves; an unparsable ranking keeps the retriever order; a ``#n`` that
-points to no earlier answer falls back to the original question (App. D's construction rule e); a decomposition that
-cannot be parsed after one retry is the question alone.
+as not verified; an unparsable answer is an abstention; an unparsable decision retrieves; an unparsable ranking keeps
+the retriever order; a ``#n`` that points to no earlier answer falls back to the original question (App. D's
+construction rule e); a decomposition that cannot be parsed after one retry is the question alone.
 """
 
 from __future__ import annotations
