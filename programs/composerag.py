@@ -106,14 +106,12 @@ class ComposeRAG(MultihopProgram):
         if max_reflections and not decomposition:
             raise ValueError("self-reflection re-decomposes the question: it needs decomposition=True")
         super().__init__(retriever=retriever)
-        self.k, self.n = k, n
-        self.decomposition, self.retrieval_decision, self.query_rewriting = decomposition, retrieval_decision, \
-            query_rewriting
-        self.passage_reranking, self.answer_verification, self.simple_qa = passage_reranking, answer_verification, \
-            simple_qa
-        self.max_reflections, self.max_rewrites, self.max_sub_questions = max_reflections, max_rewrites, \
-            max_sub_questions
-        self.paper_examples = paper_examples
+        self.k, self.n, self.paper_examples = k, n, paper_examples
+        self.decomposition, self.retrieval_decision = decomposition, retrieval_decision
+        self.query_rewriting, self.passage_reranking = query_rewriting, passage_reranking
+        self.answer_verification, self.simple_qa = answer_verification, simple_qa
+        self.max_reflections, self.max_rewrites = max_reflections, max_rewrites
+        self.max_sub_questions = max_sub_questions
         if decomposition:
             self.decompose = dspy.Predict(QuestionDecomposition)
             self.construct = dspy.Predict(QuestionConstruction)
