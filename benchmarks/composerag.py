@@ -11,7 +11,8 @@ then the simple-QA path in front (Table 6, the default program). With ``--upgrad
 default program with QD, QC, QR, PR, AG, AV moved to the stronger LM one after another. Reported per row: Cover-EM,
 EM, F1 (and LLM Eval with ``--judge-lm``), the abstention rate, the share of questions the simple path answered,
 reflections, rewrites, LLM calls, tokens and seconds per question. Every row is an evaluation folder under ``--out``,
-so a rerun resumes; DSPy's request cache also lets rows that share a prefix of calls reuse them.
+so a rerun resumes. Each row has its own cache entries (a rollout id per row), so its tokens and seconds are what
+it costs run alone, never calls served from another row's cache.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+import dspy
 from rich.console import Console
 
 from multihop.data import build_corpus, load_dataset
@@ -98,8 +100,11 @@ def main() -> None:
         rows = row_programs(retriever, args.reflections, upgrade)
         if args.rows:
             rows = [rows[int(i) - 1] for i in args.rows.split(",")]
-        summaries = {name: evaluate(program, examples, out / folder, threads=args.threads, name=name, judge_lm=judge)
-                     for name, folder, program in rows}
+        summaries = {}
+        for number, (name, folder, program) in enumerate(rows, 1):
+            with dspy.context(lm=lm.copy(rollout_id=number)):  # no row is served from another row's cache
+                summaries[name] = evaluate(program, examples, out / folder, threads=args.threads, name=name,
+                                           judge_lm=judge)
         title = f"ComposeRAG on {dataset} ({len(examples)} questions), LM {lm.model}"
         console.print(render_table(summaries, title=title, columns=COLUMNS, label="modules"))
 
