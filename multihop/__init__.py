@@ -16,6 +16,7 @@ _EXPORTS = {
     "Passage": "multihop.corpus",
     "make_lm": "multihop.lms",
     "evaluate": "multihop.evaluation",
+    "LLMJudge": "multihop.metrics",
     "record_trace": "multihop.tracing",
     "load": "multihop.optimize.compile",
 }
