@@ -56,6 +56,7 @@ from .base import MultihopProgram
 from .composition import (
     background,
     citations,
+    decomposed_information,
     final_answer,
     identifiers,
     is_abstention,
@@ -153,7 +154,7 @@ class ComposeRAG(MultihopProgram):
             hop = self.solve(question, "none", events, verdicts, stage="simple", pipeline=False)
             events["simple_qa_resolved"] = int(hop["verified"])
             if hop["verified"]:
-                return self.prediction(question, "simple", hop["answer"], [hop], [], [], None, events, verdicts)
+                return self.prediction("simple", hop["answer"], [hop], [], [], None, events, verdicts)
             events["escalated"] = 1
         sub_questions = self.initial_decomposition(question, events)
         decompositions, rounds = [sub_questions], []
@@ -173,7 +174,7 @@ class ComposeRAG(MultihopProgram):
                 events["reflection_fallback"] += 1
                 break
             decompositions.append(sub_questions)
-        return self.prediction(question, "multihop", answer, hops, decompositions, rounds, grounded, events, verdicts)
+        return self.prediction("multihop", answer, hops, decompositions, rounds, grounded, events, verdicts)
 
     def initial_decomposition(self, question: str, events: Counter) -> list[str]:
         """QD (§4.1.1): the sub-questions, or the question as its single hop (a simple question, QD switched off, or
@@ -272,14 +273,19 @@ class ComposeRAG(MultihopProgram):
 
     def verdict(self, stage: str, question: str, hop: dict, verdicts: list) -> bool:
         """AV (App. A.1) against the cited passages (all of them when the answer cites none)."""
-        if hop["abstained"]:
+        return self.checked(self.verify, stage, question, hop["answer"], verdicts,
+                            source=numbered(hop["cited"] or hop["passages"]))
+
+    def checked(self, verifier: dspy.Predict, stage: str, question: str, answer: str, verdicts: list,
+                **evidence) -> bool:
+        """One verdict, recorded in ``verdicts``: an abstention fails without a call, an unparsable reply fails."""
+        if is_abstention(answer):
             valid, reason = False, "abstained"
         else:
-            result = self.run_stage(self.verify, {"valid": False, "reason": "unparsable verdict"}, question=question,
-                                    answer=hop["answer"], source=numbered(hop["cited"] or hop["passages"]))
+            result = self.run_stage(verifier, {"valid": False, "reason": "unparsable verdict"}, question=question,
+                                    answer=answer, **evidence)
             valid, reason = result.valid is True, result.reason or ""
-        verdicts.append({"stage": stage, "question": question, "answer": hop["answer"], "valid": valid,
-                         "reason": reason})
+        verdicts.append({"stage": stage, "question": question, "answer": answer, "valid": valid, "reason": reason})
         return valid
 
     def final(self, question: str, sub_questions: list[str], hops: list[dict], verdicts: list) -> tuple[str, bool]:
@@ -287,26 +293,17 @@ class ComposeRAG(MultihopProgram):
         step 1; None without AV). A single hop on the question itself is final, with its own verdict."""
         if len(hops) == 1 and sub_questions == [question]:
             return hops[0]["answer"], hops[0]["verified"]
-        record = "\n".join(f"Sub-question {i}: {hop['question']}\nReasoning: {hop['reasoning']}\n"
-                           f"Answer: {strip_citations(hop['answer'])}" for i, hop in enumerate(hops, 1))
         result = self.run_stage(self.finalize, {"answer": hops[-1]["answer"]}, question=question,
-                                decomposed_information=record)
+                                decomposed_information=decomposed_information(hops))
         answer = (result.answer or "").strip() or ABSTENTION
         return answer, self.final_verdict(question, answer, hops, verdicts) if self.answer_verification else None
 
     def final_verdict(self, question: str, answer: str, hops: list[dict], verdicts: list) -> bool:
         """Alg. 1 step 1: the final answer against the passages the hops cited (all they read when none cited)."""
         passages = unique(p for hop in hops for p in hop["cited"]) or unique(p for hop in hops for p in hop["passages"])
-        if is_abstention(answer):
-            valid, reason = False, "abstained"
-        else:
-            result = self.run_stage(self.verify_final, {"valid": False, "reason": "unparsable verdict"},
-                                    question=question, answer=strip_citations(answer), passages=passages)
-            valid, reason = result.valid is True, result.reason or ""
-        verdicts.append({"stage": "final", "question": question, "answer": answer, "valid": valid, "reason": reason})
-        return valid
+        return self.checked(self.verify_final, "final", question, strip_citations(answer), verdicts, passages=passages)
 
-    def prediction(self, question, path, answer, hops, decompositions, rounds, grounded, events, verdicts):
+    def prediction(self, path, answer, hops, decompositions, rounds, grounded, events, verdicts):
         if path == "simple":
             grounded = True
         answer = final_answer(answer)

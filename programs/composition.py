@@ -27,14 +27,9 @@ def parse_ranking(text: str, count: int) -> tuple[list[int], bool]:
     """0-based passage order from a listwise ranking ``[x] > [y] > …`` over ``count`` passages, and whether it needed
     repair: repeated identifiers keep their first place, unknown ones are dropped, and the ones it skipped follow in
     retriever order."""
-    order: list[int] = []
-    for number in (int(n) for n in _CITATION.findall(text or "")):
-        if 1 <= number <= count and number - 1 not in order:
-            order.append(number - 1)
-    ranked = len(order)
-    order += [i for i in range(count) if i not in order]
-    mentioned = _CITATION.findall(text or "")
-    return order, len(mentioned) != ranked or ranked < min(count, 10)
+    ranked = citations(text, count)
+    repaired = len(_CITATION.findall(text or "")) != len(ranked) or len(ranked) < min(count, 10)
+    return ranked + [i for i in range(count) if i not in ranked], repaired
 
 
 def citations(answer: str, count: int) -> list[int]:
@@ -95,6 +90,12 @@ def previous_decompositions(rounds: Sequence[tuple[Sequence[str], str]]) -> str:
         blocks += [f"Incorrect decomposition {n}:", *(f"{i}. {s}" for i, s in enumerate(sub_questions, 1)),
                    f"New decomposition instructions {n}:", analysis]
     return "\n".join(blocks)
+
+
+def decomposed_information(hops: Sequence[dict]) -> str:
+    """Final answering's input (App. D): each answered sub-question with its reasoning."""
+    return "\n".join(f"Sub-question {i}: {hop['question']}\nReasoning: {hop['reasoning']}\n"
+                     f"Answer: {strip_citations(hop['answer'])}" for i, hop in enumerate(hops, 1))
 
 
 def final_answer(answer: str) -> str:
