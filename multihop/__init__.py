@@ -18,7 +18,8 @@ _EXPORTS = {
     "evaluate": "multihop.evaluation",
     "LLMJudge": "multihop.metrics",
     "record_trace": "multihop.tracing",
-    "load": "multihop.optimize.compile",
+    "load": "multihop.programs.saved",
+    "save": "multihop.programs.saved",
 }
 
 __all__ = [*_EXPORTS, "__version__"]

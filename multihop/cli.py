@@ -36,12 +36,12 @@ def _configure(lm: str, api_base: str | None, api_key: str | None, adapter: str 
 
 def _program(name: str, retriever_dir: str | None, corpus: str | None, data: str | None, k: int, encoder: str,
              settings: list[str] | None = None):
-    from multihop.programs import PROGRAMS
+    from multihop.programs import PROGRAMS, takes_retriever
 
     if name not in PROGRAMS:
         raise typer.BadParameter(f"unknown program {name!r}; choose from {', '.join(PROGRAMS)}")
     cls, switches = PROGRAMS[name], _settings(settings or [])
-    if name == "NoRetrieval":
+    if not takes_retriever(cls):
         return cls(**switches), None
     retriever_path = _retriever(retriever_dir, corpus, data, encoder)
     from multihop.retrievers import load_retriever
@@ -247,7 +247,7 @@ def eval_cmd(
     judge = make_lm(judge_lm, api_base=api_base, api_key=api_key) if judge_lm else None
     examples = load_dataset(data, limit=limit)
     if load:
-        from multihop.optimize.compile import load as load_program
+        from multihop.programs import load as load_program
 
         instance = load_program(load)
     else:
@@ -281,7 +281,8 @@ def compile_cmd(
     """Compile a program with a DSPy optimizer on a train split and save it (DSPy state + manifest)."""
     from multihop.data import load_dataset
     from multihop.lms import make_lm
-    from multihop.optimize.compile import compile_program, save
+    from multihop.optimize.compile import compile_program
+    from multihop.programs import save
 
     _configure(lm, api_base, api_key)
     trainset = load_dataset(data, limit=limit)
@@ -327,8 +328,8 @@ def trajectories_cmd(
 ):
     """Record every stage call of a program run by a teacher LM, keeping the questions that pass the metric."""
     from multihop.data import load_dataset
-    from multihop.optimize.compile import load
     from multihop.optimize.trajectories import collect
+    from multihop.programs import load
 
     teacher = _configure(teacher_lm, api_base, api_key)
     examples = load_dataset(data, limit=limit)
@@ -372,11 +373,11 @@ def ask_cmd(
     api_key: str = API_KEY,
 ):
     """Answer one question with a saved program and print its stage trace."""
-    from multihop.optimize.compile import load as load_program
+    from multihop.programs import load as load_program
 
     _configure(lm, api_base, api_key)
     prediction = load_program(load)(question=question)
-    _print_trace(prediction.trace)
+    _print_trace(prediction.stage_trace)
     console.print(f"[bold]answer:[/bold] {prediction.answer!r}")
     console.print(json.dumps({k: v for k, v in prediction.counts.items() if k != "passage_ids"}))
 

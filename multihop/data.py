@@ -1,6 +1,6 @@
 """Loaders for MuSiQue, HotpotQA, 2WikiMultihopQA, HippoRAG corpus files and a generic JSONL format.
 
-Questions become ``dspy.Example(id, question, answers, gold_passage_ids, decomposition, hops, type, dataset,
+Questions become ``dspy.Example(id, question, answer, answers, gold_passage_ids, decomposition, hops, type, dataset,
 paragraphs).with_inputs("question")``; corpora become a :class:`~multihop.corpus.Corpus`. Files are read with the
 standard ``json`` module rather than ``datasets``: the native schemas mix lists and nested lists per row (HotpotQA's
 ``context`` is ``[[title, [sentences]]]``), which Arrow cannot type, and errors must name the file, line and field.
@@ -101,7 +101,9 @@ def detect_format(rec: Any) -> str:
 
 
 def _example(**fields: Any) -> dspy.Example:
-    return dspy.Example(**fields).with_inputs("question")
+    """A question as DSPy expects it: ``question`` is the input and ``answer`` (the first gold answer) the label that
+    labelled demos, ``dspy.evaluate.answer_exact_match`` and the adapters read; ``answers`` keeps every alias."""
+    return dspy.Example(answer=fields["answers"][0] if fields["answers"] else "", **fields).with_inputs("question")
 
 
 def _musique(rec: dict, where: str) -> dspy.Example:

@@ -32,8 +32,8 @@ DEMO_MAX_TOKENS = 32
 
 def run_demo(out: Path, train: int = 20, dev: int = 20, lm: str = "local:smollm2", api_base: str | None = None,
              api_key: str | None = None, console: Console | None = None) -> dict:
-    from multihop.optimize.compile import compile_program, load, save
-    from multihop.programs import NoRetrieval, SingleStepRAG
+    from multihop.optimize.compile import compile_program
+    from multihop.programs import NoRetrieval, SingleStepRAG, load, save
     from multihop.retrievers import DenseRetriever
 
     console = console or Console()

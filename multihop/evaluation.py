@@ -28,7 +28,7 @@ from tqdm.auto import tqdm
 from multihop.jsonl import append_row, read_rows
 from multihop.metrics import LLMJudge, answer_scores, recall_at_k
 from multihop.paths import atomic_write_text
-from multihop.tracing import jsonable
+from multihop.tracing import jsonable, record_trace
 
 RESULTS = "results.jsonl"
 SUMMARY = "summary.json"
@@ -47,14 +47,15 @@ def trace_path(out_dir: Path, qid: str) -> Path:
 
 def run_question(program: dspy.Module, example: dspy.Example, judge: LLMJudge | None = None
                  ) -> tuple[dict, list[dict]]:
-    """Answer one question and score it (and judge it, given a judge); never raises."""
+    """Answer one question and score it (and judge it, given a judge); never raises. The call is traced here, so
+    any ``dspy.Module`` gets its stage records and counts, not only a ``MultihopProgram``."""
     start = time.perf_counter()
     row = {"id": example.id, "question": example.question, "answers": list(example.answers)}
     trace: list[dict] = []
     try:
-        prediction = program(**example.inputs())
-        trace = prediction.get("trace") or []
-        counts = dict(prediction.get("counts") or {})
+        with record_trace(program) as recorded:
+            prediction = program(**example.inputs())
+        trace, counts = recorded.to_list(), recorded.counts()
         ids = list(prediction.get("passage_ids") or counts.get("passage_ids") or [])
         counts.pop("passage_ids", None)
         row.update(prediction=prediction.answer or "", passage_ids=ids, counts=counts, error=None)

@@ -5,6 +5,15 @@ not affected). Every call of a ``dspy.Predict`` (an LLM stage) and of a retrieve
 ``ids``) becomes one record: the stage's path in the program (``answer.predict``, ``retriever``), inputs, outputs,
 the LM that served it, latency, and prompt/completion tokens. DSPy's own history omits retriever calls; here they are
 first-class. Token counts come from DSPy's usage tracker, so cache hits count zero tokens, as DSPy reports them.
+
+Programs count their own events (a fallback taken, a repair made) with :func:`count`, which adds to every trace
+recorded in the current context; :meth:`Trace.counts` reports them beside the LLM and retrieval counts.
+
+Work a program fans out with ``dspy.Parallel`` (or DSPy's ``ParallelExecutor``) is recorded into the same trace:
+DSPy copies the context's settings into each worker, callbacks included, and deep-copies the usage tracker, whose
+copy here is the tracker itself, so children share the trace and their tokens. A plain ``ThreadPoolExecutor`` sees
+DSPy's context settings (the LM, callbacks, this trace) only when its tasks run in a copy of the caller's context:
+``pool.submit(contextvars.copy_context().run, fn, ...)``, as :func:`multihop.evaluate` does.
 """
 
 from __future__ import annotations
@@ -12,6 +21,8 @@ from __future__ import annotations
 import contextvars
 import threading
 import time
+import warnings
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -47,7 +58,8 @@ def _call_inputs(inputs: dict[str, Any]) -> dict[str, Any]:
 
 
 class Trace:
-    """The ordered stage records of one program call, with the per-question counts the papers report."""
+    """The ordered stage records of one program call, its counted events, and the per-question counts the papers
+    report. Safe to share between threads."""
 
     def __init__(self, root: dspy.Module | None = None):
         self.names: dict[int, str] = {}
@@ -56,9 +68,11 @@ class Trace:
                 self.names.setdefault(id(module), name.removeprefix("self."))
         self.root_id = id(root) if root is not None else None
         self.records: list[dict] = []
+        self.events: Counter = Counter()
         self._open: dict[str, dict] = {}
         self._lock = threading.Lock()
         self._t0 = time.perf_counter()
+        self.usage: UsageTracker | None = None  # set by record_trace
         self.current = contextvars.ContextVar(f"multihop_stage_{id(self)}", default=None)
         self.module = contextvars.ContextVar(f"multihop_module_{id(self)}", default=None)
 
@@ -68,9 +82,16 @@ class Trace:
             return "rm" if not isinstance(instance, dspy.Predict) else type(instance).__name__.lower()
         return name
 
+    def count(self, name: str, n: int = 1) -> None:
+        with self._lock:
+            self.events[name] += n
+
     def counts(self) -> dict:
-        lm_records = [r for r in self.records if r["kind"] == "lm"]
-        retrievals = [r for r in self.records if r["kind"] == "retriever"]
+        """LLM calls, LM requests, retrievals, stage errors, tokens, the passages retrieved, and every event."""
+        with self._lock:
+            records, events = list(self.records), dict(self.events)
+        lm_records = [r for r in records if r["kind"] == "lm"]
+        retrievals = [r for r in records if r["kind"] == "retriever"]
         passage_ids: list[str] = []
         for record in retrievals:
             for pid in (record.get("outputs") or {}).get("ids", []):
@@ -82,34 +103,60 @@ class Trace:
             "llm_calls": len(lm_records),
             "lm_requests": sum(r.get("lm_requests", 0) for r in lm_records),
             "retrieval_calls": len(retrievals),
-            "stage_errors": sum(1 for r in self.records if "error" in r),
+            "stage_errors": sum(1 for r in records if "error" in r),
             "prompt_tokens": prompt,
             "completion_tokens": completion,
             "tokens": prompt + completion,
             "passage_ids": passage_ids,
+            **events,
         }
 
     def to_list(self) -> list[dict]:
-        return [dict(r) for r in self.records]
+        with self._lock:
+            return [dict(r) for r in self.records]
+
+
+def active_traces() -> list[Trace]:
+    """The traces recorded in the current context, outermost first (DSPy carries them into its parallel workers)."""
+    return [cb.trace for cb in dspy.settings.get("callbacks") or [] if isinstance(cb, TraceCallback)]
+
+
+def count(name: str, n: int = 1) -> None:
+    """Count ``n`` occurrences of the event ``name`` (a fallback, a repair, a rewrite) in every trace being recorded
+    here; outside a trace it does nothing. The counts appear in ``prediction.counts`` and evaluation summaries."""
+    for trace in active_traces():
+        trace.count(name, n)
 
 
 class _StageUsage(UsageTracker):
-    """DSPy's usage tracker, also adding each LM response's tokens to the stage that is running."""
+    """DSPy's usage tracker, also adding each LM response's tokens to the stage that is running and passing every
+    entry on to the tracker it replaced (DSPy's own, when usage tracking is on).
+
+    DSPy's ``ParallelExecutor`` deep-copies the tracker for each worker thread; the copy is this tracker itself, so
+    work fanned out inside a program call is added to the same trace and totals (under a lock)."""
 
     def __init__(self, trace: Trace, parent: UsageTracker | None):
         super().__init__()
         self.trace, self.parent = trace, parent
+        self._lock = threading.Lock()
+
+    def __deepcopy__(self, memo: dict) -> _StageUsage:
+        return self
 
     def add_usage(self, lm: str, usage_entry: dict[str, Any]) -> None:
-        super().add_usage(lm, usage_entry)
+        with self._lock:
+            super().add_usage(lm, usage_entry)
         if self.parent is not None:
             self.parent.add_usage(lm, usage_entry)
         record = self.trace.current.get()
         if record is not None:
-            record["prompt_tokens"] = record.get("prompt_tokens", 0) + int(usage_entry.get("prompt_tokens") or 0)
-            record["completion_tokens"] = record.get("completion_tokens", 0) + int(
-                usage_entry.get("completion_tokens") or 0
-            )
+            with self.trace._lock:
+                record["prompt_tokens"] += int(usage_entry.get("prompt_tokens") or 0)
+                record["completion_tokens"] += int(usage_entry.get("completion_tokens") or 0)
+
+    def get_total_tokens(self) -> dict[str, dict[str, Any]]:
+        with self._lock:
+            return super().get_total_tokens()
 
 
 class TraceCallback(BaseCallback):
@@ -137,17 +184,18 @@ class TraceCallback(BaseCallback):
         }
         if is_lm:
             record.update(lm=None, lm_requests=0, prompt_tokens=0, completion_tokens=0)
-        self._tokens[call_id] = (trace.current if is_lm else trace.module).set(record)
+        token = (trace.current if is_lm else trace.module).set(record)
         with trace._lock:
+            self._tokens[call_id] = token
             trace._open[call_id] = record
 
     def on_module_end(self, call_id: str, outputs: Any | None, exception: Exception | None = None):
         trace = self.trace
         with trace._lock:
             record = trace._open.pop(call_id, None)
+            token = self._tokens.pop(call_id, None)
         if record is None:
             return
-        token = self._tokens.pop(call_id)
         token.var.reset(token)
         if record["kind"] == "module":
             if hasattr(outputs, "ids"):
@@ -164,8 +212,28 @@ class TraceCallback(BaseCallback):
     def on_lm_start(self, call_id: str, instance: Any, inputs: dict[str, Any]):
         record = self.trace.current.get()
         if record is not None:
-            record["lm"] = getattr(instance, "model", type(instance).__name__)
-            record["lm_requests"] += 1
+            with self.trace._lock:
+                record["lm"] = getattr(instance, "model", type(instance).__name__)
+                record["lm_requests"] += 1
+
+
+class TracedPrediction(dspy.Prediction):
+    """A program's prediction, with its stage records as ``stage_trace`` and its counts as ``counts``."""
+
+    @property
+    def trace(self) -> list[dict]:
+        warnings.warn("prediction.trace is renamed prediction.stage_trace (DSPy uses the name trace); the old name "
+                      "goes in the next release", DeprecationWarning, stacklevel=2)
+        return self.stage_trace
+
+    @classmethod
+    def from_trace(cls, prediction: dspy.Prediction, trace: Trace, with_usage: bool = False) -> TracedPrediction:
+        """``prediction`` with ``stage_trace`` and ``counts`` from ``trace``; ``with_usage`` also sets DSPy's LM usage
+        (``get_lm_usage()``) from the trace's tracker, which stood in for the one DSPy would have opened."""
+        traced = cls(dict(prediction.items(include_dspy=True)), stage_trace=trace.to_list(), counts=trace.counts())
+        traced._completions = prediction._completions
+        traced.set_lm_usage(trace.usage.get_total_tokens() if with_usage else prediction.get_lm_usage())
+        return traced
 
 
 @contextmanager
@@ -177,7 +245,7 @@ def record_trace(root: dspy.Module | None = None) -> Iterator[Trace]:
     >>> trace.counts()["llm_calls"]
     """
     trace = Trace(root)
+    trace.usage = _StageUsage(trace, dspy.settings.get("usage_tracker"))
     callbacks = [*dspy.settings.get("callbacks", []), TraceCallback(trace)]
-    usage = _StageUsage(trace, dspy.settings.get("usage_tracker"))
-    with dspy.context(callbacks=callbacks, usage_tracker=usage):
+    with dspy.context(callbacks=callbacks, usage_tracker=trace.usage):
         yield trace

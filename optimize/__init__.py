@@ -1,5 +1,5 @@
 """Making programs better: prompt optimization with DSPy's optimizers, teacher trajectories, LoRA students."""
 
-from .compile import OPTIMIZERS, compile_program, load, save
+from .compile import OPTIMIZERS, compile_program
 
-__all__ = ["OPTIMIZERS", "compile_program", "load", "save"]
+__all__ = ["OPTIMIZERS", "compile_program"]

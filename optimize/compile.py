@@ -1,27 +1,21 @@
-"""Compile a program against a train split with any of DSPy's optimizers, and save/load it with a manifest.
+"""Compile a program against a train split with any of DSPy's optimizers.
 
-A saved program is a folder: ``program.json`` (DSPy's ``save`` of the predictors' state: instructions and demos)
-and ``manifest.json`` (program class and constructor config, the retriever folder, the LM spec, the optimizer and
-its settings, the data file with its checksum, and the score before/after). :func:`load` rebuilds the program from
-the manifest and loads the state; a state saved from another program class or config is refused.
+The compiled program's demos keep only their signature's fields (``multihop.programs.saved.trim_demos``); save it
+with ``multihop.programs.save``, which records the report returned here in the manifest.
 """
 
 from __future__ import annotations
 
-import inspect
-import json
 import logging
 import random
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import dspy
 
 from multihop.metrics import dspy_metric
-from multihop.paths import atomic_write_text
+from multihop.programs.saved import trim_demos
 
-STATE, MANIFEST = "program.json", "manifest.json"
 logger = logging.getLogger(__name__)
 
 
@@ -103,7 +97,7 @@ def compile_program(
     report = {"optimizer": optimizer, "settings": settings, "metric": metric, "seed": seed}
     if valset:
         report["val_before"] = validation_score(program, valset, metric)
-    compiled = teleprompter.compile(program, trainset=trainset, **compile_kwargs)
+    compiled = trim_demos(teleprompter.compile(program, trainset=trainset, **compile_kwargs))
     if valset:
         report["val_after"] = validation_score(compiled, valset, metric)
         report["unchanged"] = report["val_after"] == report["val_before"]
@@ -111,45 +105,3 @@ def compile_program(
             logger.warning("%s left the validation %s at %.1f: the metric never changed", optimizer, metric,
                            report["val_after"])
     return compiled, report
-
-
-def save(program: dspy.Module, directory: str | Path, **manifest) -> Path:
-    """Save ``program``'s state and a manifest (class, config, plus any keyword given here)."""
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    program.save(str(directory / STATE))
-    info = {"program": type(program).__name__, "config": program.config(), **manifest}
-    atomic_write_text(directory / MANIFEST, json.dumps(info, indent=2))
-    return directory
-
-
-def read_manifest(directory: str | Path) -> dict:
-    path = Path(directory) / MANIFEST
-    if not path.exists():
-        raise FileNotFoundError(f"{directory} is not a saved multihop program ({MANIFEST} missing)")
-    return json.loads(path.read_text())
-
-
-def load(directory: str | Path, program: dspy.Module | None = None, retriever: dspy.Module | None = None):
-    """Rebuild a saved program (or load the state into ``program``, which must be of the saved class and config)."""
-    from multihop.programs import PROGRAMS
-
-    directory = Path(directory)
-    info = read_manifest(directory)
-    if program is None:
-        cls = PROGRAMS[info["program"]]
-        kwargs = dict(info.get("config") or {})
-        if "retriever" in inspect.signature(cls.__init__).parameters:
-            if retriever is None and info.get("retriever"):
-                from multihop.retrievers import load_retriever
-
-                retriever = load_retriever(info["retriever"])
-            kwargs["retriever"] = retriever
-        program = cls(**kwargs)
-    if type(program).__name__ != info["program"] or program.config() != info.get("config", {}):
-        raise ValueError(
-            f"{directory} holds a {info['program']} with config {info.get('config')}; it cannot be loaded into a "
-            f"{type(program).__name__} with config {program.config()}"
-        )
-    program.load(str(directory / STATE))
-    return program

@@ -1,38 +1,58 @@
 """What every multihop program shares (DESIGN.md, "The contract every program keeps").
 
-A :class:`MultihopProgram` records a :class:`~multihop.tracing.Trace` around each call, and returns it with the
-per-question counts (``llm_calls``, ``retrieval_calls``, ``tokens``, ``passage_ids``) on the prediction as
-``prediction.trace`` and ``prediction.counts``. A program adds its own counts (fallbacks taken, repairs made) by
-returning them as ``events``; they are merged into ``counts``. It also gives every stage its own LM
-(``set_stage_lm``) and the retriever lookup that DSPy's own ``Retrieve`` uses (the constructor's, else
-``dspy.settings.rm``).
+A :class:`MultihopProgram` records a :class:`~multihop.tracing.Trace` around each call, and returns the prediction
+with its stage records (``prediction.stage_trace``) and per-question counts (``prediction.counts``: ``llm_calls``,
+``retrieval_calls``, ``tokens``, ``passage_ids`` and every event the program counted with
+:func:`multihop.tracing.count`). Its constructor settings are its ``__init__`` parameters, read back by
+:meth:`~MultihopProgram.config`, so a new switch is one parameter kept as an attribute of the same name. Every
+subclass registers itself by class name (:data:`PROGRAMS`), which is how a saved program is rebuilt. It also gives
+every stage its own LM (``set_stage_lm``) and the retriever lookup that DSPy's own ``Retrieve`` uses (the
+constructor's, else ``dspy.settings.rm``).
 """
 
 from __future__ import annotations
 
+import inspect
 import logging
+from typing import ClassVar
 
 import dspy
 from dspy.utils.exceptions import AdapterParseError
 
-from multihop.tracing import record_trace
+from multihop.tracing import TracedPrediction, record_trace
 
 logger = logging.getLogger(__name__)
 
+PROGRAMS: dict[str, type[MultihopProgram]] = {}
+
+
+def takes_retriever(cls: type) -> bool:
+    """Whether a program class is built with a retriever (a ``retriever`` constructor parameter)."""
+    return "retriever" in inspect.signature(cls.__init__).parameters
+
 
 class MultihopProgram(dspy.Module):
-    """Base class of the five methods and the baselines."""
+    """Base class of the five methods and the baselines.
+
+    ``count_display`` maps an event the program counts to how evaluation tables show it: ``"rate"`` (a share of
+    questions, in percent) or ``"mean"`` (per question, the default for any count).
+    """
+
+    count_display: ClassVar[dict[str, str]] = {}
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        PROGRAMS[cls.__name__] = cls
 
     def __init__(self, retriever: dspy.Module | None = None):
         super().__init__()
         self.retriever = retriever
 
-    def __call__(self, *args, **kwargs) -> dspy.Prediction:
+    def __call__(self, *args, **kwargs) -> TracedPrediction:
+        own_usage = dspy.settings.track_usage and dspy.settings.get("usage_tracker") is None
         with record_trace(self) as trace:
             prediction = super().__call__(*args, **kwargs)
-        prediction.trace = trace.to_list()
-        prediction.counts = {**trace.counts(), **(prediction.get("events") or {})}
-        return prediction
+        return TracedPrediction.from_trace(prediction, trace, with_usage=own_usage)
 
     @property
     def rm(self) -> dspy.Module:
@@ -67,9 +87,22 @@ class MultihopProgram(dspy.Module):
         for predictor in matched:
             predictor.set_lm(lm)
 
+    @classmethod
+    def settings(cls) -> list[str]:
+        """The constructor settings that define a program of this class: its ``__init__`` parameters but the
+        retriever."""
+        parameters = inspect.signature(cls.__init__).parameters.values()
+        return [p.name for p in parameters if p.name not in ("self", "retriever")
+                and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+
     def config(self) -> dict:
-        """The constructor settings that define this program (saved next to a compiled program's state)."""
-        return {}
+        """The constructor settings of this program, read from the attributes named like the parameters (saved next
+        to a compiled program's state, and compared when it is loaded)."""
+        missing = [name for name in self.settings() if not hasattr(self, name)]
+        if missing:
+            raise TypeError(f"{type(self).__name__} keeps no attribute for its constructor setting(s) {missing}: "
+                            "store each setting as self.<name>")
+        return {name: getattr(self, name) for name in self.settings()}
 
 
 def safe_answer(text: str | None) -> str:

@@ -39,6 +39,3 @@ class SingleStepRAG(MultihopProgram):
         return dspy.Prediction(
             answer=safe_answer(result.answer), passages=hits.passages, passage_ids=hits.ids, scores=hits.scores
         )
-
-    def config(self) -> dict:
-        return {"k": self.k}

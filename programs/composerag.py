@@ -31,7 +31,6 @@ construction rule e); a decomposition that cannot be parsed after one retry is t
 from __future__ import annotations
 
 import re
-from collections import Counter
 
 import dspy
 
@@ -51,6 +50,7 @@ from multihop.signatures.composerag import (
     QuestionDecomposition,
     RetrievalDecision,
 )
+from multihop.tracing import count
 
 from .base import MultihopProgram
 from .composition import (
@@ -149,17 +149,17 @@ class ComposeRAG(MultihopProgram):
             self.set_stage_lm(stage, lm)
 
     def forward(self, question: str) -> dspy.Prediction:
-        events, verdicts = Counter(), []
+        verdicts = []
         if self.simple_qa:
-            hop = self.solve(question, "none", events, verdicts, stage="simple", pipeline=False)
-            events["simple_qa_resolved"] = int(hop["verified"])
+            hop = self.solve(question, "none", verdicts, stage="simple", pipeline=False)
+            count("simple_qa_resolved", int(hop["verified"]))
             if hop["verified"]:
-                return self.prediction("simple", hop["answer"], [hop], [], [], None, events, verdicts)
-            events["escalated"] = 1
-        sub_questions = self.initial_decomposition(question, events)
+                return self.prediction("simple", hop["answer"], [hop], [], [], None, verdicts)
+            count("escalated")
+        sub_questions = self.initial_decomposition(question)
         decompositions, rounds = [sub_questions], []
         while True:
-            hops = self.solve_all(question, sub_questions, events, verdicts)
+            hops = self.solve_all(question, sub_questions, verdicts)
             answer, grounded = self.final(question, sub_questions, hops, verdicts)
             if grounded is not False or len(rounds) == self.max_reflections:
                 break
@@ -169,38 +169,38 @@ class ComposeRAG(MultihopProgram):
             redone = self.run_stage(self.improve_decomposition, {"new_decomposition": []}, question=question,
                                     previous_decompositions=previous_decompositions(rounds))
             sub_questions = clean(redone.new_decomposition)[: self.max_sub_questions]
-            events["reflections"] += 1
+            count("reflections")
             if not sub_questions:
-                events["reflection_fallback"] += 1
+                count("reflection_fallback")
                 break
             decompositions.append(sub_questions)
-        return self.prediction("multihop", answer, hops, decompositions, rounds, grounded, events, verdicts)
+        return self.prediction("multihop", answer, hops, decompositions, rounds, grounded, verdicts)
 
-    def initial_decomposition(self, question: str, events: Counter) -> list[str]:
+    def initial_decomposition(self, question: str) -> list[str]:
         """QD (§4.1.1): the sub-questions, or the question as its single hop (a simple question, QD switched off, or
         a decomposition that could not be parsed)."""
         if not self.decomposition:
             return [question]
         result = self.run_stage(self.decompose, {"sub_questions": []}, retries=1, question=question)
-        events["decomposition_fallback"] = int(bool(result.get("failed")))
+        count("decomposition_fallback", int(bool(result.get("failed"))))
         return clean(result.sub_questions)[: self.max_sub_questions] or [question]
 
-    def solve_all(self, question: str, sub_questions: list[str], events: Counter, verdicts: list) -> list[dict]:
+    def solve_all(self, question: str, sub_questions: list[str], verdicts: list) -> list[dict]:
         """Iterative sub-question processing (§4.2): construct each sub-question from the earlier answers, solve it."""
         hops: list[dict] = []
         for sub_question in sub_questions:
-            constructed = self.constructed(question, sub_question, hops, events)
-            hops.append(self.solve(constructed, background(question, hops), events, verdicts,
+            constructed = self.constructed(question, sub_question, hops)
+            hops.append(self.solve(constructed, background(question, hops), verdicts,
                                    stage=f"hop {len(hops) + 1}"))
             hops[-1]["sub_question"] = sub_question
         return hops
 
-    def constructed(self, question: str, sub_question: str, hops: list[dict], events: Counter) -> str:
+    def constructed(self, question: str, sub_question: str, hops: list[dict]) -> str:
         """QC (App. A.1): the sub-question with every ``#n`` replaced by answer n. A reference to no earlier answer
         falls back to the original question; a placeholder the LM left in is substituted with the answer."""
         refs = placeholders(sub_question)
         if any(not 1 <= ref <= len(hops) for ref in refs):
-            events["placeholder_fallback"] += 1
+            count("placeholder_fallback")
             return question
         if not hops:
             return sub_question
@@ -209,22 +209,22 @@ class ComposeRAG(MultihopProgram):
                                 question_answer_pairs=qa_pairs(hops), new_question=sub_question)
         rewritten = (result.rewritten_question or "").strip() or sub_question
         if placeholders(rewritten):
-            events["placeholder_substituted"] += 1
+            count("placeholder_substituted")
             rewritten = substitute(rewritten, answers)
         return rewritten
 
-    def solve(self, question: str, context_note: str, events: Counter, verdicts: list, stage: str,
+    def solve(self, question: str, context_note: str, verdicts: list, stage: str,
               pipeline: bool = True) -> dict:
         """One (sub-)question: decide retrieval → retrieve (→ rerank) → answer → verify; a failed verification
         retrieves after a skipped retrieval, else rewrites the query (at most ``max_rewrites``) and retries. The
         simple pipeline (``pipeline=False``) is retrieve → answer → verify, once."""
         retrieve = not (pipeline and self.retrieval_decision) or self.needs_retrieval(question)
-        events["retrieval_skipped"] += int(not retrieve)
+        count("retrieval_skipped", int(not retrieve))
         query, last_query, queries, rewrites = question, "none", [], 0
         while True:
             if retrieve:
                 queries.append(query)
-                passages, ids = self.evidence(query, rerank=pipeline, events=events)
+                passages, ids = self.evidence(query, rerank=pipeline)
             else:
                 passages, ids = [question], []
             hop = self.generate(question, passages, ids, context_note)
@@ -241,13 +241,13 @@ class ComposeRAG(MultihopProgram):
                                        last_rewritten_query=last_query).new_query
             query = last_query = (new_query or "").strip() or query
             rewrites += 1
-            events["rewrites"] += 1
+            count("rewrites")
 
     def needs_retrieval(self, question: str) -> bool:
         decision = self.run_stage(self.decide, {"needs_retrieval": True}, question=question)
         return decision.needs_retrieval is not False
 
-    def evidence(self, query: str, rerank: bool, events: Counter) -> tuple[list[str], list[str]]:
+    def evidence(self, query: str, rerank: bool) -> tuple[list[str], list[str]]:
         """The passages a (sub-)question is answered from: the retriever's top ``k``, or its top ``n`` reranked by
         the LLM (RankGPT-style listwise, §4.1.2) and cut to ``k``."""
         rerank = rerank and self.passage_reranking
@@ -257,7 +257,7 @@ class ComposeRAG(MultihopProgram):
             result = self.run_stage(self.rerank, {"ranking": ""}, query=query, identifiers=identifiers(len(passages)),
                                     context=numbered(passages))
             order, repaired = parse_ranking(result.ranking, len(passages))
-            events["rerank_repaired"] += int(repaired)
+            count("rerank_repaired", int(repaired))
             passages, ids = [passages[i] for i in order], [ids[i] for i in order]
         return passages[: self.k], ids[: self.k]
 
@@ -303,14 +303,14 @@ class ComposeRAG(MultihopProgram):
         passages = unique(p for hop in hops for p in hop["cited"]) or unique(p for hop in hops for p in hop["passages"])
         return self.checked(self.verify_final, "final", question, strip_citations(answer), verdicts, passages=passages)
 
-    def prediction(self, path, answer, hops, decompositions, rounds, grounded, events, verdicts):
+    def prediction(self, path, answer, hops, decompositions, rounds, grounded, verdicts):
         if path == "simple":
             grounded = True
         answer = final_answer(answer)
-        events["abstained"] = int(answer == ABSTENTION)
-        events["sub_questions"] = len(decompositions[-1]) if decompositions else 0
-        events["verifications"] = len(verdicts)
-        events["verifications_failed"] = sum(not v["valid"] for v in verdicts)
+        count("abstained", int(answer == ABSTENTION))
+        count("sub_questions", len(decompositions[-1]) if decompositions else 0)
+        count("verifications", len(verdicts))
+        count("verifications_failed", sum(not v["valid"] for v in verdicts))
         return dspy.Prediction(
             answer=answer,
             path=path,
@@ -319,21 +319,12 @@ class ComposeRAG(MultihopProgram):
             sub_questions=decompositions[-1] if decompositions else [],
             decompositions=decompositions,
             reflection_analyses=[analysis for _, analysis in rounds],
-            reflections=events["reflections"],
+            reflections=len(rounds),
             history=hops,
             verdicts=verdicts,
             cited_ids=unique(i for hop in hops for i in hop["cited_ids"]),
             passage_ids=unique(i for hop in hops for i in hop["passage_ids"]),
-            events=dict(events),
         )
-
-    def config(self) -> dict:
-        return {"k": self.k, "n": self.n, "decomposition": self.decomposition,
-                "retrieval_decision": self.retrieval_decision, "query_rewriting": self.query_rewriting,
-                "passage_reranking": self.passage_reranking, "answer_verification": self.answer_verification,
-                "simple_qa": self.simple_qa, "max_reflections": self.max_reflections,
-                "max_rewrites": self.max_rewrites, "max_sub_questions": self.max_sub_questions,
-                "paper_examples": self.paper_examples}
 
 
 def clean(sub_questions) -> list[str]:

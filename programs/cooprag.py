@@ -18,9 +18,9 @@ Defaults the paper leaves open: n = 20 first-stage candidates (App. A fixes k = 
 under 50 ms with cached states), 4 buckets (App. F.3's choice), seed 0 for the per-bucket layer draw.
 
 Robustness (small models): an unrolling that cannot be parsed, or that returns neither sub-questions nor a chain, is
-retried once (sampled), then the raw question is used (``events["unrolling_fallback"]``); a chain whose last tail is
-not ``<FILL>`` gets it back (``events["fill_repaired"]``); a completion that fails keeps the masked chain
-(``events["completion_fallback"]``); an answer that cannot be parsed is the empty string, never invented.
+retried once (sampled), then the raw question is used (counted as ``unrolling_fallback``); a chain whose last tail is
+not ``<FILL>`` gets it back (``fill_repaired``); a completion that fails keeps the masked chain
+(``completion_fallback``); an answer that cannot be parsed is the empty string, never invented.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from multihop.signatures.cooprag import (
     Reasoning,
     ReasoningChainCompletion,
 )
+from multihop.tracing import count
 
 from .base import MultihopProgram, safe_answer
 from .chain import normalize_chain, repair_fill, unrolled_query
@@ -85,24 +86,25 @@ class CoopRAG(MultihopProgram):
 
     def unroll_question(self, question: str) -> dspy.Prediction:
         """Stage 1 and Eq. 1: the unrolling (sub-questions, masked chain, hop count, structure) and the query U, with
-        the fallback and repair events. Without unrolling, U is the question."""
-        events = {"unrolling_fallback": 0, "fill_repaired": 0}
+        whether it fell back to the question (both counted, with the ``<FILL>`` repair). Without unrolling, U is the
+        question."""
         if not self.unrolling:
             return dspy.Prediction(sub_questions=[], chain=[], hop_count=None, reasoning_structure=None,
-                                   query=question, events=events)
+                                   query=question, fallback=False)
         unrolled = self.run_stage(self.unroll, {}, retries=1, question=question)
         sub_questions = [str(s).strip() for s in (unrolled.get("sub_questions") or []) if str(s).strip()]
         chain = normalize_chain(unrolled.get("reasoning_chain"))
-        events["unrolling_fallback"] = int(not sub_questions and not chain)
+        fallback = not sub_questions and not chain
         chain, repaired = repair_fill(chain)
-        events["fill_repaired"] = int(repaired)
+        count("unrolling_fallback", int(fallback))
+        count("fill_repaired", int(repaired))
         return dspy.Prediction(sub_questions=sub_questions, chain=chain, hop_count=unrolled.get("hop_count"),
                                reasoning_structure=unrolled.get("reasoning_structure"),
-                               query=unrolled_query(question, sub_questions, chain), events=events)
+                               query=unrolled_query(question, sub_questions, chain), fallback=fallback)
 
     def forward(self, question: str) -> dspy.Prediction:
         unrolled = self.unroll_question(question)
-        events = {**unrolled.events, "completion_fallback": 0}
+        completion_failed = False
         chain = unrolled.chain
         search = self.search if self.search is not None else self.reranked(self.rm)
         hits = search(unrolled.query, k=self.k)
@@ -112,13 +114,14 @@ class CoopRAG(MultihopProgram):
             result = self.run_stage(self.complete_and_reason, {"completed_chain": chain, "answer": ""},
                                     reasoning_chain=chain, **inputs)
             completed, answer = normalize_chain(result.completed_chain) or chain, result.answer
-            events["completion_fallback"] = int(bool(result.get("failed")))
+            completion_failed = bool(result.get("failed"))
         else:
             if hasattr(self, "complete") and chain:
                 result = self.run_stage(self.complete, {"completed_chain": chain}, reasoning_chain=chain, **inputs)
                 completed = normalize_chain(result.completed_chain) or chain
-                events["completion_fallback"] = int(bool(result.get("failed")))
+                completion_failed = bool(result.get("failed"))
             answer = self.run_stage(self.reason, {"answer": ""}, reasoning_chain=completed, **inputs).answer
+        count("completion_fallback", int(completion_failed))
         return dspy.Prediction(
             answer=safe_answer(answer),
             hop_count=unrolled.hop_count,
@@ -131,10 +134,4 @@ class CoopRAG(MultihopProgram):
             passage_ids=hits.ids,
             scores=list(hits.scores),
             candidates=list(hits.get("candidates") or hits.ids),
-            events=events,
         )
-
-    def config(self) -> dict:
-        return {"n": self.n, "k": self.k, "uncertainty_mask": self.uncertainty_mask, "unrolling": self.unrolling,
-                "rerank": self.rerank, "omega": self.omega, "buckets": self.buckets, "unified": self.unified,
-                "seed": self.seed}

@@ -37,7 +37,7 @@ def unroll_questions(program: CoopRAG, examples: Sequence[dspy.Example], out: st
             row = {"id": example.id, "question": example.question, "unrolled": unrolled.query,
                    "sub_questions": unrolled.sub_questions, "reasoning_chain": unrolled.chain,
                    "hop_count": unrolled.hop_count, "reasoning_structure": unrolled.reasoning_structure,
-                   "fallback": bool(unrolled.events["unrolling_fallback"])}
+                   "fallback": unrolled.fallback}
             append_row(sink, row)
             rows[example.id] = row
     return rows

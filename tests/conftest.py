@@ -1,10 +1,11 @@
 import os
-from pathlib import Path
 
 import dspy
 import pytest
 
 from multihop.corpus import Passage
+
+from helpers import StaticRetriever, data_root
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -22,13 +23,6 @@ def isolated_dspy_cache(tmp_path, monkeypatch):
     """Requests never leak between tests through DSPy's cache."""
     monkeypatch.setattr(dspy, "cache", dspy.clients.Cache(enable_disk_cache=False, enable_memory_cache=True,
                                                             disk_cache_dir=str(tmp_path / "cache")))
-
-
-def data_root() -> Path:
-    value = os.environ.get("MULTIHOP_DATA")
-    if not value or not Path(value).is_dir():
-        pytest.skip("MULTIHOP_DATA is not set (the Makefile points it at ../shared/data)")
-    return Path(value)
 
 
 @pytest.fixture(scope="session")
@@ -58,20 +52,6 @@ def cached_retriever(musique_dev, tmp_path_factory):
     corpus = build_corpus(musique_dev[:5])
     return DenseRetriever.build(corpus, encoder="minilm", work_dir=tmp_path_factory.mktemp("shards"),
                                 token_layers=(1, 4))
-
-
-class StaticRetriever(dspy.Module):
-    """A retriever that returns fixed passages and counts its calls."""
-
-    def __init__(self, passages: list[Passage]):
-        super().__init__()
-        self.passages, self.calls = passages, []
-
-    def forward(self, query, k=5):
-        self.calls.append((query, k))
-        hits = self.passages[:k]
-        return dspy.Prediction(passages=[p.render() for p in hits], ids=[p.id for p in hits],
-                               scores=[1.0 - i / 10 for i in range(len(hits))])
 
 
 @pytest.fixture

@@ -3,13 +3,13 @@ from typer.testing import CliRunner
 from multihop.cli import app
 from multihop.evaluation import evaluate
 
-from test_evaluation import Echo, make_examples
+from helpers import Echo, echo_examples
 
 runner = CliRunner()
 
 
 def test_trace_show_lists_questions_and_shows_one(tmp_path):
-    evaluate(Echo(), make_examples(2), tmp_path, progress=False)
+    evaluate(Echo(), echo_examples(2), tmp_path, progress=False)
     listing = runner.invoke(app, ["trace", "show", str(tmp_path)])
     assert listing.exit_code == 0 and "q0" in listing.output and "q1" in listing.output
     one = runner.invoke(app, ["trace", "show", str(tmp_path), "--id", "q1"])

@@ -1,10 +1,12 @@
+import json
+
 import dspy
 import pytest
 
-from multihop.optimize.compile import compile_program, load, save
-from multihop.programs import NoRetrieval, SingleStepRAG
+from multihop.optimize.compile import compile_program
+from multihop.programs import NoRetrieval, SingleStepRAG, load, save
 
-from scripted import scripted_lm
+from helpers import example, examples, scripted_lm
 
 
 def _answer_from_prompt(prompt: str) -> dict:
@@ -16,8 +18,7 @@ def _answer_from_prompt(prompt: str) -> dict:
 def test_bootstrap_adds_demos_and_save_load_answers_the_same(static_retriever, tmp_path):
     lm, _ = scripted_lm(_answer_from_prompt)
     dspy.configure(lm=lm)
-    trainset = [dspy.Example(id=str(i), question=f"question {i}", answers=[f"answer {i}"]).with_inputs("question")
-                for i in range(6)]
+    trainset = examples(6)
     compiled, report = compile_program(SingleStepRAG(retriever=static_retriever, k=2), trainset, metric="em")
     assert report["optimizer"] == "bootstrap" and "val_before" not in report
     assert len(compiled.answer.demos) >= 2
@@ -35,29 +36,27 @@ def test_loading_into_another_program_is_refused(static_retriever, tmp_path):
         load(tmp_path / "prog", program=SingleStepRAG(retriever=static_retriever, k=7))
 
 
-def _trainset(n=6):
-    return [dspy.Example(id=str(i), question=f"question {i}", answers=[f"answer {i}"]).with_inputs("question")
-            for i in range(n)]
-
-
 def test_labeled_few_shot_and_random_search_report_validation_scores(static_retriever):
     lm, _ = scripted_lm(_answer_from_prompt)
     dspy.configure(lm=lm)
-    labeled, _ = compile_program(SingleStepRAG(retriever=static_retriever, k=2), _trainset(), optimizer="labeled",
+    labeled, _ = compile_program(SingleStepRAG(retriever=static_retriever, k=2), examples(6), optimizer="labeled",
                                  k=3)
-    assert len(labeled.answer.demos) == 3 and all("answers" in dict(d) for d in labeled.answer.demos)
-    _, report = compile_program(NoRetrieval(), _trainset(), optimizer="random-search", metric="em",
-                                       valset=_trainset(3), num_candidate_programs=2)
+    assert len(labeled.answer.demos) == 3
+    assert all(set(dict(d)) == {"question", "answer"} for d in labeled.answer.demos)  # signature fields only
+    _, report = compile_program(NoRetrieval(), examples(6), optimizer="random-search", metric="em",
+                                       valset=examples(3), num_candidate_programs=2)
     assert report["val_before"] == report["val_after"] == 100.0 and report["unchanged"] is True
 
 
 def test_a_compile_that_never_changes_the_metric_says_so(caplog):
     lm, _ = scripted_lm(lambda prompt: {"answer": "wrong"})
     dspy.configure(lm=lm)
-    compiled, report = compile_program(NoRetrieval(), _trainset(), metric="f1", valset=_trainset(2))
+    compiled, report = compile_program(NoRetrieval(), examples(6), metric="f1", valset=examples(2))
     assert report["val_before"] == report["val_after"] == 0.0 and report["unchanged"]
     assert "never changed" in caplog.text
-    assert all("answer" not in dict(d) for d in compiled.answer.demos)  # labelled fill-up only: none bootstrapped
+    # none bootstrapped (every answer was wrong): the demos are the labelled fill-up, with the gold answers
+    gold = {d.question: d.answer for d in examples(6)}
+    assert len(compiled.answer.demos) == 2 and all(d.answer == gold[d.question] for d in compiled.answer.demos)
 
 
 def test_every_optimizer_is_built_and_gepa_gets_a_feedback_metric():
@@ -71,6 +70,21 @@ def test_every_optimizer_is_built_and_gepa_gets_a_feedback_metric():
                      "gepa": "GEPA"}
     with pytest.raises(ValueError, match="unknown optimizer"):
         make_optimizer("adam", "f1")
-    gold = _trainset(1)[0]
+    gold = examples(1)[0]
     feedback = gepa_metric("em")(gold, dspy.Prediction(answer="answer 1"), None, "answer", None)
     assert feedback.score == 0.0 and "answer 0" in feedback.feedback and "answer 1" in feedback.feedback
+
+
+def test_a_labelled_demo_reaches_the_prompt_and_is_stored_with_its_signature_fields_only(static_retriever, tmp_path):
+    lm, engine = scripted_lm(_answer_from_prompt)
+    dspy.configure(lm=lm)
+    train = [example(i, paragraphs=[{"title": "T", "text": "long paragraph"}], gold_passage_ids=["p"])
+             for i in range(3)]
+    compiled, _ = compile_program(SingleStepRAG(retriever=static_retriever, k=2), train, optimizer="labeled", k=1)
+    [demo] = compiled.answer.demos
+    compiled(question="question 9")
+    shown = engine.requests[-1].split("question 9", 1)[0]  # the prompt before the real question
+    assert demo.question in shown and demo.answer in shown
+    save(compiled, tmp_path / "prog")
+    stored = json.loads((tmp_path / "prog" / "program.json").read_text())["answer"]["demos"]
+    assert stored == [{"question": demo.question, "answer": demo.answer}]

@@ -4,11 +4,11 @@ import re
 import dspy
 import pytest
 
-from multihop.optimize.compile import compile_program, load, save
-from multihop.programs import ComposeRAG
+from multihop.optimize.compile import compile_program
+from multihop.programs import ComposeRAG, load, save
 from multihop.programs.composition import citations, is_abstention, parse_ranking, strip_citations
 
-from scripted import scripted_lm
+from helpers import scripted_lm
 
 QUESTION = "Where was the founder of the company that makes the Xbox born?"
 SUBS = ["Which company makes the Xbox?", "Who founded #1?", "Where was #2 born?"]
@@ -117,7 +117,7 @@ def test_failed_simple_verification_escalates_and_placeholders_resolve_across_th
     assert prediction.counts["escalated"] == 1 and prediction.counts["sub_questions"] == 3
     assert [v["valid"] for v in prediction.verdicts] == [False, True, True, True, True]
     assert prediction.counts["llm_calls"] == len(script.seen) and prediction.counts["retrieval_calls"] == 4
-    assert [r["stage"] for r in prediction.trace if r["kind"] == "lm"] == script.seen  # per-stage trace
+    assert [r["stage"] for r in prediction.stage_trace if r["kind"] == "lm"] == script.seen  # per-stage trace
 
 
 def test_reranking_reorders_passages_and_keeps_k(static_retriever):
@@ -236,7 +236,7 @@ def test_abstention_fails_verification_without_a_verifier_call(static_retriever)
 def test_unparsable_stages_fall_back_without_crashing(static_retriever):
     script = Script(decompose=lambda p: {"nonsense": "x"}, verify=lambda p: {"reason": "r", "valid": "maybe"})
     _, prediction, script = run(static_retriever, script, max_reflections=0, **MULTIHOP)
-    assert [r["stage"] for r in prediction.trace if "error" in r][:2] == ["decompose", "decompose"]  # one retry
+    assert [r["stage"] for r in prediction.stage_trace if "error" in r][:2] == ["decompose", "decompose"]  # one retry
     assert prediction.sub_questions == [QUESTION] and prediction.counts["decomposition_fallback"] == 1
     assert prediction.grounded is False and "finalize" not in script.seen
 

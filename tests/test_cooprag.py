@@ -2,13 +2,17 @@ import json
 
 import dspy
 import pytest
+from typer.testing import CliRunner
 
-from multihop.optimize.compile import compile_program, load, save
-from multihop.programs import CoopRAG
+from multihop.cli import app
+from multihop.optimize.compile import compile_program
+from multihop.programs import CoopRAG, load, save
 from multihop.programs.chain import normalize_chain, repair_fill, unrolled_query
+from multihop.programs.cooprag_training import unroll_questions
 from multihop.retrievers import Retriever
+from multihop.retrievers.finetune import read_unrolled
 
-from scripted import scripted_lm
+from helpers import StageScript, data_root, example, scripted_lm
 
 QUESTION = "Who founded the company that makes the Xbox?"
 SUBS = ["Which company makes the Xbox?", "Who founded Microsoft?"]
@@ -16,51 +20,42 @@ MASKED = [["Xbox", "made by", "<UNCERTAIN>"], ["<UNCERTAIN>", "founded by", "<FI
 COMPLETED = [["Xbox", "made by", "Microsoft"], ["Microsoft", "founded by", "Bill Gates"]]
 
 
-def stage_of(prompt: str) -> str:
-    for marker, stage in (("CoopRAG unified", "complete_and_reason"), ("logical decomposition", "unroll"),
-                          ("triple verification agent", "complete"), ("inference agent", "reason")):
-        if marker in prompt:
-            return stage
-    raise AssertionError(f"unknown stage prompt: {prompt[:200]}")
-
-
-def cooprag_lm(unroll_chain=MASKED, unrolling_ok=True):
-    replies = {
-        "unroll": {"hop_count": "2", "reasoning_structure": "company, then founder",
-                   "sub_questions": json.dumps(SUBS), "reasoning_chain": json.dumps(unroll_chain)},
+def cooprag_script(unroll_chain=MASKED, unrolling_ok=True) -> StageScript:
+    """Every CoopRAG stage answered as a capable LM would; attach the programs it serves."""
+    unroll = {"hop_count": "2", "reasoning_structure": "company, then founder", "sub_questions": json.dumps(SUBS),
+              "reasoning_chain": json.dumps(unroll_chain)}
+    return StageScript({
+        "unroll": unroll if unrolling_ok else {"nonsense": "I cannot do that"},
         "complete": {"completed_chain": json.dumps(COMPLETED)},
         "reason": {"answer": "Bill Gates"},
         "complete_and_reason": {"completed_chain": json.dumps(COMPLETED), "answer": "Bill Gates"},
-    }
-    if not unrolling_ok:
-        replies["unroll"] = {"nonsense": "I cannot do that"}
-    seen = []
+    }, cache=True)
 
-    def respond(prompt):
-        seen.append(stage_of(prompt))
-        return replies[seen[-1]]
 
-    lm, engine = scripted_lm(respond)
-    return lm, engine, seen
+def scripted(program: CoopRAG, **script) -> tuple[CoopRAG, StageScript]:
+    """``program`` with a :func:`cooprag_script` configured as the LM."""
+    stages = cooprag_script(**script)
+    stages.attach(program)
+    dspy.configure(lm=stages.lm)
+    return program, stages
 
 
 def test_three_stages_run_in_order_with_the_right_inputs(static_retriever):
-    lm, engine, seen = cooprag_lm()
-    dspy.configure(lm=lm)
-    prediction = CoopRAG(retriever=static_retriever, rerank=None, k=3)(question=QUESTION)
-    assert seen == ["unroll", "complete", "reason"]
+    program, script = scripted(CoopRAG(retriever=static_retriever, rerank=None, k=3))
+    prediction = program(question=QUESTION)
+    assert script.seen == ["unroll", "complete", "reason"]
     assert static_retriever.calls == [(unrolled_query(QUESTION, SUBS, MASKED), 3)]
     assert prediction.answer == "Bill Gates"
     assert prediction.sub_questions == SUBS and prediction.hop_count == 2
     assert prediction.masked_chain == MASKED and prediction.completed_chain == COMPLETED
     assert prediction.passage_ids == [p.id for p in static_retriever.passages[:3]]
-    completion, reasoning = engine.requests[1], engine.requests[2]
+    completion, reasoning = script.engine.requests[1], script.engine.requests[2]
     assert "<UNCERTAIN>" in completion.split("reasoning_chain ## ]]")[-1] and "T2: text 2" in completion
     assert "Bill Gates" in reasoning and "<FILL>" not in reasoning.split("reasoning_chain ## ]]")[-1]
     counts = prediction.counts
     assert counts["llm_calls"] == 3 and counts["retrieval_calls"] == 1
     assert counts["unrolling_fallback"] == counts["fill_repaired"] == counts["completion_fallback"] == 0
-    assert [r["kind"] for r in prediction.trace] == ["lm", "retriever", "lm", "lm"]
+    assert [r["kind"] for r in prediction.stage_trace] == ["lm", "retriever", "lm", "lm"]
 
 
 def test_unrolled_query_is_question_then_sub_questions_then_chain():
@@ -71,60 +66,53 @@ def test_unrolled_query_is_question_then_sub_questions_then_chain():
 
 
 def test_unified_variant_completes_and_answers_in_one_call(static_retriever):
-    lm, _, seen = cooprag_lm()
-    dspy.configure(lm=lm)
-    program = CoopRAG(retriever=static_retriever, rerank=None, unified=True)
+    program, script = scripted(CoopRAG(retriever=static_retriever, rerank=None, unified=True))
     prediction = program(question=QUESTION)
-    assert seen == ["unroll", "complete_and_reason"]
+    assert script.seen == ["unroll", "complete_and_reason"]
     assert prediction.counts["llm_calls"] == 2 and prediction.answer == "Bill Gates"
     assert prediction.completed_chain == COMPLETED
     assert program.stage_names() == ["unroll", "complete_and_reason"]
 
 
 def test_without_uncertainty_mask_there_is_no_mask_instruction_and_no_completion(static_retriever):
-    lm, engine, seen = cooprag_lm(unroll_chain=COMPLETED[:1] + [["Microsoft", "founded by", "<FILL>"]])
-    dspy.configure(lm=lm)
-    program = CoopRAG(retriever=static_retriever, rerank=None, uncertainty_mask=False)
+    program, script = scripted(CoopRAG(retriever=static_retriever, rerank=None, uncertainty_mask=False),
+                               unroll_chain=COMPLETED[:1] + [["Microsoft", "founded by", "<FILL>"]])
     prediction = program(question=QUESTION)
-    assert seen == ["unroll", "reason"] and "complete" not in program.stage_names()
-    assert "<UNCERTAIN>" not in engine.requests[0]
+    assert script.seen == ["unroll", "reason"] and "complete" not in program.stage_names()
+    assert "<UNCERTAIN>" not in script.engine.requests[0]
     assert prediction.counts["llm_calls"] == 2
     assert prediction.completed_chain == prediction.masked_chain
 
 
 def test_without_unrolling_the_raw_question_is_the_query(static_retriever):
-    lm, _, seen = cooprag_lm()
-    dspy.configure(lm=lm)
-    prediction = CoopRAG(retriever=static_retriever, rerank=None, unrolling=False)(question=QUESTION)
-    assert seen == ["reason"] and static_retriever.calls[0][0] == QUESTION
+    program, script = scripted(CoopRAG(retriever=static_retriever, rerank=None, unrolling=False))
+    prediction = program(question=QUESTION)
+    assert script.seen == ["reason"] and static_retriever.calls[0][0] == QUESTION
     assert prediction.sub_questions == [] and prediction.counts["llm_calls"] == 1
 
 
 def test_unparsable_unrolling_retries_once_then_falls_back_to_the_question(static_retriever):
-    lm, _, seen = cooprag_lm(unrolling_ok=False)
-    dspy.configure(lm=lm)
-    prediction = CoopRAG(retriever=static_retriever, rerank=None)(question=QUESTION)
+    program, script = scripted(CoopRAG(retriever=static_retriever, rerank=None), unrolling_ok=False)
+    prediction = program(question=QUESTION)
     assert static_retriever.calls[0][0] == QUESTION
     assert prediction.counts["unrolling_fallback"] == 1
     assert prediction.counts["stage_errors"] == 2  # the first try and the retry, both in the trace
-    assert [r["stage"] for r in prediction.trace if "error" in r] == ["unroll", "unroll"]
-    assert "complete" not in seen and seen[-1] == "reason"  # nothing to complete: answer from the documents
+    assert [r["stage"] for r in prediction.stage_trace if "error" in r] == ["unroll", "unroll"]
+    assert "complete" not in script.seen and script.seen[-1] == "reason"  # nothing to complete: answer from documents
     assert prediction.answer == "Bill Gates"
 
 
 def test_a_chain_that_lost_its_fill_is_repaired(static_retriever):
-    lm, engine, _ = cooprag_lm(unroll_chain=[["Xbox", "made by", "Microsoft"], ["Microsoft", "founded by", "Paul"]])
-    dspy.configure(lm=lm)
-    prediction = CoopRAG(retriever=static_retriever, rerank=None)(question=QUESTION)
+    program, _ = scripted(CoopRAG(retriever=static_retriever, rerank=None),
+                          unroll_chain=[["Xbox", "made by", "Microsoft"], ["Microsoft", "founded by", "Paul"]])
+    prediction = program(question=QUESTION)
     assert prediction.masked_chain[-1] == ["Microsoft", "founded by", "<FILL>"]
     assert "Paul" not in static_retriever.calls[0][0]  # the guessed answer never reaches the query
     assert prediction.counts["fill_repaired"] == 1
 
 
 def test_empty_answer_stays_empty(static_retriever):
-    lm, _, _ = cooprag_lm()
-    dspy.configure(lm=lm)
-    program = CoopRAG(retriever=static_retriever, rerank=None)
+    program, _ = scripted(CoopRAG(retriever=static_retriever, rerank=None))
     program.set_stage_lm("reason", scripted_lm(lambda prompt: {"answer": "  "}, name="empty")[0])
     assert program(question=QUESTION).answer == ""
 
@@ -150,20 +138,17 @@ def test_rerank_switches_choose_the_reranker(cached_retriever, rerank, omega, sc
 
 
 def test_rala_reranks_the_first_stage_candidates_of_a_real_corpus(cached_retriever, musique_dev):
-    lm, _, _ = cooprag_lm()
-    dspy.configure(lm=lm)
-    question = musique_dev[0].question
-    prediction = CoopRAG(retriever=cached_retriever, buckets=2, n=10, k=3)(question=question)
+    program, _ = scripted(CoopRAG(retriever=cached_retriever, buckets=2, n=10, k=3))
+    prediction = program(question=musique_dev[0].question)
     assert len(prediction.candidates) == 10 and set(prediction.passage_ids) <= set(prediction.candidates)
     assert prediction.scores == sorted(prediction.scores, reverse=True)
     assert prediction.counts["retrieval_calls"] == 1  # the reranker's first stage is not counted twice
 
 
 def test_bootstrap_compiles_demos_for_all_three_stages(static_retriever):
-    lm, _, _ = cooprag_lm()
-    dspy.configure(lm=lm)
-    trainset = [dspy.Example(question=QUESTION, answers=["Bill Gates"]).with_inputs("question")]
-    compiled, _ = compile_program(CoopRAG(retriever=static_retriever, rerank=None), trainset, optimizer="bootstrap")
+    program, _ = scripted(CoopRAG(retriever=static_retriever, rerank=None))
+    trainset = [dspy.Example(question=QUESTION, answer="Bill Gates", answers=["Bill Gates"]).with_inputs("question")]
+    compiled, _ = compile_program(program, trainset, optimizer="bootstrap")
     assert {name: len(p.demos) for name, p in compiled.named_predictors()} == {"unroll": 1, "complete": 1,
                                                                               "reason": 1}
 
@@ -185,13 +170,54 @@ def test_smollm2_runs_every_stage_on_two_real_questions(cached_retriever, musiqu
 
     configure_lm("local:smollm2", max_tokens=256)
     program = CoopRAG(retriever=cached_retriever, n=10, k=5, buckets=2)
-    for example in musique_dev[:2]:
-        prediction = program(question=example.question)
-        stages = [r["stage"] for r in prediction.trace if r["kind"] == "lm"]
+    for question in musique_dev[:2]:
+        prediction = program(question=question.question)
+        stages = [r["stage"] for r in prediction.stage_trace if r["kind"] == "lm"]
         assert stages[0] == "unroll" and stages[-1] == "reason"
         assert prediction.counts["llm_calls"] == len(stages) and prediction.counts["retrieval_calls"] == 1
         completes = stages.count("complete")
         assert completes == (1 if prediction.masked_chain else 0)
-        assert prediction.query.startswith(example.question)
+        assert prediction.query.startswith(question.question)
         assert len(prediction.passages) == 5 and prediction.scores == sorted(prediction.scores, reverse=True)
         assert isinstance(prediction.answer, str)
+
+
+def questions(n):
+    return [example(i, question=f"Who founded the company that makes product {i}?") for i in range(n)]
+
+
+def test_unrolling_file_has_eq1_queries_and_sub_questions_and_resumes(tmp_path):
+    program, script = scripted(CoopRAG(rerank=None))
+    out = tmp_path / "unrolled.jsonl"
+    unroll_questions(program, questions(2), out, progress=False)
+    with open(out, "a") as torn:
+        torn.write('{"id": "q2", "unrol')  # a run that died mid-write
+    rows = unroll_questions(program, questions(4), out, progress=False)
+    assert script.seen == ["unroll"] * 4  # q0, q1 once each; the torn q2 and q3 on the rerun
+    assert list(rows) == ["q0", "q1", "q2", "q3"]
+    record = read_unrolled(out)["q3"]
+    assert record["sub_questions"] == SUBS and record["reasoning_chain"] == MASKED and record["hop_count"] == 2
+    assert record["unrolled"] == unrolled_query(questions(4)[3].question, SUBS, MASKED)
+    assert record["fallback"] is False
+
+
+def test_a_failed_unrolling_keeps_the_raw_question_and_says_so(tmp_path):
+    lm, _ = scripted_lm(lambda prompt: {"nonsense": "no"})
+    dspy.configure(lm=lm)
+    rows = unroll_questions(CoopRAG(rerank=None), questions(1), tmp_path / "u.jsonl", progress=False)
+    assert rows["q0"]["fallback"] is True and rows["q0"]["sub_questions"] == []
+    assert rows["q0"]["unrolled"] == questions(1)[0].question
+
+
+def test_cli_unroll_writes_the_file_retriever_train_reads(tmp_path, monkeypatch):
+    import multihop.cli as cli
+
+    script = cooprag_script()
+    script.attach(CoopRAG(rerank=None))
+    monkeypatch.setattr(cli, "_configure", lambda *args, **kwargs: dspy.configure(lm=script.lm))
+    data = data_root() / "musique/dev/musique_qa_100.json"
+    result = CliRunner().invoke(app, ["cooprag", "unroll", str(data), "--out", str(tmp_path / "u.jsonl"),
+                                      "--limit", "3"])
+    assert result.exit_code == 0, result.output
+    assert "unrolled 3 questions (0 fell back" in result.output and script.seen == ["unroll"] * 3
+    assert len(read_unrolled(tmp_path / "u.jsonl")) == 3

@@ -1,11 +1,12 @@
 import json
 
+import dspy
 import pytest
 
 from multihop.corpus import Corpus, DataFormatError, Passage, join_sentences
 from multihop.data import build_corpus, detect_format, find_files, load_corpus, load_dataset
 
-from conftest import data_root
+from helpers import data_root
 
 
 def test_musique_dev_loads_with_gold_and_decomposition(musique_dev):
@@ -112,3 +113,12 @@ def test_non_utf8_bytes_are_reported_with_their_position(tmp_path):
     path.write_bytes(b'{"title": "A", "text": "fine"}\n{"title": "B", "text": "caf\xe9"}\n')
     with pytest.raises(DataFormatError, match=r"corpus.jsonl:line 2: byte 58 is not UTF-8"):
         load_corpus(path)
+
+
+def test_every_example_carries_answer_as_dspy_expects(musique_dev):
+    from dspy.evaluate import answer_exact_match
+
+    first = musique_dev[0]
+    assert first.answer == first.answers[0] and first.labels().answer == first.answer
+    assert answer_exact_match(first, dspy.Prediction(answer=first.answer.upper()))  # it raised before `answer`
+    assert not answer_exact_match(first, dspy.Prediction(answer="certainly not this"))

@@ -5,32 +5,12 @@ import pytest
 
 from multihop.evaluation import evaluate
 from multihop.jsonl import read_rows
-from multihop.programs import MultihopProgram
 
-
-class Echo(MultihopProgram):
-    """Answers every question with a fixed answer; can be told to crash or die on given questions."""
-
-    def __init__(self, answer="x", fail_on=(), die_on=()):
-        super().__init__()
-        self.answer_text, self.fail_on, self.die_on, self.seen = answer, set(fail_on), set(die_on), []
-
-    def forward(self, question):
-        self.seen.append(question)
-        if question in self.die_on:
-            raise KeyboardInterrupt
-        if question in self.fail_on:
-            raise RuntimeError("boom")
-        return dspy.Prediction(answer=self.answer_text, passage_ids=["g1", "n1"])
-
-
-def make_examples(n):
-    return [dspy.Example(id=f"q{i}", question=f"question {i}", answers=["x" if i % 2 == 0 else "y"],
-                         gold_passage_ids=["g1", "g2"]).with_inputs("question") for i in range(n)]
+from helpers import Echo, echo_examples, scripted_lm
 
 
 def test_scores_counts_and_files(tmp_path):
-    summary = evaluate(Echo(), make_examples(4), tmp_path, threads=2, progress=False)
+    summary = evaluate(Echo(), echo_examples(4), tmp_path, threads=2, progress=False)
     assert summary["questions"] == 4 and summary["em"] == 0.5 and summary["recall@2"] == 0.5
     rows = read_rows(tmp_path / "results.jsonl")
     assert set(rows) == {"q0", "q1", "q2", "q3"}
@@ -39,14 +19,14 @@ def test_scores_counts_and_files(tmp_path):
 
 
 def test_an_exception_is_recorded_and_the_run_goes_on(tmp_path):
-    summary = evaluate(Echo(fail_on={"question 1"}), make_examples(3), tmp_path, progress=False)
+    summary = evaluate(Echo(fail_on={"question 1"}), echo_examples(3), tmp_path, progress=False)
     rows = read_rows(tmp_path / "results.jsonl")
     assert rows["q1"]["error"] == "RuntimeError: boom" and rows["q2"]["error"] is None
     assert summary["errors"] == 1 and summary["questions"] == 3
 
 
 def test_interrupted_run_resumes_without_redoing_finished_questions(tmp_path):
-    examples = make_examples(5)
+    examples = echo_examples(5)
     with pytest.raises(KeyboardInterrupt):
         evaluate(Echo(die_on={"question 2"}), examples, tmp_path, threads=1, progress=False)
     assert set(read_rows(tmp_path / "results.jsonl")) == {"q0", "q1"}
@@ -64,14 +44,12 @@ def test_a_program_that_never_retrieves_has_no_recall(tmp_path):
         def forward(self, question):
             return dspy.Prediction(answer="x")
 
-    summary = evaluate(NoPassages(), make_examples(2), tmp_path, progress=False)
+    summary = evaluate(NoPassages(), echo_examples(2), tmp_path, progress=False)
     assert summary["recall@2"] is None and summary["em"] == 0.5
 
 
 def judge_lm(verdicts: dict):
     """A judge that says "correct" when the judged answer is a key of ``verdicts`` mapped to "true"."""
-    from scripted import scripted_lm
-
     def respond(prompt):
         answer = prompt.rsplit("[[ ## our_answer ## ]]", 1)[1].split("Respond with", 1)[0].strip()
         if answer not in verdicts:
@@ -99,7 +77,24 @@ def test_llm_judge_scores_parses_and_never_guesses():
 
 def test_evaluation_reports_llm_eval_beside_cover_em_without_counting_the_judge(tmp_path):
     lm, _ = judge_lm({"x": "true"})
-    summary = evaluate(Echo(), make_examples(4), tmp_path, progress=False, judge_lm=lm)
+    summary = evaluate(Echo(), echo_examples(4), tmp_path, progress=False, judge_lm=lm)
     assert summary["llm_eval"] == 1.0 and summary["judged"] == 4 and summary["cover_em"] == 0.5
     assert summary["llm_calls"] == 0  # the judge's calls are not the program's
     assert all(row["metrics"]["llm_eval"] == 1.0 for row in read_rows(tmp_path / "results.jsonl").values())
+
+
+def test_any_dspy_module_gets_its_calls_counted(tmp_path):
+    class Plain(dspy.Module):  # not a MultihopProgram: evaluation traces it itself
+        def __init__(self):
+            super().__init__()
+            self.answer = dspy.Predict("question -> answer")
+
+        def forward(self, question):
+            return self.answer(question=question)
+
+    lm, _ = scripted_lm(lambda prompt: {"answer": "x"})
+    dspy.configure(lm=lm)
+    summary = evaluate(Plain(), echo_examples(2), tmp_path, progress=False)
+    assert summary["llm_calls"] == 1.0 and summary["tokens"] > 0 and summary["em"] == 0.5
+    trace = json.loads((tmp_path / "traces" / "q0.json").read_text())
+    assert [record["stage"] for record in trace] == ["answer"]

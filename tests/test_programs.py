@@ -4,7 +4,7 @@ from dspy.utils.dummies import DummyLM
 
 from multihop.programs import NoRetrieval, SingleStepRAG
 
-from scripted import scripted_lm
+from helpers import scripted_lm
 
 
 def test_no_retrieval_makes_one_llm_call_and_no_retrieval():
@@ -12,7 +12,7 @@ def test_no_retrieval_makes_one_llm_call_and_no_retrieval():
     prediction = NoRetrieval()(question="Capital of France?")
     assert prediction.answer == "Paris"
     assert prediction.counts["llm_calls"] == 1 and prediction.counts["retrieval_calls"] == 0
-    assert [r["stage"] for r in prediction.trace] == ["answer"]
+    assert [r["stage"] for r in prediction.stage_trace] == ["answer"]
 
 
 def test_single_step_rag_retrieves_once_then_answers(static_retriever):
@@ -53,10 +53,29 @@ def test_each_stage_can_run_on_its_own_lm(static_retriever):
     program.set_stage_lm("answer", stage)
     prediction = program(question="q")
     assert prediction.answer == "stage" and len(stage_engine.requests) == 1 and not main_engine.requests
-    assert prediction.trace[-1]["lm"] == "local/stage"
+    assert prediction.stage_trace[-1]["lm"] == "local/stage"
     with pytest.raises(KeyError, match="no stage"):
         program.set_stage_lm("rerank", stage)
 
 
 def test_predictors_are_visible_to_optimizers(static_retriever):
     assert [n for n, _ in SingleStepRAG(retriever=static_retriever).named_predictors()] == ["answer"]
+
+
+def test_config_is_read_from_the_constructor_and_the_registry_knows_every_program(static_retriever):
+    from multihop.programs import PROGRAMS, ComposeRAG, CoopRAG, takes_retriever
+
+    assert SingleStepRAG(retriever=static_retriever, k=7).config() == {"k": 7}
+    assert NoRetrieval().config() == {}
+    config = CoopRAG(retriever=static_retriever, rerank=None, n=30).config()
+    assert config["n"] == 30 and config["rerank"] is None and "retriever" not in config
+    assert {"NoRetrieval", "SingleStepRAG", "CoopRAG", "ComposeRAG"} <= set(PROGRAMS)
+    assert PROGRAMS["ComposeRAG"] is ComposeRAG
+    assert takes_retriever(CoopRAG) and not takes_retriever(NoRetrieval)
+
+    class Forgetful(SingleStepRAG):
+        def __init__(self, retriever=None, k=5, depth=2):
+            super().__init__(retriever=retriever, k=k)
+
+    with pytest.raises(TypeError, match="depth"):
+        Forgetful().config()

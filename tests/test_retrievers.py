@@ -159,3 +159,11 @@ def test_encoder_states_match_its_embeddings_and_keep_the_unrolling_markers_whol
 def test_unknown_encoder_is_a_clear_error():
     with pytest.raises(FileNotFoundError, match="neither a known encoder"):
         models.resolve_encoder("no-such-encoder")
+
+
+def test_dspy_retrieve_reads_a_multihop_retriever_set_as_rm(small_retriever, musique_dev):
+    import dspy
+
+    dspy.configure(rm=small_retriever)
+    question = musique_dev[0].question
+    assert dspy.Retrieve(k=3)(question).passages == small_retriever(question, k=3).passages

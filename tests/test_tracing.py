@@ -1,9 +1,13 @@
+import contextvars
+from concurrent.futures import ThreadPoolExecutor
+
 import dspy
+import pytest
 
-from multihop.programs import SingleStepRAG
-from multihop.tracing import record_trace
+from multihop.programs import MultihopProgram, SingleStepRAG
+from multihop.tracing import count, record_trace
 
-from scripted import scripted_lm
+from helpers import scripted_lm
 
 
 def test_one_record_per_stage_including_the_retriever(static_retriever):
@@ -11,7 +15,7 @@ def test_one_record_per_stage_including_the_retriever(static_retriever):
     dspy.configure(lm=lm)
     program = SingleStepRAG(retriever=static_retriever, k=2)
     prediction = program(question="Which?")
-    retrieval, answer = prediction.trace
+    retrieval, answer = prediction.stage_trace
     assert retrieval["stage"] == "retriever" and retrieval["kind"] == "retriever"
     assert retrieval["inputs"]["arg0"] == "Which?" and retrieval["outputs"]["ids"] == prediction.passage_ids
     assert answer["stage"] == "answer" and answer["kind"] == "lm" and answer["lm"] == "local/scripted"
@@ -47,11 +51,8 @@ def test_a_failing_retriever_is_recorded_with_its_error():
             raise RuntimeError("index offline")
 
     program = SingleStepRAG(retriever=Broken())
-    with record_trace(program) as trace:
-        try:
-            program.forward(question="q")
-        except RuntimeError:
-            pass
+    with record_trace(program) as trace, pytest.raises(RuntimeError, match="index offline"):
+        program.forward(question="q")
     [record] = trace.records
     assert record["stage"] == "retriever" and record["error"] == "RuntimeError: index offline"
 
@@ -76,3 +77,57 @@ def test_a_retriever_inside_a_retriever_is_one_retrieval(static_retriever):
     assert prediction.counts["retrieval_calls"] == 1
     expected = [static_retriever.passages[i].id for i in (3, 2)]
     assert prediction.counts["passage_ids"] == prediction.passage_ids == expected
+
+
+class FanOut(MultihopProgram):
+    """Answers three sub-questions concurrently, through ``dspy.Parallel`` or a thread pool."""
+
+    def __init__(self, how: str = "parallel"):
+        super().__init__()
+        self.how = how
+        self.answer = dspy.Predict("question -> answer")
+
+    def forward(self, question):
+        questions = [f"{question} part {i}" for i in range(3)]
+        if self.how == "parallel":
+            results = dspy.Parallel(num_threads=3)([(self.answer, {"question": q}) for q in questions])
+        else:
+            with ThreadPoolExecutor(max_workers=3) as pool:  # each task in a copy of this context, as DSPy needs
+                futures = [pool.submit(contextvars.copy_context().run, self.answer, question=q) for q in questions]
+                results = [future.result() for future in futures]
+        count("fanned_out", len(results))
+        return dspy.Prediction(answer=" | ".join(r.answer for r in results))
+
+
+@pytest.mark.parametrize("how", ["parallel", "thread pool"])
+def test_calls_fanned_out_inside_a_program_are_answered_and_counted(how):
+    lm, engine = scripted_lm(lambda p: {"answer": "part " + p.rsplit("part ", 1)[1].split()[0]}, cache=False)
+    dspy.configure(lm=lm)
+    prediction = FanOut(how)(question="q")
+    assert prediction.answer == "part 0 | part 1 | part 2"
+    assert prediction.counts["llm_calls"] == 3 and len(engine.requests) == 3
+    assert prediction.counts["fanned_out"] == 3
+    assert prediction.counts["prompt_tokens"] == sum(len(r.split()) for r in engine.requests)
+    assert sorted(r["inputs"]["question"] for r in prediction.stage_trace) == [f"q part {i}" for i in range(3)]
+
+
+def test_lm_usage_is_reported_to_dspy_and_prediction_trace_is_an_alias(static_retriever):
+    lm, engine = scripted_lm(lambda p: {"answer": "a"})
+    dspy.configure(lm=lm, track_usage=True)
+    prediction = SingleStepRAG(retriever=static_retriever)(question="q")
+    usage = prediction.get_lm_usage()
+    assert usage["local/scripted"]["prompt_tokens"] == len(engine.requests[0].split())
+    assert usage["local/scripted"]["prompt_tokens"] == prediction.counts["prompt_tokens"]
+    with pytest.warns(DeprecationWarning, match="stage_trace"):
+        assert prediction.trace == prediction.stage_trace
+
+
+def test_counted_events_reach_every_trace_recorded_and_nothing_outside_one():
+    count("outside")  # no trace here: nothing to count into, and no error
+    with record_trace() as outer:
+        count("repaired")
+        with record_trace() as inner:
+            count("repaired", 2)
+            count("never", 0)
+    assert outer.counts()["repaired"] == 3 and inner.counts()["repaired"] == 2
+    assert inner.counts()["never"] == 0 and "outside" not in outer.counts()

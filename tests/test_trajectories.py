@@ -6,7 +6,7 @@ import pytest
 from multihop.optimize.trajectories import EmptyTrajectoriesError, collect, stage_calls
 from multihop.programs.base import MultihopProgram
 
-from scripted import scripted_lm
+from helpers import scripted_lm
 
 
 class ThreeHops(MultihopProgram):

@@ -1,0 +1,75 @@
+"""Saved programs: a folder with DSPy's ``program.json`` (the predictors' state: instructions and demos) and
+``manifest.json`` (the program class and its :meth:`~.base.MultihopProgram.config`, plus whatever the saver adds:
+the retriever folder, the LM spec, the optimizer and its scores, the data files).
+
+:func:`load` rebuilds the program from the manifest through the registry of program classes and loads the state;
+a state saved from another program class or config is refused. Stored demos keep only their signature's fields:
+a labelled demo drawn from the train split carries the whole example (its paragraphs, ids, aliases), which no
+adapter shows and which would only bloat ``program.json``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import dspy
+
+from multihop.paths import atomic_write_text
+
+from .base import PROGRAMS, MultihopProgram, takes_retriever
+
+STATE, MANIFEST = "program.json", "manifest.json"
+
+
+def trim_demos(program: dspy.Module) -> dspy.Module:
+    """Keep only each demo's signature fields (inputs and outputs), in place; returns the program."""
+    for _, predictor in program.named_predictors():
+        fields = predictor.signature.fields
+        predictor.demos = [dspy.Example({k: demo[k] for k in fields if k in demo}) for demo in predictor.demos]
+    return program
+
+
+def save(program: MultihopProgram, directory: str | Path, **manifest) -> Path:
+    """Save ``program``'s state (demos trimmed to their signature fields) and a manifest (class, config, plus any
+    keyword given here)."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    trim_demos(program).save(str(directory / STATE))
+    info = {"program": type(program).__name__, "config": program.config(), **manifest}
+    atomic_write_text(directory / MANIFEST, json.dumps(info, indent=2))
+    return directory
+
+
+def read_manifest(directory: str | Path) -> dict:
+    path = Path(directory) / MANIFEST
+    if not path.exists():
+        raise FileNotFoundError(f"{directory} is not a saved multihop program ({MANIFEST} missing)")
+    return json.loads(path.read_text())
+
+
+def load(directory: str | Path, program: MultihopProgram | None = None, retriever: dspy.Module | None = None):
+    """Rebuild a saved program (or load the state into ``program``, which must be of the saved class and config).
+    The retriever is ``retriever``, else the folder the manifest names."""
+    directory = Path(directory)
+    info = read_manifest(directory)
+    if program is None:
+        if info["program"] not in PROGRAMS:
+            raise ValueError(f"{directory} holds a {info['program']}, which is no known program "
+                             f"({', '.join(PROGRAMS)})")
+        cls = PROGRAMS[info["program"]]
+        kwargs = dict(info.get("config") or {})
+        if takes_retriever(cls):
+            if retriever is None and info.get("retriever"):
+                from multihop.retrievers import load_retriever
+
+                retriever = load_retriever(info["retriever"])
+            kwargs["retriever"] = retriever
+        program = cls(**kwargs)
+    if type(program).__name__ != info["program"] or program.config() != info.get("config", {}):
+        raise ValueError(
+            f"{directory} holds a {info['program']} with config {info.get('config')}; it cannot be loaded into a "
+            f"{type(program).__name__} with config {program.config()}"
+        )
+    program.load(str(directory / STATE))
+    return program

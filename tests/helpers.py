@@ -1,0 +1,142 @@
+"""What the tests share: a scripted LM, a stage script that answers each stage by its signature, a fixed retriever,
+a program that echoes, and example factories."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import dspy
+import pytest
+from dspy.lm15 import Message, Response, TextPart, Usage
+
+from multihop.corpus import Passage
+from multihop.programs import MultihopProgram
+from multihop.retrievers.query import Hits
+
+Reply = dict | Callable[[str], dict]
+
+
+class ScriptedEngine:
+    """Answers ``respond(prompt_text) -> {field: value}`` in the ChatAdapter format; usage = words in / words out."""
+
+    def __init__(self, respond: Callable[[str], dict]):
+        self.respond, self.requests = respond, []
+
+    def complete(self, request) -> Response:
+        prompt = (request.system or "") + "\n".join(m.text or "" for m in request.messages)
+        self.requests.append(prompt)
+        fields = self.respond(prompt)
+        text = "".join(f"[[ ## {k} ## ]]\n{v}\n\n" for k, v in fields.items()) + "[[ ## completed ## ]]"
+        return Response(id=None, model="scripted", message=Message.assistant((TextPart(text),)), finish_reason="stop",
+                        usage=Usage(input_tokens=len(prompt.split()), output_tokens=len(text.split())))
+
+    def close(self):
+        pass
+
+
+def scripted_lm(respond: Callable[[str], dict], name: str = "scripted", cache: bool = True
+                ) -> tuple[dspy.LM, ScriptedEngine]:
+    """``cache=False`` makes every call reach ``respond``, for scripts whose replies change between identical
+    prompts (a verdict that fails, then passes)."""
+    engine = ScriptedEngine(respond)
+    return dspy.LM(f"local/{name}", engine=engine, cache=cache), engine
+
+
+class StageScript:
+    """A scripted LM for programs: it tells which stage a prompt is for by the stage's signature instructions (every
+    instruction line of the signature is in the prompt; the most specific signature wins) and answers with
+    ``replies[stage]``, a dict of output fields or a function of the prompt. The stages are those of the programs
+    attached (at construction or with :meth:`attach`); ``seen`` lists the stages called, in order."""
+
+    def __init__(self, replies: dict[str, Reply], *programs: dspy.Module, cache: bool = False,
+                 name: str = "scripted"):
+        self.signatures: list[tuple[str, type[dspy.Signature]]] = []
+        self.replies, self.seen = dict(replies), []
+        self.lm, self.engine = scripted_lm(self.respond, name=name, cache=cache)
+        for program in programs:
+            self.attach(program)
+
+    def attach(self, program: dspy.Module) -> dspy.Module:
+        """Answer ``program``'s stages too; returns the program."""
+        self.signatures += [(stage, predictor.signature) for stage, predictor in program.named_predictors()]
+        return program
+
+    def stage_of(self, prompt: str) -> str:
+        matched: dict[str, int] = {}
+        for stage, signature in self.signatures:
+            lines = [line.strip() for line in signature.instructions.splitlines() if line.strip()]
+            if lines and all(line in prompt for line in lines):
+                matched[stage] = max(matched.get(stage, 0), len(lines))
+        best = [stage for stage, size in matched.items() if size == max(matched.values(), default=0)]
+        if len(best) != 1:
+            raise AssertionError(f"{len(best)} stages match this prompt: {prompt[:300]}")
+        return best[0]
+
+    def respond(self, prompt: str) -> dict:
+        stage = self.stage_of(prompt)
+        self.seen.append(stage)
+        reply = self.replies[stage]
+        return reply(prompt) if callable(reply) else reply
+
+
+def data_root() -> Path:
+    """``MULTIHOP_DATA``, or the test is skipped (the Makefile points it at ../shared/data)."""
+    value = os.environ.get("MULTIHOP_DATA")
+    if not value or not Path(value).is_dir():
+        pytest.skip("MULTIHOP_DATA is not set (the Makefile points it at ../shared/data)")
+    return Path(value)
+
+
+def field(prompt: str, name: str) -> str:
+    """The value of an input field in the last (non-demo) user message of a ChatAdapter prompt."""
+    value = prompt.rsplit(f"[[ ## {name} ## ]]", 1)[1].split("[[ ##", 1)[0]
+    return value.split("Respond with the corresponding output fields", 1)[0].strip()
+
+
+class StaticRetriever(dspy.Module):
+    """A retriever that returns fixed passages and counts its calls."""
+
+    def __init__(self, passages: list[Passage]):
+        super().__init__()
+        self.passages, self.calls = passages, []
+
+    def forward(self, query, k=5):
+        self.calls.append((query, k))
+        hits = self.passages[:k]
+        return Hits(passages=[p.render() for p in hits], ids=[p.id for p in hits],
+                    scores=[1.0 - i / 10 for i in range(len(hits))])
+
+
+class Echo(MultihopProgram):
+    """Answers every question with a fixed answer; can be told to crash or die on given questions."""
+
+    def __init__(self, answer="x", fail_on=(), die_on=()):
+        super().__init__()
+        self.answer, self.fail_on, self.die_on, self.seen = answer, set(fail_on), set(die_on), []
+
+    def forward(self, question):
+        self.seen.append(question)
+        if question in self.die_on:
+            raise KeyboardInterrupt
+        if question in self.fail_on:
+            raise RuntimeError("boom")
+        return dspy.Prediction(answer=self.answer, passage_ids=["g1", "n1"])
+
+
+def example(i: int, answer: str | None = None, **fields) -> dspy.Example:
+    """Question ``i`` as the data loaders build one: ``question N``, its ``answer`` (default ``answer N``) and
+    ``answers``."""
+    answer = f"answer {i}" if answer is None else answer
+    return dspy.Example({"id": f"q{i}", "question": f"question {i}", "answer": answer, "answers": [answer],
+                         **fields}).with_inputs("question")
+
+
+def examples(n: int, **fields) -> list[dspy.Example]:
+    return [example(i, **fields) for i in range(n)]
+
+
+def echo_examples(n: int) -> list[dspy.Example]:
+    """Questions for :class:`Echo` (answer "x"): the even ones are right, each has two gold passages."""
+    return [example(i, answer="x" if i % 2 == 0 else "y", gold_passage_ids=["g1", "g2"]) for i in range(n)]
