@@ -103,8 +103,3 @@ class MultihopProgram(dspy.Module):
             raise TypeError(f"{type(self).__name__} keeps no attribute for its constructor setting(s) {missing}: "
                             "store each setting as self.<name>")
         return {name: getattr(self, name) for name in self.settings()}
-
-
-def safe_answer(text: str | None) -> str:
-    """An LM answer cleaned of whitespace; an empty answer stays empty (never invented)."""
-    return (text or "").strip()

@@ -6,7 +6,7 @@ import pytest
 
 from multihop.optimize.compile import compile_program
 from multihop.programs import ComposeRAG, load, save
-from multihop.programs.composition import citations, is_abstention, parse_ranking, strip_citations
+from multihop.programs.composerag.composition import parse_ranking
 
 from helpers import scripted_lm
 
@@ -278,12 +278,6 @@ def test_a_repaired_ranking_is_counted_in_the_program(static_retriever):
     _, prediction, _ = run(static_retriever, script, max_reflections=0, **MULTIHOP)
     assert prediction.history[0]["passage_ids"] == pids(static_retriever, 3, 0, 1, 2, 4)
     assert prediction.counts["rerank_repaired"] == 3
-
-
-def test_citations_and_abstentions():
-    assert citations("A [2] and B [4][2] and [9]", 5) == [1, 3]
-    assert strip_citations("He went [1] to school [2][3].") == "He went to school."
-    assert is_abstention("I don't know.") and is_abstention("") and not is_abstention("Bill Gates [1]")
 
 
 def test_compiles_saves_and_loads(static_retriever, tmp_path):

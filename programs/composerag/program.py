@@ -30,8 +30,6 @@ construction rule e); a decomposition that cannot be parsed after one retry is t
 
 from __future__ import annotations
 
-import re
-
 import dspy
 
 from multihop.signatures.composerag import (
@@ -52,25 +50,21 @@ from multihop.signatures.composerag import (
 )
 from multihop.tracing import count
 
-from .base import MultihopProgram
+from ..base import MultihopProgram
+from ..text import citations, clean, is_abstention, numbered, strip_citations, unique
 from .composition import (
     background,
-    citations,
     decomposed_information,
     final_answer,
     identifiers,
-    is_abstention,
-    numbered,
     parse_ranking,
     placeholders,
     previous_decompositions,
     qa_pairs,
     solving_record,
-    strip_citations,
     substitute,
 )
 
-_NUMBERING = re.compile(r"^\s*\d+[.)]\s+")
 MODULES = {  # the paper's module names (Tables 3-4) → this program's stages
     "QD": ("decompose", "improve_analysis", "improve_decomposition"),
     "QC": ("construct",),
@@ -326,13 +320,3 @@ class ComposeRAG(MultihopProgram):
             passage_ids=unique(i for hop in hops for i in hop["passage_ids"]),
         )
 
-
-def clean(sub_questions) -> list[str]:
-    """Sub-questions as a list of non-empty strings, with any "1." numbering the LM wrote removed."""
-    items = [sub_questions] if isinstance(sub_questions, str) else list(sub_questions or [])
-    cleaned = [_NUMBERING.sub("", str(item)).strip() for item in items]
-    return [item for item in cleaned if item and item.lower() != "none"]
-
-
-def unique(items) -> list:
-    return list(dict.fromkeys(items))

@@ -1,6 +1,7 @@
-"""Text plumbing between ComposeRAG's modules (seed 002, App. A.1, D): numbered contexts and ``[n]`` citations, the
-listwise ``[x] > [y]`` ranking and its repair, ``#n`` placeholders, abstentions, and the records the construction,
-final-answering and self-reflection prompts read. Pure functions, no LM."""
+"""Text plumbing between ComposeRAG's modules (seed 002, App. A.1, D): the listwise ``[x] > [y]`` ranking and its
+repair, ``#n`` placeholders, and the records the construction, final-answering and self-reflection prompts read. Pure
+functions, no LM; the numbered contexts, ``[n]`` citations and abstentions every method reads are in
+:mod:`multihop.programs.text`."""
 
 from __future__ import annotations
 
@@ -9,14 +10,9 @@ from collections.abc import Sequence
 
 from multihop.signatures.composerag import ABSTENTION
 
-_CITATION = re.compile(r"\[(\d+)\]")
+from ..text import citation_marks, citations, is_abstention, strip_citations
+
 _PLACEHOLDER = re.compile(r"#(\d+)")
-_ABSTENTIONS = ("i dont know", "i do not know", "not enough information", "cannot be determined", "no information")
-
-
-def numbered(passages: Sequence[str]) -> list[str]:
-    """Passages as the prompts show them: ``[1] …``, ``[2] …``."""
-    return [f"[{i}] {text}" for i, text in enumerate(passages, 1)]
 
 
 def identifiers(count: int) -> str:
@@ -28,28 +24,8 @@ def parse_ranking(text: str, count: int) -> tuple[list[int], bool]:
     repair: repeated identifiers keep their first place, unknown ones are dropped, and the ones it skipped follow in
     retriever order."""
     ranked = citations(text, count)
-    repaired = len(_CITATION.findall(text or "")) != len(ranked) or len(ranked) < min(count, 10)
+    repaired = citation_marks(text) != len(ranked) or len(ranked) < min(count, 10)
     return ranked + [i for i in range(count) if i not in ranked], repaired
-
-
-def citations(answer: str, count: int) -> list[int]:
-    """0-based indices of the contexts an answer cites with ``[n]``, in order of first citation; numbers outside
-    the context are ignored."""
-    cited: list[int] = []
-    for number in (int(n) for n in _CITATION.findall(answer or "")):
-        if 1 <= number <= count and number - 1 not in cited:
-            cited.append(number - 1)
-    return cited
-
-
-def strip_citations(answer: str) -> str:
-    return " ".join(_CITATION.sub("", answer or "").split()).replace(" .", ".").replace(" ,", ",")
-
-
-def is_abstention(answer: str) -> bool:
-    """An empty answer or one that says it cannot answer ("I don't know.", App. D's abstention)."""
-    text = re.sub(r"[^a-z ]", "", (answer or "").lower())
-    return not text.strip() or any(phrase in " ".join(text.split()) for phrase in _ABSTENTIONS)
 
 
 def placeholders(question: str) -> list[int]:
