@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from multihop.signatures.composerag import ABSTENTION
 
 from ..text import citation_marks, citations, is_abstention, strip_citations
+from .state import Hop
 
 _PLACEHOLDER = re.compile(r"#(\d+)")
 
@@ -38,24 +39,24 @@ def substitute(question: str, answers: Sequence[str]) -> str:
                             else m.group(0), question)
 
 
-def qa_pairs(hops: Sequence[dict]) -> str:
+def qa_pairs(hops: Sequence[Hop]) -> str:
     """The "Question #n / Reasoning #n / Answer #n" list of the construction prompt (App. D)."""
-    return "\n".join(f"Question #{i}: {hop['question']}\nReasoning #{i}: {hop['reasoning']}\n"
-                     f"Answer #{i}: {strip_citations(hop['answer'])}" for i, hop in enumerate(hops, 1)) or "none"
+    return "\n".join(f"Question #{i}: {hop.question}\nReasoning #{i}: {hop.reasoning}\n"
+                     f"Answer #{i}: {strip_citations(hop.answer)}" for i, hop in enumerate(hops, 1)) or "none"
 
 
-def background(question: str, hops: Sequence[dict]) -> str:
+def background(question: str, hops: Sequence[Hop]) -> str:
     """Answer generation's background (App. A.1): the original question and the earlier hops with their answers."""
-    earlier = "\n".join(f"{hop['question']} {strip_citations(hop['answer'])}" for hop in hops)
+    earlier = "\n".join(f"{hop.question} {strip_citations(hop.answer)}" for hop in hops)
     return f"Original question: {question}" + (f"\nPrevious sub-questions and answers:\n{earlier}" if earlier else "")
 
 
-def solving_record(sub_questions: Sequence[str], hops: Sequence[dict]) -> str:
+def solving_record(sub_questions: Sequence[str], hops: Sequence[Hop]) -> str:
     """Self-reflection's record H (Alg. 1): the decomposition, then each hop's rewritten question, reasoning, answer."""
     lines = ["Original decomposition:", *(f"{i}. {s}" for i, s in enumerate(sub_questions, 1))]
     for i, hop in enumerate(hops, 1):
-        lines += [f"Rewritten sub-question #{i}: {hop['question']}", f"Reasoning #{i}: {hop['reasoning']}",
-                  f"Answer #{i}: {strip_citations(hop['answer'])}"]
+        lines += [f"Rewritten sub-question #{i}: {hop.question}", f"Reasoning #{i}: {hop.reasoning}",
+                  f"Answer #{i}: {strip_citations(hop.answer)}"]
     return "\n".join(lines)
 
 
@@ -68,10 +69,10 @@ def previous_decompositions(rounds: Sequence[tuple[Sequence[str], str]]) -> str:
     return "\n".join(blocks)
 
 
-def decomposed_information(hops: Sequence[dict]) -> str:
+def decomposed_information(hops: Sequence[Hop]) -> str:
     """Final answering's input (App. D): each answered sub-question with its reasoning."""
-    return "\n".join(f"Sub-question {i}: {hop['question']}\nReasoning: {hop['reasoning']}\n"
-                     f"Answer: {strip_citations(hop['answer'])}" for i, hop in enumerate(hops, 1))
+    return "\n".join(f"Sub-question {i}: {hop.question}\nReasoning: {hop.reasoning}\n"
+                     f"Answer: {strip_citations(hop.answer)}" for i, hop in enumerate(hops, 1))
 
 
 def final_answer(answer: str) -> str:
