@@ -80,6 +80,8 @@ MODULES = {  # the paper's module names (Tables 3-4) → this program's stages
 
 
 class ComposeRAG(MultihopProgram):
+    count_display = {"abstained": "rate", "simple_qa_resolved": "rate"}  # shares of questions: "I don't know.", Table 6
+
     def __init__(
         self,
         retriever: dspy.Module | None = None,
