@@ -36,7 +36,7 @@ from multihop.lms import configure_lm, make_lm
 from multihop.metrics import recall_at_k
 from multihop.paths import data_dir
 from multihop.programs import CoopRAG, SingleStepRAG
-from multihop.programs.cooprag_training import unroll_questions
+from multihop.programs.cooprag.training import unroll_questions
 from multihop.retrievers import DenseRetriever, RaLa, Retriever
 
 console = Console(width=160)

@@ -210,7 +210,7 @@ def cooprag_unroll(
     --unrolled`."""
     from multihop.data import load_dataset
     from multihop.programs import CoopRAG
-    from multihop.programs.cooprag_training import unroll_questions
+    from multihop.programs.cooprag.training import unroll_questions
 
     _configure(lm, api_base, api_key, adapter)
     examples = load_dataset(data, limit=limit)

@@ -4,7 +4,8 @@
 Each finished question is appended to ``out_dir/results.jsonl`` at once (flushed and fsynced) and its stage trace is
 written to ``out_dir/traces/<id>.json``; a rerun on the same folder skips the questions already there, so a run that
 dies loses nothing. An exception in one question is recorded in its row and the run goes on. The summary (the
-papers' metrics and per-question costs) is printed as a table and saved as ``out_dir/summary.json``. Given a judge
+papers' metrics, per-question costs and counts, and how the program declares its counts are shown: its
+``count_display``) is printed as a table and saved as ``out_dir/summary.json``. Given a judge
 LM, each answer is also judged (ComposeRAG's "LLM Eval", ``multihop.metrics.LLMJudge``) outside the program's trace,
 so the judge's calls never count as the program's.
 """
@@ -32,13 +33,12 @@ from multihop.tracing import jsonable, record_trace
 
 RESULTS = "results.jsonl"
 SUMMARY = "summary.json"
-COLUMNS = [
-    ("em", "EM"), ("f1", "F1"), ("acc", "Acc"), ("cover_em", "Cover-EM"), ("llm_eval", "LLM Eval"),
-    ("recall@2", "R@2"), ("recall@5", "R@5"), ("abstained", "abstained %"), ("llm_calls", "LLM calls/q"),
-    ("retrieval_calls", "retrievals/q"), ("tokens", "tokens/q"), ("seconds", "s/q"),
-]
-PERCENT = {"em", "f1", "acc", "cover_em", "llm_eval", "recall@2", "recall@5", "abstained", "simple_qa_resolved"}
-OPTIONAL = {"llm_eval", "abstained"}  # shown only when some program reports them
+METRIC_COLUMNS = [("em", "EM"), ("f1", "F1"), ("acc", "Acc"), ("cover_em", "Cover-EM"), ("llm_eval", "LLM Eval"),
+                  ("recall@2", "R@2"), ("recall@5", "R@5")]
+COST_COLUMNS = [("llm_calls", "LLM calls/q"), ("retrieval_calls", "retrievals/q"), ("tokens", "tokens/q"),
+                ("seconds", "s/q")]
+RATES = {"em", "f1", "acc", "cover_em", "llm_eval"}  # and every recall@k: shares of questions, shown in percent
+OPTIONAL = {"llm_eval"}  # shown only when some summary has it
 
 
 def trace_path(out_dir: Path, qid: str) -> Path:
@@ -72,11 +72,13 @@ def run_question(program: dspy.Module, example: dspy.Example, judge: LLMJudge | 
     return row, trace
 
 
-def summarize(rows: Sequence[dict]) -> dict:
+def summarize(rows: Sequence[dict], count_display: dict[str, str] | None = None) -> dict:
     """Averages over questions: errored questions score 0 on answer metrics; recall only over questions with gold,
-    LLM Eval only over judged questions; every numeric count a program reports (its events too) per question."""
+    LLM Eval only over judged questions; every numeric count a program reports (its events too) per question. The
+    program's ``count_display`` (how tables show its counts) is kept as the summary's."""
     n = len(rows)
-    summary: dict = {"questions": n, "errors": sum(1 for r in rows if r.get("error"))}
+    summary: dict = {"questions": n, "errors": sum(1 for r in rows if r.get("error")),
+                     "count_display": dict(count_display or {})}
     if not n:
         return summary
     for key in ("em", "f1", "acc", "cover_em"):
@@ -92,9 +94,25 @@ def summarize(rows: Sequence[dict]) -> dict:
     return summary
 
 
+def declared_rates(summaries: Sequence[dict]) -> set[str]:
+    """The counts some summary's program declares a rate (a share of questions)."""
+    return {key for s in summaries for key, display in s.get("count_display", {}).items() if display == "rate"}
+
+
+def default_columns(summaries: Sequence[dict]) -> list[tuple[str, str]]:
+    """:data:`COLUMNS` with every count the summaries' programs declare between the metrics and the costs: a rate
+    as ``name %``, any other as ``name/q``."""
+    rates = declared_rates(summaries)
+    declared = sorted({key for s in summaries for key in s.get("count_display", {})})
+    return [*METRIC_COLUMNS, *((key, f"{key} %" if key in rates else f"{key}/q") for key in declared), *COST_COLUMNS]
+
+
 def render_table(summaries: dict[str, dict], title: str = "multihop evaluation",
-                 columns: Sequence[tuple[str, str]] = COLUMNS, label: str = "program") -> Table:
-    """One row per summary; rates in percent; an optional column only when some summary has it."""
+                 columns: Sequence[tuple[str, str]] | None = None, label: str = "program") -> Table:
+    """One row per summary; metric rates and the counts a program declares a rate in percent; an optional column
+    only when some summary has it. ``columns`` (key, header) default to :func:`default_columns`."""
+    rates = RATES | declared_rates(summaries.values())
+    columns = default_columns(list(summaries.values())) if columns is None else columns
     table = Table(title=title)
     table.add_column(label)
     table.add_column("n", justify="right")
@@ -108,7 +126,7 @@ def render_table(summaries: dict[str, dict], title: str = "multihop evaluation",
             value = summary.get(key)
             if value is None:
                 cells.append("–")
-            elif key in PERCENT:
+            elif key in rates or key.startswith("recall@"):
                 cells.append(f"{100 * value:.1f}")
             else:
                 cells.append(f"{value:.1f}" if key != "seconds" else f"{value:.2f}")
@@ -156,7 +174,7 @@ def evaluate(
             raise
         finally:
             bar.close()
-    summary = summarize([rows[ex.id] for ex in examples if ex.id in rows])
+    summary = summarize([rows[ex.id] for ex in examples if ex.id in rows], getattr(program, "count_display", {}))
     summary["program"] = name or type(program).__name__
     atomic_write_text(out / SUMMARY, json.dumps(summary, indent=2))
     if console is not None:

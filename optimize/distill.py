@@ -3,8 +3,8 @@
 :func:`distill` trains one ``peft`` LoRA adapter on one or several stages' trajectory files (multi-task, as HANRAG
 trains its Revelator) over a Hugging Face causal LM (default SmolLM2-135M-Instruct from the model registry). Each
 row becomes the student's chat template over the stage's messages plus the teacher's completion; the loss covers
-the completion tokens only. Presets follow the papers: ``cirag`` (App. B.4: rank 64, 2 epochs, batch 2, lr 2e-4;
-LoRA α is not given, 2·r is used) and ``hanrag`` (App. D: 1 epoch, lr 1e-4, cosine, 10% warm-up). Checkpoints
+the completion tokens only. Presets are the papers' settings, each registered by its method's package
+(:data:`multihop.programs.DISTILL_PRESETS`; ``multihop distill --preset NAME``). Checkpoints
 (adapter, optimizer, scheduler, step) are written atomically and resumed. The output folder is a ``peft`` adapter
 plus ``distill.json`` (base model and checksum, stages, trajectory files with checksums, config, loss per step);
 use it with ``make_lm("local:smollm2", adapter=DIR)`` and ``program.set_stage_lm(stage, lm)``.
@@ -25,6 +25,7 @@ from tqdm.auto import tqdm
 from multihop import models
 from multihop.lms import resolve_local
 from multihop.paths import atomic_dir, atomic_write_text
+from multihop.programs import DISTILL_PRESETS  # the package: every method has registered its preset
 
 from .trajectories import EmptyTrajectoriesError
 
@@ -50,20 +51,14 @@ class DistillConfig:
 
     @classmethod
     def preset(cls, name: str, **overrides) -> DistillConfig:
-        if name not in PRESETS:
-            raise ValueError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
-        values = {**PRESETS[name], **{k: v for k, v in overrides.items() if v is not None}}
+        """The preset ``name`` with ``overrides`` (None: the preset's value)."""
+        if name not in DISTILL_PRESETS:
+            raise ValueError(f"unknown preset {name!r}; choose one of {', '.join(DISTILL_PRESETS)}")
+        values = {**DISTILL_PRESETS[name], **{k: v for k, v in overrides.items() if v is not None}}
         unknown = set(values) - {f.name for f in fields(cls)}
         if unknown:
             raise ValueError(f"unknown distillation settings: {sorted(unknown)}")
         return cls(**values)
-
-
-PRESETS: dict[str, dict] = {
-    "default": {},
-    "cirag": {"r": 64, "alpha": 128, "epochs": 2, "batch_size": 2, "lr": 2e-4},
-    "hanrag": {"epochs": 1, "lr": 1e-4, "scheduler": "cosine", "warmup": 0.1},
-}
 
 
 def read_rows(files: list[str | Path], stages: list[str] | None = None) -> list[dict]:

@@ -1,10 +1,13 @@
-"""The programs: one ``dspy.Module`` per method, plus the baselines, and saving/loading them."""
+"""The programs: one package per method, plus the baselines, saving/loading them, and the methods' distillation
+presets (each method package registers its own)."""
 
+from . import cirag, hanrag  # noqa: F401 - they register their papers' distillation presets
 from .base import PROGRAMS, MultihopProgram, takes_retriever
 from .baselines import NoRetrieval, SingleStepRAG
 from .composerag import ComposeRAG
 from .cooprag import CoopRAG
 from .saved import load, save
+from .students import DISTILL_PRESETS, register_distill_preset
 
-__all__ = ["PROGRAMS", "ComposeRAG", "CoopRAG", "MultihopProgram", "NoRetrieval", "SingleStepRAG", "load", "save",
-           "takes_retriever"]
+__all__ = ["DISTILL_PRESETS", "PROGRAMS", "ComposeRAG", "CoopRAG", "MultihopProgram", "NoRetrieval", "SingleStepRAG",
+           "load", "register_distill_preset", "save", "takes_retriever"]

@@ -24,6 +24,7 @@ from multihop.tracing import TracedPrediction, record_trace
 logger = logging.getLogger(__name__)
 
 PROGRAMS: dict[str, type[MultihopProgram]] = {}
+DISPLAYS = ("rate", "mean")
 
 
 def takes_retriever(cls: type) -> bool:
@@ -35,13 +36,17 @@ class MultihopProgram(dspy.Module):
     """Base class of the five methods and the baselines.
 
     ``count_display`` maps an event the program counts to how evaluation tables show it: ``"rate"`` (a share of
-    questions, in percent) or ``"mean"`` (per question, the default for any count).
+    questions, in percent) or ``"mean"`` (per question). Evaluation keeps it in the summary and shows the declared
+    counts in its default table; a count not declared is in the summary only.
     """
 
     count_display: ClassVar[dict[str, str]] = {}
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
+        unknown = {name: display for name, display in cls.count_display.items() if display not in DISPLAYS}
+        if unknown:
+            raise TypeError(f"{cls.__name__}.count_display: {unknown} is not one of {', '.join(DISPLAYS)}")
         PROGRAMS[cls.__name__] = cls
 
     def __init__(self, retriever: dspy.Module | None = None):
@@ -103,8 +108,3 @@ class MultihopProgram(dspy.Module):
             raise TypeError(f"{type(self).__name__} keeps no attribute for its constructor setting(s) {missing}: "
                             "store each setting as self.<name>")
         return {name: getattr(self, name) for name in self.settings()}
-
-
-def safe_answer(text: str | None) -> str:
-    """An LM answer cleaned of whitespace; an empty answer stays empty (never invented)."""
-    return (text or "").strip()

@@ -10,7 +10,8 @@ import dspy
 
 from multihop.signatures import AnswerFromPassages, DirectAnswer
 
-from .base import MultihopProgram, safe_answer
+from .base import MultihopProgram
+from .text import safe_answer
 
 
 class NoRetrieval(MultihopProgram):

@@ -6,7 +6,15 @@ import pytest
 
 from multihop.optimize.compile import compile_program
 from multihop.programs import ComposeRAG, load, save
-from multihop.programs.composition import citations, is_abstention, parse_ranking, strip_citations
+from multihop.programs.composerag.composition import (
+    background,
+    decomposed_information,
+    parse_ranking,
+    previous_decompositions,
+    qa_pairs,
+    solving_record,
+)
+from multihop.programs.composerag.state import Hop, Solving
 
 from helpers import scripted_lm
 
@@ -99,6 +107,11 @@ def test_simple_question_is_resolved_by_the_simple_path(static_retriever):
     assert prediction.counts["simple_qa_resolved"] == 1 and prediction.counts["llm_calls"] == 2
     assert prediction.verdicts == [{"stage": "simple", "question": QUESTION, "answer": "Seattle [1].", "valid": True,
                                     "reason": "supported"}]
+    hop = prediction.history[0]  # a plain record; the simple path's hop has no sub-question
+    assert list(hop) == ["question", "passages", "passage_ids", "reasoning", "answer", "abstained", "cited",
+                         "cited_ids", "queries", "retrieved", "verified"]
+    assert hop["queries"] == [QUESTION] and hop["verified"] is True and hop["abstained"] is False
+    assert json.loads(json.dumps(prediction.history)) == prediction.history
 
 
 def test_failed_simple_verification_escalates_and_placeholders_resolve_across_three_hops(static_retriever):
@@ -273,17 +286,42 @@ def test_broken_listwise_rankings_are_repaired(ranking, order, repaired):
     assert parse_ranking(ranking, 3) == (order, repaired)
 
 
+def answered(question: str, answer: str, reasoning: str = "r") -> Hop:
+    return Hop(question=question, passages=[], passage_ids=[], reasoning=reasoning, answer=answer, abstained=False,
+               cited=[], cited_ids=[])
+
+
+def test_the_prompt_records_read_the_hops_without_citations():
+    hops = [answered("Which company makes the Xbox?", "Microsoft [1].", "the Xbox page"),
+            answered("Who founded Microsoft?", "Bill Gates [2].")]
+    assert qa_pairs(hops) == ("Question #1: Which company makes the Xbox?\nReasoning #1: the Xbox page\n"
+                              "Answer #1: Microsoft.\nQuestion #2: Who founded Microsoft?\nReasoning #2: r\n"
+                              "Answer #2: Bill Gates.")
+    assert qa_pairs([]) == "none"
+    assert background(QUESTION, hops[:1]) == (f"Original question: {QUESTION}\nPrevious sub-questions and answers:\n"
+                                              "Which company makes the Xbox? Microsoft.")
+    assert background(QUESTION, []) == f"Original question: {QUESTION}"
+    assert decomposed_information(hops[1:]) == ("Sub-question 1: Who founded Microsoft?\nReasoning: r\n"
+                                                "Answer: Bill Gates.")
+    assert solving_record(SUBS[:2], hops[1:]) == (
+        "Original decomposition:\n1. Which company makes the Xbox?\n2. Who founded #1?\n"
+        "Rewritten sub-question #1: Who founded Microsoft?\nReasoning #1: r\nAnswer #1: Bill Gates.")
+
+
+def test_reflection_rounds_pair_each_decomposition_with_its_analysis():
+    run = Solving(QUESTION, decompositions=[SUBS, SUBS[:1]], analyses=["- ask for the founder first"])
+    assert run.sub_questions == SUBS[:1] and run.rounds() == [(SUBS, "- ask for the founder first")]
+    assert previous_decompositions(run.rounds()) == (
+        "Incorrect decomposition 1:\n1. Which company makes the Xbox?\n2. Who founded #1?\n3. Where was #2 born?\n"
+        "New decomposition instructions 1:\n- ask for the founder first")
+    assert Solving(QUESTION).sub_questions == [] and Solving(QUESTION).rounds() == []
+
+
 def test_a_repaired_ranking_is_counted_in_the_program(static_retriever):
     script = Script(rerank=lambda p: {"reasoning": "r", "ranking": "[4] > [4] > [42]"})
     _, prediction, _ = run(static_retriever, script, max_reflections=0, **MULTIHOP)
     assert prediction.history[0]["passage_ids"] == pids(static_retriever, 3, 0, 1, 2, 4)
     assert prediction.counts["rerank_repaired"] == 3
-
-
-def test_citations_and_abstentions():
-    assert citations("A [2] and B [4][2] and [9]", 5) == [1, 3]
-    assert strip_citations("He went [1] to school [2][3].") == "He went to school."
-    assert is_abstention("I don't know.") and is_abstention("") and not is_abstention("Bill Gates [1]")
 
 
 def test_compiles_saves_and_loads(static_retriever, tmp_path):

@@ -7,8 +7,8 @@ from typer.testing import CliRunner
 from multihop.cli import app
 from multihop.optimize.compile import compile_program
 from multihop.programs import CoopRAG, load, save
-from multihop.programs.chain import normalize_chain, repair_fill, unrolled_query
-from multihop.programs.cooprag_training import unroll_questions
+from multihop.programs.cooprag.chain import normalize_chain, repair_fill, unrolled_query
+from multihop.programs.cooprag.training import unroll_questions
 from multihop.retrievers import Retriever
 from multihop.retrievers.finetune import read_unrolled
 

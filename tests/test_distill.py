@@ -7,6 +7,7 @@ from multihop.lms import make_lm
 from multihop.optimize import distill as ds
 from multihop.optimize.distill import DistillConfig
 from multihop.optimize.trajectories import EmptyTrajectoriesError
+from multihop.programs import DISTILL_PRESETS, register_distill_preset
 
 PROMPT = [{"role": "system", "content": "Answer the question."}, {"role": "user", "content": "question 7"}]
 
@@ -87,9 +88,32 @@ def test_bad_trajectory_input_is_refused(tmp_path):
     (tmp_path / "bad.jsonl").write_text('{"stage": "answer"}\n')
     with pytest.raises(ValueError, match="bad.jsonl:1: not a trajectory row"):
         ds.read_rows([tmp_path / "bad.jsonl"])
-    assert DistillConfig.preset("cirag").r == 64 and DistillConfig.preset("hanrag").scheduler == "cosine"
+
+
+
+def test_the_papers_presets_are_registered_by_their_methods():
+    defaults = ds.asdict(DistillConfig())
+    cirag, hanrag = ds.asdict(DistillConfig.preset("cirag")), ds.asdict(DistillConfig.preset("hanrag"))
+    assert {k: v for k, v in cirag.items() if v != defaults[k]} == {"r": 64, "alpha": 128, "epochs": 2,
+                                                                     "batch_size": 2}  # lr 2e-4 is the default
+    assert {k: v for k, v in hanrag.items() if v != defaults[k]} == {"lr": 1e-4, "scheduler": "cosine", "warmup": 0.1}
+    assert DistillConfig.preset("cirag", epochs=1, lr=None).epochs == 1  # None keeps the preset's value
+    assert DistillConfig.preset("default") == DistillConfig()
+    for name in DISTILL_PRESETS:  # every registered preset is made of DistillConfig settings
+        DistillConfig.preset(name)
     with pytest.raises(ValueError, match="unknown preset"):
         DistillConfig.preset("nope")
+
+
+def test_a_method_registers_its_own_preset(monkeypatch):
+    monkeypatch.setitem(DISTILL_PRESETS, "method", {"r": 8})  # removed again after the test
+    register_distill_preset("method", r=8)  # the same settings again: a package imported twice
+    assert DistillConfig.preset("method", epochs=3).r == 8 and DistillConfig.preset("method", epochs=3).epochs == 3
+    with pytest.raises(ValueError, match="registered already"):
+        register_distill_preset("method", r=4)
+    monkeypatch.setitem(DISTILL_PRESETS, "typo", {"rank": 8})
+    with pytest.raises(ValueError, match="unknown distillation settings"):
+        DistillConfig.preset("typo")
 
 
 def test_a_checkpoint_for_another_base_model_is_refused(tmp_path):

@@ -1,10 +1,13 @@
 import json
+import re
 
 import dspy
 import pytest
+from rich.console import Console
 
-from multihop.evaluation import evaluate
+from multihop.evaluation import RATES, default_columns, evaluate, render_table
 from multihop.jsonl import read_rows
+from multihop.tracing import count
 
 from helpers import Echo, echo_examples, scripted_lm
 
@@ -98,3 +101,50 @@ def test_any_dspy_module_gets_its_calls_counted(tmp_path):
     assert summary["llm_calls"] == 1.0 and summary["tokens"] > 0 and summary["em"] == 0.5
     trace = json.loads((tmp_path / "traces" / "q0.json").read_text())
     assert [record["stage"] for record in trace] == ["answer"]
+
+
+class Hedging(Echo):
+    """Declares how two of its counts are shown: ``hedged`` (questions 0 and 1) as a rate, ``lookups`` as a mean."""
+
+    count_display = {"hedged": "rate", "lookups": "mean"}
+
+    def forward(self, question):
+        count("hedged", int(question in {"question 0", "question 1"}))
+        count("lookups", 3)
+        count("undeclared", 2)
+        return super().forward(question)
+
+
+def table_cells(summaries, **options) -> list[dict[str, str]]:
+    """The rendered table's rows as {header: cell}."""
+    console = Console(record=True, width=250)
+    console.print(render_table(summaries, **options))
+    lines = [[cell.strip() for cell in re.split("[┃│]", line)[1:-1]] for line in console.export_text().splitlines()
+             if line.startswith(("┃", "│"))]
+    return [dict(zip(lines[0], line, strict=True)) for line in lines[1:]]
+
+
+def test_a_program_declares_how_its_counts_are_shown(tmp_path):
+    summary = evaluate(Hedging(), echo_examples(4), tmp_path, progress=False)
+    assert summary["count_display"] == {"hedged": "rate", "lookups": "mean"}
+    assert json.loads((tmp_path / "summary.json").read_text())["count_display"] == summary["count_display"]
+    assert summary["hedged"] == 0.5 and summary["undeclared"] == 2.0
+    [cells] = table_cells({"hedging": summary})
+    assert cells["hedged %"] == "50.0" and cells["lookups/q"] == "3.0" and cells["EM"] == "50.0"
+    assert not any("undeclared" in header for header in cells)  # a count nobody declared is in the summary only
+    assert table_cells({"hedging": summary}, columns=[("hedged", "hedged")]) == [{"program": "hedging", "n": "4",
+                                                                                 "hedged": "50.0"}]
+
+
+def test_shared_evaluation_names_no_programs_event(tmp_path):
+    from multihop.programs import PROGRAMS
+
+    events = {name for cls in PROGRAMS.values() for name in cls.count_display}
+    assert events and not events & (RATES | {key for key, _ in default_columns([])})
+    summary = evaluate(Echo(), echo_examples(2), tmp_path, progress=False)  # declares nothing: no extra column
+    assert summary["count_display"] == {} and default_columns([summary]) == default_columns([])
+
+
+def test_a_count_display_must_be_a_rate_or_a_mean():
+    with pytest.raises(TypeError, match="percent"):
+        type("Odd", (Echo,), {"count_display": {"hedged": "percent"}})

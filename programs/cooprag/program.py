@@ -37,7 +37,8 @@ from multihop.signatures.cooprag import (
 )
 from multihop.tracing import count
 
-from .base import MultihopProgram, safe_answer
+from ..base import MultihopProgram
+from ..text import safe_answer
 from .chain import normalize_chain, repair_fill, unrolled_query
 
 RERANKERS = {None: None, "maxsim": {"scoring": "eq4", "omega": False}, "rala_eq4": {"scoring": "eq4"},

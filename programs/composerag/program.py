@@ -30,7 +30,7 @@ construction rule e); a decomposition that cannot be parsed after one retry is t
 
 from __future__ import annotations
 
-import re
+from dataclasses import asdict
 
 import dspy
 
@@ -52,25 +52,22 @@ from multihop.signatures.composerag import (
 )
 from multihop.tracing import count
 
-from .base import MultihopProgram
+from ..base import MultihopProgram
+from ..text import citations, clean, is_abstention, numbered, strip_citations, unique
 from .composition import (
     background,
-    citations,
     decomposed_information,
     final_answer,
     identifiers,
-    is_abstention,
-    numbered,
     parse_ranking,
     placeholders,
     previous_decompositions,
     qa_pairs,
     solving_record,
-    strip_citations,
     substitute,
 )
+from .state import Hop, Solving, Verdict
 
-_NUMBERING = re.compile(r"^\s*\d+[.)]\s+")
 MODULES = {  # the paper's module names (Tables 3-4) → this program's stages
     "QD": ("decompose", "improve_analysis", "improve_decomposition"),
     "QC": ("construct",),
@@ -83,6 +80,8 @@ MODULES = {  # the paper's module names (Tables 3-4) → this program's stages
 
 
 class ComposeRAG(MultihopProgram):
+    count_display = {"abstained": "rate", "simple_qa_resolved": "rate"}  # shares of questions: "I don't know.", Table 6
+
     def __init__(
         self,
         retriever: dspy.Module | None = None,
@@ -149,32 +148,26 @@ class ComposeRAG(MultihopProgram):
             self.set_stage_lm(stage, lm)
 
     def forward(self, question: str) -> dspy.Prediction:
-        verdicts = []
+        run = Solving(question)
         if self.simple_qa:
-            hop = self.solve(question, "none", verdicts, stage="simple", pipeline=False)
-            count("simple_qa_resolved", int(hop["verified"]))
-            if hop["verified"]:
-                return self.prediction("simple", hop["answer"], [hop], [], [], None, verdicts)
+            hop = self.solve(run, question, pipeline=False)
+            count("simple_qa_resolved", int(hop.verified))
+            if hop.verified:
+                run.path, run.hops = "simple", [hop]
+                return self.prediction(run, hop.answer, grounded=True)
             count("escalated")
-        sub_questions = self.initial_decomposition(question)
-        decompositions, rounds = [sub_questions], []
+        run.decompositions.append(self.initial_decomposition(question))
         while True:
-            hops = self.solve_all(question, sub_questions, verdicts)
-            answer, grounded = self.final(question, sub_questions, hops, verdicts)
-            if grounded is not False or len(rounds) == self.max_reflections:
+            self.solve_all(run)
+            answer, grounded = self.final(run)
+            if grounded is not False or len(run.analyses) == self.max_reflections:
                 break
-            analysis = self.run_stage(self.improve_analysis, {"analysis": ""}, question=question,
-                                      sub_questions_solving_record=solving_record(sub_questions, hops)).analysis
-            rounds.append((sub_questions, analysis or ""))
-            redone = self.run_stage(self.improve_decomposition, {"new_decomposition": []}, question=question,
-                                    previous_decompositions=previous_decompositions(rounds))
-            sub_questions = clean(redone.new_decomposition)[: self.max_sub_questions]
-            count("reflections")
+            sub_questions = self.reflect(run)
             if not sub_questions:
                 count("reflection_fallback")
                 break
-            decompositions.append(sub_questions)
-        return self.prediction("multihop", answer, hops, decompositions, rounds, grounded, verdicts)
+            run.decompositions.append(sub_questions)
+        return self.prediction(run, answer, grounded)
 
     def initial_decomposition(self, question: str) -> list[str]:
         """QD (§4.1.1): the sub-questions, or the question as its single hop (a simple question, QD switched off, or
@@ -185,39 +178,41 @@ class ComposeRAG(MultihopProgram):
         count("decomposition_fallback", int(bool(result.get("failed"))))
         return clean(result.sub_questions)[: self.max_sub_questions] or [question]
 
-    def solve_all(self, question: str, sub_questions: list[str], verdicts: list) -> list[dict]:
-        """Iterative sub-question processing (§4.2): construct each sub-question from the earlier answers, solve it."""
-        hops: list[dict] = []
-        for sub_question in sub_questions:
-            constructed = self.constructed(question, sub_question, hops)
-            hops.append(self.solve(constructed, background(question, hops), verdicts,
-                                   stage=f"hop {len(hops) + 1}"))
-            hops[-1]["sub_question"] = sub_question
-        return hops
+    def solve_all(self, run: Solving) -> None:
+        """Iterative sub-question processing (§4.2): construct each sub-question of the current decomposition from
+        the earlier answers, solve it; the round's hops replace the last round's."""
+        run.hops = []
+        for sub_question in run.sub_questions:
+            hop = self.solve(run, self.constructed(run, sub_question))
+            hop.sub_question = sub_question
+            run.hops.append(hop)
 
-    def constructed(self, question: str, sub_question: str, hops: list[dict]) -> str:
+    def constructed(self, run: Solving, sub_question: str) -> str:
         """QC (App. A.1): the sub-question with every ``#n`` replaced by answer n. A reference to no earlier answer
         falls back to the original question; a placeholder the LM left in is substituted with the answer."""
         refs = placeholders(sub_question)
-        if any(not 1 <= ref <= len(hops) for ref in refs):
+        if any(not 1 <= ref <= len(run.hops) for ref in refs):
             count("placeholder_fallback")
-            return question
-        if not hops:
+            return run.question
+        if not run.hops:
             return sub_question
-        answers = [strip_citations(hop["answer"]).rstrip(". ") for hop in hops]
-        result = self.run_stage(self.construct, {"rewritten_question": ""}, original_question=question,
-                                question_answer_pairs=qa_pairs(hops), new_question=sub_question)
+        answers = [strip_citations(hop.answer).rstrip(". ") for hop in run.hops]
+        result = self.run_stage(self.construct, {"rewritten_question": ""}, original_question=run.question,
+                                question_answer_pairs=qa_pairs(run.hops), new_question=sub_question)
         rewritten = (result.rewritten_question or "").strip() or sub_question
         if placeholders(rewritten):
             count("placeholder_substituted")
             rewritten = substitute(rewritten, answers)
         return rewritten
 
-    def solve(self, question: str, context_note: str, verdicts: list, stage: str,
-              pipeline: bool = True) -> dict:
+    def solve(self, run: Solving, question: str, pipeline: bool = True) -> Hop:
         """One (sub-)question: decide retrieval → retrieve (→ rerank) → answer → verify; a failed verification
         retrieves after a skipped retrieval, else rewrites the query (at most ``max_rewrites``) and retries. The
-        simple pipeline (``pipeline=False``) is retrieve → answer → verify, once."""
+        pipeline's hop n is answered with the original question and the earlier hops as background. The simple
+        pipeline (``pipeline=False``) is retrieve → answer → verify, once, with no background."""
+        stage, note = "simple", "none"
+        if pipeline:
+            stage, note = f"hop {len(run.hops) + 1}", background(run.question, run.hops)
         retrieve = not (pipeline and self.retrieval_decision) or self.needs_retrieval(question)
         count("retrieval_skipped", int(not retrieve))
         query, last_query, queries, rewrites = question, "none", [], 0
@@ -227,10 +222,10 @@ class ComposeRAG(MultihopProgram):
                 passages, ids = self.evidence(query, rerank=pipeline)
             else:
                 passages, ids = [question], []
-            hop = self.generate(question, passages, ids, context_note)
-            hop.update(queries=list(queries), retrieved=retrieve)
-            hop["verified"] = self.verdict(stage, question, hop, verdicts) if self.answer_verification else None
-            if hop["verified"] is not False or not pipeline:
+            hop = self.generate(question, passages, ids, note)
+            hop.queries, hop.retrieved = list(queries), retrieve
+            hop.verified = run.record(self.hop_verdict(stage, hop)) if self.answer_verification else None
+            if hop.verified is not False or not pipeline:
                 return hop
             if not retrieve:
                 retrieve = True
@@ -261,78 +256,73 @@ class ComposeRAG(MultihopProgram):
             passages, ids = [passages[i] for i in order], [ids[i] for i in order]
         return passages[: self.k], ids[: self.k]
 
-    def generate(self, question: str, passages: list[str], ids: list[str], context_note: str) -> dict:
+    def generate(self, question: str, passages: list[str], ids: list[str], note: str) -> Hop:
         """AG (App. A.1): a cited answer, or an abstention; citations resolved to passage ids."""
         result = self.run_stage(self.answer, {"reasoning": "", "answer": ABSTENTION}, question=question,
-                                context=numbered(passages), background=context_note)
+                                context=numbered(passages), background=note)
         answer = (result.answer or "").strip() or ABSTENTION
         cited = citations(answer, len(passages))
-        return {"question": question, "passages": passages, "passage_ids": ids, "reasoning": result.reasoning or "",
-                "answer": answer, "abstained": is_abstention(answer), "cited": [passages[i] for i in cited],
-                "cited_ids": [ids[i] for i in cited if i < len(ids)]}
+        return Hop(question=question, passages=passages, passage_ids=ids, reasoning=result.reasoning or "",
+                   answer=answer, abstained=is_abstention(answer), cited=[passages[i] for i in cited],
+                   cited_ids=[ids[i] for i in cited if i < len(ids)])
 
-    def verdict(self, stage: str, question: str, hop: dict, verdicts: list) -> bool:
+    def hop_verdict(self, stage: str, hop: Hop) -> Verdict:
         """AV (App. A.1) against the cited passages (all of them when the answer cites none)."""
-        return self.checked(self.verify, stage, question, hop["answer"], verdicts,
-                            source=numbered(hop["cited"] or hop["passages"]))
+        return self.verdict(self.verify, stage, hop.question, hop.answer, source=numbered(hop.cited or hop.passages))
 
-    def checked(self, verifier: dspy.Predict, stage: str, question: str, answer: str, verdicts: list,
-                **evidence) -> bool:
-        """One verdict, recorded in ``verdicts``: an abstention fails without a call, an unparsable reply fails."""
+    def verdict(self, verifier: dspy.Predict, stage: str, question: str, answer: str, **evidence) -> Verdict:
+        """One verdict: an abstention fails without a call, an unparsable reply fails."""
         if is_abstention(answer):
-            valid, reason = False, "abstained"
-        else:
-            result = self.run_stage(verifier, {"valid": False, "reason": "unparsable verdict"}, question=question,
-                                    answer=answer, **evidence)
-            valid, reason = result.valid is True, result.reason or ""
-        verdicts.append({"stage": stage, "question": question, "answer": answer, "valid": valid, "reason": reason})
-        return valid
+            return Verdict(stage, question, answer, valid=False, reason="abstained")
+        result = self.run_stage(verifier, {"valid": False, "reason": "unparsable verdict"}, question=question,
+                                answer=answer, **evidence)
+        return Verdict(stage, question, answer, valid=result.valid is True, reason=result.reason or "")
 
-    def final(self, question: str, sub_questions: list[str], hops: list[dict], verdicts: list) -> tuple[str, bool]:
+    def final(self, run: Solving) -> tuple[str, bool | None]:
         """Final answering (App. A.1) over the answered sub-questions, and whether the answer is grounded (Alg. 1
         step 1; None without AV). A single hop on the question itself is final, with its own verdict."""
-        if len(hops) == 1 and sub_questions == [question]:
-            return hops[0]["answer"], hops[0]["verified"]
-        result = self.run_stage(self.finalize, {"answer": hops[-1]["answer"]}, question=question,
-                                decomposed_information=decomposed_information(hops))
+        if len(run.hops) == 1 and run.sub_questions == [run.question]:
+            return run.hops[0].answer, run.hops[0].verified
+        result = self.run_stage(self.finalize, {"answer": run.hops[-1].answer}, question=run.question,
+                                decomposed_information=decomposed_information(run.hops))
         answer = (result.answer or "").strip() or ABSTENTION
-        return answer, self.final_verdict(question, answer, hops, verdicts) if self.answer_verification else None
+        return answer, run.record(self.final_verdict(run, answer)) if self.answer_verification else None
 
-    def final_verdict(self, question: str, answer: str, hops: list[dict], verdicts: list) -> bool:
+    def final_verdict(self, run: Solving, answer: str) -> Verdict:
         """Alg. 1 step 1: the final answer against the passages the hops cited (all they read when none cited)."""
-        passages = unique(p for hop in hops for p in hop["cited"]) or unique(p for hop in hops for p in hop["passages"])
-        return self.checked(self.verify_final, "final", question, strip_citations(answer), verdicts, passages=passages)
+        hops = run.hops
+        passages = unique(p for hop in hops for p in hop.cited) or unique(p for hop in hops for p in hop.passages)
+        return self.verdict(self.verify_final, "final", run.question, strip_citations(answer), passages=passages)
 
-    def prediction(self, path, answer, hops, decompositions, rounds, grounded, verdicts):
-        if path == "simple":
-            grounded = True
+    def reflect(self, run: Solving) -> list[str]:
+        """Self-reflection (Alg. 1 steps 2-3) on the round just solved: ``improve_analysis`` diagnoses its solving
+        record, ``improve_decomposition`` writes a new decomposition from every one tried so far (empty: none could
+        be parsed)."""
+        analysis = self.run_stage(self.improve_analysis, {"analysis": ""}, question=run.question,
+                                  sub_questions_solving_record=solving_record(run.sub_questions, run.hops)).analysis
+        run.analyses.append(analysis or "")
+        redone = self.run_stage(self.improve_decomposition, {"new_decomposition": []}, question=run.question,
+                                previous_decompositions=previous_decompositions(run.rounds()))
+        count("reflections")
+        return clean(redone.new_decomposition)[: self.max_sub_questions]
+
+    def prediction(self, run: Solving, answer: str, grounded: bool | None) -> dspy.Prediction:
         answer = final_answer(answer)
         count("abstained", int(answer == ABSTENTION))
-        count("sub_questions", len(decompositions[-1]) if decompositions else 0)
-        count("verifications", len(verdicts))
-        count("verifications_failed", sum(not v["valid"] for v in verdicts))
+        count("sub_questions", len(run.sub_questions))
+        count("verifications", len(run.verdicts))
+        count("verifications_failed", sum(not verdict.valid for verdict in run.verdicts))
         return dspy.Prediction(
             answer=answer,
-            path=path,
+            path=run.path,
             abstained=answer == ABSTENTION,
             grounded=grounded,
-            sub_questions=decompositions[-1] if decompositions else [],
-            decompositions=decompositions,
-            reflection_analyses=[analysis for _, analysis in rounds],
-            reflections=len(rounds),
-            history=hops,
-            verdicts=verdicts,
-            cited_ids=unique(i for hop in hops for i in hop["cited_ids"]),
-            passage_ids=unique(i for hop in hops for i in hop["passage_ids"]),
+            sub_questions=run.sub_questions,
+            decompositions=run.decompositions,
+            reflection_analyses=run.analyses,
+            reflections=len(run.analyses),
+            history=[hop.record() for hop in run.hops],
+            verdicts=[asdict(verdict) for verdict in run.verdicts],
+            cited_ids=unique(i for hop in run.hops for i in hop.cited_ids),
+            passage_ids=unique(i for hop in run.hops for i in hop.passage_ids),
         )
-
-
-def clean(sub_questions) -> list[str]:
-    """Sub-questions as a list of non-empty strings, with any "1." numbering the LM wrote removed."""
-    items = [sub_questions] if isinstance(sub_questions, str) else list(sub_questions or [])
-    cleaned = [_NUMBERING.sub("", str(item)).strip() for item in items]
-    return [item for item in cleaned if item and item.lower() != "none"]
-
-
-def unique(items) -> list:
-    return list(dict.fromkeys(items))

@@ -18,7 +18,7 @@ from tqdm.auto import tqdm
 
 from multihop.jsonl import append_row, read_rows
 
-from .cooprag import CoopRAG
+from .program import CoopRAG
 
 
 def unroll_questions(program: CoopRAG, examples: Sequence[dspy.Example], out: str | Path,

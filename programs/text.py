@@ -1,0 +1,59 @@
+"""Text plumbing every method needs between its LM stages: numbered contexts and their ``[n]`` citations, abstentions,
+LM answers and lists cleaned of what small models add. Pure functions, no LM."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+
+_CITATION = re.compile(r"\[(\d+)\]")
+_NUMBERING = re.compile(r"^\s*\d+[.)]\s+")
+_ABSTENTIONS = ("i dont know", "i do not know", "not enough information", "cannot be determined", "no information")
+
+
+def numbered(passages: Sequence[str]) -> list[str]:
+    """Passages as the prompts show them: ``[1] …``, ``[2] …``."""
+    return [f"[{i}] {text}" for i, text in enumerate(passages, 1)]
+
+
+def citations(answer: str, count: int) -> list[int]:
+    """0-based indices of the contexts an answer cites with ``[n]``, in order of first citation; numbers outside
+    the context are ignored."""
+    cited: list[int] = []
+    for number in (int(n) for n in _CITATION.findall(answer or "")):
+        if 1 <= number <= count and number - 1 not in cited:
+            cited.append(number - 1)
+    return cited
+
+
+def citation_marks(text: str) -> int:
+    """How many ``[n]`` marks ``text`` holds, valid or not."""
+    return len(_CITATION.findall(text or ""))
+
+
+def strip_citations(answer: str) -> str:
+    return " ".join(_CITATION.sub("", answer or "").split()).replace(" .", ".").replace(" ,", ",")
+
+
+def is_abstention(answer: str) -> bool:
+    """An empty answer or one that says it cannot answer ("I don't know.", ComposeRAG App. D's abstention)."""
+    text = re.sub(r"[^a-z ]", "", (answer or "").lower())
+    return not text.strip() or any(phrase in " ".join(text.split()) for phrase in _ABSTENTIONS)
+
+
+def safe_answer(text: str | None) -> str:
+    """An LM answer cleaned of whitespace; an empty answer stays empty (never invented)."""
+    return (text or "").strip()
+
+
+def clean(items) -> list[str]:
+    """An LM's list (sub-questions, queries) as non-empty strings, with any "1." numbering it wrote removed; a single
+    string is a list of one, and "none" is no item."""
+    items = [items] if isinstance(items, str) else list(items or [])
+    cleaned = [_NUMBERING.sub("", str(item)).strip() for item in items]
+    return [item for item in cleaned if item and item.lower() != "none"]
+
+
+def unique(items: Iterable) -> list:
+    """``items`` without repeats, in order of first occurrence."""
+    return list(dict.fromkeys(items))
