@@ -100,8 +100,8 @@ def declared_rates(summaries: Sequence[dict]) -> set[str]:
 
 
 def default_columns(summaries: Sequence[dict]) -> list[tuple[str, str]]:
-    """:data:`COLUMNS` with every count the summaries' programs declare between the metrics and the costs: a rate
-    as ``name %``, any other as ``name/q``."""
+    """The metric columns, then every count the summaries' programs declare (a rate as ``name %``, any other as
+    ``name/q``), then the cost columns."""
     rates = declared_rates(summaries)
     declared = sorted({key for s in summaries for key in s.get("count_display", {})})
     return [*METRIC_COLUMNS, *((key, f"{key} %" if key in rates else f"{key}/q") for key in declared), *COST_COLUMNS]
