@@ -172,6 +172,8 @@ def test_a_reranker_shares_the_first_stage_encoder_only_when_it_encodes_alike(ca
     assert marked.reranker.tokens is None and not marked.encodes_once
     bm25 = Retriever(BM25Retriever(cached_retriever.corpus), MaxSim(encoder=cached_retriever.encoder), n=10, k=3)
     assert not bm25.encodes_once and bm25.reranker.tokens is None
+    with pytest.raises(ValueError, match="lacks the special tokens"):
+        MaxSim(encoder=cached_retriever.encoder, special_tokens=SPECIAL_TOKENS)
 
 
 def test_a_shared_encoder_encodes_the_query_once_and_reads_the_candidates_from_the_cache(cached_retriever,
