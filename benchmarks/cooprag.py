@@ -3,7 +3,7 @@
     python benchmarks/cooprag.py [--data FILE] [--limit 20] [--lm local:smollm2 | --lm openai/<model> --api-base URL]
 
 The corpus is the union of the questions' paragraphs (IRCoT style), indexed once (cached under ``MULTIHOP_HOME``) with
-MPNet and the token states RaLa Eq. 4 reads.
+MPNet (CoopRAG's unrolling markers added as special tokens) and the token states RaLa Eq. 4 reads.
 
 Table 1 (Tables 7 and 9 of the paper, in small): Recall@2/5 of three queries — the raw question, the unrolled query
 U = Q ‖ S ‖ R (Eq. 1) with ``<UNCERTAIN>``, and U from the unrolling without it (§4.6) — each against the dense
@@ -38,6 +38,7 @@ from multihop.paths import data_dir
 from multihop.programs import CoopRAG, SingleStepRAG
 from multihop.programs.cooprag.training import unroll_questions
 from multihop.retrievers import DenseRetriever, RaLa, Retriever
+from multihop.signatures.cooprag import SPECIAL_TOKENS
 
 console = Console(width=160)
 ANSWER_STAGES = {"answer", "reason"}  # stages whose output is the short answer alone get --answer-tokens
@@ -94,7 +95,8 @@ def main() -> None:
     data = args.data or data_dir() / "musique/dev/musique_qa_100.json"
     examples = load_dataset(data, limit=args.limit)
     corpus = build_corpus(examples, source=str(data))
-    dense = DenseRetriever.load(DenseRetriever.build_cached(corpus, encoder="mpnet", token_layers=()))
+    dense = DenseRetriever.load(DenseRetriever.build_cached(corpus, encoder="mpnet", token_layers=(),
+                                                            special_tokens=SPECIAL_TOKENS))
     rala = Retriever(dense, RaLa("eq4"), n=args.n, k=5)
     lm = configure_lm(args.lm, max_tokens=args.max_tokens, api_base=args.api_base, api_key=args.api_key)
     console.print(f"{len(examples)} questions from {Path(data).name}, {len(corpus)} passages, LM {lm.model}")

@@ -137,6 +137,21 @@ def data_fetch(
         raise typer.Exit(1) from None
 
 
+MARKERS_OPT = typer.Option(None, "--markers", help="special tokens a method's queries carry, kept whole by the "
+                           "encoder: cooprag (CoopRAG's unrolling markers)")
+
+
+def _special_tokens(markers: str | None) -> tuple[str, ...]:
+    """The special tokens of ``--markers``: none, or a method's (cooprag: CoopRAG's unrolling markers)."""
+    if markers is None:
+        return ()
+    if markers != "cooprag":
+        raise typer.BadParameter(f"unknown --markers {markers!r}; choose cooprag")
+    from multihop.signatures.cooprag import SPECIAL_TOKENS
+
+    return SPECIAL_TOKENS
+
+
 @index_app.command("build")
 def index_build(
     corpus: str = typer.Argument(..., help="a corpus file or a question file (its paragraphs form the corpus)"),
@@ -144,19 +159,26 @@ def index_build(
     first_stage: str = typer.Option("dense", help="dense, bm25 or hybrid"),
     encoder: str = typer.Option("mpnet", help="encoder name or sentence-transformers folder"),
     index: str = typer.Option("auto", help="FAISS index kind: flat, ivf, hnsw or auto (flat below 100k passages)"),
-    rerank: str = typer.Option("none", help="none, maxsim, rala-eq4 or rala-eq3"),
+    rerank: str = typer.Option("none", help="none or a reranker name: maxsim, rala-eq4, rala-eq3"),
     n: int = typer.Option(20, help="first-stage passages handed to the reranker"),
     k: int = typer.Option(5, help="passages returned"),
-    buckets: int = typer.Option(4, help="RaLa layer buckets"),
+    buckets: int = typer.Option(None, help="RaLa layer buckets (default 4)"),
+    markers: str = MARKERS_OPT,
     token_cache: bool = typer.Option(True, help="keep token states with a dense index so reranking skips encoding"),
 ):
     """Build a retriever (resumable encoding) and save it with its manifest and corpus."""
     from multihop.data import load_corpus
-    from multihop.retrievers.storage import build_retriever
+    from multihop.retrievers import build_retriever
 
     passages = load_corpus(corpus)
-    build_retriever(passages, first_stage=first_stage, encoder=encoder, index=index, rerank=rerank, n=n, k=k,
-                    buckets=buckets, token_cache=token_cache).save(out)
+    try:
+        retriever = build_retriever(passages, first_stage=first_stage, encoder=encoder, index=index,
+                                    rerank=None if rerank == "none" else rerank, n=n, k=k,
+                                    special_tokens=_special_tokens(markers), token_cache=token_cache,
+                                    reranker_options={} if buckets is None else {"buckets": buckets})
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    retriever.save(out)
     console.print(f"indexed {len(passages)} passages ({passages.skipped_empty} empty skipped) → {out}")
 
 
@@ -175,6 +197,7 @@ def retriever_train(
     tau: float = typer.Option(0.05, help="InfoNCE temperature (App. F.2: 0.05)"),
     alpha: bool = typer.Option(True, help="difficulty-aware weight α (--no-alpha: the w/o α ablation)"),
     omega: bool = typer.Option(True, help="gap-aware weight ω in the score (--no-omega: the w/o ω ablation)"),
+    markers: str = MARKERS_OPT,
     seed: int = typer.Option(0),
 ):
     """Difficulty-aware fine-tuning (CoopRAG §3.6); the output folder works wherever an encoder name does."""
@@ -184,7 +207,8 @@ def retriever_train(
     examples = [e for path in data for e in load_dataset(path, limit=limit)]
     samples = training_samples(examples, read_unrolled(unrolled) if unrolled else None, seed=seed)
     config = TrainConfig(encoder=encoder, batch_size=batch_size, micro_batch=micro_batch, epochs=epochs,
-                         max_steps=max_steps, lr=lr, tau=tau, alpha=alpha, omega=omega, seed=seed)
+                         max_steps=max_steps, lr=lr, tau=tau, alpha=alpha, omega=omega, seed=seed,
+                         special_tokens=_special_tokens(markers))
     console.print(f"{len(samples)} samples from {len(examples)} questions")
     train(samples, out, config)
     console.print(f"fine-tuned encoder → {out}")

@@ -1,22 +1,35 @@
-"""Retrievers shared by every program: encoders, FAISS and BM25 indexes, RaLa reranking and the DSPy modules."""
+"""Retrievers shared by every program: encoders, FAISS and BM25 indexes, rerankers behind one protocol (RaLa, MaxSim)
+and the DSPy modules."""
 
 from .dense import DenseRetriever
 from .encoder import Encoder
 from .hybrid import HybridRetriever
 from .index import FaissIndex, IndexMismatchError
+from .late_interaction import MaxSim
+from .module import RetrieverModule, load_retriever
+from .query import Hits
 from .rala import RaLa
+from .rerankers import RERANKERS, Reranker, load_reranker, make_reranker
 from .retriever import Retriever
 from .sparse import BM25Retriever
-from .storage import load_retriever
+from .storage import build_retriever
 
 __all__ = [
+    "RERANKERS",
     "BM25Retriever",
     "DenseRetriever",
     "Encoder",
     "FaissIndex",
+    "Hits",
     "HybridRetriever",
     "IndexMismatchError",
+    "MaxSim",
     "RaLa",
+    "Reranker",
     "Retriever",
+    "RetrieverModule",
+    "build_retriever",
+    "load_reranker",
     "load_retriever",
+    "make_reranker",
 ]

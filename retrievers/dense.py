@@ -2,16 +2,20 @@
 
 ``DenseRetriever`` holds a corpus, an :class:`~.encoder.Encoder`, a :class:`~.index.FaissIndex` and, optionally, a
 :class:`~.token_cache.TokenCache` for reranking. It has no predictors, so optimizers leave it alone, and
-``forward(query, k)`` returns ``dspy.Prediction(passages, ids, scores)`` — ``passages`` rendered as ``title: text``.
-A list of queries returns one such prediction per query.
+``forward(query, k)`` returns ``Hits(passages, ids, scores)`` — ``passages`` rendered as ``title: text``; a list of
+queries returns one per query. :meth:`DenseRetriever.search_vectors` searches with query vectors already encoded,
+so a reranker on the same encoder can take the search vector and its token states from one forward pass.
+
+The manifest records the encoder's special tokens: a saved index loads its query encoder with the ones it was built
+with, and refuses an encoder handed in with other ones.
 """
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 from pathlib import Path
 
-import dspy
 import numpy as np
 
 from multihop.corpus import Corpus
@@ -19,9 +23,9 @@ from multihop.data import load_corpus
 from multihop.paths import atomic_dir, home
 
 from .encoder import Encoder
-from .index import FaissIndex, encode_corpus, read_manifest
+from .index import FaissIndex, IndexMismatchError, encode_corpus, read_manifest
 from .module import RetrieverModule
-from .query import check_queries, hits_prediction
+from .query import Hits, hits_prediction
 from .token_cache import TokenCache
 
 CORPUS_FILE = "corpus.jsonl"
@@ -55,7 +59,8 @@ class DenseRetriever(RetrieverModule):
         work = Path(work_dir) if work_dir else home() / "shards" / f"{Path(encoder.name).name}-{corpus.checksum()[:16]}"
         vectors, shards = encode_corpus(corpus, encoder, work, token_layers=token_layers)
         manifest = {"retriever": cls.kind, "encoder": encoder.name, "encoder_sha256": encoder.checksum(),
-                    "corpus_sha256": corpus.checksum(), "truncated": encoder.truncated}
+                    "special_tokens": list(encoder.special_tokens), "corpus_sha256": corpus.checksum(),
+                    "truncated": encoder.truncated}
         tokens = None
         if token_layers is not None:
             tokens = TokenCache.write(work / TOKENS_DIR, shards, encoder.num_layers, tuple(token_layers))
@@ -63,12 +68,15 @@ class DenseRetriever(RetrieverModule):
 
     @classmethod
     def build_cached(cls, corpus: Corpus, encoder: str = "mpnet", token_layers: tuple[int, ...] | None = None,
-                     kind: str = "auto") -> Path:
+                     kind: str = "auto", special_tokens: tuple[str, ...] = ()) -> Path:
         """The folder of ``corpus``'s index under ``MULTIHOP_HOME/indexes``, built (resumably) on first use."""
         suffix = "" if token_layers is None else "-tokens" + "".join(f"-{layer}" for layer in token_layers)
+        if special_tokens:
+            suffix += "-special-" + hashlib.sha256("\n".join(special_tokens).encode()).hexdigest()[:8]
         target = home() / "indexes" / f"{Path(encoder).name}-{kind}-{corpus.checksum()[:16]}{suffix}"
         if not (target / "manifest.json").exists():
-            cls.build(corpus, encoder=encoder, kind=kind, token_layers=token_layers).save(target)
+            built = Encoder(encoder, special_tokens=special_tokens)
+            cls.build(corpus, encoder=built, kind=kind, token_layers=token_layers).save(target)
         return target
 
     def save(self, directory: str | Path) -> None:
@@ -82,11 +90,17 @@ class DenseRetriever(RetrieverModule):
     @classmethod
     def load(cls, directory: str | Path, encoder: str | Encoder | None = None, corpus: Corpus | None = None,
              k: int = 5) -> DenseRetriever:
-        """Load a saved retriever. A given ``encoder`` or ``corpus`` must match the manifest, else it is refused."""
+        """Load a saved retriever. A given ``encoder`` or ``corpus`` must match the manifest, else it is refused; an
+        encoder given by name gets the special tokens the index was built with."""
         directory = Path(directory)
         corpus = corpus or load_corpus(directory / CORPUS_FILE)
         manifest = read_manifest(directory)
-        encoder = encoder if isinstance(encoder, Encoder) else Encoder(encoder or manifest["encoder"])
+        special_tokens = manifest.get("special_tokens", [])
+        if not isinstance(encoder, Encoder):
+            encoder = Encoder(encoder or manifest["encoder"], special_tokens=special_tokens)
+        if list(encoder.special_tokens) != special_tokens:
+            raise IndexMismatchError(f"{directory}: the index was built with special tokens {special_tokens}, the "
+                                     f"encoder has {list(encoder.special_tokens)}")
         index = FaissIndex.load(
             directory,
             expect={"encoder_sha256": encoder.checksum(), "corpus_sha256": corpus.checksum(), "count": len(corpus)},
@@ -96,12 +110,10 @@ class DenseRetriever(RetrieverModule):
             raise ValueError(f"{directory}: the token cache covers {len(tokens)} passages, the corpus {len(corpus)}")
         return cls(corpus, encoder, index, k=k, tokens=tokens)
 
-    def forward(self, query: str | list[str], k: int | None = None):
-        queries = check_queries(query)
-        predictions = self.search(self.encoder.encode(queries), k or self.k)
-        return predictions[0] if isinstance(query, str) else predictions
+    def search(self, queries: list[str], k: int) -> list[Hits]:
+        return self.search_vectors(self.encoder.encode(queries), k)
 
-    def search(self, vectors: np.ndarray, k: int) -> list[dspy.Prediction]:
+    def search_vectors(self, vectors: np.ndarray, k: int) -> list[Hits]:
         """One prediction per query vector (already encoded with this retriever's encoder)."""
         scores, rows = self.index.search(vectors, k)
         return [hits_prediction(self.corpus, row, score) for row, score in zip(rows, scores, strict=True)]

@@ -9,23 +9,28 @@ L2-normalised token states of the last layer (Eq. 2), the ``[CLS]`` state of eve
 Eq. 4) and, on request, the token states of premature layers (Eq. 3). The first-stage embedding is the encoder's own
 pooling (mean pooling for MPNet, as it was trained); the paper's ``[CLS]`` appears in the reranking scores.
 
-The unrolling markers ``[Question]``, ``<FILL>``, ``<UNCERTAIN>`` and ``[Passage]`` (§3.2) are added to the tokenizer
-as special tokens so an unrolled query never splits them into word pieces; their new embedding rows start as the
-mean of the existing rows (deterministic, unlike transformers' sampled mean-resizing), and a fine-tuned encoder
-saves and reloads them trained. Texts are cut at 512 tokens; :attr:`Encoder.truncated` counts the cut ones.
+``special_tokens`` are markers a method writes into its queries (CoopRAG's unrolling placeholders, for one), added
+to the tokenizer so a query never splits them into word pieces. None are added by default. Their new embedding
+rows start as the mean of the existing rows (deterministic, unlike transformers' sampled mean-resizing); a folder
+written by ``multihop retriever train`` records the ones it was trained with (``special_tokens`` in
+``multihop-encoder.json``) and keeps them, trained, whatever is asked. The special tokens change what a text
+encodes to, so an index records them with the encoder (:meth:`Encoder.config`) and refuses a query encoder with
+other ones. Texts are cut at 512 tokens; :attr:`Encoder.truncated` counts the cut ones.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
 from multihop import models
 
-SPECIAL_TOKENS = ("[Question]", "<FILL>", "<UNCERTAIN>", "[Passage]")
 MAX_LENGTH = 512
 
 logger = logging.getLogger(__name__)
@@ -47,17 +52,28 @@ class EncodedStates:
 
 
 class Encoder:
-    def __init__(self, name: str = "mpnet", device: str | None = None, batch_size: int = 8):
+    """``Encoder(name, special_tokens=())``: ``special_tokens`` are added to the ones a fine-tuned folder was trained
+    with; ``sha256``, when given (a manifest's record), refuses weights with another checksum."""
+
+    def __init__(self, name: str = "mpnet", device: str | None = None, batch_size: int = 8,
+                 special_tokens: Sequence[str] = (), sha256: str | None = None):
         self.name = str(name)
         self.path = models.resolve_encoder(self.name)
+        self.special_tokens = tuple(dict.fromkeys((*trained_special_tokens(self.path), *special_tokens)))
         self.batch_size = batch_size
         self.truncated = 0
         self._device = device
         self._model = None
+        self._checksum: str | None = None
+        if sha256 is not None and self.checksum() != sha256:
+            raise models.ChecksumMismatchError(
+                f"encoder {self.name} has weights with sha256 {self.checksum()}, not the {sha256} recorded with the "
+                "index; rebuild the index"
+            )
 
     @property
     def model(self):
-        """The sentence-transformers model, loaded on first use with the unrolling markers and a 512-token limit."""
+        """The sentence-transformers model, loaded on first use with the special tokens and a 512-token limit."""
         if self._model is None:
             import torch
             from sentence_transformers import SentenceTransformer
@@ -65,9 +81,17 @@ class Encoder:
             device = self._device or ("cuda" if torch.cuda.is_available() else "cpu")
             model = SentenceTransformer(str(self.path), device=device, local_files_only=True)
             model.max_seq_length = min(MAX_LENGTH, model[0].auto_model.config.max_position_embeddings)
-            _add_special_tokens(model[0])
+            _add_special_tokens(model[0], self.special_tokens)
             self._model = model
         return self._model
+
+    def config(self) -> dict:
+        """What an index records of its encoder and rebuilds it from: ``Encoder(**config)``."""
+        return {"name": self.name, "special_tokens": list(self.special_tokens), "sha256": self.checksum()}
+
+    def same_as(self, other: Encoder) -> bool:
+        """Whether ``other`` encodes every text as this one does: the same model and the same special tokens."""
+        return (self.name, self.special_tokens) == (other.name, other.special_tokens)
 
     @property
     def dimension(self) -> int:
@@ -80,11 +104,16 @@ class Encoder:
 
     def checksum(self) -> str:
         """sha256 of the encoder's weights: an index records it and refuses a different encoder on load."""
-        spec = models.REGISTRY.get(self.name)
-        if spec is not None and spec.kind == "encoder":
-            return spec.sha256
-        weights = self.path / "model.safetensors"
-        return models.sha256_file(weights) if weights.exists() else hashlib.sha256(str(self.path).encode()).hexdigest()
+        if self._checksum is None:
+            spec = models.REGISTRY.get(self.name)
+            weights = self.path / "model.safetensors"
+            if spec is not None and spec.kind == "encoder":
+                self._checksum = spec.sha256
+            elif weights.exists():
+                self._checksum = models.sha256_file(weights)
+            else:
+                self._checksum = hashlib.sha256(str(self.path).encode()).hexdigest()
+        return self._checksum
 
     def encode(self, texts: list[str], progress: bool = False) -> np.ndarray:
         """Normalised float32 pooled embeddings, shape ``(len(texts), dimension)``."""
@@ -163,19 +192,23 @@ class Encoder:
             logger.info("%d of %d texts are longer than %d tokens and were truncated", cut, len(texts), limit)
 
 
-def _add_special_tokens(transformer) -> None:
-    """Add the unrolling markers; new embedding rows start at the mean of the existing ones."""
+def trained_special_tokens(folder: Path) -> tuple[str, ...]:
+    """The special tokens a folder written by ``multihop retriever train`` was trained with (none for other models)."""
+    stamp = folder / models.FINETUNED_STAMP
+    return tuple(json.loads(stamp.read_text()).get("special_tokens", ())) if stamp.exists() else ()
+
+
+def _add_special_tokens(transformer, tokens: tuple[str, ...]) -> None:
+    """Add ``tokens`` to the tokenizer; new embedding rows start at the mean of the existing ones."""
     import torch
 
     tokenizer, model = transformer.tokenizer, transformer.auto_model
-    added = tokenizer.add_tokens(list(SPECIAL_TOKENS), special_tokens=True)
-    if not added:
+    if not tokens or not tokenizer.add_tokens(list(tokens), special_tokens=True):
         return
-    old = model.get_input_embeddings().weight.shape[0]
-    if len(tokenizer) > old:
+    if len(tokenizer) > model.get_input_embeddings().weight.shape[0]:
         model.resize_token_embeddings(len(tokenizer), mean_resizing=False)
     weight = model.get_input_embeddings().weight
-    new_ids = tokenizer.convert_tokens_to_ids(list(SPECIAL_TOKENS))
+    new_ids = tokenizer.convert_tokens_to_ids(list(tokens))
     with torch.no_grad():
         mean = weight[: min(new_ids)].mean(dim=0)
         for token_id in new_ids:

@@ -19,6 +19,10 @@ A batch of 40 questions and 120 documents does not fit a CPU's memory with gradi
 is back-propagated to those states, and each micro-batch is re-run with gradients (and the same dropout masks)
 to carry them into the weights. The loss and gradients are those of the full batch; only memory changes.
 Checkpoints (weights, optimizer, step) are written atomically every ``checkpoint_every`` steps and resumed.
+
+``special_tokens`` (CoopRAG's: its unrolling markers, which the unrolled queries carry) are added to the encoder
+before training, so their embeddings are trained; the folder records them in ``multihop-encoder.json`` and keeps them
+wherever it is loaded (:class:`~.encoder.Encoder`).
 """
 
 from __future__ import annotations
@@ -130,6 +134,7 @@ class TrainConfig:
     buckets: int = 4
     seed: int = 0
     checkpoint_every: int = 50
+    special_tokens: tuple[str, ...] = ()
 
 
 def train(samples: list[TrainingSample], out_dir: str | Path, config: TrainConfig | None = None) -> Path:
@@ -139,7 +144,7 @@ def train(samples: list[TrainingSample], out_dir: str | Path, config: TrainConfi
     config = config or TrainConfig()
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    encoder = Encoder(config.encoder, batch_size=config.micro_batch)
+    encoder = Encoder(config.encoder, batch_size=config.micro_batch, special_tokens=config.special_tokens)
     model = encoder.model
     layers = list(RaLa(buckets=config.buckets, seed=config.seed).candidate_layers(encoder.num_layers))
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr)
@@ -157,7 +162,8 @@ def train(samples: list[TrainingSample], out_dir: str | Path, config: TrainConfi
     model.eval()
     model.save(str(out_dir))
     stamp = {"sha256": sha256_file(out_dir / "model.safetensors"), "config": asdict(config), "layers": layers,
-             "samples": len(samples), "steps": len(batches), "loss": history}
+             "special_tokens": list(encoder.special_tokens), "samples": len(samples), "steps": len(batches),
+             "loss": history}
     atomic_write_text(out_dir / FINETUNED_STAMP, json.dumps(stamp, indent=2))
     (out_dir / CHECKPOINT).unlink(missing_ok=True)
     return out_dir

@@ -1,7 +1,8 @@
 """Dense + BM25 fused by reciprocal-rank fusion (Cormack et al., 2009) — the hybrid baseline.
 
 Each retriever returns its top ``depth`` passages; a passage scores ``Σ 1 / (rrf_k + rank)`` (rank from 1) over
-the lists it appears in, ``rrf_k = 60`` as in the RRF paper. Both retrievers must cover the same corpus.
+the lists it appears in, ``rrf_k = 60`` as in the RRF paper. Both retrievers must cover the same corpus. The hybrid
+shows the dense retriever's ``encoder`` and token cache (``tokens``) as its own, so a reranker over it shares them.
 """
 
 from __future__ import annotations
@@ -9,19 +10,18 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import dspy
-
 from multihop.paths import atomic_dir, atomic_write_text
 
 from .index import MANIFEST, IndexMismatchError, read_manifest
-from .module import RetrieverModule
-from .query import check_queries, hits_prediction
+from .module import RetrieverModule, load_retriever
+from .query import Hits, hits_prediction
 
 
 class HybridRetriever(RetrieverModule):
     kind = "hybrid"
 
-    def __init__(self, dense: dspy.Module, sparse: dspy.Module, k: int = 5, depth: int = 50, rrf_k: int = 60):
+    def __init__(self, dense: RetrieverModule, sparse: RetrieverModule, k: int = 5, depth: int = 50,
+                 rrf_k: int = 60):
         super().__init__()
         if dense.corpus.checksum() != sparse.corpus.checksum():
             raise IndexMismatchError("the dense and sparse retrievers of a hybrid must cover the same corpus")
@@ -29,14 +29,12 @@ class HybridRetriever(RetrieverModule):
         self.corpus = dense.corpus
         self.encoder, self.tokens = getattr(dense, "encoder", None), getattr(dense, "tokens", None)
 
-    def forward(self, query: str | list[str], k: int | None = None):
-        queries = check_queries(query)
-        depth = max(self.depth, k or self.k)
-        fused = [self.fuse([d, s], k or self.k)
-                 for d, s in zip(self.dense(queries, k=depth), self.sparse(queries, k=depth), strict=True)]
-        return fused[0] if isinstance(query, str) else fused
+    def search(self, queries: list[str], k: int) -> list[Hits]:
+        depth = max(self.depth, k)
+        return [self.fuse([d, s], k) for d, s in zip(self.dense.search(queries, depth),
+                                                     self.sparse.search(queries, depth), strict=True)]
 
-    def fuse(self, rankings: list[dspy.Prediction], k: int) -> dspy.Prediction:
+    def fuse(self, rankings: list[Hits], k: int) -> Hits:
         scores: dict[str, float] = {}
         for ranking in rankings:
             for rank, pid in enumerate(ranking.ids, start=1):
@@ -54,8 +52,6 @@ class HybridRetriever(RetrieverModule):
 
     @classmethod
     def load(cls, directory: str | Path, k: int = 5) -> HybridRetriever:
-        from .storage import load_retriever
-
         directory = Path(directory)
         manifest = read_manifest(directory, {"retriever": cls.kind})
         return cls(load_retriever(directory / "dense"), load_retriever(directory / "sparse"), k=k,

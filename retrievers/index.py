@@ -10,10 +10,10 @@ passages: ~1% of the work) and loses the neighbours that fall in unprobed lists 
 512 → 99.5% at 1.9 ms against 36 ms for ``flat``). ``benchmarks/retrieval.py`` prints recall against ``flat``,
 build time and latency of each kind.
 
-The manifest records the index kind, the encoder (name and weights checksum), the dimension, the passage count and
-the corpus checksum. Loading checks all of them: an index built with another encoder or for another corpus is
-refused rather than silently returning wrong passages. Encoding runs in shards written as they finish, so an
-interrupted build resumes where it stopped; every file is written through a rename.
+The manifest records the index kind, the encoder (name, weights checksum and special tokens), the dimension, the
+passage count and the corpus checksum. Loading checks all of them: an index built with another encoder or for
+another corpus is refused rather than silently returning wrong passages. Encoding runs in shards written as they
+finish, so an interrupted build resumes where it stopped; every file is written through a rename.
 """
 
 from __future__ import annotations
@@ -55,8 +55,8 @@ def encode_corpus(
     Returns the pooled embeddings and the shard files."""
     work_dir.mkdir(parents=True, exist_ok=True)
     stamp = work_dir / "build.json"
-    key = {"corpus": corpus.checksum(), "encoder": encoder.checksum(), "shard_size": shard_size,
-           "token_layers": None if token_layers is None else list(token_layers)}
+    key = {"corpus": corpus.checksum(), "encoder": encoder.checksum(), "special_tokens": list(encoder.special_tokens),
+           "shard_size": shard_size, "token_layers": None if token_layers is None else list(token_layers)}
     if not stamp.exists() or json.loads(stamp.read_text()) != key:
         for old in work_dir.glob("shard-*.npz"):
             old.unlink()

@@ -6,31 +6,42 @@ candidate. ``scoring="eq4"`` is the paper's practical score (Eq. 4): ω_{U,D} ·
 largest ``[CLS]`` similarity gap between the last and a candidate layer; ``omega=False`` drops ω (plain ColBERT
 MaxSim, the "w/o ω" ablation). ``scoring="eq3"`` is Eq. 3: the token-level maximum gap, averaged over query tokens.
 This follows the paper, not the authors' release, which skips ω at inference. The paper's default is 4 buckets
-(App. F.3 tries 2, 4, 6 and 12 over MPNet's 12 layers).
+(App. F.3 tries 2, 4, 6 and 12 over MPNet's 12 layers). The encoder, the token cache and the ranking of candidate
+texts are those of every late-interaction reranker (:mod:`.late_interaction`).
 """
 
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 
 import numpy as np
 import torch
 
 from . import scoring
+from .encoder import Encoder
+from .late_interaction import LateInteraction
 
 SCORINGS = ("eq4", "eq3")
 
 
-class RaLa:
-    def __init__(self, scoring: str = "eq4", buckets: int = 4, omega: bool = True, seed: int = 0):
+class RaLa(LateInteraction):
+    def __init__(self, scoring: str = "eq4", buckets: int = 4, omega: bool = True, seed: int = 0,
+                 encoder: str | Encoder | dict | None = None, special_tokens: Sequence[str] = (), cache: bool = True):
+        """``encoder``, ``special_tokens``, ``cache``: as for every :class:`~.late_interaction.LateInteraction`."""
         if scoring not in SCORINGS:
             raise ValueError(f"scoring must be one of {SCORINGS}, not {scoring!r}")
         if buckets < 1:
             raise ValueError("buckets must be at least 1")
+        super().__init__(encoder=encoder, special_tokens=special_tokens, cache=cache)
         self.scoring, self.buckets, self.omega, self.seed = scoring, buckets, omega, seed
 
-    def config(self) -> dict:
-        return {"scoring": self.scoring, "buckets": self.buckets, "omega": self.omega, "seed": self.seed}
+    @property
+    def name(self) -> str:
+        return f"rala-{self.scoring}"
+
+    def options(self) -> dict:
+        return {"buckets": self.buckets, "omega": self.omega, "seed": self.seed}
 
     def candidate_layers(self, num_layers: int) -> tuple[int, ...]:
         """One premature layer from each bucket of ``0..num_layers-1``, drawn with ``seed``."""
@@ -43,17 +54,10 @@ class RaLa:
         """The premature layers whose token states a score needs (Eq. 3 only; Eq. 4 needs ``[CLS]`` states alone)."""
         return self.candidate_layers(num_layers) if self.scoring == "eq3" else ()
 
-    def score(self, query_tokens: np.ndarray, tokens: list, cls: np.ndarray, layer_tokens: dict) -> np.ndarray:
-        """Scores of one query (its last-layer token states ``[Tq, d]``) against documents given by their ``tokens``,
-        all-layer ``cls`` states ``[n, L+1, d]`` and, for Eq. 3, ``layer_tokens`` of the candidate layers."""
+    def score(self, q, qm, d, dm, cls, layer_tokens) -> torch.Tensor:
         layers = self.candidate_layers(cls.shape[1] - 1)
-        q, qm = scoring.pad([query_tokens])
-        d, dm = scoring.pad(tokens)
-        with torch.inference_mode():
-            if self.scoring == "eq4":
-                cls_layers = torch.as_tensor(cls[:, list(layers)], dtype=torch.float32)
-                scores = scoring.score_eq4(q, qm, d, dm, cls_layers, omega=self.omega)
-            else:
-                d_layers = torch.stack([scoring.pad(layer_tokens[layer])[0] for layer in layers], dim=1)
-                scores = scoring.score_eq3(q, qm, d, dm, d_layers)
-        return scores[0].numpy()
+        if self.scoring == "eq4":
+            cls_layers = torch.as_tensor(cls[:, list(layers)], dtype=torch.float32)
+            return scoring.score_eq4(q, qm, d, dm, cls_layers, omega=self.omega)
+        d_layers = torch.stack([scoring.pad(layer_tokens[layer])[0] for layer in layers], dim=1)
+        return scoring.score_eq3(q, qm, d, dm, d_layers)

@@ -19,7 +19,7 @@ from multihop.paths import atomic_dir, atomic_write_text
 from .dense import CORPUS_FILE
 from .index import MANIFEST, read_manifest
 from .module import RetrieverModule
-from .query import check_queries, hits_prediction
+from .query import Hits, hits_prediction
 
 INDEX_DIR = "bm25"
 
@@ -37,13 +37,11 @@ class BM25Retriever(RetrieverModule):
             index.index(bm25s.tokenize(corpus.texts(), stopwords="en", show_progress=False), show_progress=False)
         self.bm25 = index
 
-    def forward(self, query: str | list[str], k: int | None = None):
-        queries = check_queries(query)
+    def search(self, queries: list[str], k: int) -> list[Hits]:
         tokens = bm25s.tokenize(queries, stopwords="en", return_ids=False, show_progress=False)
-        rows, scores = self.bm25.retrieve(tokens, k=min(k or self.k, len(self.corpus)), show_progress=False)
-        predictions = [hits_prediction(self.corpus, [r if s > 0 else -1 for r, s in zip(row, score, strict=True)],
-                                       score) for row, score in zip(rows, scores, strict=True)]
-        return predictions[0] if isinstance(query, str) else predictions
+        rows, scores = self.bm25.retrieve(tokens, k=min(k, len(self.corpus)), show_progress=False)
+        return [hits_prediction(self.corpus, [r if s > 0 else -1 for r, s in zip(row, score, strict=True)], score)
+                for row, score in zip(rows, scores, strict=True)]
 
     def manifest(self) -> dict:
         return {"retriever": self.kind, "k1": self.k1, "b": self.b, "corpus_sha256": self.corpus.checksum(),

@@ -1,34 +1,22 @@
-"""Build any retriever from a corpus, and load any saved retriever folder by the ``retriever`` kind in its manifest."""
+"""Build any retriever from a corpus by name: a first stage (dense, BM25 or hybrid) and a reranker of the registry
+(:data:`~.rerankers.RERANKERS`), all on one loaded encoder — what ``multihop index build`` saves."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import dspy
+from collections.abc import Sequence
 
 from multihop.corpus import Corpus
 
 from .dense import DenseRetriever
 from .encoder import Encoder
 from .hybrid import HybridRetriever
-from .index import read_manifest
-from .rala import RaLa
+from .late_interaction import LateInteraction
+from .module import RetrieverModule
+from .rerankers import make_reranker
 from .retriever import Retriever
 from .sparse import BM25Retriever
 
-KINDS = {cls.kind: cls for cls in (DenseRetriever, BM25Retriever, HybridRetriever, Retriever)}
-
-
-def load_retriever(directory: str | Path) -> dspy.Module:
-    directory = Path(directory)
-    kind = read_manifest(directory).get("retriever", DenseRetriever.kind)
-    if kind not in KINDS:
-        raise ValueError(f"{directory}: unknown retriever kind {kind!r}")
-    return KINDS[kind].load(directory)
-
-
-RERANKERS = {"none": None, "maxsim": {"scoring": "eq4", "omega": False}, "rala-eq4": {"scoring": "eq4"},
-             "rala-eq3": {"scoring": "eq3"}}
+FIRST_STAGES = ("dense", "bm25", "hybrid")
 
 
 def build_retriever(
@@ -36,21 +24,23 @@ def build_retriever(
     first_stage: str = "dense",
     encoder: str = "mpnet",
     index: str = "auto",
-    rerank: str = "none",
+    rerank: str | None = None,
     n: int = 20,
     k: int = 5,
-    buckets: int = 4,
-    seed: int = 0,
+    special_tokens: Sequence[str] = (),
     token_cache: bool = True,
-) -> dspy.Module:
-    """Build any retriever from a corpus: ``first_stage`` dense | bm25 | hybrid, ``rerank`` one of
-    :data:`RERANKERS`. A dense index keeps the token states the reranker needs when ``token_cache`` is set."""
-    if rerank not in RERANKERS:
-        raise ValueError(f"unknown reranker {rerank!r}; choose one of {', '.join(RERANKERS)}")
-    reranker = RaLa(**RERANKERS[rerank], buckets=buckets, seed=seed) if RERANKERS[rerank] else None
-    shared = Encoder(encoder)  # one loaded model for the index, the token cache and the reranker
+    reranker_options: dict | None = None,
+) -> RetrieverModule:
+    """Build any retriever from a corpus: ``first_stage`` one of :data:`FIRST_STAGES`, ``rerank`` None or a reranker
+    name, built with ``reranker_options`` (RaLa: ``buckets``, ``omega``, ``seed``). ``encoder`` (with
+    ``special_tokens`` added to its tokenizer) serves the dense index and the reranker alike; a dense index keeps the
+    token states the reranker reads when ``token_cache`` is set."""
+    if first_stage not in FIRST_STAGES:
+        raise ValueError(f"unknown first stage {first_stage!r}; choose one of {', '.join(FIRST_STAGES)}")
+    shared = Encoder(encoder, special_tokens=special_tokens)  # one loaded model for the index, cache and reranker
+    reranker = make_reranker(rerank, encoder=shared, **(reranker_options or {})) if rerank is not None else None
     token_layers = None
-    if reranker is not None and token_cache:
+    if isinstance(reranker, LateInteraction) and token_cache:
         token_layers = reranker.token_layers(shared.num_layers)
 
     def dense() -> DenseRetriever:
@@ -60,8 +50,6 @@ def build_retriever(
         stage = dense()
     elif first_stage == "bm25":
         stage = BM25Retriever(corpus, k=k)
-    elif first_stage == "hybrid":
-        stage = HybridRetriever(dense(), BM25Retriever(corpus, k=k), k=k)
     else:
-        raise ValueError(f"unknown first stage {first_stage!r}; choose dense, bm25 or hybrid")
-    return Retriever(stage, reranker, n=n, k=k, encoder=shared) if reranker else stage
+        stage = HybridRetriever(dense(), BM25Retriever(corpus, k=k), k=k)
+    return Retriever(stage, reranker, n=n, k=k) if reranker else stage

@@ -3,12 +3,15 @@ DSPy instructions. The output formats the prompts spell out by hand ("Hop Count:
 typed output fields here, so the adapter formats and parses them.
 
 A reasoning chain is a list of ``[head, relation, tail]`` triples; ``<UNCERTAIN>`` marks an entity the LM is not
-sure of and ``<FILL>`` is the tail of the last triple, the answer to find (Eq. 1).
+sure of and ``<FILL>`` is the tail of the last triple, the answer to find (Eq. 1). :data:`SPECIAL_TOKENS` are the
+markers CoopRAG's encoder keeps whole (``Encoder(name, special_tokens=SPECIAL_TOKENS)``, ``--markers cooprag``), so
+an unrolled query U never splits them into word pieces and fine-tuning (§3.6) trains their embeddings.
 """
 
 import dspy
 
 UNCERTAIN, FILL = "<UNCERTAIN>", "<FILL>"
+SPECIAL_TOKENS = ("[Question]", FILL, UNCERTAIN, "[Passage]")
 
 _UNROLLING = """You are an assistant specialized in multi-hop question answering and logical decomposition. Analyze the
 question, break it down into reasoning steps and write the reasoning chain as structured triples.

@@ -58,9 +58,34 @@ def test_index_build_writes_any_retriever_kind(tmp_path):
     assert reranked.exit_code == 0, reranked.output
     loaded = load_retriever(tmp_path / "rr")
     assert isinstance(loaded, Retriever) and loaded.n == 6 and loaded.k == 3
-    assert loaded.reranker.config() == RaLa("eq3", buckets=2).config()
+    assert loaded.reranker.config() == RaLa("eq3", buckets=2).bind(loaded.first_stage).config()
+    assert loaded.reranker.encoder is loaded.first_stage.encoder and loaded.reranker.tokens is loaded.first_stage.tokens
     assert loaded.first_stage.tokens.layers == RaLa("eq3", buckets=2).candidate_layers(6)
     assert loaded("Which comet?").ids[0] == load_retriever(tmp_path / "bm25")("Which comet?").ids[0]
+
+
+def test_index_build_takes_the_registry_names_and_the_markers(tmp_path):
+    from multihop.retrievers import RERANKERS, DenseRetriever, MaxSim, Retriever, load_retriever
+    from multihop.signatures.cooprag import SPECIAL_TOKENS
+
+    help_text = " ".join(runner.invoke(app, ["index", "build", "--help"]).output.split())
+    assert all(name in help_text for name in RERANKERS)
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(f'{{"title": "T{i}", "text": "An article about topic {i}."}}\n' for i in range(4)))
+    built = runner.invoke(app, ["index", "build", str(corpus), "--out", str(tmp_path / "m"), "--encoder", "minilm",
+                                "--rerank", "maxsim", "--n", "4", "--k", "2", "--markers", "cooprag"])
+    assert built.exit_code == 0, built.output
+    loaded = load_retriever(tmp_path / "m")
+    assert isinstance(loaded, Retriever) and type(loaded.reranker) is MaxSim
+    assert isinstance(loaded.first_stage, DenseRetriever)
+    assert loaded.first_stage.encoder.special_tokens == SPECIAL_TOKENS
+    assert loaded.reranker.encoder is loaded.first_stage.encoder
+    for bad, message in ((["--rerank", "colbert"], "unknown reranker 'colbert'"),
+                         (["--rerank", "maxsim", "--buckets", "2"], "'maxsim': got an unexpected keyword"),
+                         (["--markers", "hanrag"], "unknown --markers 'hanrag'")):
+        refused = runner.invoke(app, ["index", "build", str(corpus), "--out", str(tmp_path / "x"), "--encoder",
+                                      "minilm", *bad])
+        assert refused.exit_code == 2 and message in refused.output and not (tmp_path / "x").exists(), bad
 
 
 def test_set_passes_constructor_switches_and_refuses_bad_ones(tmp_path):

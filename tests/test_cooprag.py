@@ -5,12 +5,14 @@ import pytest
 from typer.testing import CliRunner
 
 from multihop.cli import app
+from multihop.corpus import Corpus, Passage
 from multihop.optimize.compile import compile_program
 from multihop.programs import CoopRAG, load, save
 from multihop.programs.cooprag.chain import normalize_chain, repair_fill, unrolled_query
 from multihop.programs.cooprag.training import unroll_questions
-from multihop.retrievers import Retriever
+from multihop.retrievers import DenseRetriever, Encoder, MaxSim, RaLa, Retriever
 from multihop.retrievers.finetune import read_unrolled
+from multihop.signatures.cooprag import SPECIAL_TOKENS
 
 from helpers import StageScript, data_root, example, scripted_lm
 
@@ -123,18 +125,35 @@ def test_normalize_chain_makes_every_row_a_triple():
     assert repair_fill([]) == ([], False)
 
 
-@pytest.mark.parametrize(("rerank", "omega", "scoring"), [("rala_eq4", True, "eq4"), ("maxsim", False, "eq4"),
-                                                           ("rala_eq3", True, "eq3")])
-def test_rerank_switches_choose_the_reranker(cached_retriever, rerank, omega, scoring):
+RALA = {"buckets": 2, "omega": True, "seed": 0}
+
+
+@pytest.mark.parametrize(("rerank", "config"), [("rala-eq4", RALA), ("maxsim", {}), ("rala-eq3", RALA)])
+def test_rerank_switches_choose_the_reranker_of_the_registry(cached_retriever, rerank, config):
     program = CoopRAG(retriever=cached_retriever, rerank=rerank, buckets=2, n=10, k=3)
     assert isinstance(program.search, Retriever) and program.search.first_stage is cached_retriever
-    assert (program.search.reranker.scoring, program.search.reranker.omega) == (scoring, omega)
-    assert (program.search.n, program.search.k, program.search.reranker.buckets) == (10, 3, 2)
+    reranker = program.search.reranker
+    assert type(reranker) is (MaxSim if rerank == "maxsim" else RaLa)
+    assert {key: reranker.config()[key] for key in config} == config and reranker.config()["reranker"] == rerank
+    assert (program.search.n, program.search.k) == (10, 3)
+    assert reranker.special_tokens == SPECIAL_TOKENS and reranker.encoder.special_tokens == SPECIAL_TOKENS
     assert CoopRAG(retriever=cached_retriever, rerank=None).search is cached_retriever
     assert CoopRAG(retriever=program.search, rerank=None).search is cached_retriever
-    assert CoopRAG(retriever=cached_retriever, rerank="rala_eq4", omega=False).search.reranker.omega is False
-    with pytest.raises(ValueError, match="unknown rerank"):
-        CoopRAG(rerank="colbert")
+    assert CoopRAG(retriever=cached_retriever, rerank="rala-eq4", omega=False).search.reranker.omega is False
+    assert CoopRAG().rerank == "rala-eq4"
+    with pytest.raises(ValueError, match="unknown rerank 'rala_eq4'; choose None or one of maxsim, rala-eq4"):
+        CoopRAG(rerank="rala_eq4")
+
+
+def test_an_index_built_with_the_markers_lends_its_encoder_and_token_cache_to_the_reranker(tmp_path):
+    facts = ["Volcanoes erupt lava.", "A violin has four strings.", "Glaciers are slow rivers of ice.",
+             "Penguins live in Antarctica.", "Saffron is a costly spice.", "Comets have icy tails."]
+    corpus = Corpus([Passage.make(f"T{i}", fact) for i, fact in enumerate(facts)])
+    dense = DenseRetriever.build(corpus, encoder=Encoder("minilm", special_tokens=SPECIAL_TOKENS),
+                                 work_dir=tmp_path, token_layers=())
+    search = CoopRAG(retriever=dense, n=4, k=2).search
+    assert search.reranker.encoder is dense.encoder and search.reranker.tokens is dense.tokens
+    assert search.encodes_once and search("Which instrument has four strings? <FILL>").ids[0] == corpus[1].id
 
 
 def test_rala_reranks_the_first_stage_candidates_of_a_real_corpus(cached_retriever, musique_dev):

@@ -8,6 +8,7 @@ from multihop import models
 from multihop.retrievers import Encoder
 from multihop.retrievers import finetune as ft
 from multihop.retrievers.finetune import TrainConfig, TrainingSample, batch_loss, difficulty_weights
+from multihop.signatures.cooprag import SPECIAL_TOKENS
 
 
 def test_batch_loss_equals_a_hand_computed_infonce():
@@ -88,7 +89,8 @@ def test_one_real_training_step_lowers_the_loss(musique_dev):
 
 def test_training_resumes_and_writes_a_folder_the_registry_checks(musique_dev, tmp_path, monkeypatch):
     samples = ft.training_samples(musique_dev[:6])
-    config = TrainConfig(encoder="minilm", batch_size=4, micro_batch=4, max_steps=2, checkpoint_every=1)
+    config = TrainConfig(encoder="minilm", batch_size=4, micro_batch=4, max_steps=2, checkpoint_every=1,
+                         special_tokens=SPECIAL_TOKENS)
     real, calls = ft.grad_cache_step, []
 
     def crash_on_second(*args):
@@ -109,6 +111,10 @@ def test_training_resumes_and_writes_a_folder_the_registry_checks(musique_dev, t
     assert len(stamp["loss"]) == 2 and not (tmp_path / ft.CHECKPOINT).exists()
     assert models.resolve_encoder(str(tmp_path)) == tmp_path
     assert Encoder(str(tmp_path)).encode(["a question"]).shape == (1, 384)
+    tuned = Encoder(str(tmp_path))  # keeps the special tokens it was trained with, without being asked
+    assert stamp["special_tokens"] == list(SPECIAL_TOKENS) and tuned.special_tokens == SPECIAL_TOKENS
+    assert [p for p in tuned.model.tokenizer.tokenize("(<UNCERTAIN>, founded, <FILL>)") if p in SPECIAL_TOKENS] == [
+        "<UNCERTAIN>", "<FILL>"]
     with pytest.raises(ValueError, match="another training config"):
         ft._resume(_checkpoint(tmp_path, config), TrainConfig(encoder="minilm", lr=1.0), None, None, [])
     (tmp_path / "model.safetensors").write_bytes(b"tampered")

@@ -2,8 +2,19 @@ import numpy as np
 import pytest
 import torch
 
-from multihop.retrievers import RaLa, Retriever
+from multihop.retrievers import (
+    RERANKERS,
+    BM25Retriever,
+    Hits,
+    MaxSim,
+    RaLa,
+    Reranker,
+    Retriever,
+    load_reranker,
+    make_reranker,
+)
 from multihop.retrievers.scoring import maxsim, pad, score_eq3, score_eq4
+from multihop.signatures.cooprag import SPECIAL_TOKENS
 
 
 def t(rows):
@@ -60,9 +71,9 @@ def test_seeds_draw_different_layers_and_too_many_buckets_is_refused():
 
 @pytest.mark.parametrize("scoring", ["eq4", "eq3"])
 def test_cached_and_recomputed_token_states_give_the_same_scores(cached_retriever, musique_dev, scoring):
-    reranker = RaLa(scoring=scoring, buckets=2)
-    cached = Retriever(cached_retriever, reranker, n=10, k=10)
-    recomputed = Retriever(cached_retriever, reranker, n=10, k=10, cache=False)
+    cached = Retriever(cached_retriever, RaLa(scoring=scoring, buckets=2), n=10, k=10)
+    recomputed = Retriever(cached_retriever, RaLa(scoring=scoring, buckets=2, cache=False), n=10, k=10)
+    assert cached.reranker.tokens is cached_retriever.tokens and recomputed.reranker.tokens is None
     for example in musique_dev[:3]:
         a, b = cached(example.question), recomputed(example.question)
         assert a.ids == b.ids and sorted(a.candidates) == sorted(a.ids)
@@ -82,6 +93,7 @@ def test_reranking_reorders_the_first_stage_and_saves_with_its_settings(cached_r
     loaded = load_retriever(tmp_path / "r")
     assert isinstance(loaded, Retriever) and loaded.reranker.config() == retriever.reranker.config()
     assert loaded(question).ids == reranked.ids and loaded.first_stage.tokens is not None
+    assert loaded.reranker.encoder is loaded.first_stage.encoder and loaded.reranker.tokens is loaded.first_stage.tokens
     batch = retriever([question, musique_dev[2].question])
     assert [p.ids for p in batch] == [reranked.ids, retriever(musique_dev[2].question).ids]
 
@@ -95,3 +107,86 @@ def test_program_copies_share_the_retriever_and_copy_the_predictors(cached_retri
             assert copied.retriever is reranked and copied.retriever.first_stage is cached_retriever
             assert all(a is not b for (_, a), (_, b) in zip(program.named_predictors(), copied.named_predictors(),
                                                             strict=True))
+
+
+def test_every_registered_name_builds_its_reranker_and_rebuilds_it_from_its_config():
+    assert list(RERANKERS) == ["maxsim", "rala-eq4", "rala-eq3"]
+    built = {name: make_reranker(name) for name in RERANKERS}
+    assert type(built["maxsim"]) is MaxSim
+    assert (built["rala-eq4"].scoring, built["rala-eq3"].scoring) == ("eq4", "eq3")
+    for name, reranker in built.items():
+        assert isinstance(reranker, Reranker) and reranker.config()["reranker"] == name
+        assert load_reranker(reranker.config()).config() == reranker.config()
+    tuned = make_reranker("rala-eq3", buckets=2, omega=False, seed=5, cache=False)
+    assert load_reranker(tuned.config()).config() == tuned.config() == {
+        "reranker": "rala-eq3", "buckets": 2, "omega": False, "seed": 5, "cache": False, "special_tokens": [],
+        "encoder": None}
+    with pytest.raises(ValueError) as unknown:
+        make_reranker("colbert")
+    assert str(unknown.value) == "unknown reranker 'colbert'; choose one of maxsim, rala-eq4, rala-eq3"
+    with pytest.raises(ValueError, match="'maxsim': got an unexpected keyword argument 'buckets'"):
+        make_reranker("maxsim", buckets=2)
+
+
+TEXTS = ["The Eiffel Tower stands in Paris.", "Bananas are a yellow fruit.", "Paris is the capital of France."]
+MADE_UP = Hits(passages=TEXTS, ids=["t0", "t1", "t2"], scores=[0.0, 0.0, 0.0])
+QUESTION = "Which city is the capital of France?"
+
+
+def test_a_reranker_ranks_texts_that_are_not_corpus_rows_by_its_own_score(cached_retriever):
+    encoder = cached_retriever.encoder
+    query = encoder.states([QUESTION]).tokens[0]
+    texts = encoder.states(TEXTS)
+    maxsims = [float((query @ tokens.T).max(axis=1).mean()) for tokens in texts.tokens]
+    rala = RaLa(buckets=2).bind(cached_retriever)
+    layers = list(rala.candidate_layers(encoder.num_layers))
+    omegas = [float(np.max(query[0] @ cls[-1] - cls[layers] @ query[0])) for cls in texts.cls]
+    for reranker, expected in ((MaxSim().bind(cached_retriever), maxsims),
+                               (rala, [w * s for w, s in zip(omegas, maxsims, strict=True)])):
+        assert reranker.cached_rows(MADE_UP) is None  # not rows of the cached corpus: encoded from the texts
+        hits = reranker.rerank(QUESTION, MADE_UP, k=2)
+        best = sorted(range(3), key=lambda i: -expected[i])[:2]
+        assert hits.ids == [f"t{i}" for i in best] and hits.passages == [TEXTS[i] for i in best]
+        np.testing.assert_allclose(hits.scores, [expected[i] for i in best], atol=1e-5)
+        assert hits.candidates == ["t0", "t1", "t2"]
+    assert MaxSim().bind(cached_retriever).rerank(QUESTION, MADE_UP, k=3).ids == ["t2", "t0", "t1"]
+
+
+def test_the_token_cache_serves_only_candidates_that_are_rows_of_its_corpus(cached_retriever, musique_dev):
+    reranker = RaLa(buckets=2).bind(cached_retriever)
+    first = cached_retriever(musique_dev[0].question, k=5)
+    assert reranker.cached_rows(first) == [cached_retriever.corpus.row(pid) for pid in first.ids]
+    edited = Hits(passages=[first.passages[0] + " (edited)", *first.passages[1:]], ids=first.ids, scores=first.scores)
+    assert reranker.cached_rows(edited) is None
+    assert RaLa(buckets=2, cache=False).bind(cached_retriever).cached_rows(first) is None
+
+
+def test_a_reranker_shares_the_first_stage_encoder_only_when_it_encodes_alike(cached_retriever):
+    shared = Retriever(cached_retriever, RaLa(buckets=2), n=10, k=3)
+    by_name = Retriever(cached_retriever, MaxSim(encoder="minilm"), n=10, k=3)
+    for retriever in (shared, by_name):
+        assert retriever.reranker.encoder is cached_retriever.encoder and retriever.encodes_once
+        assert retriever.reranker.tokens is cached_retriever.tokens
+    marked = Retriever(cached_retriever, RaLa(buckets=2, special_tokens=SPECIAL_TOKENS), n=10, k=3)
+    assert marked.reranker.encoder.name == "minilm" and marked.reranker.encoder.special_tokens == SPECIAL_TOKENS
+    assert marked.reranker.tokens is None and not marked.encodes_once
+    bm25 = Retriever(BM25Retriever(cached_retriever.corpus), MaxSim(encoder=cached_retriever.encoder), n=10, k=3)
+    assert not bm25.encodes_once and bm25.reranker.tokens is None
+    with pytest.raises(ValueError, match="lacks the special tokens"):
+        MaxSim(encoder=cached_retriever.encoder, special_tokens=SPECIAL_TOKENS)
+
+
+def test_a_shared_encoder_encodes_the_query_once_and_reads_the_candidates_from_the_cache(cached_retriever,
+                                                                                         musique_dev, monkeypatch):
+    encoder, calls = cached_retriever.encoder, []
+    for method in ("states", "encode"):
+        real = getattr(encoder, method)
+        monkeypatch.setattr(encoder, method, lambda texts, *args, _real=real, _name=method, **kwargs:
+                            calls.append((_name, list(texts))) or _real(texts, *args, **kwargs))
+    questions = [example.question for example in musique_dev[:2]]
+    Retriever(cached_retriever, RaLa(buckets=2), n=10, k=3)(questions)
+    assert calls == [("states", questions)]
+    calls.clear()
+    Retriever(cached_retriever, RaLa(buckets=2, cache=False), n=10, k=3)(questions[0])
+    assert [name for name, _ in calls] == ["states", "states"] and calls[0][1] == questions[:1]
+    assert len(calls[1][1]) == 10  # the candidates, encoded

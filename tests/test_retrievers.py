@@ -11,12 +11,18 @@ from multihop.retrievers import (
     DenseRetriever,
     Encoder,
     FaissIndex,
+    Hits,
     HybridRetriever,
     IndexMismatchError,
+    MaxSim,
+    RaLa,
+    Retriever,
+    RetrieverModule,
     load_retriever,
 )
-from multihop.retrievers.encoder import SPECIAL_TOKENS
 from multihop.retrievers.index import encode_corpus
+from multihop.retrievers.module import RETRIEVER_KINDS
+from multihop.signatures.cooprag import SPECIAL_TOKENS
 
 
 def test_gold_passages_rank_in_the_top5(small_retriever, musique_dev):
@@ -142,9 +148,9 @@ def test_ivf_index_round_trips_with_its_search_settings(tmp_path):
     np.testing.assert_array_equal(loaded.search(vectors[:5], 3)[1], built.search(vectors[:5], 3)[1])
 
 
-def test_encoder_states_match_its_embeddings_and_keep_the_unrolling_markers_whole():
+def test_encoder_states_match_its_embeddings():
     encoder = Encoder("minilm")
-    texts = ["Who directed <FILL>? [Question] (<UNCERTAIN>, directed, <FILL>) [Passage]", "word " * 600, "x"]
+    texts = ["Who directed the film that won the prize?", "word " * 600, "x"]
     states = encoder.states(texts, token_layers=(2,))
     np.testing.assert_allclose(states.pooled, encoder.encode(texts), atol=1e-5)
     assert encoder.truncated == 2  # once by states(), once by encode(): the 600-word text
@@ -152,13 +158,98 @@ def test_encoder_states_match_its_embeddings_and_keep_the_unrolling_markers_whol
     assert states.cls.shape == (3, encoder.num_layers + 1, 384)
     np.testing.assert_allclose(states.cls[:, -1], [t[0] for t in states.tokens], atol=1e-6)
     np.testing.assert_allclose(np.linalg.norm(states.tokens[0], axis=1), 1.0, atol=1e-5)
-    pieces = encoder.model.tokenizer.tokenize(texts[0])
-    assert all(marker in pieces for marker in SPECIAL_TOKENS)
+
+
+UNROLLED = "Who directed <FILL>? [Question] (<UNCERTAIN>, directed, <FILL>) [Passage]"
+
+
+def test_special_tokens_are_kept_whole_only_when_the_encoder_is_given_them():
+    plain, marked = Encoder("minilm"), Encoder("minilm", special_tokens=SPECIAL_TOKENS)
+    assert plain.special_tokens == () and marked.special_tokens == SPECIAL_TOKENS
+    marked_pieces = marked.model.tokenizer.tokenize(UNROLLED)
+    plain_pieces = plain.model.tokenizer.tokenize(UNROLLED)
+    assert [p for p in marked_pieces if p in SPECIAL_TOKENS] == ["<FILL>", "[Question]", "<UNCERTAIN>", "<FILL>",
+                                                                 "[Passage]"]
+    assert not set(SPECIAL_TOKENS) & set(plain_pieces) and len(plain_pieces) > len(marked_pieces)
+    assert len(plain.model.tokenizer) + len(SPECIAL_TOKENS) == len(marked.model.tokenizer)
+    text = "A sentence without any marker."  # the markers change nothing else
+    np.testing.assert_allclose(marked.encode([text]), plain.encode([text]), atol=1e-6)
+    assert marked.states([UNROLLED]).tokens[0].shape[0] == len(marked_pieces) + 2  # [CLS] ... [SEP]
+
+
+def test_an_index_records_its_special_tokens_and_refuses_a_query_encoder_with_others(tmp_path):
+    corpus = Corpus([Passage.make(f"T{i}", f"the passage about topic {i}") for i in range(6)])
+    marked = Encoder("minilm", special_tokens=SPECIAL_TOKENS)
+    DenseRetriever.build(corpus, encoder=marked, work_dir=tmp_path / "shards").save(tmp_path / "idx")
+    assert json.loads((tmp_path / "idx" / "manifest.json").read_text())["special_tokens"] == list(SPECIAL_TOKENS)
+    assert DenseRetriever.load(tmp_path / "idx").encoder.special_tokens == SPECIAL_TOKENS
+    assert DenseRetriever.load(tmp_path / "idx", encoder="minilm").encoder.special_tokens == SPECIAL_TOKENS
+    with pytest.raises(IndexMismatchError, match="special tokens"):
+        DenseRetriever.load(tmp_path / "idx", encoder=Encoder("minilm"))
 
 
 def test_unknown_encoder_is_a_clear_error():
     with pytest.raises(FileNotFoundError, match="neither a known encoder"):
         models.resolve_encoder("no-such-encoder")
+
+
+def test_every_kind_answers_a_list_of_queries_as_it_answers_each_query(small_retriever, cached_retriever,
+                                                                        musique_dev):
+    bm25 = BM25Retriever(small_retriever.corpus)
+    kinds = [small_retriever, bm25, HybridRetriever(small_retriever, bm25),
+             Retriever(cached_retriever, RaLa(buckets=2), n=8, k=3),
+             Retriever(bm25, MaxSim(encoder=cached_retriever.encoder), n=8, k=3)]
+    questions = [example.question for example in musique_dev[:3]]
+    for retriever in kinds:
+        batch, singles = retriever(questions, k=3), [retriever(question, k=3) for question in questions]
+        assert isinstance(batch, list) and all(isinstance(hits, Hits) for hits in [*batch, *singles])
+        assert [hits.ids for hits in batch] == [hits.ids for hits in singles], type(retriever).__name__
+        assert all(len(hits.ids) == 3 for hits in batch)
+        np.testing.assert_allclose([hits.scores for hits in batch], [hits.scores for hits in singles], atol=1e-5)
+    with pytest.raises(ValueError, match="non-empty"):
+        kinds[-1]([questions[0], ""])
+
+
+class KeywordRetriever(RetrieverModule):
+    """A retriever kind defined outside the package: texts ranked by the words they share with the query."""
+
+    kind = "test-keyword"
+
+    def __init__(self, texts: list[str], k: int = 2):
+        super().__init__()
+        self.texts, self.k = list(texts), k
+
+    def search(self, queries, k):
+        hits = []
+        for query in queries:
+            shared = [len(set(query.split()) & set(text.split())) for text in self.texts]
+            order = sorted(range(len(self.texts)), key=lambda i: -shared[i])[:k]
+            hits.append(Hits(passages=[self.texts[i] for i in order], ids=[str(i) for i in order],
+                             scores=[float(shared[i]) for i in order]))
+        return hits
+
+    def save(self, directory):
+        directory.mkdir(parents=True)
+        (directory / "manifest.json").write_text(json.dumps({"retriever": self.kind, "texts": self.texts}))
+
+    @classmethod
+    def load(cls, directory):
+        return cls(json.loads((directory / "manifest.json").read_text())["texts"])
+
+
+def test_a_retriever_kind_registers_itself_and_loads_by_its_manifest(tmp_path):
+    assert RETRIEVER_KINDS["test-keyword"] is KeywordRetriever
+    KeywordRetriever(["red apple pie", "green pear", "red cherry"]).save(tmp_path / "kw")
+    loaded = load_retriever(tmp_path / "kw")
+    assert type(loaded) is KeywordRetriever and loaded.texts == ["red apple pie", "green pear", "red cherry"]
+    assert loaded("red apple").ids == ["0", "2"] and loaded("red apple").scores == [2.0, 1.0]
+    assert [hits.ids for hits in loaded(["green", "cherry"], k=1)] == [["1"], ["2"]]
+    with pytest.raises(ValueError, match="taken by"):
+        type("Clash", (RetrieverModule,), {"kind": "test-keyword"})
+    (tmp_path / "odd").mkdir()
+    (tmp_path / "odd" / "manifest.json").write_text('{"retriever": "nope"}')
+    with pytest.raises(ValueError, match="unknown retriever kind 'nope'; known: dense, .*test-keyword"):
+        load_retriever(tmp_path / "odd")
 
 
 def test_dspy_retrieve_reads_a_multihop_retriever_set_as_rm(small_retriever, musique_dev):

@@ -43,7 +43,8 @@ def chain_text(chain: list[list[str]]) -> str:
 
 def unrolled_query(question: str, sub_questions: list[str], chain: list[list[str]]) -> str:
     """U = Q ‖ S ‖ R (Eq. 1): the question, its sub-questions and the masked chain, concatenated with spaces. The
-    ``<UNCERTAIN>``/``<FILL>`` markers stay in the text: the encoder has them as special tokens (retrievers.encoder)."""
+    ``<UNCERTAIN>``/``<FILL>`` markers stay in the text: CoopRAG's encoder keeps them whole as special tokens
+    (``signatures.cooprag.SPECIAL_TOKENS``)."""
     parts = [question.strip(), *(s.strip() for s in sub_questions if s.strip())]
     if chain:
         parts.append(chain_text(chain))

@@ -10,9 +10,12 @@ completion → reasoning (§3.1, Fig. 1).
 
 Switches (the paper's ablations): ``uncertainty_mask=False`` is §4.6's "w/o <UNCERTAIN>" (no mask instruction, no
 completion stage, reasoning over the unmasked chain); ``unrolling=False`` queries with the raw question and answers
-from the documents alone (the "RaLa" retriever rows of Table 9); ``rerank`` None | "maxsim" | "rala_eq4" | "rala_eq3"
-with ``omega`` and ``buckets`` (Tables 5, 17, 23); ``unified=True`` completes and answers in one call (App. D.2,
-Table 15: 2 LLM calls per question instead of 3).
+from the documents alone (the "RaLa" retriever rows of Table 9); ``rerank`` None or a reranker of the registry
+(:data:`multihop.retrievers.RERANKERS`: "rala-eq4", "rala-eq3", "maxsim") with ``omega`` and ``buckets`` for RaLa
+(Tables 5, 17, 23); ``unified=True`` completes and answers in one call (App. D.2, Table 15: 2 LLM calls per question
+instead of 3). The reranker's encoder keeps the unrolling markers whole (``SPECIAL_TOKENS``); it shares the first
+stage's encoder and token cache when the index was built with them (``multihop index build --markers cooprag``, or
+an encoder fine-tuned with them), and otherwise loads the same model with them and encodes the candidates.
 
 Defaults the paper leaves open: n = 20 first-stage candidates (App. A fixes k = 5 but not n; 20 keeps the RaLa rerank
 under 50 ms with cached states), 4 buckets (App. F.3's choice), seed 0 for the per-bucket layer draw.
@@ -27,8 +30,9 @@ from __future__ import annotations
 
 import dspy
 
-from multihop.retrievers import RaLa, Retriever
+from multihop.retrievers import RERANKERS, Retriever, make_reranker
 from multihop.signatures.cooprag import (
+    SPECIAL_TOKENS,
     CompletionAndReasoning,
     QuestionUnrolling,
     QuestionUnrollingWithoutMask,
@@ -41,9 +45,6 @@ from ..base import MultihopProgram
 from ..text import safe_answer
 from .chain import normalize_chain, repair_fill, unrolled_query
 
-RERANKERS = {None: None, "maxsim": {"scoring": "eq4", "omega": False}, "rala_eq4": {"scoring": "eq4"},
-             "rala_eq3": {"scoring": "eq3"}}
-
 
 class CoopRAG(MultihopProgram):
     def __init__(
@@ -53,14 +54,14 @@ class CoopRAG(MultihopProgram):
         k: int = 5,
         uncertainty_mask: bool = True,
         unrolling: bool = True,
-        rerank: str | None = "rala_eq4",
+        rerank: str | None = "rala-eq4",
         omega: bool = True,
         buckets: int = 4,
         unified: bool = False,
         seed: int = 0,
     ):
-        if rerank not in RERANKERS:
-            raise ValueError(f"unknown rerank {rerank!r}; choose one of {', '.join(map(str, RERANKERS))}")
+        if rerank is not None and rerank not in RERANKERS:
+            raise ValueError(f"unknown rerank {rerank!r}; choose None or one of {', '.join(RERANKERS)}")
         super().__init__(retriever=retriever)
         self.n, self.k, self.seed = n, k, seed
         self.uncertainty_mask, self.unrolling, self.unified = uncertainty_mask, unrolling, unified
@@ -78,12 +79,13 @@ class CoopRAG(MultihopProgram):
 
     def reranked(self, retriever: dspy.Module) -> dspy.Module:
         """The first stage of ``retriever`` (itself, unless it is a reranked :class:`Retriever`), reranked to the
-        top ``k`` of ``n`` with this program's RaLa settings — or unreranked when ``rerank`` is None."""
+        top ``k`` of ``n`` by this program's reranker — or unreranked when ``rerank`` is None."""
         first_stage = retriever.first_stage if isinstance(retriever, Retriever) else retriever
         if self.rerank is None:
             return first_stage
-        settings = {"omega": self.omega, **RERANKERS[self.rerank]}
-        return Retriever(first_stage, RaLa(**settings, buckets=self.buckets, seed=self.seed), n=self.n, k=self.k)
+        rala = {} if self.rerank == "maxsim" else {"omega": self.omega, "buckets": self.buckets, "seed": self.seed}
+        reranker = make_reranker(self.rerank, special_tokens=SPECIAL_TOKENS, **rala)
+        return Retriever(first_stage, reranker, n=self.n, k=self.k)
 
     def unroll_question(self, question: str) -> dspy.Prediction:
         """Stage 1 and Eq. 1: the unrolling (sub-questions, masked chain, hop count, structure) and the query U, with
