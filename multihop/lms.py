@@ -21,8 +21,8 @@ import dspy
 from dspy.lm15 import Message, Response, TextPart, Usage
 
 from multihop import models
+from multihop.models import DEFAULT_LM
 
-DEFAULT_LM = "local:smollm2"
 DEFAULT_MAX_TOKENS = 384
 LOCAL_MAX_TOKENS = 128
 
