@@ -23,16 +23,11 @@ from pathlib import Path
 import dspy
 from rich.console import Console
 
-from multihop.data import build_corpus, load_dataset
+from multihop.benchmarks.common import DATASETS, LMOptions, cached_retriever, questions_with_corpus
 from multihop.evaluation import evaluate, render_table
-from multihop.lms import configure_lm, make_lm
-from multihop.paths import data_dir
 from multihop.programs import ComposeRAG
-from multihop.retrievers import DenseRetriever
 
 console = Console(width=170)
-DEV_SETS = {"musique": "musique/dev/musique_qa_100.json", "hotpotqa": "hotpotqa/dev/hotpot_dev100.jsonl",
-            "2wiki": "2wikimultihopqa/dev/2wiki_dev100.jsonl"}
 MODULES_OFF = {"decomposition": False, "passage_reranking": False, "answer_verification": False,
                "query_rewriting": False, "retrieval_decision": False}
 ROWS = {  # Table 3's stepwise integration, then Fig. 5 and Table 6
@@ -72,12 +67,9 @@ def row_programs(retriever, reflections: int, upgrade_lm=None) -> list[tuple[str
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--datasets", default="musique,hotpotqa", help=f"comma-separated: {', '.join(DEV_SETS)}")
+    parser.add_argument("--datasets", default="musique,hotpotqa", help=f"comma-separated: {', '.join(DATASETS)}")
     parser.add_argument("--limit", type=int, default=6, help="questions per dataset")
-    parser.add_argument("--lm", default="local:smollm2", help="local:smollm2, local:<path> or a dspy.LM string")
-    parser.add_argument("--api-base", default=None)
-    parser.add_argument("--api-key", default=None)
-    parser.add_argument("--max-tokens", type=int, default=128, help="generation cap of every stage")
+    LMOptions.add_arguments(parser, max_tokens=128)  # the generation cap of every stage
     parser.add_argument("--judge-lm", default=None, help="LM for LLM Eval (§5.1); none: the column is left out")
     parser.add_argument("--reflections", type=int, default=3, help="reflection bound of the last two rows (paper: 3)")
     parser.add_argument("--upgrade-lm", default=None, help="a stronger LM: adds Table 4's module-upgrade rows")
@@ -86,15 +78,13 @@ def main() -> None:
     parser.add_argument("--out", default="runs/bench-composerag", help="evaluation folders (a rerun resumes)")
     args = parser.parse_args()
 
-    lm = configure_lm(args.lm, max_tokens=args.max_tokens, api_base=args.api_base, api_key=args.api_key)
-    judge = make_lm(args.judge_lm, api_base=args.api_base, api_key=args.api_key) if args.judge_lm else None
-    upgrade = make_lm(args.upgrade_lm, max_tokens=args.max_tokens, api_base=args.api_base,
-                      api_key=args.api_key) if args.upgrade_lm else None
+    options = LMOptions.from_args(args)
+    lm = options.configure()
+    judge = options.make(args.judge_lm) if args.judge_lm else None
+    upgrade = options.make(args.upgrade_lm, max_tokens=args.max_tokens) if args.upgrade_lm else None
     for dataset in args.datasets.split(","):
-        data = data_dir() / DEV_SETS[dataset]
-        examples = load_dataset(data, limit=args.limit)
-        corpus = build_corpus(examples, source=str(data))
-        retriever = DenseRetriever.load(DenseRetriever.build_cached(corpus, encoder="mpnet", token_layers=()))
+        examples, corpus = questions_with_corpus(dataset, limit=args.limit)
+        retriever = cached_retriever(corpus, token_layers=())
         console.print(f"{dataset}: {len(examples)} questions, {len(corpus)} passages, LM {lm.model}")
         out = Path(args.out) / f"{Path(str(lm.model)).name}-{dataset}-{corpus.checksum()[:8]}"
         rows = row_programs(retriever, args.reflections, upgrade)

@@ -29,16 +29,13 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from multihop.data import build_corpus, load_dataset
+from multihop.benchmarks.common import LMOptions, cached_retriever, question_file, questions_with_corpus
 from multihop.evaluation import evaluate, render_table
 from multihop.jsonl import read_rows
-from multihop.lms import configure_lm, make_lm
 from multihop.metrics import recall_at_k
-from multihop.paths import data_dir
 from multihop.programs import CoopRAG, SingleStepRAG
 from multihop.programs.cooprag.training import unroll_questions
 from multihop.retrievers import DenseRetriever, RaLa, Retriever
-from multihop.signatures.cooprag import SPECIAL_TOKENS
 
 console = Console(width=160)
 ANSWER_STAGES = {"answer", "reason"}  # stages whose output is the short answer alone get --answer-tokens
@@ -80,32 +77,28 @@ def retrieval_table(examples, dense: DenseRetriever, rala: Retriever, out: Path)
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", default=None, help="question file (default: MuSiQue dev in MULTIHOP_DATA)")
+    parser.add_argument("--data", default="musique", help="question file or dataset name (default: MuSiQue dev)")
     parser.add_argument("--limit", type=int, default=20, help="questions to use")
-    parser.add_argument("--lm", default="local:smollm2", help="local:smollm2, local:<path> or a dspy.LM string")
-    parser.add_argument("--api-base", default=None)
-    parser.add_argument("--api-key", default=None)
-    parser.add_argument("--max-tokens", type=int, default=256, help="generation cap of the chain-writing stages")
+    LMOptions.add_arguments(parser, max_tokens=256)  # the generation cap of the chain-writing stages
     parser.add_argument("--answer-tokens", type=int, default=64, help="generation cap of the answer-only stages")
     parser.add_argument("--n", type=int, default=20, help="first-stage passages RaLa reranks")
     parser.add_argument("--threads", type=int, default=1, help="questions at once (for served LMs)")
     parser.add_argument("--out", default="runs/bench-cooprag", help="evaluation folders (a rerun resumes)")
     args = parser.parse_args()
 
-    data = args.data or data_dir() / "musique/dev/musique_qa_100.json"
-    examples = load_dataset(data, limit=args.limit)
-    corpus = build_corpus(examples, source=str(data))
-    dense = DenseRetriever.load(DenseRetriever.build_cached(corpus, encoder="mpnet", token_layers=(),
-                                                            special_tokens=SPECIAL_TOKENS))
+    data = question_file(args.data)
+    examples, corpus = questions_with_corpus(data, limit=args.limit)
+    dense = cached_retriever(corpus, token_layers=(), special_tokens=CoopRAG.special_tokens)
     rala = Retriever(dense, RaLa("eq4"), n=args.n, k=5)
-    lm = configure_lm(args.lm, max_tokens=args.max_tokens, api_base=args.api_base, api_key=args.api_key)
+    options = LMOptions.from_args(args)
+    lm = options.configure()
     console.print(f"{len(examples)} questions from {Path(data).name}, {len(corpus)} passages, LM {lm.model}")
 
     out = Path(args.out) / f"{Path(str(lm.model)).name}-{corpus.checksum()[:8]}"  # resumes only the same setting
     programs = {"SingleStepRAG (MPNet + RaLa)": SingleStepRAG(retriever=rala, k=5),
                 "CoopRAG": CoopRAG(retriever=rala, n=args.n),
                 "CoopRAG unified (App. D.2)": CoopRAG(retriever=rala, n=args.n, unified=True)}
-    short = make_lm(args.lm, max_tokens=args.answer_tokens, api_base=args.api_base, api_key=args.api_key)
+    short = options.make(max_tokens=args.answer_tokens)
     for program in programs.values():
         for stage in ANSWER_STAGES & {name.split(".")[0] for name in program.stage_names()}:
             program.set_stage_lm(stage, short)

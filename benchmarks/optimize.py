@@ -17,6 +17,7 @@ reproduction of the teacher is measured, not correctness.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import tempfile
 import time
@@ -25,27 +26,25 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from multihop.data import build_corpus, load_dataset
-from multihop.lms import configure_lm, make_lm
+from multihop.benchmarks.common import LMOptions, cached_retriever, load_questions
+from multihop.data import build_corpus
 from multihop.metrics import f1
 from multihop.optimize.compile import compile_program, validation_score
 from multihop.optimize.distill import DistillConfig, distill
 from multihop.optimize.trajectories import collect
-from multihop.paths import data_dir
 from multihop.programs import SingleStepRAG
-from multihop.retrievers import DenseRetriever
 
 console = Console(width=150)
 
 
-def prompt_table(args, retriever) -> Table:
-    train = load_dataset(args.train, limit=args.limit_train)
-    val = load_dataset(args.val, limit=args.limit_val)
-    configure_lm(args.lm, max_tokens=32)
+def prompt_table(args, options: LMOptions, retriever) -> Table:
+    train = load_questions(args.train, "train", limit=args.limit_train)
+    val = load_questions(args.val, "dev", limit=args.limit_val)
+    options.configure()
     table = Table(title=f"SingleStepRAG, {len(train)} train / {len(val)} validation questions, LM {args.lm}")
     for column in ("optimizer", "val F1", "val EM", "compile s", "demos", "new instruction"):
         table.add_column(column, justify="left" if column == "optimizer" else "right")
-    prompt_lm = make_lm(args.prompt_lm or args.teacher, max_tokens=256)
+    prompt_lm = options.make(args.prompt_lm or args.teacher, max_tokens=256)
     base = SingleStepRAG(retriever=retriever)
     table.add_row("none", f"{validation_score(base, val, 'f1'):.1f}", f"{validation_score(base, val, 'em'):.1f}",
                   "-", "0", "no")
@@ -74,9 +73,9 @@ def reproduction(lm, rows: list[dict]) -> tuple[float, float]:
     return 100 * exact / len(rows), 100 * overlap / len(rows)
 
 
-def distill_table(args, retriever, work: Path) -> Table:
-    train = load_dataset(args.train, limit=args.distill_questions)
-    teacher = configure_lm(args.teacher, max_tokens=64)
+def distill_table(args, options: LMOptions, retriever, work: Path) -> Table:
+    train = load_questions(args.train, "train", limit=args.distill_questions)
+    teacher = options.configure(args.teacher, max_tokens=64)
     start = time.perf_counter()
     collect(SingleStepRAG(retriever=retriever), train, work / "traj", teacher_lm=teacher, metric="f1", min_score=0.0)
     teacher_s = time.perf_counter() - start
@@ -84,11 +83,11 @@ def distill_table(args, retriever, work: Path) -> Table:
     cut = max(1, int(len(rows) * 0.75))
     (work / "fit.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows[:cut]))
     held_out = rows[cut:]
-    before = reproduction(make_lm(args.lm, max_tokens=64), held_out)
+    before = reproduction(options.make(max_tokens=64), held_out)
     config = DistillConfig.preset("hanrag", epochs=args.epochs, batch_size=2)
     adapter = distill([work / "fit.jsonl"], work / "adapter", config)
     manifest = json.loads((adapter / "distill.json").read_text())
-    after = reproduction(make_lm(args.lm, adapter=adapter, max_tokens=64), held_out)
+    after = reproduction(dataclasses.replace(options, adapter=str(adapter)).make(max_tokens=64), held_out)
     table = Table(title=f"LoRA student ({args.lm}) reproducing teacher {args.teacher} on {len(held_out)} held-out "
                         f"answer-stage rows ({cut} trained, {args.epochs} epochs; teacher run {teacher_s:.0f} s)")
     for column in ("student", "exact %", "token F1", "train s", "examples/s", "final loss"):
@@ -101,27 +100,26 @@ def distill_table(args, retriever, work: Path) -> Table:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--train", default=None, help="train questions (default: MuSiQue train in MULTIHOP_DATA)")
-    parser.add_argument("--val", default=None, help="validation questions (default: MuSiQue dev)")
+    parser.add_argument("--train", default="musique", help="train question file or dataset name (default: MuSiQue)")
+    parser.add_argument("--val", default="musique", help="validation question file or dataset name (its dev file)")
     parser.add_argument("--limit-train", type=int, default=10)
     parser.add_argument("--limit-val", type=int, default=10)
     parser.add_argument("--optimizers", default="bootstrap,mipro")
-    parser.add_argument("--lm", default="local:smollm2", help="program LM and distillation student")
+    LMOptions.add_arguments(parser, max_tokens=32)  # the program LM and the distillation student
     parser.add_argument("--teacher", default="local:qwen-coder-0.5b")
     parser.add_argument("--prompt-lm", default=None, help="LM that writes instructions (default: --teacher)")
     parser.add_argument("--distill-questions", type=int, default=16)
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--parts", default="prompt,distill", help="which tables to produce")
     args = parser.parse_args()
-    args.train = args.train or str(data_dir() / "musique/train/musique_train.json")
-    args.val = args.val or str(data_dir() / "musique/dev/musique_qa_100.json")
-    questions = load_dataset(args.train, limit=max(args.limit_train, args.distill_questions))
-    questions += load_dataset(args.val, limit=args.limit_val)
-    retriever = DenseRetriever.load(DenseRetriever.build_cached(build_corpus(questions)))
+    options = LMOptions.from_args(args)
+    questions = load_questions(args.train, "train", limit=max(args.limit_train, args.distill_questions))
+    questions += load_questions(args.val, "dev", limit=args.limit_val)
+    retriever = cached_retriever(build_corpus(questions))
     if "prompt" in args.parts:
-        console.print(prompt_table(args, retriever))
+        console.print(prompt_table(args, options, retriever))
     if "distill" in args.parts:
-        console.print(distill_table(args, retriever, Path(tempfile.mkdtemp(prefix="multihop-distill-"))))
+        console.print(distill_table(args, options, retriever, Path(tempfile.mkdtemp(prefix="multihop-distill-"))))
 
 
 if __name__ == "__main__":

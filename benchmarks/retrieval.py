@@ -1,6 +1,6 @@
 """Retrieval benchmark (CoopRAG §4.2, App. E.5, E.9): Recall@2/5, index build throughput and query latency.
 
-    python benchmarks/retrieval.py --data $MULTIHOP_DATA/musique/dev/musique_qa_100.json --limit 25
+    python benchmarks/retrieval.py [--data musique | FILE] --limit 25
 
 The corpus is the union of the questions' paragraphs and the raw question is the query. One table lists BM25,
 hybrid, dense MiniLM, dense MPNet, MPNet + MaxSim, MPNet + RaLa Eq. 4 and Eq. 3 (top-20 reranked to top-5), and,
@@ -23,7 +23,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from multihop.data import build_corpus, load_dataset
+from multihop.benchmarks.common import question_file, questions_with_corpus
 from multihop.metrics import recall_at_k
 from multihop.models import FINETUNED_STAMP
 from multihop.paths import home
@@ -121,7 +121,8 @@ def scale_rows(count: int, dim: int = 768, queries: int = 200) -> list[list[str]
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", required=True, help="any question file load_dataset reads")
+    parser.add_argument("--data", default="musique", help="any question file load_dataset reads, or a dataset name "
+                                                          "(its dev file in MULTIHOP_DATA; default: musique)")
     parser.add_argument("--limit", type=int, default=None, help="questions to use (all by default)")
     parser.add_argument("--finetuned", default=None, help="a fine-tuned encoder folder to compare")
     parser.add_argument("--n", type=int, default=20, help="first-stage passages reranked")
@@ -129,8 +130,7 @@ def main() -> None:
     parser.add_argument("--scale", type=int, default=100_000, help="synthetic vectors for the index comparison")
     args = parser.parse_args()
 
-    examples = load_dataset(args.data, limit=args.limit)
-    corpus = build_corpus(examples, source=args.data)
+    examples, corpus = questions_with_corpus(args.data, limit=args.limit)
     console.print(f"{len(examples)} questions, {len(corpus)} passages ({corpus.merged_duplicates} duplicates merged)")
     work = home() / "benchmarks" / corpus.checksum()[:16]  # encoding shards: a rerun resumes
     eq3 = RaLa("eq3")
@@ -155,7 +155,8 @@ def main() -> None:
         systems += [(f"Fine-tuned {base}", tuned),
                     (f"Fine-tuned {base} + RaLa Eq. 4", Retriever(tuned, RaLa("eq4"), n=args.n))]
 
-    table = Table(title=f"Recall on {Path(args.data).name} ({len(examples)} questions, {len(corpus)} passages)")
+    name = question_file(args.data).name
+    table = Table(title=f"Recall on {name} ({len(examples)} questions, {len(corpus)} passages)")
     for column in ("retriever", "R@2", "R@5", "p50 ms/query"):
         table.add_column(column, justify="left" if column == "retriever" else "right")
     for name, retriever in systems:

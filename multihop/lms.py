@@ -21,8 +21,8 @@ import dspy
 from dspy.lm15 import Message, Response, TextPart, Usage
 
 from multihop import models
+from multihop.models import DEFAULT_LM
 
-DEFAULT_LM = "local:smollm2"
 DEFAULT_MAX_TOKENS = 384
 LOCAL_MAX_TOKENS = 128
 
@@ -161,10 +161,10 @@ def make_lm(
     """Build an LM from a spec: ``local:smollm2``, ``local:<path>``, or any ``dspy.LM`` model string."""
     if spec.startswith("local:"):
         target = spec.removeprefix("local:")
-        path = resolve_local(target)
         adapter_path = Path(adapter) if adapter else None
         if adapter_path is not None and not (adapter_path / "adapter_config.json").exists():
             raise FileNotFoundError(f"{adapter_path} is not a LoRA adapter folder (no adapter_config.json)")
+        path = resolve_local(target)  # checked after the adapter: resolving may convert a GGUF first
         name = Path(target).stem if target not in models.REGISTRY else target
         model = f"local/{name}-{_fingerprint(path, adapter_path)}"
         engine = TransformersEngine(path, adapter_path)

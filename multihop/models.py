@@ -22,6 +22,8 @@ from pathlib import Path
 
 from multihop.paths import atomic_write_text, home
 
+DEFAULT_LM = "local:smollm2"  # the LM spec (multihop.lms.make_lm) used unless one is given: the embedded SmolLM2
+
 
 class ModelNotInstalledError(RuntimeError):
     """A package that carries a model is missing; the message holds the exact install command."""

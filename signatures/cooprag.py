@@ -4,7 +4,7 @@ typed output fields here, so the adapter formats and parses them.
 
 A reasoning chain is a list of ``[head, relation, tail]`` triples; ``<UNCERTAIN>`` marks an entity the LM is not
 sure of and ``<FILL>`` is the tail of the last triple, the answer to find (Eq. 1). :data:`SPECIAL_TOKENS` are the
-markers CoopRAG's encoder keeps whole (``Encoder(name, special_tokens=SPECIAL_TOKENS)``, ``--markers cooprag``), so
+markers CoopRAG's encoder keeps whole (``Encoder(name, special_tokens=SPECIAL_TOKENS)``, ``--markers CoopRAG``), so
 an unrolled query U never splits them into word pieces and fine-tuning (§3.6) trains their embeddings.
 """
 

@@ -1,11 +1,116 @@
+import json
+import logging
+
+import pytest
 from typer.testing import CliRunner
 
 from multihop.cli import app
 from multihop.evaluation import evaluate
 
-from helpers import Echo, echo_examples
+from helpers import Echo, data_root, echo_examples, scripted_lm
 
 runner = CliRunner()
+
+
+@pytest.fixture
+def built_lms(monkeypatch):
+    """``multihop.lms.make_lm`` recorded: ``(spec, settings)`` per LM built; each answers "Paris" (and judges
+    answers correct)."""
+    import multihop.lms
+
+    built = []
+
+    def make_lm(spec, **settings):
+        built.append((spec, settings))
+        reply = {"reasoning": "r", "answer": "Paris", "correct": "True"}
+        return scripted_lm(lambda prompt: reply, name=spec.replace("/", "-"))[0]
+
+    monkeypatch.setattr(multihop.lms, "make_lm", make_lm)
+    return built
+
+
+@pytest.fixture
+def questions(tmp_path):
+    path = tmp_path / "questions.jsonl"
+    path.write_text('{"id": "q1", "question": "Capital of France?", "answers": ["Paris"]}\n')
+    return path
+
+
+def test_lm_options_reach_every_lm_the_command_builds(built_lms, questions, tmp_path):
+    result = runner.invoke(app, ["eval", "--program", "NoRetrieval", "--data", str(questions), "--out",
+                                 str(tmp_path / "run"), "--lm", "openai/served", "--api-base", "http://host:8000/v1",
+                                 "--max-tokens", "7", "--judge-lm", "openai/judge"],
+                           env={"MULTIHOP_API_KEY": "from-env"})
+    assert result.exit_code == 0, result.output
+    server = {"api_base": "http://host:8000/v1", "api_key": "from-env"}
+    assert built_lms == [("openai/served", {**server, "adapter": None, "max_tokens": 7}),
+                         ("openai/judge", {**server, "adapter": None, "max_tokens": None})]  # key and server shared
+    row = json.loads((tmp_path / "run" / "results.jsonl").read_text())
+    assert row["prediction"] == "Paris" and row["metrics"]["llm_eval"] == 1.0
+
+
+def test_api_key_flag_wins_over_the_environment_and_the_teacher_lm_takes_the_options(built_lms, questions,
+                                                                                       tmp_path):
+    result = runner.invoke(app, ["trajectories", "--program", "NoRetrieval", "--data", str(questions), "--out",
+                                 str(tmp_path / "traj"), "--teacher-lm", "openai/teacher", "--api-key", "from-flag",
+                                 "--max-tokens", "64"], env={"MULTIHOP_API_KEY": "from-env"})
+    assert result.exit_code == 0, result.output
+    assert built_lms == [("openai/teacher", {"api_base": None, "api_key": "from-flag", "adapter": None,
+                                             "max_tokens": 64})]
+    assert "kept 1 of 1 questions" in result.output
+
+
+def test_the_demo_caps_generation_at_32_tokens_unless_told(monkeypatch):
+    import multihop.cli.demo as demo
+
+    seen = []
+    monkeypatch.setattr(demo, "run_demo", lambda out, train, dev, lm, console: seen.append(lm))
+    assert runner.invoke(app, ["demo"]).exit_code == 0
+    assert runner.invoke(app, ["demo", "--max-tokens", "100", "--lm", "openai/x"]).exit_code == 0
+    assert [(lm.lm, lm.max_tokens) for lm in seen] == [("local:smollm2", 32), ("openai/x", 100)]
+
+
+def _error(result) -> str:
+    """The error message of a usage error, unwrapped from its box."""
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    return " ".join(result.output.replace("│", " ").split())
+
+
+def test_bad_lm_options_and_data_end_in_one_line_naming_what_to_change(tmp_path):
+    adapter = runner.invoke(app, ["ask", "a question", "--load", str(tmp_path), "--lm", "openai/x", "--adapter",
+                                  str(tmp_path)])
+    assert "for the LM options (--lm, --adapter): adapter= applies to local models only" in _error(adapter)
+    data = runner.invoke(app, ["eval", "--program", "NoRetrieval", "--data", "nosuch", "--out", str(tmp_path)])
+    assert "Invalid value for --data: nosuch: no such file; give a question file or one of musique, hotpotqa, 2wiki" \
+        in _error(data)
+
+
+def test_data_takes_a_dataset_name(built_lms, tmp_path):
+    data_root()
+    result = runner.invoke(app, ["eval", "--program", "NoRetrieval", "--data", "hotpotqa", "--limit", "2", "--out",
+                                 str(tmp_path / "run"), "--lm", "openai/x"])
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
+    assert len(rows) == 2 and all(row["prediction"] == "Paris" for row in rows)
+
+
+@pytest.fixture
+def restore_logging():
+    root, ours = logging.getLogger(), logging.getLogger("multihop")
+    levels = root.level, ours.level
+    yield
+    root.setLevel(levels[0])
+    ours.setLevel(levels[1])
+
+
+def test_verbose_logs_multihop_at_info_and_other_libraries_at_warning(restore_logging):
+    assert runner.invoke(app, ["-v", "models", "list"]).exit_code == 0
+    assert logging.getLogger("multihop.retrievers.encoder").isEnabledFor(logging.INFO)
+    assert not logging.getLogger("some.library").isEnabledFor(logging.INFO)
+    assert logging.getLogger("some.library").isEnabledFor(logging.WARNING)
+    assert runner.invoke(app, ["models", "list"]).exit_code == 0
+    assert not logging.getLogger("multihop.retrievers.encoder").isEnabledFor(logging.INFO)
+    assert logging.getLogger("multihop.data").isEnabledFor(logging.WARNING)
 
 
 def test_trace_show_lists_questions_and_shows_one(tmp_path):
@@ -73,7 +178,7 @@ def test_index_build_takes_the_registry_names_and_the_markers(tmp_path):
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text("".join(f'{{"title": "T{i}", "text": "An article about topic {i}."}}\n' for i in range(4)))
     built = runner.invoke(app, ["index", "build", str(corpus), "--out", str(tmp_path / "m"), "--encoder", "minilm",
-                                "--rerank", "maxsim", "--n", "4", "--k", "2", "--markers", "cooprag"])
+                                "--rerank", "maxsim", "--n", "4", "--k", "2", "--markers", "CoopRAG"])
     assert built.exit_code == 0, built.output
     loaded = load_retriever(tmp_path / "m")
     assert isinstance(loaded, Retriever) and type(loaded.reranker) is MaxSim
@@ -82,7 +187,7 @@ def test_index_build_takes_the_registry_names_and_the_markers(tmp_path):
     assert loaded.reranker.encoder is loaded.first_stage.encoder
     for bad, message in ((["--rerank", "colbert"], "unknown reranker 'colbert'"),
                          (["--rerank", "maxsim", "--buckets", "2"], "'maxsim': got an unexpected keyword"),
-                         (["--markers", "hanrag"], "unknown --markers 'hanrag'")):
+                         (["--markers", "SingleStepRAG"], "writes no query markers")):
         refused = runner.invoke(app, ["index", "build", str(corpus), "--out", str(tmp_path / "x"), "--encoder",
                                       "minilm", *bad])
         assert refused.exit_code == 2 and message in refused.output and not (tmp_path / "x").exists(), bad
@@ -92,17 +197,30 @@ def test_set_passes_constructor_switches_and_refuses_bad_ones(tmp_path):
     import pytest
     import typer
 
-    from multihop.cli import _program
+    from multihop.cli.programs import build_program
 
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text('{"title": "Comet", "text": "An article about comets."}\n')
     assert runner.invoke(app, ["index", "build", str(corpus), "--out", str(tmp_path / "bm25"),
                                "--first-stage", "bm25"]).exit_code == 0
-    program, _ = _program("ComposeRAG", str(tmp_path / "bm25"), None, None, 3, "minilm",
+    program, _ = build_program("ComposeRAG", str(tmp_path / "bm25"), None, None, 3, "minilm",
                           ["simple_qa=false", "max_reflections=1", "passage_reranking=false"])
     assert program.config()["simple_qa"] is False and program.max_reflections == 1 and program.k == 3
     assert "rerank" not in program.stage_names()
     with pytest.raises(typer.BadParameter, match="answer_verification=False"):
-        _program("ComposeRAG", str(tmp_path / "bm25"), None, None, 3, "minilm", ["answer_verification=false"])
+        build_program("ComposeRAG", str(tmp_path / "bm25"), None, None, 3, "minilm", ["answer_verification=false"])
     with pytest.raises(typer.BadParameter, match="key=value"):
-        _program("ComposeRAG", str(tmp_path / "bm25"), None, None, 3, "minilm", ["simple_qa"])
+        build_program("ComposeRAG", str(tmp_path / "bm25"), None, None, 3, "minilm", ["simple_qa"])
+
+
+def test_an_index_built_for_a_program_keeps_its_query_markers(tmp_path, monkeypatch):
+    from multihop.cli.programs import build_program
+    from multihop.signatures.cooprag import SPECIAL_TOKENS
+
+    monkeypatch.setenv("MULTIHOP_HOME", str(tmp_path / "home"))
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text('{"title": "Comet", "text": "An article about comets."}\n')
+    program, folder = build_program("CoopRAG", None, str(corpus), None, 1, "minilm", ["rerank=null"])
+    assert program.retriever.encoder.special_tokens == SPECIAL_TOKENS
+    plain, plain_folder = build_program("SingleStepRAG", None, str(corpus), None, 1, "minilm")
+    assert plain.retriever.encoder.special_tokens == () and plain_folder != folder

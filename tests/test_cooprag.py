@@ -229,11 +229,11 @@ def test_a_failed_unrolling_keeps_the_raw_question_and_says_so(tmp_path):
 
 
 def test_cli_unroll_writes_the_file_retriever_train_reads(tmp_path, monkeypatch):
-    import multihop.cli as cli
+    from multihop.benchmarks.common import LMOptions
 
     script = cooprag_script()
     script.attach(CoopRAG(rerank=None))
-    monkeypatch.setattr(cli, "_configure", lambda *args, **kwargs: dspy.configure(lm=script.lm))
+    monkeypatch.setattr(LMOptions, "configure", lambda *args, **kwargs: dspy.configure(lm=script.lm))
     data = data_root() / "musique/dev/musique_qa_100.json"
     result = CliRunner().invoke(app, ["cooprag", "unroll", str(data), "--out", str(tmp_path / "u.jsonl"),
                                       "--limit", "3"])

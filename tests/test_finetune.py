@@ -1,13 +1,15 @@
 import json
 import math
+import string
 
+import dspy
 import pytest
 import torch
 
 from multihop import models
 from multihop.retrievers import Encoder
 from multihop.retrievers import finetune as ft
-from multihop.retrievers.finetune import TrainConfig, TrainingSample, batch_loss, difficulty_weights
+from multihop.retrievers.finetune import TrainConfig, batch_loss, difficulty_weights
 from multihop.signatures.cooprag import SPECIAL_TOKENS
 
 
@@ -50,13 +52,34 @@ def test_samples_pair_each_supporting_paragraph_with_a_distractor_and_a_random_n
     assert ft.training_samples(musique_dev[:4]) == ft.training_samples(musique_dev[:4])  # seeded
 
 
+@pytest.fixture(scope="module")
+def tiny_encoder(tmp_path_factory) -> str:
+    """A random 4-layer BERT (hidden size 32, a character vocabulary) saved as a sentence-transformers folder: the
+    training code on a real transformer, in a fraction of MiniLM's time."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    folder = tmp_path_factory.mktemp("tiny-encoder")
+    chars = string.ascii_lowercase + string.digits + string.punctuation
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *chars, *(f"##{c}" for c in chars)]
+    (folder / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    BertTokenizerFast(str(folder / "vocab.txt")).save_pretrained(folder / "hf")
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=4, num_attention_heads=4,
+                        intermediate_size=64, max_position_embeddings=128)  # texts are cut at 128 characters
+    BertModel(config).save_pretrained(folder / "hf")
+    SentenceTransformer(modules=[Transformer(str(folder / "hf")), Pooling(32, "mean")]).save(str(folder / "st"))
+    return str(folder / "st")
+
+
 def _samples(musique_dev, n=4):
     return ft.training_samples(musique_dev[:3])[:n]
 
 
 @pytest.mark.parametrize("omega", [True, False])
-def test_grad_cache_step_gives_the_full_batch_gradient(musique_dev, omega):
-    encoder = Encoder("minilm")
+def test_grad_cache_step_gives_the_full_batch_gradient(musique_dev, tiny_encoder, omega):
+    encoder = Encoder(tiny_encoder)
     encoder.model.eval()  # no dropout, so both passes see the same network
     batch, layers = _samples(musique_dev), [1, 4]
     encoder.model.zero_grad()
@@ -74,8 +97,8 @@ def test_grad_cache_step_gives_the_full_batch_gradient(musique_dev, omega):
             torch.testing.assert_close(cached[name], param.grad, atol=1e-4, rtol=1e-3)
 
 
-def test_one_real_training_step_lowers_the_loss(musique_dev):
-    encoder = Encoder("minilm")
+def test_one_real_training_step_lowers_the_loss(musique_dev, tiny_encoder):
+    encoder = Encoder(tiny_encoder)
     model = encoder.model
     batch, layers, config = _samples(musique_dev), [1, 4], TrainConfig(micro_batch=4)
     optimizer = torch.optim.AdamW(model.parameters(), lr=2e-5)
@@ -87,9 +110,9 @@ def test_one_real_training_step_lowers_the_loss(musique_dev):
     assert after < before
 
 
-def test_training_resumes_and_writes_a_folder_the_registry_checks(musique_dev, tmp_path, monkeypatch):
+def test_training_resumes_and_writes_a_folder_the_registry_checks(musique_dev, tiny_encoder, tmp_path, monkeypatch):
     samples = ft.training_samples(musique_dev[:6])
-    config = TrainConfig(encoder="minilm", batch_size=4, micro_batch=4, max_steps=2, checkpoint_every=1,
+    config = TrainConfig(encoder=tiny_encoder, batch_size=4, micro_batch=4, max_steps=2, checkpoint_every=1,
                          special_tokens=SPECIAL_TOKENS)
     real, calls = ft.grad_cache_step, []
 
@@ -110,13 +133,13 @@ def test_training_resumes_and_writes_a_folder_the_registry_checks(musique_dev, t
     stamp = json.loads((tmp_path / models.FINETUNED_STAMP).read_text())
     assert len(stamp["loss"]) == 2 and not (tmp_path / ft.CHECKPOINT).exists()
     assert models.resolve_encoder(str(tmp_path)) == tmp_path
-    assert Encoder(str(tmp_path)).encode(["a question"]).shape == (1, 384)
     tuned = Encoder(str(tmp_path))  # keeps the special tokens it was trained with, without being asked
+    assert tuned.encode(["a question"]).shape == (1, 32)
     assert stamp["special_tokens"] == list(SPECIAL_TOKENS) and tuned.special_tokens == SPECIAL_TOKENS
     assert [p for p in tuned.model.tokenizer.tokenize("(<UNCERTAIN>, founded, <FILL>)") if p in SPECIAL_TOKENS] == [
         "<UNCERTAIN>", "<FILL>"]
     with pytest.raises(ValueError, match="another training config"):
-        ft._resume(_checkpoint(tmp_path, config), TrainConfig(encoder="minilm", lr=1.0), None, None, [])
+        ft._resume(_checkpoint(tmp_path, config), TrainConfig(encoder=tiny_encoder, lr=1.0), None, None, [])
     (tmp_path / "model.safetensors").write_bytes(b"tampered")
     with pytest.raises(models.ChecksumMismatchError):
         models.resolve_encoder(str(tmp_path))
@@ -135,4 +158,17 @@ def test_unrolling_file_errors_name_the_line(tmp_path):
         ft.read_unrolled(path)
     with pytest.raises(ValueError, match="two questions"):
         ft.training_samples([])
-    assert TrainingSample("q", "p", "d", "n", 2).sub_questions == 2
+
+
+def test_without_a_decomposition_the_hop_count_or_two_is_the_number_of_sub_questions():
+    def question(i, **fields):
+        paragraphs = [{"title": f"Gold {i}", "text": "g", "is_supporting": True},
+                      {"title": f"Other {i}", "text": "o", "is_supporting": False}]
+        return dspy.Example(id=f"q{i}", question=f"question {i}", paragraphs=paragraphs, **fields)
+
+    samples = ft.training_samples([question(0), question(1, hops=3), question(2, decomposition=["a", "b", "c", "d"])])
+    assert [s.sub_questions for s in samples] == [2, 3, 4]  # HotpotQA: 2; 2Wiki: its hop count; MuSiQue: |S|
+    only_gold = [dspy.Example(id=f"g{i}", question="q", paragraphs=[{"title": "G", "text": "g", "is_supporting": True}])
+                 for i in range(2)]
+    with pytest.raises(ValueError, match="both a supporting and a non-supporting"):
+        ft.training_samples(only_gold)

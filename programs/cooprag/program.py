@@ -14,7 +14,7 @@ from the documents alone (the "RaLa" retriever rows of Table 9); ``rerank`` None
 (:data:`multihop.retrievers.RERANKERS`: "rala-eq4", "rala-eq3", "maxsim") with ``omega`` and ``buckets`` for RaLa
 (Tables 5, 17, 23); ``unified=True`` completes and answers in one call (App. D.2, Table 15: 2 LLM calls per question
 instead of 3). The reranker's encoder keeps the unrolling markers whole (``SPECIAL_TOKENS``); it shares the first
-stage's encoder and token cache when the index was built with them (``multihop index build --markers cooprag``, or
+stage's encoder and token cache when the index was built with them (``multihop index build --markers CoopRAG``, or
 an encoder fine-tuned with them), and otherwise loads the same model with them and encodes the candidates.
 
 Defaults the paper leaves open: n = 20 first-stage candidates (App. A fixes k = 5 but not n; 20 keeps the RaLa rerank
@@ -47,6 +47,8 @@ from .chain import normalize_chain, repair_fill, unrolled_query
 
 
 class CoopRAG(MultihopProgram):
+    special_tokens = SPECIAL_TOKENS
+
     def __init__(
         self,
         retriever: dspy.Module | None = None,
@@ -84,7 +86,7 @@ class CoopRAG(MultihopProgram):
         if self.rerank is None:
             return first_stage
         rala = {} if self.rerank == "maxsim" else {"omega": self.omega, "buckets": self.buckets, "seed": self.seed}
-        reranker = make_reranker(self.rerank, special_tokens=SPECIAL_TOKENS, **rala)
+        reranker = make_reranker(self.rerank, special_tokens=self.special_tokens, **rala)
         return Retriever(first_stage, reranker, n=self.n, k=self.k)
 
     def unroll_question(self, question: str) -> dspy.Prediction:

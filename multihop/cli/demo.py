@@ -14,28 +14,29 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import typer
 from rich.console import Console
 
-from multihop import models
-from multihop.data import build_corpus, load_dataset
-from multihop.evaluation import evaluate, render_table
-from multihop.lms import configure_lm
-from multihop.paths import data_dir
+from multihop.benchmarks.common import QUESTION_SETS, LMOptions, cached_index, load_questions
+from multihop.cli.console import console
+from multihop.cli.options import lm_options
 
-TRAIN_FILE = "musique/train/musique_train.json"
-DEV_FILE = "musique/dev/musique_qa_100.json"
 # Both programs answer with a short phrase: 32 tokens hold a JSON answer such as {"answer": "for Best Performance by
 # a Leading Actress in a Play in Ondine"}, and on two CPU cores each generated token of SmolLM2 costs ~0.1 s. One
 # bootstrapped demo (with its five passages) keeps the compiled prompt near 1,500 tokens.
 DEMO_MAX_TOKENS = 32
 
 
-def run_demo(out: Path, train: int = 20, dev: int = 20, lm: str = "local:smollm2", api_base: str | None = None,
-             api_key: str | None = None, console: Console | None = None) -> dict:
+def run_demo(out: Path, train: int = 20, dev: int = 20, lm: LMOptions | None = None,
+             console: Console | None = None) -> dict:
+    from multihop import models
+    from multihop.data import build_corpus
+    from multihop.evaluation import evaluate, render_table
     from multihop.optimize.compile import compile_program
     from multihop.programs import NoRetrieval, SingleStepRAG, load, save
-    from multihop.retrievers import DenseRetriever
+    from multihop.retrievers import load_retriever
 
+    lm = lm or LMOptions(max_tokens=DEMO_MAX_TOKENS)
     console = console or Console()
     started = time.perf_counter()
     timings = {}
@@ -51,27 +52,26 @@ def run_demo(out: Path, train: int = 20, dev: int = 20, lm: str = "local:smollm2
 
     t0 = time.perf_counter()
     console.rule("2/5 data and index")
-    root = data_dir()
-    trainset = load_dataset(root / TRAIN_FILE, limit=train)
-    devset = load_dataset(root / DEV_FILE, limit=dev)
+    trainset = load_questions("musique", "train", limit=train)
+    devset = load_questions("musique", "dev", limit=dev)
     corpus = build_corpus([*trainset, *devset], source="musique train+dev questions in use")
     console.print(f"MPNet index of {len(corpus)} passages (built once, resumes if interrupted, then cached)")
-    index_dir = DenseRetriever.build_cached(corpus, encoder="mpnet")
-    retriever = DenseRetriever.load(index_dir)
+    index_dir = cached_index(corpus, encoder="mpnet")
+    retriever = load_retriever(index_dir)
     console.print(f"{len(trainset)} train / {len(devset)} dev questions, {len(corpus)} passages, index {index_dir}")
     step("data + index", t0)
 
     t0 = time.perf_counter()
     console.rule("3/5 compile SingleStepRAG (BootstrapFewShot)")
-    configure_lm(lm, api_base=api_base, api_key=api_key, max_tokens=DEMO_MAX_TOKENS)
+    lm.configure()
     compiled_dir = out / "compiled-SingleStepRAG"
     if (compiled_dir / "manifest.json").exists():
         rag = load(compiled_dir, retriever=retriever)
     else:
         rag, report = compile_program(SingleStepRAG(retriever=retriever), trainset, metric="f1",
                                       max_bootstrapped_demos=1, max_labeled_demos=0)
-        save(rag, compiled_dir, retriever=str(index_dir), lm=lm, **report,
-             data={"path": TRAIN_FILE, "questions": len(trainset)})
+        save(rag, compiled_dir, retriever=str(index_dir), lm=lm.lm, **report,
+             data={"path": QUESTION_SETS["train"]["musique"], "questions": len(trainset)})
     console.print(f"demos per stage: { {n: len(p.demos) for n, p in rag.named_predictors()} } → {compiled_dir}")
     step("compile", t0)
 
@@ -83,8 +83,19 @@ def run_demo(out: Path, train: int = 20, dev: int = 20, lm: str = "local:smollm2
         step(f"eval {name}", t0)
 
     console.rule("5/5 results")
-    console.print(render_table(summaries, title=f"MuSiQue dev ({len(devset)} questions), LM {lm}, MPNet top-5"))
+    console.print(render_table(summaries, title=f"MuSiQue dev ({len(devset)} questions), LM {lm.lm}, MPNet top-5"))
     console.print(f"rows and traces: {out}/<program>/results.jsonl, traces/<id>.json — "
                   f"`multihop trace show {out}/SingleStepRAG` lists them")
     console.print(f"total {time.perf_counter() - started:.0f} s; steps: {timings}")
     return summaries
+
+
+@lm_options(max_tokens=DEMO_MAX_TOKENS)
+def demo_cmd(
+    lm: LMOptions,
+    out: Path = typer.Option(Path("runs/demo"), help="output folder"),
+    train: int = typer.Option(20, help="train questions to compile on"),
+    dev: int = typer.Option(20, help="dev questions to evaluate"),
+):
+    """The main job: install models, index MuSiQue, compile SingleStepRAG, evaluate it and NoRetrieval."""
+    run_demo(out, train=train, dev=dev, lm=lm, console=console)

@@ -1,0 +1,3 @@
+from multihop.cli import app
+
+app()

@@ -1,0 +1,125 @@
+"""Options several commands share, defined once: the LM options (:func:`lm_options`) and ``--set`` switches."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import json
+from collections.abc import Callable
+from contextlib import contextmanager
+from pathlib import Path
+
+import typer
+
+from multihop.benchmarks.common import (
+    ADAPTER_HELP,
+    API_BASE_HELP,
+    API_KEY_ENV,
+    API_KEY_HELP,
+    DATASETS,
+    DEFAULT_LM,
+    LM_HELP,
+    MAX_TOKENS_HELP,
+    LMOptions,
+    question_file,
+)
+
+TRAIN_QUESTIONS = f"a question file, or a dataset name ({', '.join(DATASETS)}) for its train file in MULTIHOP_DATA"
+DEV_QUESTIONS = f"a question file, or a dataset name ({', '.join(DATASETS)}) for its dev file in MULTIHOP_DATA"
+SET_OPT = typer.Option(None, "--set", help="a constructor switch as key=value (repeatable), e.g. simple_qa=false")
+MARKERS_OPT = typer.Option(None, "--markers", help="a program (e.g. CoopRAG) whose query markers the encoder keeps "
+                           "whole as special tokens")
+
+
+class CommandLM(LMOptions):
+    """:class:`LMOptions` whose bad values (an unknown model, a missing adapter folder) end the command with one line
+    naming the options to change."""
+
+    def make(self, spec: str | None = None, max_tokens: int | None = None):
+        with _lm_errors():
+            return super().make(spec, max_tokens)
+
+    def configure(self, spec: str | None = None, max_tokens: int | None = None):
+        with _lm_errors():
+            return super().configure(spec, max_tokens)
+
+
+@contextmanager
+def _lm_errors():
+    try:
+        yield
+    except (FileNotFoundError, ValueError) as exc:
+        raise typer.BadParameter(str(exc), param_hint="the LM options (--lm, --adapter)") from exc
+
+
+def lm_options(*names: str, help: str = LM_HELP, max_tokens: int | None = None) -> Callable:
+    """Give a command the LM options: the LM (``--lm``, or the option ``names``), ``--api-base``, ``--api-key``
+    (default: ``$MULTIHOP_API_KEY``), ``--adapter`` and ``--max-tokens`` (default ``max_tokens``). The command declares
+    one parameter ``lm`` and receives them in it as an :class:`LMOptions`; typer sees the options in the signature
+    this sets on the command (``__signature__``) instead."""
+    option = {
+        "lm": (str, typer.Option(DEFAULT_LM, *(names or ("--lm",)), help=help)),
+        "api_base": (str | None, typer.Option(None, "--api-base", help=API_BASE_HELP)),
+        "api_key": (str | None, typer.Option(None, "--api-key", envvar=API_KEY_ENV, show_envvar=False,
+                                             help=API_KEY_HELP)),
+        "adapter": (str | None, typer.Option(None, "--adapter", help=ADAPTER_HELP)),
+        "max_tokens": (int | None, typer.Option(max_tokens, "--max-tokens", help=MAX_TOKENS_HELP)),
+    }
+
+    def decorate(command: Callable) -> Callable:
+        signature = inspect.signature(command, eval_str=True)
+        if "lm" not in signature.parameters:
+            raise TypeError(f"{command.__name__} takes no `lm` parameter for its LM options")
+        kept = [p for p in signature.parameters.values() if p.name != "lm"]
+        added = [inspect.Parameter(f"lm_{name}", inspect.Parameter.KEYWORD_ONLY, default=default, annotation=kind)
+                 for name, (kind, default) in option.items()]
+
+        @functools.wraps(command)
+        def run(**kwargs):
+            lm = CommandLM(**{name: kwargs.pop(f"lm_{name}") for name in option})
+            return command(lm=lm, **kwargs)
+
+        run.__signature__ = signature.replace(parameters=[*kept, *added])
+        run.__annotations__ = {p.name: p.annotation for p in run.__signature__.parameters.values()}
+        return run
+
+    return decorate
+
+
+def parse_settings(pairs: list[str]) -> dict:
+    """``--set key=value`` constructor switches; values are read as JSON (false, 3, null, "x"), else as text."""
+    settings = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise typer.BadParameter(f"--set takes key=value, got {pair!r}")
+        try:
+            settings[key] = json.loads(value)
+        except json.JSONDecodeError:
+            settings[key] = value
+    return settings
+
+
+def program_special_tokens(program: str | None) -> tuple[str, ...]:
+    """The special tokens of ``--markers PROGRAM``: the markers that program writes into its queries (none without)."""
+    if program is None:
+        return ()
+    from multihop.programs import PROGRAMS
+
+    marking = {name: cls for name, cls in PROGRAMS.items() if cls.special_tokens}
+    if program not in marking:
+        raise typer.BadParameter(f"{program!r} writes no query markers; programs that do: {', '.join(marking)}",
+                                 param_hint="--markers")
+    return marking[program].special_tokens
+
+
+def question_path(data: str, split: str) -> Path:
+    """A ``--data`` value as a file: a question file, or a dataset name for its ``split`` file in MULTIHOP_DATA."""
+    try:
+        path = question_file(data, split)
+    except FileNotFoundError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--data") from exc
+    if not path.is_file():
+        raise typer.BadParameter(f"{path}: no such file; give a question file or one of {', '.join(DATASETS)}",
+                                 param_hint="--data")
+    return path

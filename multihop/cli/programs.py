@@ -1,0 +1,48 @@
+"""A program from command-line options: its registry name, ``--set`` switches and, when it retrieves, an index (a
+saved folder, or one built once from a corpus or the questions' own paragraphs)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from multihop.benchmarks.common import cached_index
+from multihop.cli.console import console
+from multihop.cli.options import parse_settings
+
+
+def build_program(name: str, retriever_dir: str | None, corpus: str | None, data: str | None, k: int, encoder: str,
+                  settings: list[str] | None = None):
+    """``(program, retriever folder or None)``."""
+    from multihop.programs import PROGRAMS, takes_retriever
+
+    if name not in PROGRAMS:
+        raise typer.BadParameter(f"unknown program {name!r}; choose from {', '.join(PROGRAMS)}")
+    cls, switches = PROGRAMS[name], parse_settings(settings or [])
+    if not takes_retriever(cls):
+        return cls(**switches), None
+    retriever_path = retriever_folder(retriever_dir, corpus, data, encoder, cls.special_tokens)
+    from multihop.retrievers import load_retriever
+
+    try:
+        return cls(retriever=load_retriever(retriever_path), k=k, **switches), str(retriever_path)
+    except (TypeError, ValueError) as exc:
+        raise typer.BadParameter(f"{name}: {exc}") from exc
+
+
+def retriever_folder(retriever_dir: str | None, corpus: str | None, data: str | None, encoder: str,
+                     special_tokens: tuple[str, ...] = ()) -> Path:
+    """An index folder: the one given, or one built (once, cached by corpus checksum and special tokens) from --corpus
+    or the questions (a question file's paragraphs form the IRCoT corpus), its encoder keeping the program's query
+    markers (``special_tokens``) whole."""
+    if retriever_dir:
+        return Path(retriever_dir)
+    from multihop.data import load_corpus
+
+    source = corpus or data
+    if source is None:
+        raise typer.BadParameter("give --retriever DIR, --corpus FILE or --data FILE to build an index from")
+    passages = load_corpus(source)
+    console.print(f"{encoder} index of {len(passages)} passages (built once, then cached)")
+    return cached_index(passages, encoder=encoder, special_tokens=special_tokens)

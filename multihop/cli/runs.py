@@ -1,0 +1,64 @@
+"""Commands that run a program: evaluate it on a question set, or answer one question with a saved one."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from multihop.benchmarks.common import LMOptions
+from multihop.cli.console import console
+from multihop.cli.options import DEV_QUESTIONS, SET_OPT, lm_options, question_path
+from multihop.cli.programs import build_program
+from multihop.cli.traces import print_trace
+
+
+@lm_options()
+def eval_cmd(
+    lm: LMOptions,
+    program: str = typer.Option("SingleStepRAG", help="program name"),
+    data: str = typer.Option(..., help=f"questions to evaluate: {DEV_QUESTIONS}"),
+    out: Path = typer.Option(..., help="output folder (rerun to resume)"),
+    corpus: str = typer.Option(None, help="corpus file (default: the questions' own paragraphs, IRCoT style)"),
+    retriever: str = typer.Option(None, help="a saved index folder (overrides --corpus)"),
+    load: Path = typer.Option(None, help="a compiled program folder from `multihop compile`"),
+    limit: int = typer.Option(None, help="first N questions only"),
+    threads: int = typer.Option(1, help="questions evaluated at once"),
+    k: int = typer.Option(5, help="passages retrieved per query"),
+    encoder: str = typer.Option("mpnet", help="encoder for an index built on the fly"),
+    judge_lm: str = typer.Option(None, help="an LM that judges each answer (LLM Eval, ComposeRAG §5.1)"),
+    settings: list[str] = SET_OPT,
+):
+    """Evaluate a program on a question file; prints the metrics table and saves rows, traces and summary."""
+    from multihop.data import load_dataset
+    from multihop.evaluation import evaluate
+
+    lm.configure()
+    judge = lm.make(judge_lm) if judge_lm else None
+    data_file = question_path(data, "dev")
+    examples = load_dataset(data_file, limit=limit)
+    if load:
+        from multihop.programs import load as load_program
+
+        instance = load_program(load)
+    else:
+        instance, _ = build_program(program, retriever, corpus, str(data_file), k, encoder, settings)
+    evaluate(instance, examples, out, threads=threads, name=type(instance).__name__, console=console, judge_lm=judge)
+    console.print(f"rows: {out / 'results.jsonl'}  traces: {out / 'traces'}")
+
+
+@lm_options()
+def ask_cmd(
+    lm: LMOptions,
+    question: str = typer.Argument(...),
+    load: Path = typer.Option(..., help="a compiled program folder"),
+):
+    """Answer one question with a saved program and print its stage trace."""
+    from multihop.programs import load as load_program
+
+    lm.configure()
+    prediction = load_program(load)(question=question)
+    print_trace(prediction.stage_trace)
+    console.print(f"[bold]answer:[/bold] {prediction.answer!r}")
+    console.print(json.dumps({k: v for k, v in prediction.counts.items() if k != "passage_ids"}))

@@ -1,0 +1,52 @@
+"""``multihop trace show`` and the stage-trace table that ``multihop ask`` prints too."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from multihop.cli.console import console
+
+trace_app = typer.Typer(help="Per-stage traces saved by an evaluation.", no_args_is_help=True)
+
+
+def print_trace(records: list[dict]) -> None:
+    table = Table("#", "stage", "kind", "lm", "s", "tokens", "inputs → outputs")
+    for i, r in enumerate(records, 1):
+        tokens = r.get("prompt_tokens", 0) + r.get("completion_tokens", 0)
+        summary = f"{_short(r.get('inputs'))} → {_short(r.get('outputs'))}"
+        table.add_row(str(i), r["stage"], r["kind"], str(r.get("lm") or ""), f"{r.get('latency_s', 0):.2f}",
+                      str(tokens), summary + (f" [red]{r['error']}[/red]" if r.get("error") else ""))
+    console.print(table)
+
+
+def _short(value, width: int = 160) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+@trace_app.command("show")
+def trace_show(out: Path = typer.Argument(..., help="an evaluation output folder"),
+               id: str = typer.Option(None, "--id", help="question id (default: list the questions)")):
+    """Show the stage trace of one evaluated question, or list the questions of a run."""
+    from multihop.evaluation import RESULTS, trace_path
+    from multihop.jsonl import read_rows
+
+    rows = read_rows(out / RESULTS)
+    if id is None:
+        table = Table("id", "prediction", "answers", "F1", "LLM calls", "error")
+        for row in rows.values():
+            table.add_row(row["id"], row["prediction"], " | ".join(row["answers"][:2]),
+                          f"{row['metrics'].get('f1', 0):.2f}", str(row["counts"].get("llm_calls", "")),
+                          row.get("error") or "")
+        console.print(table)
+        return
+    path = trace_path(out, id)
+    if not path.exists():
+        raise typer.BadParameter(f"no trace for {id!r} in {out}")
+    print_trace(json.loads(path.read_text()))
+    if id in rows:
+        console.print(f"[bold]prediction:[/bold] {rows[id]['prediction']!r}  gold: {rows[id]['answers']}")

@@ -1,0 +1,184 @@
+"""Commands that train: compile a program with a DSPy optimizer, record teacher trajectories, distill a LoRA student,
+unroll questions for CoopRAG and fine-tune the retriever's encoder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from multihop.benchmarks.common import LMOptions
+from multihop.cli.console import console
+from multihop.cli.options import (
+    DEV_QUESTIONS,
+    MARKERS_OPT,
+    SET_OPT,
+    TRAIN_QUESTIONS,
+    lm_options,
+    program_special_tokens,
+    question_path,
+)
+from multihop.cli.programs import build_program
+
+retriever_app = typer.Typer(help="Retriever fine-tuning.", no_args_is_help=True)
+cooprag_app = typer.Typer(help="CoopRAG's training loop (§3.6).", no_args_is_help=True)
+
+
+@retriever_app.command("train")
+def retriever_train(
+    data: list[str] = typer.Argument(..., help=f"train questions with supporting paragraphs: {TRAIN_QUESTIONS}"),
+    out: Path = typer.Option(..., help="folder for the fine-tuned encoder (and its resumable checkpoint)"),
+    encoder: str = typer.Option("mpnet", help="encoder to start from"),
+    unrolled: Path = typer.Option(None, help="JSON lines {id, unrolled}: train on unrolled questions"),
+    limit: int = typer.Option(None, help="questions read per file"),
+    batch_size: int = typer.Option(40, help="questions per mini-batch (App. F.1: 40)"),
+    micro_batch: int = typer.Option(8, help="texts per forward pass (memory only; the loss is the full batch's)"),
+    epochs: int = typer.Option(1),
+    max_steps: int = typer.Option(None),
+    lr: float = typer.Option(2e-5),
+    tau: float = typer.Option(0.05, help="InfoNCE temperature (App. F.2: 0.05)"),
+    alpha: bool = typer.Option(True, help="difficulty-aware weight α (--no-alpha: the w/o α ablation)"),
+    omega: bool = typer.Option(True, help="gap-aware weight ω in the score (--no-omega: the w/o ω ablation)"),
+    markers: str = MARKERS_OPT,
+    seed: int = typer.Option(0),
+):
+    """Difficulty-aware fine-tuning (CoopRAG §3.6); the output folder works wherever an encoder name does."""
+    from multihop.data import load_dataset
+    from multihop.retrievers.finetune import TrainConfig, read_unrolled, train, training_samples
+
+    examples = [e for path in data for e in load_dataset(question_path(path, "train"), limit=limit)]
+    samples = training_samples(examples, read_unrolled(unrolled) if unrolled else None, seed=seed)
+    config = TrainConfig(encoder=encoder, batch_size=batch_size, micro_batch=micro_batch, epochs=epochs,
+                         max_steps=max_steps, lr=lr, tau=tau, alpha=alpha, omega=omega, seed=seed,
+                         special_tokens=program_special_tokens(markers))
+    console.print(f"{len(samples)} samples from {len(examples)} questions")
+    train(samples, out, config)
+    console.print(f"fine-tuned encoder → {out}")
+
+
+@cooprag_app.command("unroll")
+@lm_options()
+def cooprag_unroll(
+    lm: LMOptions,
+    data: str = typer.Argument(..., help=f"train questions: {TRAIN_QUESTIONS}"),
+    out: Path = typer.Option(..., help="JSON-lines file to write (rerun to resume)"),
+    uncertainty_mask: bool = typer.Option(True, help="--no-uncertainty-mask: §4.6's unrolling without <UNCERTAIN>"),
+    limit: int = typer.Option(None, help="first N questions only"),
+):
+    """Unroll train questions (sub-questions, masked chain, query U of Eq. 1) for `multihop retriever train
+    --unrolled`."""
+    from multihop.data import load_dataset
+    from multihop.programs import CoopRAG
+    from multihop.programs.cooprag.training import unroll_questions
+
+    lm.configure()
+    examples = load_dataset(question_path(data, "train"), limit=limit)
+    rows = unroll_questions(CoopRAG(uncertainty_mask=uncertainty_mask, rerank=None), examples, out)
+    fallbacks = sum(rows[ex.id]["fallback"] for ex in examples)
+    console.print(f"unrolled {len(examples)} questions ({fallbacks} fell back to the raw question) → {out}")
+
+
+@lm_options()
+def compile_cmd(
+    lm: LMOptions,
+    program: str = typer.Option("SingleStepRAG", help="program name"),
+    data: str = typer.Option(..., help=f"train questions: {TRAIN_QUESTIONS}"),
+    out: Path = typer.Option(..., help="folder to save the compiled program into"),
+    optimizer: str = typer.Option("bootstrap", help="labeled, bootstrap, random-search, mipro, simba or gepa"),
+    val: str = typer.Option(None, help=f"validation questions (scores before/after): {DEV_QUESTIONS}"),
+    val_limit: int = typer.Option(20, help="validation questions used"),
+    corpus: str = typer.Option(None, help="corpus file (default: the train questions' paragraphs)"),
+    retriever: str = typer.Option(None, help="a saved retriever folder"),
+    metric: str = typer.Option("f1", help="em, f1, acc, cover_em or recall@K"),
+    limit: int = typer.Option(20, help="train questions used"),
+    seed: int = typer.Option(0),
+    prompt_lm: str = typer.Option(None, help="LM that writes instructions / reflects (MIPROv2, SIMBA, GEPA)"),
+    teacher_lm: str = typer.Option(None, help="LM that runs the program while bootstrapping demos"),
+    k: int = typer.Option(5),
+    encoder: str = typer.Option("mpnet"),
+    settings: list[str] = SET_OPT,
+):
+    """Compile a program with a DSPy optimizer on a train split and save it (DSPy state + manifest)."""
+    from multihop.data import load_dataset
+    from multihop.optimize.compile import compile_program
+    from multihop.programs import save
+
+    lm.configure()
+    data_file = question_path(data, "train")
+    val_file = question_path(val, "dev") if val else None
+    trainset = load_dataset(data_file, limit=limit)
+    valset = load_dataset(val_file, limit=val_limit) if val_file else None
+    instance, retriever_path = build_program(program, retriever, corpus, str(data_file), k, encoder, settings)
+    other = {name: lm.make(spec) if spec else None
+             for name, spec in (("prompt_lm", prompt_lm), ("teacher_lm", teacher_lm))}
+    compiled, report = compile_program(instance, trainset, optimizer=optimizer, metric=metric, valset=valset,
+                                       seed=seed, **other)
+    files = {"train": _file_info(data_file, trainset), **({"val": _file_info(val_file, valset)} if val_file else {})}
+    save(compiled, out, retriever=retriever_path, lm=lm.lm, prompt_lm=prompt_lm, teacher_lm=teacher_lm, data=files,
+         **report)
+    demos = {name: len(p.demos) for name, p in compiled.named_predictors()}
+    scores = f", val {metric} {report['val_before']:.1f} → {report['val_after']:.1f}" if valset else ""
+    console.print(f"compiled {program} with {optimizer} ({demos} demos{scores}) → {out}")
+    if report.get("unchanged"):
+        console.print(f"[yellow]the validation {metric} did not change[/yellow]")
+
+
+def _file_info(path: Path, examples: list) -> dict:
+    from multihop.models import sha256_file
+
+    return {"path": str(path), "sha256": sha256_file(path), "questions": len(examples)}
+
+
+@lm_options("--teacher-lm", "--lm", help="the teacher LM: local:smollm2, local:<path>, or a dspy.LM model string")
+def trajectories_cmd(
+    lm: LMOptions,
+    data: str = typer.Option(..., help=f"train questions: {TRAIN_QUESTIONS}"),
+    out: Path = typer.Option(..., help="folder for one JSON-lines file per stage"),
+    program: str = typer.Option("SingleStepRAG", help="program name"),
+    load_dir: Path = typer.Option(None, "--load", help="a compiled program folder (instead of --program)"),
+    metric: str = typer.Option("f1"),
+    min_score: float = typer.Option(1.0, help="keep questions scoring at least this"),
+    limit: int = typer.Option(20),
+    corpus: str = typer.Option(None),
+    retriever: str = typer.Option(None),
+    k: int = typer.Option(5),
+    encoder: str = typer.Option("mpnet"),
+    settings: list[str] = SET_OPT,
+):
+    """Record every stage call of a program run by a teacher LM, keeping the questions that pass the metric."""
+    from multihop.data import load_dataset
+    from multihop.optimize.trajectories import collect
+    from multihop.programs import load
+
+    teacher = lm.configure()
+    data_file = question_path(data, "train")
+    examples = load_dataset(data_file, limit=limit)
+    instance = load(load_dir) if load_dir else build_program(program, retriever, corpus, str(data_file), k, encoder,
+                                                             settings)[0]
+    manifest = collect(instance, examples, out, teacher_lm=teacher, metric=metric, min_score=min_score)
+    console.print(f"kept {manifest['kept']} of {manifest['questions']} questions; rows per stage "
+                  f"{manifest['stages']} → {out}")
+
+
+def distill_cmd(
+    files: list[Path] = typer.Argument(..., help="trajectory files (<stage>.jsonl), one or several stages"),
+    out: Path = typer.Option(..., help="adapter folder"),
+    preset: str = typer.Option("default", help="default, cirag or hanrag"),
+    base: str = typer.Option(None, help="student: registry name or HF folder (default smollm2)"),
+    stages: list[str] = typer.Option(None, "--stage", help="refuse rows of other stages"),
+    r: int = typer.Option(None, help="LoRA rank (overrides the preset)"),
+    alpha: int = typer.Option(None, help="LoRA alpha"),
+    dropout: float = typer.Option(None, help="LoRA dropout"),
+    epochs: int = typer.Option(None),
+    lr: float = typer.Option(None),
+    scheduler: str = typer.Option(None, help="linear, cosine, constant, ..."),
+    warmup: float = typer.Option(None, help="share of steps spent warming up"),
+    batch_size: int = typer.Option(None, help="rows per optimizer step"),
+):
+    """Train a LoRA student on teacher trajectories; use it with --lm local:smollm2 --adapter on the adapter folder."""
+    from multihop.optimize.distill import DistillConfig, distill
+
+    config = DistillConfig.preset(preset, base=base, r=r, alpha=alpha, dropout=dropout, epochs=epochs, lr=lr,
+                                  scheduler=scheduler, warmup=warmup, batch_size=batch_size)
+    distill(files, out, config, stages=stages or None)
+    console.print(f"LoRA adapter ({config.base}, stages from {len(files)} files) → {out}")

@@ -1,0 +1,62 @@
+import argparse
+import runpy
+import sys
+
+import pytest
+
+from multihop.benchmarks.common import DATASETS, LMOptions, question_file, questions_with_corpus
+
+from helpers import data_root
+
+BENCHMARKS = ["composerag", "cooprag", "optimize", "retrieval"]
+
+
+def test_dataset_names_resolve_to_their_files_in_multihop_data(tmp_path):
+    root = data_root()
+    for dataset in DATASETS:
+        for split in ("dev", "train"):
+            path = question_file(dataset, split)
+            assert path.is_file() and path.is_relative_to(root)
+    assert question_file("musique").parent.name == "dev" and question_file("musique", "train").parent.name == "train"
+    assert question_file(tmp_path / "mine.jsonl") == tmp_path / "mine.jsonl"  # a path stays a path
+    with pytest.raises(ValueError, match="unknown split"):
+        question_file("musique", "test")
+
+
+def test_questions_come_with_the_union_of_their_paragraphs():
+    data_root()
+    examples, corpus = questions_with_corpus("musique", limit=3)
+    paragraphs = {p["id"] for example in examples for p in example.paragraphs}
+    assert len(examples) == 3 and set(corpus.ids) == paragraphs
+    assert corpus.source == str(question_file("musique"))
+
+
+def test_lm_arguments_build_the_lm_and_share_the_server_with_other_lms(monkeypatch):
+    import multihop.lms
+
+    built = []
+    monkeypatch.setattr(multihop.lms, "make_lm", lambda spec, **settings: built.append((spec, settings)))
+    monkeypatch.setenv("MULTIHOP_API_KEY", "from-env")
+    parser = argparse.ArgumentParser()
+    LMOptions.add_arguments(parser, max_tokens=128)
+    options = LMOptions.from_args(parser.parse_args(["--lm", "local:smollm2", "--adapter", "lora",
+                                                     "--api-base", "http://host/v1"]))
+    assert options == LMOptions("local:smollm2", "http://host/v1", "from-env", "lora", 128)
+    options.make()
+    options.make(max_tokens=16)
+    options.make("openai/judge")
+    server = {"api_base": "http://host/v1", "api_key": "from-env"}
+    assert built == [("local:smollm2", {**server, "adapter": "lora", "max_tokens": 128}),
+                     ("local:smollm2", {**server, "adapter": "lora", "max_tokens": 16}),
+                     ("openai/judge", {**server, "adapter": None, "max_tokens": None})]  # the adapter is the LM's own
+
+
+@pytest.mark.parametrize("name", BENCHMARKS)
+def test_every_benchmark_runs_as_a_module_and_takes_the_shared_lm_arguments(name, monkeypatch, capsys):
+    monkeypatch.setattr(sys, "argv", [name, "--help"])
+    with pytest.raises(SystemExit) as done:
+        runpy.run_module(f"multihop.benchmarks.{name}", run_name="__main__")
+    usage = capsys.readouterr().out
+    assert done.value.code == 0 and "usage:" in usage
+    lm_flags = ("--lm", "--api-base", "--api-key", "--adapter", "--max-tokens")
+    assert all(flag in usage for flag in lm_flags) == (name != "retrieval")  # the retrieval benchmark runs no LM
