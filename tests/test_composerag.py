@@ -348,14 +348,15 @@ def test_paper_examples_are_demos_of_the_decomposition_stages():
 
 
 @pytest.mark.slow
-def test_smollm2_answers_two_real_questions_end_to_end(musique_dev, cached_retriever):
+def test_smollm2_answers_a_real_question_end_to_end(musique_dev, cached_retriever):
     from multihop.lms import configure_lm
 
-    configure_lm("local:smollm2", max_tokens=64)  # the 135M model rambles: a short cap keeps this test in minutes
+    configure_lm("local:smollm2", max_tokens=64)  # the 135M model rambles: a short cap keeps this test near a minute
     program = ComposeRAG(retriever=cached_retriever, max_reflections=0, max_sub_questions=2)
-    for example in musique_dev[:2]:
-        prediction = program(question=example.question)
-        assert isinstance(prediction.answer, str) and prediction.path in {"simple", "multihop"}
-        assert prediction.counts["llm_calls"] >= 2 and prediction.counts["retrieval_calls"] >= 1
-        assert set(prediction.passage_ids) <= {p.id for p in cached_retriever.corpus}
-        assert len(prediction.verdicts) == prediction.counts["verifications"] >= 1
+    prediction = program(question=musique_dev[0].question)
+    assert isinstance(prediction.answer, str) and prediction.path in {"simple", "multihop"}
+    lm_stages = [r["stage"] for r in prediction.stage_trace if r["kind"] == "lm"]
+    assert lm_stages[:1] == ["answer"] and prediction.counts["llm_calls"] == len(lm_stages) >= 2
+    assert prediction.counts["retrieval_calls"] >= 1
+    assert set(prediction.passage_ids) <= {p.id for p in cached_retriever.corpus}
+    assert len(prediction.verdicts) == prediction.counts["verifications"] >= 1
