@@ -1,9 +1,10 @@
 """Per-stage traces of a program call (DESIGN.md, "Traces").
 
 :func:`record_trace` installs a DSPy callback for the current context only (threads evaluating other questions are
-not affected). Every call of a ``dspy.Predict`` (an LLM stage) and of a retriever (a module whose output carries
-``ids``) becomes one record: the stage's path in the program (``answer.predict``, ``retriever``), inputs, outputs,
-the LM that served it, latency, and prompt/completion tokens. DSPy's own history omits retriever calls; here they are
+not affected). Every call of a ``dspy.Predict`` (an LLM stage) and of a retriever (a module without predictors whose
+output carries ``ids`` or ``passages``: ours, or DSPy's ``dspy.Retrieve``) becomes one record: the stage's path in
+the program (``answer.predict``, ``retriever``), inputs, outputs, the LM that served it, latency, and
+prompt/completion tokens. DSPy's own history omits retriever calls; here they are
 first-class. Token counts come from DSPy's usage tracker, so cache hits count zero tokens, as DSPy reports them.
 
 Programs count their own events (a fallback taken, a repair made) with :func:`count`, which adds to every trace
@@ -171,7 +172,7 @@ class TraceCallback(BaseCallback):
         if id(instance) == trace.root_id:
             return
         is_lm = isinstance(instance, dspy.Predict)
-        if not is_lm and list(instance.named_predictors()):
+        if not is_lm and list(getattr(instance, "named_predictors", list)()):
             return  # a composite sub-module: its predictors are recorded on their own
         if not is_lm and trace.module.get() is not None:
             return  # a module inside a recorded one (a reranker's first stage): one retrieval, recorded once
@@ -198,7 +199,7 @@ class TraceCallback(BaseCallback):
             return
         token.var.reset(token)
         if record["kind"] == "module":
-            if hasattr(outputs, "ids"):
+            if hasattr(outputs, "ids") or hasattr(outputs, "passages"):  # a retriever: ours, or dspy.Retrieve
                 record["kind"] = "retriever"
             elif exception is None:
                 return  # a helper module that neither retrieved nor failed: nothing to report
@@ -243,6 +244,10 @@ def record_trace(root: dspy.Module | None = None) -> Iterator[Trace]:
     >>> with record_trace(program) as trace:
     ...     program(question="...")
     >>> trace.counts()["llm_calls"]
+
+    ``trace.usage.get_total_tokens()`` is the context's LM usage in DSPy's format: DSPy's own modules see the trace's
+    tracker and open none, so a plain module's ``get_lm_usage()`` stays None inside a trace (a
+    :class:`~multihop.programs.MultihopProgram` sets it from this tracker).
     """
     trace = Trace(root)
     trace.usage = _StageUsage(trace, dspy.settings.get("usage_tracker"))

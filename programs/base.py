@@ -49,6 +49,10 @@ class MultihopProgram(dspy.Module):
         unknown = {name: display for name, display in cls.count_display.items() if display not in DISPLAYS}
         if unknown:
             raise TypeError(f"{cls.__name__}.count_display: {unknown} is not one of {', '.join(DISPLAYS)}")
+        known = PROGRAMS.get(cls.__name__)
+        if known is not None and _qualified(known) != _qualified(cls):
+            raise TypeError(f"a program named {cls.__name__} is registered already ({_qualified(known)}); saved "
+                            "programs and --program find programs by name: rename the class")
         PROGRAMS[cls.__name__] = cls
 
     def __init__(self, retriever: dspy.Module | None = None):
@@ -110,3 +114,7 @@ class MultihopProgram(dspy.Module):
             raise TypeError(f"{type(self).__name__} keeps no attribute for its constructor setting(s) {missing}: "
                             "store each setting as self.<name>")
         return {name: getattr(self, name) for name in self.settings()}
+
+
+def _qualified(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"

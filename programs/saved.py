@@ -23,16 +23,19 @@ STATE, MANIFEST = "program.json", "manifest.json"
 
 
 def trim_demos(program: dspy.Module) -> dspy.Module:
-    """Keep only each demo's signature fields (inputs and outputs), in place; returns the program."""
+    """Keep only each demo's signature fields (inputs and outputs), in place, and drop demos left with no output
+    field (the adapters show a demo only with an input and an output); returns the program."""
     for _, predictor in program.named_predictors():
-        fields = predictor.signature.fields
-        predictor.demos = [dspy.Example({k: demo[k] for k in fields if k in demo}) for demo in predictor.demos]
+        signature = predictor.signature
+        trimmed = [{k: demo[k] for k in signature.fields if k in demo} for demo in predictor.demos]
+        predictor.demos = [dspy.Example(demo) for demo in trimmed if demo.keys() & signature.output_fields.keys()]
     return program
 
 
 def save(program: MultihopProgram, directory: str | Path, **manifest) -> Path:
-    """Save ``program``'s state (demos trimmed to their signature fields) and a manifest (class, config, plus any
-    keyword given here)."""
+    """Save ``program``'s state (its demos trimmed, in place, to what a prompt shows: :func:`trim_demos`) and a
+    manifest (class, config, plus any keyword given here, such as the ``retriever`` folder :func:`load` rebuilds
+    the retriever from)."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     trim_demos(program).save(str(directory / STATE))

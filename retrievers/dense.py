@@ -13,6 +13,7 @@ with, and refuses an encoder handed in with other ones.
 from __future__ import annotations
 
 import hashlib
+import logging
 import shutil
 from pathlib import Path
 
@@ -27,6 +28,8 @@ from .index import FaissIndex, IndexMismatchError, encode_corpus, read_manifest
 from .module import RetrieverModule
 from .query import Hits, hits_prediction
 from .token_cache import TokenCache
+
+logger = logging.getLogger(__name__)
 
 CORPUS_FILE = "corpus.jsonl"
 TOKENS_DIR = "tokens"
@@ -95,6 +98,10 @@ class DenseRetriever(RetrieverModule):
         directory = Path(directory)
         corpus = corpus or load_corpus(directory / CORPUS_FILE)
         manifest = read_manifest(directory)
+        if "special_tokens" not in manifest:
+            logger.warning("%s was built before indexes recorded their encoder's special tokens (every encoder then "
+                           "added the unrolling markers); it loads with none: rebuild it with `--markers "
+                           "PROGRAM` if the queries carry markers", directory)
         special_tokens = manifest.get("special_tokens", [])
         if not isinstance(encoder, Encoder):
             encoder = Encoder(encoder or manifest["encoder"], special_tokens=special_tokens)

@@ -107,7 +107,8 @@ class LateInteraction:
         if own.same_as(theirs):
             own = theirs
             if self.cache:
-                bound.tokens, bound.corpus = getattr(first_stage, "tokens", None), first_stage.corpus
+                bound.tokens = getattr(first_stage, "tokens", None)
+                bound.corpus = getattr(first_stage, "corpus", None)
         bound._encoder = own
         return bound
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import dspy
+
 from multihop.paths import atomic_dir, atomic_write_text
 
 from .dense import DenseRetriever
@@ -26,14 +28,14 @@ from .rerankers import Reranker, load_reranker
 class Retriever(RetrieverModule):
     kind = "reranked"
 
-    def __init__(self, first_stage: RetrieverModule, reranker: Reranker | None = None, n: int = 20, k: int = 5):
+    def __init__(self, first_stage: dspy.Module, reranker: Reranker | None = None, n: int = 20, k: int = 5):
         super().__init__()
         if reranker is not None and n < k:
             raise ValueError(f"the first stage must return at least k passages (n={n} < k={k})")
         if hasattr(reranker, "bind"):
             reranker = reranker.bind(first_stage)
         self.first_stage, self.reranker, self.n, self.k = first_stage, reranker, n, k
-        self.corpus = first_stage.corpus
+        self.corpus = getattr(first_stage, "corpus", None)
 
     @property
     def encodes_once(self) -> bool:
@@ -43,14 +45,21 @@ class Retriever(RetrieverModule):
 
     def search(self, queries: list[str], k: int) -> list[Hits]:
         if self.reranker is None:
-            return self.first_stage.search(queries, k)
+            return self.first_searches(queries, k)
         if self.encodes_once:
             states = self.first_stage.encoder.states(queries)
             firsts = self.first_stage.search_vectors(states.pooled, self.n)
             return [self.reranker.rerank(query, first, k, query_tokens=tokens)
                     for query, first, tokens in zip(queries, firsts, states.tokens, strict=True)]
-        firsts = self.first_stage.search(queries, self.n)
+        firsts = self.first_searches(queries, self.n)
         return [self.reranker.rerank(query, first, k) for query, first in zip(queries, firsts, strict=True)]
+
+    def first_searches(self, queries: list[str], k: int) -> list[dspy.Prediction]:
+        """The first stage's top ``k`` of each query: batched for a multihop retriever, one call per query for any
+        other retriever module (a DSPy one returning ``passages`` and ``ids``)."""
+        if isinstance(self.first_stage, RetrieverModule):
+            return self.first_stage.search(queries, k)
+        return [self.first_stage(query, k=k) for query in queries]
 
     def save(self, directory: str | Path) -> None:
         """Save the first stage under ``first_stage/`` and the reranker's config in the manifest."""

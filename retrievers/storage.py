@@ -10,7 +10,6 @@ from multihop.corpus import Corpus
 from .dense import DenseRetriever
 from .encoder import Encoder
 from .hybrid import HybridRetriever
-from .late_interaction import LateInteraction
 from .module import RetrieverModule
 from .rerankers import make_reranker
 from .retriever import Retriever
@@ -40,7 +39,7 @@ def build_retriever(
     shared = Encoder(encoder, special_tokens=special_tokens)  # one loaded model for the index, cache and reranker
     reranker = make_reranker(rerank, encoder=shared, **(reranker_options or {})) if rerank is not None else None
     token_layers = None
-    if isinstance(reranker, LateInteraction) and token_cache:
+    if hasattr(reranker, "token_layers") and token_cache:
         token_layers = reranker.token_layers(shared.num_layers)
 
     def dense() -> DenseRetriever:

@@ -224,3 +224,10 @@ def test_an_index_built_for_a_program_keeps_its_query_markers(tmp_path, monkeypa
     assert program.retriever.encoder.special_tokens == SPECIAL_TOKENS
     plain, plain_folder = build_program("SingleStepRAG", None, str(corpus), None, 1, "minilm")
     assert plain.retriever.encoder.special_tokens == () and plain_folder != folder
+
+
+def test_distill_help_names_every_registered_preset():
+    from multihop.programs.students import DISTILL_PRESETS
+
+    help_text = " ".join(runner.invoke(app, ["distill", "--help"]).output.split())
+    assert all(name in help_text for name in DISTILL_PRESETS)

@@ -88,3 +88,13 @@ def test_a_labelled_demo_reaches_the_prompt_and_is_stored_with_its_signature_fie
     save(compiled, tmp_path / "prog")
     stored = json.loads((tmp_path / "prog" / "program.json").read_text())["answer"]["demos"]
     assert stored == [{"question": demo.question, "answer": demo.answer}]
+
+
+def test_trimmed_demos_keep_signature_fields_and_drop_those_without_an_output():
+    from multihop.programs.saved import trim_demos
+
+    program = NoRetrieval()
+    program.answer.demos = [dspy.Example(question="q1", answer="a1", paragraphs=["long"]),
+                            dspy.Example(question="q2", answers=["a2"])]  # no output field: no adapter shows it
+    trim_demos(program)
+    assert [dict(d) for d in program.answer.demos] == [{"question": "q1", "answer": "a1"}]

@@ -240,3 +240,13 @@ def test_cli_unroll_writes_the_file_retriever_train_reads(tmp_path, monkeypatch)
     assert result.exit_code == 0, result.output
     assert "unrolled 3 questions (0 fell back" in result.output and script.seen == ["unroll"] * 3
     assert len(read_unrolled(tmp_path / "u.jsonl")) == 3
+
+
+def test_a_program_over_dspy_settings_rm_builds_its_reranked_search_once(cached_retriever, musique_dev):
+    program, _ = scripted(CoopRAG(buckets=2, n=6, k=3))
+    dspy.configure(rm=cached_retriever)
+    first = program.settings_search()
+    program(question=musique_dev[0].question)
+    assert program.settings_search() is first and first.first_stage is cached_retriever
+    dspy.configure(rm=Retriever(cached_retriever, None))
+    assert program.settings_search() is not first  # another rm: another search

@@ -79,3 +79,8 @@ def test_config_is_read_from_the_constructor_and_the_registry_knows_every_progra
 
     with pytest.raises(TypeError, match="depth"):
         Forgetful().config()
+
+
+def test_a_second_program_of_the_same_name_is_refused():
+    with pytest.raises(TypeError, match="registered already"):
+        type("SingleStepRAG", (NoRetrieval,), {"__module__": "elsewhere"})

@@ -190,3 +190,13 @@ def test_a_shared_encoder_encodes_the_query_once_and_reads_the_candidates_from_t
     Retriever(cached_retriever, RaLa(buckets=2, cache=False), n=10, k=3)(questions[0])
     assert [name for name, _ in calls] == ["states", "states"] and calls[0][1] == questions[:1]
     assert len(calls[1][1]) == 10  # the candidates, encoded
+
+
+def test_a_retriever_reranks_any_retriever_module_not_only_a_multihop_index(static_retriever, cached_retriever):
+    reranker = MaxSim(encoder=cached_retriever.encoder)
+    retriever = Retriever(static_retriever, reranker, n=6, k=3)  # a plain dspy.Module first stage: no corpus, no batch
+    hits = retriever("text 4")
+    assert static_retriever.calls == [("text 4", 6)]
+    assert hits.candidates == [p.id for p in static_retriever.passages[:6]]
+    assert hits.ids[0] == static_retriever.passages[4].id and hits.scores == sorted(hits.scores, reverse=True)
+    assert [h.ids for h in retriever(["text 1", "text 2"])] == [retriever("text 1").ids, retriever("text 2").ids]

@@ -131,3 +131,18 @@ def test_counted_events_reach_every_trace_recorded_and_nothing_outside_one():
             count("never", 0)
     assert outer.counts()["repaired"] == 3 and inner.counts()["repaired"] == 2
     assert inner.counts()["never"] == 0 and "outside" not in outer.counts()
+
+
+def test_dspy_retrieve_inside_a_traced_program_is_one_retrieval(static_retriever, caplog):
+    class WithRetrieve(MultihopProgram):
+        def __init__(self):
+            super().__init__()
+            self.search = dspy.Retrieve(k=2)
+
+        def forward(self, question):
+            return dspy.Prediction(answer="", passages=self.search(question).passages)
+
+    dspy.configure(rm=static_retriever)
+    prediction = WithRetrieve()(question="q")
+    assert prediction.passages == [p.render() for p in static_retriever.passages[:2]]
+    assert prediction.counts["retrieval_calls"] == 1 and "callback" not in caplog.text

@@ -163,7 +163,8 @@ def trajectories_cmd(
 def distill_cmd(
     files: list[Path] = typer.Argument(..., help="trajectory files (<stage>.jsonl), one or several stages"),
     out: Path = typer.Option(..., help="adapter folder"),
-    preset: str = typer.Option("default", help="default, cirag or hanrag"),
+    preset: str = typer.Option("default", help="a registered preset: default, cirag (CIRAG App. B.4) or hanrag "
+                               "(HANRAG App. D)"),
     base: str = typer.Option(None, help="student: registry name or HF folder (default smollm2)"),
     stages: list[str] = typer.Option(None, "--stage", help="refuse rows of other stages"),
     r: int = typer.Option(None, help="LoRA rank (overrides the preset)"),

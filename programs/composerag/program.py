@@ -224,7 +224,7 @@ class ComposeRAG(MultihopProgram):
                 passages, ids = [question], []
             hop = self.generate(question, passages, ids, note)
             hop.queries, hop.retrieved = list(queries), retrieve
-            hop.verified = run.record(self.hop_verdict(stage, hop)) if self.answer_verification else None
+            hop.verified = run.add_verdict(self.hop_verdict(stage, hop)) if self.answer_verification else None
             if hop.verified is not False or not pipeline:
                 return hop
             if not retrieve:
@@ -286,7 +286,7 @@ class ComposeRAG(MultihopProgram):
         result = self.run_stage(self.finalize, {"answer": run.hops[-1].answer}, question=run.question,
                                 decomposed_information=decomposed_information(run.hops))
         answer = (result.answer or "").strip() or ABSTENTION
-        return answer, run.record(self.final_verdict(run, answer)) if self.answer_verification else None
+        return answer, run.add_verdict(self.final_verdict(run, answer)) if self.answer_verification else None
 
     def final_verdict(self, run: Solving, answer: str) -> Verdict:
         """Alg. 1 step 1: the final answer against the passages the hops cited (all they read when none cited)."""

@@ -67,7 +67,7 @@ class Solving:
         """Every reflected-on decomposition with its analysis, in order."""
         return list(zip(self.decompositions, self.analyses, strict=False))
 
-    def record(self, verdict: Verdict) -> bool:
+    def add_verdict(self, verdict: Verdict) -> bool:
         """Keep ``verdict``; returns whether it passed."""
         self.verdicts.append(verdict)
         return verdict.valid

@@ -63,12 +63,14 @@ class CoopRAG(MultihopProgram):
         seed: int = 0,
     ):
         if rerank is not None and rerank not in RERANKERS:
-            raise ValueError(f"unknown rerank {rerank!r}; choose None or one of {', '.join(RERANKERS)}")
+            raise ValueError(f"unknown rerank {rerank!r}; choose None or one of {', '.join(RERANKERS)} (the registry "
+                             "of multihop.retrievers.RERANKERS; rala_eq4 and rala_eq3 are now spelled with a hyphen)")
         super().__init__(retriever=retriever)
         self.n, self.k, self.seed = n, k, seed
         self.uncertainty_mask, self.unrolling, self.unified = uncertainty_mask, unrolling, unified
         self.rerank, self.omega, self.buckets = rerank, omega, buckets
         self.search = self.reranked(retriever) if retriever is not None else None
+        self._settings_search: tuple[dspy.Module, dspy.Module] | None = None  # (dspy.settings.rm, its reranked search)
         if unrolling:
             self.unroll = dspy.Predict(QuestionUnrolling if uncertainty_mask else QuestionUnrollingWithoutMask)
         completes = unrolling and uncertainty_mask
@@ -89,11 +91,21 @@ class CoopRAG(MultihopProgram):
         reranker = make_reranker(self.rerank, special_tokens=self.special_tokens, **rala)
         return Retriever(first_stage, reranker, n=self.n, k=self.k)
 
+    def settings_search(self) -> dspy.Module:
+        """The reranked search over the retriever set with ``dspy.configure(rm=...)``, built once per retriever (the
+        reranker may load an encoder)."""
+        rm = self.rm
+        if self._settings_search is None or self._settings_search[0] is not rm:
+            self._settings_search = (rm, self.reranked(rm))
+        return self._settings_search[1]
+
     def unroll_question(self, question: str) -> dspy.Prediction:
         """Stage 1 and Eq. 1: the unrolling (sub-questions, masked chain, hop count, structure) and the query U, with
         whether it fell back to the question (both counted, with the ``<FILL>`` repair). Without unrolling, U is the
         question."""
         if not self.unrolling:
+            count("unrolling_fallback", 0)
+            count("fill_repaired", 0)
             return dspy.Prediction(sub_questions=[], chain=[], hop_count=None, reasoning_structure=None,
                                    query=question, fallback=False)
         unrolled = self.run_stage(self.unroll, {}, retries=1, question=question)
@@ -111,7 +123,7 @@ class CoopRAG(MultihopProgram):
         unrolled = self.unroll_question(question)
         completion_failed = False
         chain = unrolled.chain
-        search = self.search if self.search is not None else self.reranked(self.rm)
+        search = self.search if self.search is not None else self.settings_search()
         hits = search(unrolled.query, k=self.k)
         completed = chain
         inputs = {"documents": hits.passages, "question": question, "sub_questions": unrolled.sub_questions}
