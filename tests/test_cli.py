@@ -231,3 +231,23 @@ def test_distill_help_names_every_registered_preset():
 
     help_text = " ".join(runner.invoke(app, ["distill", "--help"]).output.split())
     assert all(name in help_text for name in DISTILL_PRESETS)
+
+
+@pytest.mark.parametrize("command", ["eval", "compile", "trajectories"])
+def test_program_options_reach_the_program_every_command_builds(built_lms, questions, tmp_path, command,
+                                                                  monkeypatch):
+    import multihop.cli.programs as programs
+
+    seen, real = [], programs.build_program
+
+    def build_program(name, retriever_dir, corpus, data, k, encoder, settings):
+        seen.append((name, retriever_dir, corpus, k, encoder, settings))
+        return real("NoRetrieval", None, None, None, k, encoder, [])
+
+    monkeypatch.setattr(programs, "build_program", build_program)
+    result = runner.invoke(app, [command, "--program", "ComposeRAG", "--set", "simple_qa=false", "--retriever", "R",
+                                 "--corpus", "C", "--k", "3", "--encoder", "minilm", "--data", str(questions),
+                                 "--out", str(tmp_path / "out"), *(["--min-score", "0"] if command == "trajectories"
+                                                                   else [])])
+    assert result.exit_code == 0, result.output
+    assert seen == [("ComposeRAG", "R", "C", 3, "minilm", ["simple_qa=false"])]

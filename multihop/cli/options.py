@@ -1,4 +1,5 @@
-"""Options several commands share, defined once: the LM options (:func:`lm_options`) and ``--set`` switches."""
+"""Options several commands share, defined once: option groups (:func:`option_group`: the LM options here, the
+program options in :mod:`multihop.cli.programs`), ``--set`` switches, ``--markers`` and question files."""
 
 from __future__ import annotations
 
@@ -52,38 +53,44 @@ def _lm_errors():
         raise typer.BadParameter(str(exc), param_hint="the LM options (--lm, --adapter)") from exc
 
 
-def lm_options(*names: str, help: str = LM_HELP, max_tokens: int | None = None) -> Callable:
-    """Give a command the LM options: the LM (``--lm``, or the option ``names``), ``--api-base``, ``--api-key``
-    (default: ``$MULTIHOP_API_KEY``), ``--adapter`` and ``--max-tokens`` (default ``max_tokens``). The command declares
-    one parameter ``lm`` and receives them in it as an :class:`LMOptions`; typer sees the options in the signature
-    this sets on the command (``__signature__``) instead."""
-    option = {
-        "lm": (str, typer.Option(DEFAULT_LM, *(names or ("--lm",)), help=help)),
-        "api_base": (str | None, typer.Option(None, "--api-base", help=API_BASE_HELP)),
-        "api_key": (str | None, typer.Option(None, "--api-key", envvar=API_KEY_ENV, show_envvar=False,
-                                             help=API_KEY_HELP)),
-        "adapter": (str | None, typer.Option(None, "--adapter", help=ADAPTER_HELP)),
-        "max_tokens": (int | None, typer.Option(max_tokens, "--max-tokens", help=MAX_TOKENS_HELP)),
-    }
+def option_group(param: str, options: dict[str, tuple[type, typer.models.OptionInfo]],
+                 build: Callable[..., object]) -> Callable:
+    """Give a command a group of options defined once: typer sees each of ``options`` (name → (type, option)) as a
+    parameter of its own, through the signature this sets on the command (``__signature__``), and the command
+    receives them together as its one parameter ``param``, ``build(**values)``."""
 
     def decorate(command: Callable) -> Callable:
         signature = inspect.signature(command, eval_str=True)
-        if "lm" not in signature.parameters:
-            raise TypeError(f"{command.__name__} takes no `lm` parameter for its LM options")
-        kept = [p for p in signature.parameters.values() if p.name != "lm"]
-        added = [inspect.Parameter(f"lm_{name}", inspect.Parameter.KEYWORD_ONLY, default=default, annotation=kind)
-                 for name, (kind, default) in option.items()]
+        if param not in signature.parameters:
+            raise TypeError(f"{command.__name__} takes no `{param}` parameter for its {param} options")
+        kept = [p for p in signature.parameters.values() if p.name != param]
+        added = [inspect.Parameter(f"{param}_{name}", inspect.Parameter.KEYWORD_ONLY, default=default,
+                                   annotation=kind) for name, (kind, default) in options.items()]
 
         @functools.wraps(command)
         def run(**kwargs):
-            lm = CommandLM(**{name: kwargs.pop(f"lm_{name}") for name in option})
-            return command(lm=lm, **kwargs)
+            group = build(**{name: kwargs.pop(f"{param}_{name}") for name in options})
+            return command(**{param: group}, **kwargs)
 
         run.__signature__ = signature.replace(parameters=[*kept, *added])
         run.__annotations__ = {p.name: p.annotation for p in run.__signature__.parameters.values()}
         return run
 
     return decorate
+
+
+def lm_options(*names: str, help: str = LM_HELP, max_tokens: int | None = None) -> Callable:
+    """Give a command the LM options: the LM (``--lm``, or the option ``names``), ``--api-base``, ``--api-key``
+    (default: ``$MULTIHOP_API_KEY``), ``--adapter`` and ``--max-tokens`` (default ``max_tokens``). The command declares
+    one parameter ``lm`` and receives them in it as an :class:`LMOptions`."""
+    return option_group("lm", {
+        "lm": (str, typer.Option(DEFAULT_LM, *(names or ("--lm",)), help=help)),
+        "api_base": (str | None, typer.Option(None, "--api-base", help=API_BASE_HELP)),
+        "api_key": (str | None, typer.Option(None, "--api-key", envvar=API_KEY_ENV, show_envvar=False,
+                                             help=API_KEY_HELP)),
+        "adapter": (str | None, typer.Option(None, "--adapter", help=ADAPTER_HELP)),
+        "max_tokens": (int | None, typer.Option(max_tokens, "--max-tokens", help=MAX_TOKENS_HELP)),
+    }, CommandLM)
 
 
 def parse_settings(pairs: list[str]) -> dict:

@@ -3,13 +3,48 @@ saved folder, or one built once from a corpus or the questions' own paragraphs).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import typer
 
 from multihop.benchmarks.common import cached_index
 from multihop.cli.console import console
-from multihop.cli.options import parse_settings
+from multihop.cli.options import SET_OPT, option_group, parse_settings
+
+
+@dataclass(frozen=True)
+class ProgramOptions:
+    """The program a command runs: its registry name and ``--set`` switches, and the index it retrieves from (a saved
+    folder, else one built from ``corpus`` or the questions)."""
+
+    program: str = "SingleStepRAG"
+    corpus: str | None = None
+    retriever: str | None = None
+    k: int = 5
+    encoder: str = "mpnet"
+    settings: list[str] | None = None
+
+    def build(self, questions: Path):
+        """``(program, retriever folder or None)``; the index is built from ``questions`` when none is given."""
+        return build_program(self.program, self.retriever, self.corpus, str(questions), self.k, self.encoder,
+                             self.settings)
+
+
+def program_options() -> Callable:
+    """Give a command the program options: ``--program``, ``--set``, ``--retriever``, ``--corpus``, ``--k`` and
+    ``--encoder``. The command declares one parameter ``spec`` and receives them in it as :class:`ProgramOptions`."""
+    return option_group("spec", {
+        "program": (str, typer.Option("SingleStepRAG", "--program", help="program name (its class)")),
+        "corpus": (str | None, typer.Option(None, "--corpus", help="corpus file (default: the questions' own "
+                                            "paragraphs, IRCoT style)")),
+        "retriever": (str | None, typer.Option(None, "--retriever", help="a saved retriever folder (overrides "
+                                               "--corpus)")),
+        "k": (int, typer.Option(5, "--k", help="passages retrieved per query")),
+        "encoder": (str, typer.Option("mpnet", "--encoder", help="encoder of an index built on the fly")),
+        "settings": (list[str] | None, SET_OPT),
+    }, ProgramOptions)
 
 
 def build_program(name: str, retriever_dir: str | None, corpus: str | None, data: str | None, k: int, encoder: str,

@@ -9,26 +9,22 @@ import typer
 
 from multihop.benchmarks.common import LMOptions
 from multihop.cli.console import console
-from multihop.cli.options import DEV_QUESTIONS, SET_OPT, lm_options, question_path
-from multihop.cli.programs import build_program
+from multihop.cli.options import DEV_QUESTIONS, lm_options, question_path
+from multihop.cli.programs import ProgramOptions, program_options
 from multihop.cli.traces import print_trace
 
 
 @lm_options()
+@program_options()
 def eval_cmd(
     lm: LMOptions,
-    program: str = typer.Option("SingleStepRAG", help="program name"),
+    spec: ProgramOptions,
     data: str = typer.Option(..., help=f"questions to evaluate: {DEV_QUESTIONS}"),
     out: Path = typer.Option(..., help="output folder (rerun to resume)"),
-    corpus: str = typer.Option(None, help="corpus file (default: the questions' own paragraphs, IRCoT style)"),
-    retriever: str = typer.Option(None, help="a saved index folder (overrides --corpus)"),
-    load: Path = typer.Option(None, help="a compiled program folder from `multihop compile`"),
+    load: Path = typer.Option(None, help="a compiled program folder from `multihop compile` (instead of --program)"),
     limit: int = typer.Option(None, help="first N questions only"),
     threads: int = typer.Option(1, help="questions evaluated at once"),
-    k: int = typer.Option(5, help="passages retrieved per query"),
-    encoder: str = typer.Option("mpnet", help="encoder for an index built on the fly"),
     judge_lm: str = typer.Option(None, help="an LM that judges each answer (LLM Eval, ComposeRAG §5.1)"),
-    settings: list[str] = SET_OPT,
 ):
     """Evaluate a program on a question file; prints the metrics table and saves rows, traces and summary."""
     from multihop.data import load_dataset
@@ -43,7 +39,7 @@ def eval_cmd(
 
         instance = load_program(load)
     else:
-        instance, _ = build_program(program, retriever, corpus, str(data_file), k, encoder, settings)
+        instance, _ = spec.build(data_file)
     evaluate(instance, examples, out, threads=threads, name=type(instance).__name__, console=console, judge_lm=judge)
     console.print(f"rows: {out / 'results.jsonl'}  traces: {out / 'traces'}")
 

@@ -12,13 +12,12 @@ from multihop.cli.console import console
 from multihop.cli.options import (
     DEV_QUESTIONS,
     MARKERS_OPT,
-    SET_OPT,
     TRAIN_QUESTIONS,
     lm_options,
     program_special_tokens,
     question_path,
 )
-from multihop.cli.programs import build_program
+from multihop.cli.programs import ProgramOptions, program_options
 
 retriever_app = typer.Typer(help="Retriever fine-tuning.", no_args_is_help=True)
 cooprag_app = typer.Typer(help="CoopRAG's training loop (§3.6).", no_args_is_help=True)
@@ -79,24 +78,20 @@ def cooprag_unroll(
 
 
 @lm_options()
+@program_options()
 def compile_cmd(
     lm: LMOptions,
-    program: str = typer.Option("SingleStepRAG", help="program name"),
+    spec: ProgramOptions,
     data: str = typer.Option(..., help=f"train questions: {TRAIN_QUESTIONS}"),
     out: Path = typer.Option(..., help="folder to save the compiled program into"),
     optimizer: str = typer.Option("bootstrap", help="labeled, bootstrap, random-search, mipro, simba or gepa"),
     val: str = typer.Option(None, help=f"validation questions (scores before/after): {DEV_QUESTIONS}"),
     val_limit: int = typer.Option(20, help="validation questions used"),
-    corpus: str = typer.Option(None, help="corpus file (default: the train questions' paragraphs)"),
-    retriever: str = typer.Option(None, help="a saved retriever folder"),
     metric: str = typer.Option("f1", help="em, f1, acc, cover_em or recall@K"),
     limit: int = typer.Option(20, help="train questions used"),
     seed: int = typer.Option(0),
     prompt_lm: str = typer.Option(None, help="LM that writes instructions / reflects (MIPROv2, SIMBA, GEPA)"),
     teacher_lm: str = typer.Option(None, help="LM that runs the program while bootstrapping demos"),
-    k: int = typer.Option(5),
-    encoder: str = typer.Option("mpnet"),
-    settings: list[str] = SET_OPT,
 ):
     """Compile a program with a DSPy optimizer on a train split and save it (DSPy state + manifest)."""
     from multihop.data import load_dataset
@@ -108,7 +103,7 @@ def compile_cmd(
     val_file = question_path(val, "dev") if val else None
     trainset = load_dataset(data_file, limit=limit)
     valset = load_dataset(val_file, limit=val_limit) if val_file else None
-    instance, retriever_path = build_program(program, retriever, corpus, str(data_file), k, encoder, settings)
+    instance, retriever_path = spec.build(data_file)
     other = {name: lm.make(spec) if spec else None
              for name, spec in (("prompt_lm", prompt_lm), ("teacher_lm", teacher_lm))}
     compiled, report = compile_program(instance, trainset, optimizer=optimizer, metric=metric, valset=valset,
@@ -118,7 +113,7 @@ def compile_cmd(
          **report)
     demos = {name: len(p.demos) for name, p in compiled.named_predictors()}
     scores = f", val {metric} {report['val_before']:.1f} → {report['val_after']:.1f}" if valset else ""
-    console.print(f"compiled {program} with {optimizer} ({demos} demos{scores}) → {out}")
+    console.print(f"compiled {spec.program} with {optimizer} ({demos} demos{scores}) → {out}")
     if report.get("unchanged"):
         console.print(f"[yellow]the validation {metric} did not change[/yellow]")
 
@@ -130,20 +125,16 @@ def _file_info(path: Path, examples: list) -> dict:
 
 
 @lm_options("--teacher-lm", "--lm", help="the teacher LM: local:smollm2, local:<path>, or a dspy.LM model string")
+@program_options()
 def trajectories_cmd(
     lm: LMOptions,
+    spec: ProgramOptions,
     data: str = typer.Option(..., help=f"train questions: {TRAIN_QUESTIONS}"),
     out: Path = typer.Option(..., help="folder for one JSON-lines file per stage"),
-    program: str = typer.Option("SingleStepRAG", help="program name"),
     load_dir: Path = typer.Option(None, "--load", help="a compiled program folder (instead of --program)"),
     metric: str = typer.Option("f1"),
     min_score: float = typer.Option(1.0, help="keep questions scoring at least this"),
     limit: int = typer.Option(20),
-    corpus: str = typer.Option(None),
-    retriever: str = typer.Option(None),
-    k: int = typer.Option(5),
-    encoder: str = typer.Option("mpnet"),
-    settings: list[str] = SET_OPT,
 ):
     """Record every stage call of a program run by a teacher LM, keeping the questions that pass the metric."""
     from multihop.data import load_dataset
@@ -153,8 +144,7 @@ def trajectories_cmd(
     teacher = lm.configure()
     data_file = question_path(data, "train")
     examples = load_dataset(data_file, limit=limit)
-    instance = load(load_dir) if load_dir else build_program(program, retriever, corpus, str(data_file), k, encoder,
-                                                             settings)[0]
+    instance = load(load_dir) if load_dir else spec.build(data_file)[0]
     manifest = collect(instance, examples, out, teacher_lm=teacher, metric=metric, min_score=min_score)
     console.print(f"kept {manifest['kept']} of {manifest['questions']} questions; rows per stage "
                   f"{manifest['stages']} → {out}")
