@@ -29,6 +29,8 @@ API_KEY_HELP = (f"API key of the server (default: ${API_KEY_ENV}); provider vari
                 "work, through LiteLLM")
 ADAPTER_HELP = "LoRA adapter folder for a local LM (from `multihop distill`)"
 MAX_TOKENS_HELP = "generation cap per LM call (default: 128 for a local LM, 384 for a served one)"
+ENGINE_HELP = ("local LM engine: auto (llama.cpp for a GGUF model when llama-cpp-python is installed and no adapter "
+               "is given, else transformers), llamacpp or transformers")
 
 
 def question_file(source: str | Path = "musique", split: str = "dev") -> Path:
@@ -77,15 +79,16 @@ def cached_retriever(corpus, encoder: str = "mpnet", token_layers: tuple[int, ..
 
 @dataclass(frozen=True)
 class LMOptions:
-    """The LM a run uses: its spec (``lm``), server (``api_base``, ``api_key``), LoRA ``adapter`` (local LMs) and
-    generation cap (``max_tokens``; None: the backend's default). Other LMs of the run (a teacher, a judge, a prompt
-    writer) share the server and key."""
+    """The LM a run uses: its spec (``lm``), server (``api_base``, ``api_key``), LoRA ``adapter`` and ``engine``
+    (local LMs) and generation cap (``max_tokens``; None: the backend's default). Other LMs of the run (a teacher, a
+    judge, a prompt writer) share the server and key, and the engine choice."""
 
     lm: str = DEFAULT_LM
     api_base: str | None = None
     api_key: str | None = None
     adapter: str | None = None
     max_tokens: int | None = None
+    engine: str = "auto"
 
     def make(self, spec: str | None = None, max_tokens: int | None = None):
         """``spec`` (default: this LM, with its adapter and cap) as a ``dspy.LM``; ``max_tokens`` replaces the cap."""
@@ -101,8 +104,10 @@ class LMOptions:
 
     def _settings(self, spec: str | None, max_tokens: int | None) -> dict:
         own = spec is None or spec == self.lm
+        local = (spec or self.lm).startswith("local:")
         return {"adapter": self.adapter if own else None, "api_base": self.api_base, "api_key": self.api_key,
-                "max_tokens": max_tokens or (self.max_tokens if own else None)}
+                "max_tokens": max_tokens or (self.max_tokens if own else None),
+                **({"engine": self.engine} if local else {})}
 
     @staticmethod
     def add_arguments(parser: argparse.ArgumentParser, max_tokens: int | None = None) -> None:
@@ -112,7 +117,9 @@ class LMOptions:
         parser.add_argument("--api-key", default=os.environ.get(API_KEY_ENV), help=API_KEY_HELP)
         parser.add_argument("--adapter", default=None, help=ADAPTER_HELP)
         parser.add_argument("--max-tokens", type=int, default=max_tokens, help=MAX_TOKENS_HELP)
+        parser.add_argument("--engine", default="auto", choices=("auto", "llamacpp", "transformers"),
+                            help=ENGINE_HELP)
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> LMOptions:
-        return cls(args.lm, args.api_base, args.api_key, args.adapter, args.max_tokens)
+        return cls(args.lm, args.api_base, args.api_key, args.adapter, args.max_tokens, args.engine)

@@ -3,10 +3,14 @@
 ``make_lm(spec)`` returns a ``dspy.LM``:
 
 - ``local:smollm2`` (the embedded default) or ``local:<HF folder | .gguf file>``, optionally with a LoRA ``adapter``
-  folder: a :class:`TransformersEngine` behind ``dspy.LM(engine=...)``. DSPy's outer LM layer then owns the request
-  cache (an identical request is never generated twice), retries, history, callbacks and usage tracking; the model
-  string ``local/<name>-<checksum>`` keys the cache by the exact weights and adapter. Generation is capped at
-  ``LOCAL_MAX_TOKENS`` (128) unless ``max_tokens`` is given: on two CPU cores SmolLM2 decodes ~9 tokens/s.
+  folder: a local engine behind ``dspy.LM(engine=...)`` (:mod:`multihop.engines`). ``engine="auto"`` runs a GGUF
+  model on llama.cpp (:class:`~multihop.engines.LlamaCppEngine`: decoding under each signature's JSON schema, so
+  every reply parses and ends when its fields are written) when ``llama-cpp-python`` is installed and no LoRA adapter
+  is given, and on ``transformers`` otherwise (:class:`~multihop.engines.TransformersEngine`: HF folders, LoRA
+  adapters, GPUs; free decoding). DSPy's outer LM layer owns the request cache (an identical request is never
+  generated twice), retries, history, callbacks and usage tracking; the model string
+  ``local/<name>[-llamacpp[-json]]-<checksum>`` keys the cache by the engine, the decoding and the exact weights and
+  adapter. Generation is capped at ``LOCAL_MAX_TOKENS`` (128) unless ``max_tokens`` is given.
 - anything else: a ``dspy.LM`` model string (``openai/gpt-4o-mini``, ``hosted_vllm/...``, ``ollama_chat/...``) with
   optional ``api_base`` / ``api_key`` for OpenAI-compatible servers.
 """
@@ -14,125 +18,42 @@
 from __future__ import annotations
 
 import hashlib
-import threading
+import logging
 from pathlib import Path
 
 import dspy
-from dspy.lm15 import Message, Response, TextPart, Usage
 
 from multihop import models
+from multihop.engines import LlamaCppEngine, TransformersEngine, llama_cpp_available
+from multihop.engines.messages import LOCAL_MAX_TOKENS
 from multihop.models import DEFAULT_LM
 
 DEFAULT_MAX_TOKENS = 384
-LOCAL_MAX_TOKENS = 128
+ENGINES = ("auto", "llamacpp", "transformers")
+WEIGHT_FILES = ("model.safetensors", "adapter_model.safetensors", "multihop.json")
+
+logger = logging.getLogger(__name__)
 
 
-def _fingerprint(path: Path, adapter: Path | None) -> str:
-    """A short checksum of the weights (and adapter) that keys DSPy's cache."""
+def _fingerprint(*paths: Path | None) -> str:
+    """A short checksum of the weights (files, or the weight files of folders) that keys DSPy's cache: each file's
+    name, size and first MiB."""
     digest = hashlib.sha256()
-    for folder in filter(None, (path, adapter)):
-        for name in ("model.safetensors", "adapter_model.safetensors", "multihop.json"):
-            file = folder / name
+    for path in filter(None, paths):
+        for file in [path] if path.is_file() else [path / name for name in WEIGHT_FILES]:
             if file.exists():
-                stat = file.stat()
-                digest.update(f"{name}:{stat.st_size}".encode())
+                digest.update(f"{file.name}:{file.stat().st_size}".encode())
                 with open(file, "rb") as fh:
                     digest.update(fh.read(1 << 20))
     return digest.hexdigest()[:12]
 
 
-class TransformersEngine:
-    """A DSPy engine (``complete(Request) -> Response``) over a local ``transformers`` causal LM.
-
-    Applies the model's chat template, decodes greedily unless a positive temperature is asked for, honours
-    ``max_tokens`` and stop strings, and reports token usage. Generation holds a lock: one model, one call at a time,
-    so threads may share the engine safely. Runs on CUDA when present.
-    """
-
-    def __init__(self, path: str | Path, adapter: str | Path | None = None, device: str | None = None):
-        self.path = Path(path)
-        self.adapter = Path(adapter) if adapter else None
-        self.device = device
-        self._lock = threading.Lock()
-        self._model = None
-        self._tokenizer = None
-
-    def _load(self):
-        import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
-        device = self.device or ("cuda" if torch.cuda.is_available() else "cpu")
-        tokenizer = AutoTokenizer.from_pretrained(self.path)
-        model = AutoModelForCausalLM.from_pretrained(self.path, dtype=torch.float32 if device == "cpu" else "auto")
-        if self.adapter is not None:
-            from peft import PeftModel
-
-            model = PeftModel.from_pretrained(model, self.adapter)
-        model.to(device).eval()
-        self._tokenizer, self._model, self.device = tokenizer, model, device
-
-    def complete(self, request) -> Response:
-        import torch
-
-        messages = []
-        if request.system:
-            system = request.system if isinstance(request.system, str) else "".join(p.text for p in request.system)
-            messages.append({"role": "system", "content": system})
-        messages.extend({"role": m.role, "content": m.text or ""} for m in request.messages)
-        config = request.config
-        with self._lock:
-            if self._model is None:
-                self._load()
-            tok, model = self._tokenizer, self._model
-            inputs = tok.apply_chat_template(
-                messages, add_generation_prompt=True, return_tensors="pt", return_dict=True
-            )
-            inputs = {k: v.to(model.device) for k, v in inputs.items()}
-            sample = bool(config.temperature and config.temperature > 0)
-            generation = dict(
-                max_new_tokens=config.max_tokens or DEFAULT_MAX_TOKENS,
-                do_sample=sample,
-                pad_token_id=tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id,
-            )
-            if sample:
-                generation.update(temperature=config.temperature, top_p=config.top_p or 1.0)
-            else:
-                generation.update(temperature=None, top_p=None, top_k=None)
-            if config.stop:
-                generation.update(stop_strings=list(config.stop), tokenizer=tok)
-            with torch.inference_mode():
-                output = model.generate(**inputs, **generation)
-        prompt_len = inputs["input_ids"].shape[1]
-        new_tokens = output[0][prompt_len:]
-        text = tok.decode(new_tokens, skip_special_tokens=True)
-        finish = "stop"
-        for stop in config.stop or ():
-            if stop in text:
-                text = text[: text.index(stop)]
-        if len(new_tokens) >= generation["max_new_tokens"]:
-            finish = "length"
-        return Response(
-            id=None,
-            model=str(self.path.name),
-            message=Message.assistant((TextPart(text),)),
-            finish_reason=finish,
-            usage=Usage(input_tokens=int(prompt_len), output_tokens=int(len(new_tokens))),
-        )
-
-    def stream(self, request):
-        from dspy.lm15 import response_to_events
-
-        return response_to_events(self.complete(request))
-
-    def close(self) -> None:
-        self._model = self._tokenizer = None
-
-    def dump_state(self) -> dict:
-        return {"path": str(self.path), "adapter": str(self.adapter) if self.adapter else None}
-
-    @classmethod
-    def load_state(cls, state: dict) -> TransformersEngine:
-        return cls(state["path"], state.get("adapter"))
+def local_gguf(target: str) -> Path | None:
+    """The GGUF file of a local target (a registry LM shipped as GGUF, or a ``.gguf`` path), or None (an HF folder)."""
+    if target in models.REGISTRY and models.REGISTRY[target].layout == "gguf":
+        return models.resolve(target)
+    path = Path(target).expanduser()
+    return path if path.suffix == ".gguf" else None
 
 
 def resolve_local(target: str) -> Path:
@@ -156,25 +77,52 @@ def make_lm(
     max_tokens: int | None = None,
     temperature: float = 0.0,
     cache: bool = True,
+    engine: str = "auto",
+    constrained: bool = True,
     **kwargs,
 ) -> dspy.LM:
-    """Build an LM from a spec: ``local:smollm2``, ``local:<path>``, or any ``dspy.LM`` model string."""
+    """Build an LM from a spec: ``local:smollm2``, ``local:<path>``, or any ``dspy.LM`` model string. ``engine``
+    (``auto``, ``llamacpp``, ``transformers``) and ``constrained`` (decode under the signature's JSON schema, on
+    llama.cpp) apply to local models."""
+    if engine not in ENGINES:
+        raise ValueError(f"unknown engine {engine!r}; choose one of {', '.join(ENGINES)}")
     if spec.startswith("local:"):
-        target = spec.removeprefix("local:")
-        adapter_path = Path(adapter) if adapter else None
-        if adapter_path is not None and not (adapter_path / "adapter_config.json").exists():
-            raise FileNotFoundError(f"{adapter_path} is not a LoRA adapter folder (no adapter_config.json)")
-        path = resolve_local(target)  # checked after the adapter: resolving may convert a GGUF first
-        name = Path(target).stem if target not in models.REGISTRY else target
-        model = f"local/{name}-{_fingerprint(path, adapter_path)}"
-        engine = TransformersEngine(path, adapter_path)
-        max_tokens = max_tokens or LOCAL_MAX_TOKENS
-        return dspy.LM(model, engine=engine, max_tokens=max_tokens, temperature=temperature, cache=cache, **kwargs)
+        settings = {"max_tokens": max_tokens or LOCAL_MAX_TOKENS, "temperature": temperature, "cache": cache, **kwargs}
+        return _local_lm(spec.removeprefix("local:"), Path(adapter) if adapter else None, engine, constrained,
+                         settings)
     if adapter:
         raise ValueError("adapter= applies to local models only")
+    if engine != "auto":
+        raise ValueError(f"engine={engine!r} applies to local models only")
     extra = {k: v for k, v in (("api_base", api_base), ("api_key", api_key)) if v}
     max_tokens = max_tokens or DEFAULT_MAX_TOKENS
     return dspy.LM(spec, max_tokens=max_tokens, temperature=temperature, cache=cache, **extra, **kwargs)
+
+
+def _local_lm(target: str, adapter: Path | None, engine: str, constrained: bool, settings: dict) -> dspy.LM:
+    if adapter is not None and not (adapter / "adapter_config.json").exists():
+        raise FileNotFoundError(f"{adapter} is not a LoRA adapter folder (no adapter_config.json)")
+    name = Path(target).stem if target not in models.REGISTRY else target
+    gguf = local_gguf(target)  # checked after the adapter: resolving verifies the weights first
+    if engine == "auto":
+        engine = "llamacpp" if gguf is not None and adapter is None and llama_cpp_available() else "transformers"
+        if gguf is not None and adapter is None and engine == "transformers":
+            logger.warning("llama-cpp-python is not installed: %s runs on transformers, without schema-constrained "
+                           "decoding (`make setup` builds llama-cpp-python)", name)
+    if engine == "llamacpp":
+        if gguf is None:
+            raise ValueError(f"the llama.cpp engine runs GGUF files; {target!r} is an HF folder (use the transformers "
+                             "engine)")
+        if adapter is not None:
+            raise ValueError("a LoRA adapter runs on the transformers engine: pass engine='transformers'")
+        if not llama_cpp_available():
+            raise ValueError("the llama.cpp engine needs llama-cpp-python: `make setup` builds it, or `pip install "
+                             "llama-cpp-python`; engine='transformers' runs without it")
+        model = f"local/{name}-llamacpp{'-json' if constrained else ''}-{_fingerprint(gguf)}"
+        return dspy.LM(model, engine=LlamaCppEngine(gguf, constrained=constrained), **settings)
+    path = resolve_local(target)
+    model = f"local/{name}-{_fingerprint(path, adapter)}"
+    return dspy.LM(model, engine=TransformersEngine(path, adapter), **settings)
 
 
 def default_adapter(spec: str) -> dspy.Adapter:

@@ -19,6 +19,7 @@ from multihop.benchmarks.common import (
     API_KEY_HELP,
     DATASETS,
     DEFAULT_LM,
+    ENGINE_HELP,
     LM_HELP,
     MAX_TOKENS_HELP,
     LMOptions,
@@ -81,8 +82,8 @@ def option_group(param: str, options: dict[str, tuple[type, typer.models.OptionI
 
 def lm_options(*names: str, help: str = LM_HELP, max_tokens: int | None = None) -> Callable:
     """Give a command the LM options: the LM (``--lm``, or the option ``names``), ``--api-base``, ``--api-key``
-    (default: ``$MULTIHOP_API_KEY``), ``--adapter`` and ``--max-tokens`` (default ``max_tokens``). The command declares
-    one parameter ``lm`` and receives them in it as an :class:`LMOptions`."""
+    (default: ``$MULTIHOP_API_KEY``), ``--adapter``, ``--max-tokens`` (default ``max_tokens``) and ``--engine``. The
+    command declares one parameter ``lm`` and receives them in it as an :class:`LMOptions`."""
     return option_group("lm", {
         "lm": (str, typer.Option(DEFAULT_LM, *(names or ("--lm",)), help=help)),
         "api_base": (str | None, typer.Option(None, "--api-base", help=API_BASE_HELP)),
@@ -90,6 +91,7 @@ def lm_options(*names: str, help: str = LM_HELP, max_tokens: int | None = None) 
                                              help=API_KEY_HELP)),
         "adapter": (str | None, typer.Option(None, "--adapter", help=ADAPTER_HELP)),
         "max_tokens": (int | None, typer.Option(max_tokens, "--max-tokens", help=MAX_TOKENS_HELP)),
+        "engine": (str, typer.Option("auto", "--engine", help=ENGINE_HELP)),
     }, CommandLM)
 
 

@@ -1,0 +1,104 @@
+"""The llama.cpp engine: a GGUF file run by ``llama-cpp-python``, decoding under the request's JSON schema.
+
+``llama-cpp-python`` is built from source by the Makefile's set-up (once per virtualenv); ``import multihop`` never
+needs it, and :func:`llama_cpp_available` tells whether it is there (:func:`multihop.lms.make_lm` falls back to the
+``transformers`` engine, with a warning, when it is not).
+
+The engine declares structured outputs (``supports_response_schema``), so DSPy's ``JSONAdapter`` sends each
+signature's JSON schema with the request; the engine bounds every string and list in it
+(:func:`~.schema.bounded`) and decodes under the grammar llama.cpp derives from it. A reply then parses into the
+declared fields and types and ends when the closing brace is written, not at ``max_tokens``. The model runs on the
+physical cores, with the model's training context (at most :data:`MAX_CONTEXT` tokens), greedily unless the request
+asks for a temperature, one call at a time (a lock). Consecutive prompts that share a prefix (a stage's instructions
+and demos) reuse its KV state: llama-cpp-python evaluates only the tokens after the longest common prefix of the
+previous prompt.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import threading
+from pathlib import Path
+
+from dspy.lm15 import Response
+
+from .messages import LOCAL_MAX_TOKENS, chat_messages, make_response
+from .schema import bounded
+
+MAX_CONTEXT = 8192
+
+
+def llama_cpp_available() -> bool:
+    """Whether ``llama-cpp-python`` is installed (without importing it)."""
+    return importlib.util.find_spec("llama_cpp") is not None
+
+
+def physical_cores() -> int:
+    import psutil
+
+    return psutil.cpu_count(logical=False) or psutil.cpu_count() or 1
+
+
+class LlamaCppEngine:
+    """A DSPy engine over a GGUF model with llama.cpp. ``constrained=False`` ignores response schemas (and declares
+    none), for comparing with free decoding."""
+
+    supported_params = frozenset({"temperature", "max_tokens", "top_p", "stop", "response_format"})
+
+    def __init__(self, gguf: str | Path, constrained: bool = True, n_threads: int | None = None, seed: int = 0):
+        self.gguf = Path(gguf)
+        self.constrained, self.n_threads, self.seed = constrained, n_threads, seed
+        self.supports_response_schema = constrained
+        if not constrained:
+            self.supported_params = self.supported_params - {"response_format"}
+        self._lock = threading.Lock()
+        self._model = None
+
+    def _load(self):
+        from llama_cpp import Llama
+
+        threads = self.n_threads or physical_cores()
+        probe = Llama(model_path=str(self.gguf), n_ctx=0, vocab_only=True, verbose=False)
+        context = min(MAX_CONTEXT, probe.n_ctx_train())
+        del probe
+        self._model = Llama(model_path=str(self.gguf), n_ctx=context, n_threads=threads, n_threads_batch=threads,
+                            seed=self.seed, verbose=False)
+
+    def complete(self, request) -> Response:
+        config = request.config
+        options = {"max_tokens": config.max_tokens or LOCAL_MAX_TOKENS, "temperature": config.temperature or 0.0,
+                   "top_p": config.top_p or 1.0, "stop": list(config.stop or ()) or None, "seed": self.seed}
+        schema = response_schema(config.response_format) if self.constrained else None
+        if schema is not None:
+            options["response_format"] = {"type": "json_object", "schema": bounded(schema)}
+        with self._lock:
+            if self._model is None:
+                self._load()
+            reply = self._model.create_chat_completion(messages=chat_messages(request), **options)
+        choice, usage = reply["choices"][0], reply["usage"]
+        finish = "length" if choice.get("finish_reason") == "length" else "stop"
+        return make_response(choice["message"]["content"] or "", self.gguf.name, finish, usage["prompt_tokens"],
+                             usage["completion_tokens"])
+
+    def stream(self, request):
+        from dspy.lm15 import response_to_events
+
+        return response_to_events(self.complete(request))
+
+    def close(self) -> None:
+        self._model = None
+
+    def dump_state(self) -> dict:
+        return {"gguf": str(self.gguf), "constrained": self.constrained}
+
+    @classmethod
+    def load_state(cls, state: dict) -> LlamaCppEngine:
+        return cls(state["gguf"], constrained=state.get("constrained", True))
+
+
+def response_schema(response_format: dict | None) -> dict | None:
+    """The JSON schema a request's ``response_format`` asks for (``{"type": "json_schema", "schema": ...}``), or None
+    for free text or plain JSON mode."""
+    if not response_format or response_format.get("type") != "json_schema":
+        return None
+    return response_format.get("schema")

@@ -1,0 +1,23 @@
+"""What the local engines share: the chat messages of a DSPy request and the response they return."""
+
+from __future__ import annotations
+
+from dspy.lm15 import Message, Response, TextPart, Usage
+
+LOCAL_MAX_TOKENS = 128  # a local engine's generation cap when neither the LM nor the request sets one
+
+
+def chat_messages(request) -> list[dict]:
+    """The request as chat messages (``role``, ``content``): its system text first, then its turns."""
+    messages = []
+    if request.system:
+        system = request.system if isinstance(request.system, str) else "".join(p.text for p in request.system)
+        messages.append({"role": "system", "content": system})
+    messages.extend({"role": m.role, "content": m.text or ""} for m in request.messages)
+    return messages
+
+
+def make_response(text: str, model: str, finish: str, prompt_tokens: int, completion_tokens: int) -> Response:
+    """A DSPy response carrying ``text`` and its token usage."""
+    return Response(id=None, model=model, message=Message.assistant((TextPart(text),)), finish_reason=finish,
+                    usage=Usage(input_tokens=int(prompt_tokens), output_tokens=int(completion_tokens)))
