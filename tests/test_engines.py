@@ -1,4 +1,5 @@
 import logging
+from typing import Literal
 
 import dspy
 import pytest
@@ -75,3 +76,76 @@ def test_engine_choices_that_cannot_work_are_refused(tmp_path, monkeypatch):
         make_lm("local:smollm2", engine="vllm")
     with pytest.raises(ValueError, match="local models only"):
         make_lm("openai/x", engine="llamacpp")
+
+
+def llama_lm(**settings) -> dspy.LM:
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python is not built in this virtualenv")
+    return make_lm("local:smollm2", engine="llamacpp", cache=False, **settings)
+
+
+class EveryFieldType(dspy.Signature):
+    """Read the passage and describe the question it answers."""
+
+    passage: str = dspy.InputField()
+    answer: str = dspy.OutputField(desc="a short answer")
+    sub_questions: list[str] = dspy.OutputField()
+    chain: list[list[str]] = dspy.OutputField(desc="[head, relation, tail] triples")
+    supported: bool = dspy.OutputField()
+    hops: int = dspy.OutputField()
+    kind: Literal["bridge", "comparison"] = dspy.OutputField()
+
+
+PASSAGE = "Audrey Hepburn starred as Eliza Doolittle in My Fair Lady (1964), directed by George Cukor."
+
+
+@pytest.mark.slow
+def test_a_constrained_reply_parses_for_every_field_type_and_ends_before_the_cap():
+    lm = llama_lm(max_tokens=512)
+    dspy.configure(lm=lm, adapter=dspy.JSONAdapter())
+    result = dspy.Predict(EveryFieldType)(passage=PASSAGE)  # an AdapterParseError would fail the test
+    assert isinstance(result.answer, str) and len(result.answer) <= 400
+    assert isinstance(result.sub_questions, list) and all(isinstance(s, str) for s in result.sub_questions)
+    assert all(isinstance(row, list) and all(isinstance(x, str) for x in row) for row in result.chain)
+    assert isinstance(result.supported, bool) and isinstance(result.hops, int)
+    assert result.kind in ("bridge", "comparison")
+    assert len(result.sub_questions) <= 8 and len(result.chain) <= 8  # the bounded schema's caps
+    assert 0 < lm.history[-1]["usage"]["completion_tokens"] < 512  # it ended when the fields were written
+
+
+@pytest.mark.slow
+def test_real_stage_signatures_parse_under_constraints(musique_dev):
+    from multihop.signatures.composerag import AnswerVerification
+    from multihop.signatures.cooprag import QuestionUnrolling
+
+    dspy.configure(lm=llama_lm(max_tokens=384), adapter=dspy.JSONAdapter())
+    unrolled = dspy.Predict(QuestionUnrolling)(question=musique_dev[0].question)
+    assert isinstance(unrolled.hop_count, int) and isinstance(unrolled.sub_questions, list)
+    assert all(isinstance(row, list) for row in unrolled.reasoning_chain)
+    verdict = dspy.Predict(AnswerVerification)(question="Who played Eliza?", answer="Audrey Hepburn",
+                                               source=[PASSAGE])
+    assert isinstance(verdict.valid, bool)
+
+
+@pytest.mark.slow
+def test_prefix_reuse_stop_strings_usage_and_parity_with_transformers():
+    from dspy.lm15 import Config, Message, Request
+
+    engine = llama_lm()._engine_spec
+    system = "You answer in one short phrase. " + PASSAGE
+    first = Request(model="m", system=system, messages=(Message.user("Who played Eliza Doolittle?"),),
+                    config=Config(max_tokens=24, temperature=0.0))
+    second = Request(model="m", system=system, messages=(Message.user("Who directed the film?"),),
+                     config=Config(max_tokens=24, temperature=0.0))
+    after_first = (engine.complete(first), engine.complete(second))  # the second reuses the shared prefix
+    fresh = LlamaCppEngine(engine.gguf).complete(second)  # nothing to reuse
+    assert after_first[1].text == fresh.text and after_first[0].text != fresh.text
+    usage = fresh.usage
+    assert usage.input_tokens > 20 and 0 < usage.output_tokens <= 24
+    stopped = engine.complete(Request(model="m", system=system, messages=(Message.user("List two facts."),),
+                                      config=Config(max_tokens=48, temperature=0.0, stop=("\n", "."))))
+    assert "\n" not in stopped.text and "." not in stopped.text
+    capital = Request(model="m", messages=(Message.user("What is the capital of France? One word."),),
+                      config=Config(max_tokens=8, temperature=0.0))
+    # the GGUF is Q4_1 and the transformers model its de-quantised copy: greedy texts may differ, the fact may not
+    assert "Paris" in engine.complete(capital).text
+    assert "Paris" in TransformersEngine(lms.resolve_local("smollm2")).complete(capital).text
