@@ -7,7 +7,15 @@ import pytest
 from multihop import lms
 from multihop.engines import LlamaCppEngine, TransformersEngine
 from multihop.engines.llamacpp import response_schema
-from multihop.engines.schema import LIST_CAP, STRING_CAP, bounded
+from multihop.engines.schema import (
+    CHARS_PER_TOKEN,
+    LIST_CAP,
+    MIN_LIST,
+    MIN_STRING,
+    STRING_CAP,
+    bounded,
+    worst_case_chars,
+)
 from multihop.lms import make_lm
 
 
@@ -22,18 +30,37 @@ def test_every_string_and_list_gets_a_cap_and_declared_caps_are_kept():
         "maybe": {"anyOf": [{"type": "string"}, {"type": "null"}]},
         "count": {"type": "integer"},
     }}
-    capped = bounded(schema, string_cap=50, list_cap=4)
-    props = capped["properties"]
-    assert props["answer"]["maxLength"] == 50 and props["short"]["maxLength"] == 20
+    props = bounded(schema)["properties"]
+    assert props["answer"]["maxLength"] == STRING_CAP and props["short"]["maxLength"] == 20
     assert "maxLength" not in props["choice"] and "maxLength" not in props["count"]
-    assert props["sub_questions"]["maxItems"] == 4 and props["sub_questions"]["items"]["maxLength"] == 50
-    assert props["chain"]["maxItems"] == 4 and props["chain"]["items"]["maxItems"] == 3
-    assert props["chain"]["items"]["items"]["maxLength"] == 50
+    assert props["sub_questions"]["maxItems"] == LIST_CAP and props["sub_questions"]["items"]["maxLength"] == STRING_CAP
+    assert props["chain"]["maxItems"] == LIST_CAP and props["chain"]["items"]["maxItems"] == 3
     assert props["many"]["maxItems"] == 12  # never below the schema's own minimum
-    assert props["maybe"]["anyOf"][0]["maxLength"] == 50
+    assert props["maybe"]["anyOf"][0]["maxLength"] == STRING_CAP
     assert "maxLength" not in schema["properties"]["answer"]  # the input is not changed
-    assert bounded({"type": "string"}) == {"type": "string", "maxLength": STRING_CAP}
-    assert bounded({"type": "array"})["maxItems"] == LIST_CAP
+
+
+def test_worst_case_size_is_the_longest_json_the_schema_allows():
+    triple = {"type": "array", "items": {"type": "string", "maxLength": 5}, "maxItems": 3}
+    schema = {"type": "object", "properties": {"ok": {"type": "boolean"}, "kind": {"enum": ["bridge", "x"]},
+                                               "chain": {"type": "array", "items": triple, "maxItems": 2}}}
+    # {"ok":false,"kind":"bridge","chain":[["aaaaa","aaaaa","aaaaa"],["aaaaa","aaaaa","aaaaa"]]}
+    triple_chars = 2 + 3 * (7 + 1)  # [ ] and three quoted strings with a comma each (one spare)
+    assert worst_case_chars(triple) == triple_chars
+    expected = 2 + (2 + 4 + 5) + (4 + 4 + 8) + (5 + 4 + 2 + 2 * (triple_chars + 1))
+    assert worst_case_chars(schema) == expected
+    assert worst_case_chars({"type": "string"}) == 10_002  # unbounded: counted as too long for any budget
+
+
+def test_caps_shrink_until_the_longest_reply_fits_the_token_budget():
+    schema = {"type": "object", "properties": {
+        "sub_questions": {"type": "array", "items": {"type": "string"}},
+        "chain": {"type": "array", "items": {"type": "array", "items": {"type": "string"}}}}}
+    assert worst_case_chars(bounded(schema)) > 512 * CHARS_PER_TOKEN
+    for budget in (128, 256, 512):
+        assert worst_case_chars(bounded(schema, max_tokens=budget)) <= budget * CHARS_PER_TOKEN
+    tight = bounded(schema, max_tokens=1)["properties"]["sub_questions"]  # never below the minimum caps
+    assert (tight["maxItems"], tight["items"]["maxLength"]) == (MIN_LIST, MIN_STRING)
 
 
 def test_only_a_json_schema_response_format_constrains_decoding():
@@ -103,12 +130,12 @@ def test_a_constrained_reply_parses_for_every_field_type_and_ends_before_the_cap
     lm = llama_lm(max_tokens=512)
     dspy.configure(lm=lm, adapter=dspy.JSONAdapter())
     result = dspy.Predict(EveryFieldType)(passage=PASSAGE)  # an AdapterParseError would fail the test
-    assert isinstance(result.answer, str) and len(result.answer) <= 400
+    assert isinstance(result.answer, str) and len(result.answer) <= 200
     assert isinstance(result.sub_questions, list) and all(isinstance(s, str) for s in result.sub_questions)
     assert all(isinstance(row, list) and all(isinstance(x, str) for x in row) for row in result.chain)
     assert isinstance(result.supported, bool) and isinstance(result.hops, int)
     assert result.kind in ("bridge", "comparison")
-    assert len(result.sub_questions) <= 8 and len(result.chain) <= 8  # the bounded schema's caps
+    assert len(result.sub_questions) <= 6 and len(result.chain) <= 6  # the bounded schema's caps
     assert 0 < lm.history[-1]["usage"]["completion_tokens"] < 512  # it ended when the fields were written
 
 

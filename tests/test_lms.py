@@ -1,7 +1,8 @@
 import dspy
 import pytest
 
-from multihop.lms import TransformersEngine, default_adapter, make_lm
+from multihop.engines import LlamaCppEngine, TransformersEngine
+from multihop.lms import default_adapter, make_lm
 from multihop.signatures import AnswerFromPassages
 
 
@@ -21,10 +22,13 @@ def test_remote_spec_builds_a_plain_dspy_lm():
 
 
 @pytest.mark.slow
-def test_smollm2_answers_counts_tokens_and_caches(monkeypatch):
-    lm = make_lm("local:smollm2", max_tokens=64)
+@pytest.mark.parametrize("name", ["transformers", "llamacpp"])
+def test_smollm2_answers_counts_tokens_and_caches(monkeypatch, name):
+    if name == "llamacpp":
+        pytest.importorskip("llama_cpp", reason="llama-cpp-python is not built in this virtualenv")
+    lm = make_lm("local:smollm2", max_tokens=64, engine=name)
     engine = lm._engine_spec
-    assert isinstance(engine, TransformersEngine)
+    assert isinstance(engine, TransformersEngine if name == "transformers" else LlamaCppEngine)
     generated = []
     real = engine.complete
     monkeypatch.setattr(engine, "complete", lambda request: generated.append(1) or real(request))

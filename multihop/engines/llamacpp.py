@@ -5,19 +5,20 @@ needs it, and :func:`llama_cpp_available` tells whether it is there (:func:`mult
 ``transformers`` engine, with a warning, when it is not).
 
 The engine declares structured outputs (``supports_response_schema``), so DSPy's ``JSONAdapter`` sends each
-signature's JSON schema with the request; the engine bounds every string and list in it
-(:func:`~.schema.bounded`) and decodes under the grammar llama.cpp derives from it. A reply then parses into the
-declared fields and types and ends when the closing brace is written, not at ``max_tokens``. The model runs on the
-physical cores, with the model's training context (at most :data:`MAX_CONTEXT` tokens), greedily unless the request
-asks for a temperature, one call at a time (a lock). Consecutive prompts that share a prefix (a stage's instructions
-and demos) reuse its KV state: llama-cpp-python evaluates only the tokens after the longest common prefix of the
-previous prompt.
+signature's JSON schema with the request; the engine bounds every string and list in it so that the longest reply
+fits ``max_tokens`` (:func:`~.schema.bounded`) and decodes under the grammar llama.cpp derives from it. A reply then
+parses into the declared fields and types and ends when its closing brace is written, not at ``max_tokens``. The
+model runs on the physical cores, with a context of :data:`MAX_CONTEXT` tokens (SmolLM2's training context),
+greedily unless the request asks for a temperature, one call at a time (a lock). Consecutive prompts that share a
+prefix (a stage's instructions and demos) reuse its KV state: llama-cpp-python evaluates only the tokens after the
+longest common prefix with the previous prompt.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import threading
+from contextlib import contextmanager
 from pathlib import Path
 
 from dspy.lm15 import Response
@@ -25,7 +26,8 @@ from dspy.lm15 import Response
 from .messages import LOCAL_MAX_TOKENS, chat_messages, make_response
 from .schema import bounded
 
-MAX_CONTEXT = 8192
+_LOADING = threading.Lock()
+MAX_CONTEXT = 8192  # tokens: a stage prompt with five passages and demos is ~2k
 
 
 def llama_cpp_available() -> bool:
@@ -58,19 +60,18 @@ class LlamaCppEngine:
         from llama_cpp import Llama
 
         threads = self.n_threads or physical_cores()
-        probe = Llama(model_path=str(self.gguf), n_ctx=0, vocab_only=True, verbose=False)
-        context = min(MAX_CONTEXT, probe.n_ctx_train())
-        del probe
-        self._model = Llama(model_path=str(self.gguf), n_ctx=context, n_threads=threads, n_threads_batch=threads,
-                            seed=self.seed, verbose=False)
+        with plain_weight_buffers():
+            self._model = Llama(model_path=str(self.gguf), n_ctx=MAX_CONTEXT, n_threads=threads,
+                                n_threads_batch=threads, seed=self.seed, verbose=False)
 
     def complete(self, request) -> Response:
         config = request.config
-        options = {"max_tokens": config.max_tokens or LOCAL_MAX_TOKENS, "temperature": config.temperature or 0.0,
+        max_tokens = config.max_tokens or LOCAL_MAX_TOKENS
+        options = {"max_tokens": max_tokens, "temperature": config.temperature or 0.0,
                    "top_p": config.top_p or 1.0, "stop": list(config.stop or ()) or None, "seed": self.seed}
         schema = response_schema(config.response_format) if self.constrained else None
         if schema is not None:
-            options["response_format"] = {"type": "json_object", "schema": bounded(schema)}
+            options["response_format"] = {"type": "json_object", "schema": bounded(schema, max_tokens)}
         with self._lock:
             if self._model is None:
                 self._load()
@@ -94,6 +95,30 @@ class LlamaCppEngine:
     @classmethod
     def load_state(cls, state: dict) -> LlamaCppEngine:
         return cls(state["gguf"], constrained=state.get("constrained", True))
+
+
+@contextmanager
+def plain_weight_buffers():
+    """Load a model with its weights in plain CPU buffers (``use_extra_bufts=False``): llama.cpp otherwise repacks
+    quantised weights into AMX buffers on CPUs that have AMX, and its AMX matrix product segfaults on the first
+    decode on some of them — this machine among them (ggml-org/llama.cpp#20824, open; DSPy's CI dropped the AMX
+    variant for it). ``Llama`` takes no such argument, so its default model parameters are replaced while it loads,
+    under a lock. Q4_1 weights have no other repacked layout, so SmolLM2 loses nothing."""
+    import llama_cpp.llama_cpp as bindings
+
+    defaults = bindings.llama_model_default_params
+
+    def plain():
+        params = defaults()
+        params.use_extra_bufts = False
+        return params
+
+    with _LOADING:
+        bindings.llama_model_default_params = plain
+        try:
+            yield
+        finally:
+            bindings.llama_model_default_params = defaults
 
 
 def response_schema(response_format: dict | None) -> dict | None:

@@ -1,39 +1,77 @@
-"""JSON schemas bounded for constrained decoding: every string and list gets a length cap, so a reply decoded under
-the schema ends when its fields are written instead of running to ``max_tokens``.
+"""JSON schemas bounded for constrained decoding: every string and list gets a length cap, small enough that the
+longest reply the schema allows fits the generation budget, so a reply decoded under it ends when its fields are
+written instead of running to ``max_tokens``.
 
-A signature field may set its own cap (``dspy.OutputField(max_length=...)`` for a string, ``max_length`` for a
-list as well: pydantic writes ``maxLength`` / ``maxItems``); a field without one gets :data:`STRING_CAP` characters
-or :data:`LIST_CAP` items. Pure functions over JSON-schema dictionaries.
+Caps already in the schema are kept. The others start at :data:`STRING_CAP` characters and :data:`LIST_CAP` items
+and shrink together (strings by a quarter, lists by one item, down to :data:`MIN_STRING` and :data:`MIN_LIST`)
+until :func:`worst_case_chars` of the schema fits the budget. The budget is ``max_tokens`` times
+:data:`CHARS_PER_TOKEN`, a pessimistic rate for JSON text (English runs about four characters per token). Pure
+functions over JSON-schema dictionaries.
 """
 
 from __future__ import annotations
 
 import copy
 
-STRING_CAP = 400  # characters: a reasoning paragraph of a small model, a passage-long quote
-LIST_CAP = 8  # items: more sub-questions, triples or ids than any stage of the five methods asks for
+STRING_CAP = 200  # characters: a sentence or two of reasoning from a small model
+LIST_CAP = 6  # items: the most sub-questions or triples a stage of the five methods asks for
+MIN_STRING, MIN_LIST = 24, 2
+CHARS_PER_TOKEN = 3
+_SCALARS = {"integer": 12, "number": 24, "boolean": 5, "null": 4}
 
 
-def bounded(schema: dict, string_cap: int = STRING_CAP, list_cap: int = LIST_CAP) -> dict:
-    """A copy of ``schema`` where every string without ``maxLength`` (and no ``enum``/``const``/``pattern``) has
-    ``maxLength: string_cap`` and every array without ``maxItems`` has ``maxItems: list_cap``."""
-    schema = copy.deepcopy(schema)
-    _bound(schema, string_cap, list_cap)
-    return schema
+def bounded(schema: dict, max_tokens: int | None = None) -> dict:
+    """A copy of ``schema`` with a cap on every string (``maxLength``; not on an ``enum``, ``const``, ``pattern`` or
+    ``format``) and every array (``maxItems``), shrunk until the longest reply fits ``max_tokens`` (no budget: the
+    starting caps)."""
+    string_cap, list_cap = STRING_CAP, LIST_CAP
+    while True:
+        capped = copy.deepcopy(schema)
+        _cap(capped, string_cap, list_cap)
+        fits = max_tokens is None or worst_case_chars(capped) <= max_tokens * CHARS_PER_TOKEN
+        if fits or (string_cap, list_cap) == (MIN_STRING, MIN_LIST):
+            return capped
+        string_cap, list_cap = max(MIN_STRING, string_cap * 3 // 4), max(MIN_LIST, list_cap - 1)
 
 
-def _bound(node, string_cap: int, list_cap: int) -> None:
+def _cap(node, string_cap: int, list_cap: int) -> None:
     if isinstance(node, list):
         for item in node:
-            _bound(item, string_cap, list_cap)
+            _cap(item, string_cap, list_cap)
         return
     if not isinstance(node, dict):
         return
-    kinds = node.get("type")
-    kinds = set(kinds) if isinstance(kinds, list) else {kinds}
+    kinds = _kinds(node)
     if "string" in kinds and not node.keys() & {"maxLength", "enum", "const", "pattern", "format"}:
         node["maxLength"] = string_cap
     if "array" in kinds and "maxItems" not in node:
         node["maxItems"] = max(list_cap, node.get("minItems", 0))
     for value in node.values():
-        _bound(value, string_cap, list_cap)
+        _cap(value, string_cap, list_cap)
+
+
+def worst_case_chars(node: dict, defs: dict | None = None) -> int:
+    """The characters of the longest JSON text ``node`` allows (compact, keys quoted), an unbounded part counting as
+    10,000; ``$ref``s resolve against the root's ``$defs``."""
+    defs = node.get("$defs", {}) if defs is None else defs
+    if "$ref" in node:
+        return worst_case_chars(defs.get(node["$ref"].rsplit("/", 1)[-1], {}), defs)
+    for key in ("anyOf", "oneOf"):
+        if key in node:
+            return max(worst_case_chars(option, defs) for option in node[key])
+    if "enum" in node or "const" in node:
+        return max(len(str(value)) + 2 for value in node.get("enum", [node.get("const")]))
+    kinds = _kinds(node)
+    if "object" in kinds:
+        properties = node.get("properties", {})
+        return 2 + sum(len(name) + 4 + worst_case_chars(value, defs) for name, value in properties.items())
+    if "array" in kinds:
+        return 2 + node.get("maxItems", 10_000) * (worst_case_chars(node.get("items", {}), defs) + 1)
+    if "string" in kinds:
+        return node.get("maxLength", 10_000) + 2
+    return max((_SCALARS.get(kind, 0) for kind in kinds), default=0)
+
+
+def _kinds(node: dict) -> set:
+    kinds = node.get("type")
+    return set(kinds) if isinstance(kinds, list) else {kinds}
