@@ -176,3 +176,28 @@ def test_prefix_reuse_stop_strings_usage_and_parity_with_transformers():
     # the GGUF is Q4_1 and the transformers model its de-quantised copy: greedy texts may differ, the fact may not
     assert "Paris" in engine.complete(capital).text
     assert "Paris" in TransformersEngine(lms.resolve_local("smollm2")).complete(capital).text
+
+
+def test_a_constrained_reply_cut_at_the_cap_is_decoded_again_under_tighter_caps(tmp_path):
+    from dspy.lm15 import Config, Message, Request
+
+    schema = {"type": "object", "properties": {"sub_questions": {"type": "array", "items": {"type": "string"}}}}
+    calls = []
+
+    class Model:  # stands in for llama_cpp.Llama
+        def create_chat_completion(self, messages, **options):
+            calls.append(options["response_format"]["schema"])
+            finish = "length" if len(calls) == 1 else "stop"
+            return {"choices": [{"message": {"content": '{"sub_questions": []}'}, "finish_reason": finish}],
+                    "usage": {"prompt_tokens": 10, "completion_tokens": 64 if finish == "length" else 5}}
+
+    engine = LlamaCppEngine(tmp_path / "m.gguf")
+    engine._model = Model()
+    request = Request(model="m", messages=(Message.user("q"),), config=Config(
+        max_tokens=64, response_format={"type": "json_schema", "schema": schema, "name": "Out", "strict": True}))
+    reply = engine.complete(request)
+    assert [c["properties"]["sub_questions"]["items"]["maxLength"] for c in calls] == [
+        bounded(schema, 64)["properties"]["sub_questions"]["items"]["maxLength"],
+        bounded(schema, 32)["properties"]["sub_questions"]["items"]["maxLength"]]
+    assert calls[1] != calls[0] and reply.finish_reason == "stop"
+    assert (reply.usage.input_tokens, reply.usage.output_tokens) == (20, 69)  # both attempts count

@@ -2,11 +2,16 @@
 
 1. install/verify the offline models (MPNet encoder, SmolLM2 LM);
 2. load MuSiQue train and dev from ``MULTIHOP_DATA`` and build the IRCoT corpus of the questions used (the union of
-   their paragraphs) and its MPNet FAISS index (cached, resumable);
-3. compile ``SingleStepRAG`` with BootstrapFewShot on the train questions and save it (one bootstrapped demo: the
-   budget of a 15-minute run on two CPU cores);
-4. evaluate the compiled ``SingleStepRAG`` and ``NoRetrieval`` on the dev questions (resumable);
+   their paragraphs) and its MPNet FAISS index with the token states RaLa reranks from and CoopRAG's query markers
+   (cached, resumable);
+3. compile ``SingleStepRAG`` with BootstrapFewShot on the train questions and save it (one bootstrapped demo);
+4. evaluate the compiled ``SingleStepRAG``, ``NoRetrieval`` and ``CoopRAG`` (unroll → RaLa-reranked retrieval of the
+   unrolled query → chain completion → answer; three LLM calls) on the dev questions (resumable);
 5. print one metrics table and where the rows and traces are.
+
+The embedded LM runs on llama.cpp when it is built, decoding every stage under its signature's JSON schema, so the
+replies parse and end when their fields are written. The baselines write one short answer (``--max-tokens``, 32 by
+default); CoopRAG's unrolling writes sub-questions and a triple chain, so its stages get :data:`CHAIN_MAX_TOKENS`.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from multihop.cli.options import lm_options
 # a Leading Actress in a Play in Ondine"}, and on two CPU cores each generated token of SmolLM2 costs ~0.1 s. One
 # bootstrapped demo (with its five passages) keeps the compiled prompt near 1,500 tokens.
 DEMO_MAX_TOKENS = 32
+CHAIN_MAX_TOKENS = 256
 
 
 def run_demo(out: Path, train: int = 20, dev: int = 20, lm: LMOptions | None = None,
@@ -33,7 +39,7 @@ def run_demo(out: Path, train: int = 20, dev: int = 20, lm: LMOptions | None = N
     from multihop.data import build_corpus
     from multihop.evaluation import evaluate, render_table
     from multihop.optimize.compile import compile_program
-    from multihop.programs import NoRetrieval, SingleStepRAG, load, save
+    from multihop.programs import CoopRAG, NoRetrieval, SingleStepRAG, load, save
     from multihop.retrievers import load_retriever
 
     lm = lm or LMOptions(max_tokens=DEMO_MAX_TOKENS)
@@ -56,7 +62,7 @@ def run_demo(out: Path, train: int = 20, dev: int = 20, lm: LMOptions | None = N
     devset = load_questions("musique", "dev", limit=dev)
     corpus = build_corpus([*trainset, *devset], source="musique train+dev questions in use")
     console.print(f"MPNet index of {len(corpus)} passages (built once, resumes if interrupted, then cached)")
-    index_dir = cached_index(corpus, encoder="mpnet")
+    index_dir = cached_index(corpus, encoder="mpnet", token_layers=(), special_tokens=CoopRAG.special_tokens)
     retriever = load_retriever(index_dir)
     console.print(f"{len(trainset)} train / {len(devset)} dev questions, {len(corpus)} passages, index {index_dir}")
     step("data + index", t0)
@@ -75,15 +81,20 @@ def run_demo(out: Path, train: int = 20, dev: int = 20, lm: LMOptions | None = N
     console.print(f"demos per stage: { {n: len(p.demos) for n, p in rag.named_predictors()} } → {compiled_dir}")
     step("compile", t0)
 
+    cooprag = CoopRAG(retriever=retriever)
+    chain_lm = lm.make(max_tokens=max(lm.max_tokens or 0, CHAIN_MAX_TOKENS))
+    for stage in cooprag.stage_names():
+        cooprag.set_stage_lm(stage, chain_lm)
     summaries = {}
-    for name, program in (("SingleStepRAG (compiled)", rag), ("NoRetrieval", NoRetrieval())):
+    for name, program in (("SingleStepRAG (compiled)", rag), ("NoRetrieval", NoRetrieval()), ("CoopRAG", cooprag)):
         t0 = time.perf_counter()
         console.rule(f"4/5 evaluate {name} on {len(devset)} MuSiQue dev questions")
         summaries[name] = evaluate(program, devset, out / name.split()[0], name=name)
         step(f"eval {name}", t0)
 
     console.rule("5/5 results")
-    console.print(render_table(summaries, title=f"MuSiQue dev ({len(devset)} questions), LM {lm.lm}, MPNet top-5"))
+    console.print(render_table(summaries, title=f"MuSiQue dev ({len(devset)} questions), LM {lm.lm}, MPNet top-5 "
+                                                f"(CoopRAG: top-20 reranked by RaLa Eq. 4)"))
     console.print(f"rows and traces: {out}/<program>/results.jsonl, traces/<id>.json — "
                   f"`multihop trace show {out}/SingleStepRAG` lists them")
     console.print(f"total {time.perf_counter() - started:.0f} s; steps: {timings}")
@@ -97,5 +108,5 @@ def demo_cmd(
     train: int = typer.Option(20, help="train questions to compile on"),
     dev: int = typer.Option(20, help="dev questions to evaluate"),
 ):
-    """The main job: install models, index MuSiQue, compile SingleStepRAG, evaluate it and NoRetrieval."""
+    """The main job: install models, index MuSiQue, compile SingleStepRAG, evaluate it, NoRetrieval and CoopRAG."""
     run_demo(out, train=train, dev=dev, lm=lm, console=console)

@@ -7,7 +7,9 @@ needs it, and :func:`llama_cpp_available` tells whether it is there (:func:`mult
 The engine declares structured outputs (``supports_response_schema``), so DSPy's ``JSONAdapter`` sends each
 signature's JSON schema with the request; the engine bounds every string and list in it so that the longest reply
 fits ``max_tokens`` (:func:`~.schema.bounded`) and decodes under the grammar llama.cpp derives from it. A reply then
-parses into the declared fields and types and ends when its closing brace is written, not at ``max_tokens``. The
+parses into the declared fields and types and ends when its closing brace is written, not at ``max_tokens``; the
+caps assume three characters a token, and a reply that still reaches the cap (a run of one-character tokens, such as
+digits) is decoded once more under caps for half the budget. The
 model runs on the physical cores, with a context of :data:`MAX_CONTEXT` tokens (SmolLM2's training context),
 greedily unless the request asks for a temperature, one call at a time (a lock). Consecutive prompts that share a
 prefix (a stage's instructions and demos) reuse its KV state: llama-cpp-python evaluates only the tokens after the
@@ -70,16 +72,26 @@ class LlamaCppEngine:
         options = {"max_tokens": max_tokens, "temperature": config.temperature or 0.0,
                    "top_p": config.top_p or 1.0, "stop": list(config.stop or ()) or None, "seed": self.seed}
         schema = response_schema(config.response_format) if self.constrained else None
-        if schema is not None:
-            options["response_format"] = {"type": "json_object", "schema": bounded(schema, max_tokens)}
+        budgets = [max_tokens, max_tokens // 2] if schema is not None else [None]
+        prompt_tokens = completion_tokens = 0
+        for budget in budgets:  # a constrained reply cut at the cap is decoded again under caps for half the budget
+            if budget is not None:
+                options["response_format"] = {"type": "json_object", "schema": bounded(schema, budget)}
+            reply = self._generate(chat_messages(request), options)
+            choice, usage = reply["choices"][0], reply["usage"]
+            prompt_tokens += usage["prompt_tokens"]
+            completion_tokens += usage["completion_tokens"]
+            if choice.get("finish_reason") != "length":
+                break
+        finish = "length" if choice.get("finish_reason") == "length" else "stop"
+        return make_response(choice["message"]["content"] or "", self.gguf.name, finish, prompt_tokens,
+                             completion_tokens)
+
+    def _generate(self, messages: list[dict], options: dict) -> dict:
         with self._lock:
             if self._model is None:
                 self._load()
-            reply = self._model.create_chat_completion(messages=chat_messages(request), **options)
-        choice, usage = reply["choices"][0], reply["usage"]
-        finish = "length" if choice.get("finish_reason") == "length" else "stop"
-        return make_response(choice["message"]["content"] or "", self.gguf.name, finish, usage["prompt_tokens"],
-                             usage["completion_tokens"])
+            return self._model.create_chat_completion(messages=messages, **options)
 
     def stream(self, request):
         from dspy.lm15 import response_to_events

@@ -3,8 +3,8 @@ longest reply the schema allows fits the generation budget, so a reply decoded u
 written instead of running to ``max_tokens``.
 
 Caps already in the schema are kept. The others start at :data:`STRING_CAP` characters and :data:`LIST_CAP` items
-and shrink together (strings by a quarter, lists by one item, down to :data:`MIN_STRING` and :data:`MIN_LIST`)
-until :func:`worst_case_chars` of the schema fits the budget. The budget is ``max_tokens`` times
+and shrink — lists first, one item at a time down to :data:`MIN_LIST`, then strings by a quarter down to
+:data:`MIN_STRING` — until :func:`worst_case_chars` of the schema fits the budget. The budget is ``max_tokens`` times
 :data:`CHARS_PER_TOKEN`, a pessimistic rate for JSON text (English runs about four characters per token). Pure
 functions over JSON-schema dictionaries.
 """
@@ -15,7 +15,7 @@ import copy
 
 STRING_CAP = 200  # characters: a sentence or two of reasoning from a small model
 LIST_CAP = 6  # items: the most sub-questions or triples a stage of the five methods asks for
-MIN_STRING, MIN_LIST = 24, 2
+MIN_STRING, MIN_LIST = 24, 3  # a list keeps room for a triple
 CHARS_PER_TOKEN = 3
 _SCALARS = {"integer": 12, "number": 24, "boolean": 5, "null": 4}
 
@@ -31,7 +31,10 @@ def bounded(schema: dict, max_tokens: int | None = None) -> dict:
         fits = max_tokens is None or worst_case_chars(capped) <= max_tokens * CHARS_PER_TOKEN
         if fits or (string_cap, list_cap) == (MIN_STRING, MIN_LIST):
             return capped
-        string_cap, list_cap = max(MIN_STRING, string_cap * 3 // 4), max(MIN_LIST, list_cap - 1)
+        if list_cap > MIN_LIST:
+            list_cap -= 1
+        else:
+            string_cap = max(MIN_STRING, string_cap * 3 // 4)
 
 
 def _cap(node, string_cap: int, list_cap: int) -> None:
