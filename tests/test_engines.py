@@ -198,6 +198,6 @@ def test_a_constrained_reply_cut_at_the_cap_is_decoded_again_under_tighter_caps(
     reply = engine.complete(request)
     assert [c["properties"]["sub_questions"]["items"]["maxLength"] for c in calls] == [
         bounded(schema, 64)["properties"]["sub_questions"]["items"]["maxLength"],
-        bounded(schema, 32)["properties"]["sub_questions"]["items"]["maxLength"]]
+        bounded(schema, 64 // CHARS_PER_TOKEN)["properties"]["sub_questions"]["items"]["maxLength"]]
     assert calls[1] != calls[0] and reply.finish_reason == "stop"
     assert (reply.usage.input_tokens, reply.usage.output_tokens) == (20, 69)  # both attempts count

@@ -9,7 +9,8 @@ signature's JSON schema with the request; the engine bounds every string and lis
 fits ``max_tokens`` (:func:`~.schema.bounded`) and decodes under the grammar llama.cpp derives from it. A reply then
 parses into the declared fields and types and ends when its closing brace is written, not at ``max_tokens``; the
 caps assume three characters a token, and a reply that still reaches the cap (a run of one-character tokens, such as
-digits) is decoded once more under caps for half the budget. The
+digits) is decoded once more under caps of one character a token, which it cannot outrun unless the schema's smallest
+caps (:data:`~.schema.MIN_STRING`, :data:`~.schema.MIN_LIST`) are already longer than the budget. The
 model runs on the physical cores, with a context of :data:`MAX_CONTEXT` tokens (SmolLM2's training context),
 greedily unless the request asks for a temperature, one call at a time (a lock). Consecutive prompts that share a
 prefix (a stage's instructions and demos) reuse its KV state: llama-cpp-python evaluates only the tokens after the
@@ -26,7 +27,7 @@ from pathlib import Path
 from dspy.lm15 import Response
 
 from .messages import LOCAL_MAX_TOKENS, chat_messages, make_response
-from .schema import bounded
+from .schema import CHARS_PER_TOKEN, bounded
 
 _LOADING = threading.Lock()
 MAX_CONTEXT = 8192  # tokens: a stage prompt with five passages and demos is ~2k
@@ -72,9 +73,9 @@ class LlamaCppEngine:
         options = {"max_tokens": max_tokens, "temperature": config.temperature or 0.0,
                    "top_p": config.top_p or 1.0, "stop": list(config.stop or ()) or None, "seed": self.seed}
         schema = response_schema(config.response_format) if self.constrained else None
-        budgets = [max_tokens, max_tokens // 2] if schema is not None else [None]
+        budgets = [max_tokens, max_tokens // CHARS_PER_TOKEN] if schema is not None else [None]
         prompt_tokens = completion_tokens = 0
-        for budget in budgets:  # a constrained reply cut at the cap is decoded again under caps for half the budget
+        for budget in budgets:  # a reply cut at the cap is decoded again under caps of one character a token
             if budget is not None:
                 options["response_format"] = {"type": "json_object", "schema": bounded(schema, budget)}
             reply = self._generate(chat_messages(request), options)
