@@ -5,10 +5,12 @@
 
 Engines: ``transformers`` (free decoding, fp32), ``llamacpp`` (the Q4_1 GGUF, free decoding) and ``llamacpp-json``
 (the same, decoding under each signature's bounded JSON schema). Table 1, raw speed on the answer prompts of
-SingleStepRAG for the first questions (greedy, no cache): prompt and new tokens per call, prefill tokens/s (a call
-capped at 1 new token), decode tokens/s (the extra tokens of a 64-token call over the extra time), seconds per call,
-and whether the greedy text equals the transformers engine's. Table 2, the programs on the same questions with each
-engine (MPNet index of their paragraphs, JSONAdapter, one cache entry per row): seconds and LLM calls per question,
+SingleStepRAG for the first questions (greedy, no cache, every call from an empty prefix): prompt and new tokens per
+call, prefill tokens/s (a call capped at 1 new token), decode tokens/s (the extra tokens of a 64-token call over the
+extra time), seconds per call, seconds per call when each call follows another prompt of the same stage (llama.cpp
+then reuses the shared prefix), and whether the greedy text equals the transformers engine's. Table 2, the programs
+on the same questions with each engine (MPNet index of their paragraphs with CoopRAG's markers, JSONAdapter, no LM
+cache): seconds and LLM calls per question,
 stage replies that failed to parse (``stage_errors``, per question and per stage, in percent of the stage's calls),
 replies that ran to ``--max-tokens``, and F1. Every row is an evaluation folder under ``--out``; a rerun resumes.
 """
@@ -28,7 +30,7 @@ from rich.table import Table
 from multihop.benchmarks.common import cached_retriever, questions_with_corpus
 from multihop.evaluation import evaluate
 from multihop.lms import make_lm
-from multihop.programs import PROGRAMS, SingleStepRAG
+from multihop.programs import PROGRAMS, CoopRAG, SingleStepRAG
 
 console = Console(width=170)
 ENGINES = {"transformers": {"engine": "transformers"}, "llamacpp": {"engine": "llamacpp", "constrained": False},
@@ -50,14 +52,25 @@ def answer_prompts(examples, retriever, count: int) -> list[list[dict]]:
     return prompts
 
 
+def forget_prefix(lm: dspy.LM) -> None:
+    """Make the next call prefill its whole prompt: a llama.cpp engine otherwise reuses the previous prompt's prefix."""
+    model = getattr(lm._engine_spec, "_model", None)
+    if model is not None and hasattr(model, "reset"):
+        model.reset()
+
+
 def speed_row(lm: dspy.LM, prompts: list[list[dict]]) -> dict:
-    """Prefill and decode rates, seconds and tokens per call of one engine on ``prompts`` (greedy)."""
-    prefill_tokens = prefill_s = decode_tokens = decode_s = calls_s = new = 0.0
+    """Prefill and decode rates, seconds and tokens per call of one engine on ``prompts`` (greedy), every call from
+    an empty prefix; and seconds per call when consecutive calls share the stage's prefix."""
+    prefill_tokens = prefill_s = decode_tokens = decode_s = calls_s = new = reused_s = 0.0
     texts = []
+    lm(messages=prompts[0], max_tokens=1)  # load the model outside the timings
     for messages in prompts:
+        forget_prefix(lm)
         start = time.perf_counter()
         lm(messages=messages, max_tokens=1)
         first_s, first = time.perf_counter() - start, lm.history[-1]["usage"]
+        forget_prefix(lm)
         start = time.perf_counter()
         [text] = lm(messages=messages, max_tokens=64)
         full_s, full = time.perf_counter() - start, lm.history[-1]["usage"]
@@ -68,10 +81,14 @@ def speed_row(lm: dspy.LM, prompts: list[list[dict]]) -> dict:
         calls_s += full_s
         new += full["completion_tokens"]
         texts.append(text)
+    for messages in reversed(prompts):  # each call after another prompt of the same stage
+        start = time.perf_counter()
+        lm(messages=messages, max_tokens=64)
+        reused_s += time.perf_counter() - start
     n = len(prompts)
     return {"prompt tokens/call": prefill_tokens / n, "new tokens/call": new / n,
             "prefill tok/s": prefill_tokens / prefill_s, "decode tok/s": decode_tokens / decode_s,
-            "s/call": calls_s / n, "texts": texts}
+            "s/call": calls_s / n, "s/call, prefix reused": reused_s / n, "texts": texts}
 
 
 def stage_failures(folder: Path) -> dict[str, str]:
@@ -104,14 +121,15 @@ def main() -> None:
     args = parser.parse_args()
 
     examples, corpus = questions_with_corpus(args.dataset, limit=args.limit)
-    retriever = cached_retriever(corpus, token_layers=())
+    retriever = cached_retriever(corpus, token_layers=(), special_tokens=CoopRAG.special_tokens)
     engines = args.engines.split(",")
     console.print(f"{len(examples)} questions, {len(corpus)} passages; engines {engines}")
     if args.speed_prompts:
         prompts = answer_prompts(examples, retriever, args.speed_prompts)
         rows = {name: speed_row(engine_lm(name, 64), prompts) for name in engines}
         table = Table(title=f"Speed on {len(prompts)} SingleStepRAG answer prompts (greedy, no cache)")
-        columns = ["prompt tokens/call", "new tokens/call", "prefill tok/s", "decode tok/s", "s/call"]
+        columns = ["prompt tokens/call", "new tokens/call", "prefill tok/s", "decode tok/s", "s/call",
+                   "s/call, prefix reused"]
         for column in ("engine", *columns, "same text as transformers"):
             table.add_column(column, justify="left" if column == "engine" else "right")
         reference = rows.get("transformers", {}).get("texts")
@@ -125,7 +143,7 @@ def main() -> None:
                    "unparsable % by stage"):
         table.add_column(column, justify="left" if column in ("program", "engine", "unparsable % by stage") else
                          "right")
-    for program_name in args.programs.split(","):
+    for program_name in filter(None, args.programs.split(",")):
         for engine in engines:
             folder = Path(args.out) / f"{args.dataset}-{corpus.checksum()[:8]}" / engine / program_name
             with dspy.context(lm=engine_lm(engine, args.max_tokens), adapter=dspy.JSONAdapter()):
@@ -135,7 +153,8 @@ def main() -> None:
             table.add_row(program_name, engine, f"{summary['seconds']:.1f}", f"{summary['llm_calls']:.1f}",
                           f"{summary['stage_errors']:.1f}", f"{capped_replies(folder, args.max_tokens):.0f}",
                           f"{100 * summary['f1']:.1f}", failures)
-            console.print(table)
+    if table.rows:
+        console.print(table)
 
 
 if __name__ == "__main__":

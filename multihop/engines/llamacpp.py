@@ -71,7 +71,8 @@ class LlamaCppEngine:
         config = request.config
         max_tokens = config.max_tokens or LOCAL_MAX_TOKENS
         options = {"max_tokens": max_tokens, "temperature": config.temperature or 0.0,
-                   "top_p": config.top_p or 1.0, "stop": list(config.stop or ()) or None, "seed": self.seed}
+                   "top_p": config.top_p or 1.0, "stop": list(config.stop or ()) or None,
+                   "seed": self.seed if config.seed is None else config.seed}
         schema = response_schema(config.response_format) if self.constrained else None
         budgets = [max_tokens, max_tokens // CHARS_PER_TOKEN] if schema is not None else [None]
         prompt_tokens = completion_tokens = 0
