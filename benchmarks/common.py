@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from multihop.models import DEFAULT_LM
+from multihop.models import DEFAULT_LM, LOCAL_ENGINES
 from multihop.paths import data_dir
 
 QUESTION_SETS = {
@@ -117,7 +117,7 @@ class LMOptions:
         parser.add_argument("--api-key", default=os.environ.get(API_KEY_ENV), help=API_KEY_HELP)
         parser.add_argument("--adapter", default=None, help=ADAPTER_HELP)
         parser.add_argument("--max-tokens", type=int, default=max_tokens, help=MAX_TOKENS_HELP)
-        parser.add_argument("--engine", default="auto", choices=("auto", "llamacpp", "transformers"),
+        parser.add_argument("--engine", default="auto", choices=LOCAL_ENGINES,
                             help=ENGINE_HELP)
 
     @classmethod

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import threading
 from pathlib import Path
 
 import dspy
@@ -26,21 +27,21 @@ import dspy
 from multihop import models
 from multihop.engines import LlamaCppEngine, TransformersEngine, llama_cpp_available
 from multihop.engines.messages import LOCAL_MAX_TOKENS
-from multihop.models import DEFAULT_LM
+from multihop.engines.schema import POLICY
+from multihop.models import DEFAULT_LM, LOCAL_ENGINES
 
 DEFAULT_MAX_TOKENS = 384
-ENGINES = ("auto", "llamacpp", "transformers")
 WEIGHT_FILES = ("model.safetensors", "adapter_model.safetensors", "multihop.json")
 
 logger = logging.getLogger(__name__)
 
 
-def _fingerprint(*paths: Path | None) -> str:
-    """A short checksum of the weights (files, or the weight files of folders) that keys DSPy's cache: each file's
-    name, size and first MiB."""
+def _fingerprint(*folders: Path | None) -> str:
+    """A short checksum of the weights of HF and adapter folders that keys DSPy's cache: each weight file's name, size
+    and first MiB."""
     digest = hashlib.sha256()
-    for path in filter(None, paths):
-        for file in [path] if path.is_file() else [path / name for name in WEIGHT_FILES]:
+    for folder in filter(None, folders):
+        for file in [folder / name for name in WEIGHT_FILES]:
             if file.exists():
                 digest.update(f"{file.name}:{file.stat().st_size}".encode())
                 with open(file, "rb") as fh:
@@ -84,8 +85,8 @@ def make_lm(
     """Build an LM from a spec: ``local:smollm2``, ``local:<path>``, or any ``dspy.LM`` model string. ``engine``
     (``auto``, ``llamacpp``, ``transformers``) and ``constrained`` (decode under the signature's JSON schema, on
     llama.cpp) apply to local models."""
-    if engine not in ENGINES:
-        raise ValueError(f"unknown engine {engine!r}; choose one of {', '.join(ENGINES)}")
+    if engine not in LOCAL_ENGINES:
+        raise ValueError(f"unknown engine {engine!r}; choose one of {', '.join(LOCAL_ENGINES)}")
     if spec.startswith("local:"):
         settings = {"max_tokens": max_tokens or LOCAL_MAX_TOKENS, "temperature": temperature, "cache": cache, **kwargs}
         return _local_lm(spec.removeprefix("local:"), Path(adapter) if adapter else None, engine, constrained,
@@ -118,11 +119,26 @@ def _local_lm(target: str, adapter: Path | None, engine: str, constrained: bool,
         if not llama_cpp_available():
             raise ValueError("the llama.cpp engine needs llama-cpp-python: `make setup` builds it, or `pip install "
                              "llama-cpp-python`; engine='transformers' runs without it")
-        model = f"local/{name}-llamacpp{'-json' if constrained else ''}-{_fingerprint(gguf)}"
-        return dspy.LM(model, engine=LlamaCppEngine(gguf, constrained=constrained), **settings)
+        weights = models.REGISTRY[target].sha256[:12] if target in models.REGISTRY else models.sha256_file(gguf)[:12]
+        model = f"local/{name}-llamacpp{f'-json{POLICY}' if constrained else ''}-{weights}"
+        return dspy.LM(model, engine=shared_engine(LlamaCppEngine, gguf, constrained=constrained), **settings)
     path = resolve_local(target)
     model = f"local/{name}-{_fingerprint(path, adapter)}"
-    return dspy.LM(model, engine=TransformersEngine(path, adapter), **settings)
+    return dspy.LM(model, engine=shared_engine(TransformersEngine, path, adapter), **settings)
+
+
+_ENGINES: dict[tuple, object] = {}
+_ENGINES_LOCK = threading.Lock()
+
+
+def shared_engine(cls: type, *args, **kwargs):
+    """One engine per model and setting in a process: LMs that differ only in their call settings (a generation cap,
+    a temperature) share its weights, its lock and, on llama.cpp, its prompt prefix."""
+    key = (cls, *map(str, args), *sorted(kwargs.items()))
+    with _ENGINES_LOCK:
+        if key not in _ENGINES:
+            _ENGINES[key] = cls(*args, **kwargs)
+        return _ENGINES[key]
 
 
 def default_adapter(spec: str) -> dspy.Adapter:

@@ -23,6 +23,7 @@ from pathlib import Path
 from multihop.paths import atomic_write_text, home
 
 DEFAULT_LM = "local:smollm2"  # the LM spec (multihop.lms.make_lm) used unless one is given: the embedded SmolLM2
+LOCAL_ENGINES = ("auto", "llamacpp", "transformers")  # the engines a local LM runs on (multihop.lms.make_lm)
 
 
 class ModelNotInstalledError(RuntimeError):

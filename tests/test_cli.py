@@ -79,7 +79,7 @@ def _error(result) -> str:
 def test_bad_lm_options_and_data_end_in_one_line_naming_what_to_change(tmp_path):
     adapter = runner.invoke(app, ["ask", "a question", "--load", str(tmp_path), "--lm", "openai/x", "--adapter",
                                   str(tmp_path)])
-    assert "for the LM options (--lm, --adapter): adapter= applies to local models only" in _error(adapter)
+    assert "for the LM options (--lm, --adapter, --engine): adapter= applies to local models only" in _error(adapter)
     data = runner.invoke(app, ["eval", "--program", "NoRetrieval", "--data", "nosuch", "--out", str(tmp_path)])
     assert "Invalid value for --data: nosuch: no such file; give a question file or one of musique, hotpotqa, 2wiki" \
         in _error(data)

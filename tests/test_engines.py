@@ -12,6 +12,7 @@ from multihop.engines.schema import (
     LIST_CAP,
     MIN_LIST,
     MIN_STRING,
+    POLICY,
     STRING_CAP,
     bounded,
     worst_case_chars,
@@ -44,12 +45,21 @@ def test_worst_case_size_is_the_longest_json_the_schema_allows():
     triple = {"type": "array", "items": {"type": "string", "maxLength": 5}, "maxItems": 3}
     schema = {"type": "object", "properties": {"ok": {"type": "boolean"}, "kind": {"enum": ["bridge", "x"]},
                                                "chain": {"type": "array", "items": triple, "maxItems": 2}}}
-    # {"ok":false,"kind":"bridge","chain":[["aaaaa","aaaaa","aaaaa"],["aaaaa","aaaaa","aaaaa"]]}
-    triple_chars = 2 + 3 * (7 + 1)  # [ ] and three quoted strings with a comma each (one spare)
+    # {"ok": false, "kind": "bridge", "chain": [["aaaaa", "aaaaa", "aaaaa"], ["aaaaa", "aaaaa", "aaaaa"]]}
+    triple_chars = 2 + 3 * (7 + 2)  # [ ] and three quoted strings, each with a comma and a space (one spare)
     assert worst_case_chars(triple) == triple_chars
-    expected = 2 + (2 + 4 + 5) + (4 + 4 + 8) + (5 + 4 + 2 + 2 * (triple_chars + 1))
+    # each property: its quoted name, a colon, a space, a comma, a space (6) and its value
+    expected = 2 + (2 + 6 + 5) + (4 + 6 + 8) + (5 + 6 + 2 + 2 * (triple_chars + 2))
     assert worst_case_chars(schema) == expected
     assert worst_case_chars({"type": "string"}) == 10_002  # unbounded: counted as too long for any budget
+    assert worst_case_chars({}) == 10_000 and worst_case_chars({"type": "integer"}) == 20
+
+
+def test_a_property_named_like_a_keyword_is_a_property():
+    schema = {"type": "object", "properties": {"type": {"type": "string"}, "items": {"type": "array"}}}
+    props = bounded(schema)["properties"]
+    assert props["type"] == {"type": "string", "maxLength": STRING_CAP}
+    assert props["items"]["maxItems"] == LIST_CAP
 
 
 def test_caps_shrink_until_the_longest_reply_fits_the_token_budget():
@@ -81,7 +91,8 @@ def test_auto_engine_runs_a_gguf_model_on_llama_cpp_and_falls_back_without_it(mo
     monkeypatch.setattr(lms, "llama_cpp_available", lambda: True)
     lm = make_lm("local:smollm2")
     assert isinstance(lm._engine_spec, LlamaCppEngine) and lm._engine_spec.constrained
-    assert lm.model.startswith("local/smollm2-llamacpp-json-")
+    assert lm.model.startswith(f"local/smollm2-llamacpp-json{POLICY}-")
+    assert make_lm("local:smollm2", max_tokens=7)._engine_spec is lm._engine_spec  # one engine per model
     assert make_lm("local:smollm2", constrained=False).model.startswith("local/smollm2-llamacpp-")
     monkeypatch.setattr(lms, "llama_cpp_available", lambda: False)
     with caplog.at_level(logging.WARNING, logger="multihop.lms"):
@@ -163,9 +174,16 @@ def test_prefix_reuse_stop_strings_usage_and_parity_with_transformers():
                     config=Config(max_tokens=24, temperature=0.0))
     second = Request(model="m", system=system, messages=(Message.user("Who directed the film?"),),
                      config=Config(max_tokens=24, temperature=0.0))
-    after_first = (engine.complete(first), engine.complete(second))  # the second reuses the shared prefix
+    engine.complete(first)
+    evaluated, real_eval = [], engine._model.eval
+    engine._model.eval = lambda tokens: evaluated.append(len(tokens)) or real_eval(tokens)
+    try:
+        reused = engine.complete(second)  # only the tokens after the prefix it shares with the first are evaluated
+    finally:
+        engine._model.eval = real_eval
+    assert 0 < evaluated[0] < reused.usage.input_tokens
     fresh = LlamaCppEngine(engine.gguf).complete(second)  # nothing to reuse
-    assert after_first[1].text == fresh.text and after_first[0].text != fresh.text
+    assert reused.text == fresh.text
     usage = fresh.usage
     assert usage.input_tokens > 20 and 0 < usage.output_tokens <= 24
     stopped = engine.complete(Request(model="m", system=system, messages=(Message.user("List two facts."),),
@@ -200,4 +218,24 @@ def test_a_constrained_reply_cut_at_the_cap_is_decoded_again_under_tighter_caps(
         bounded(schema, 64)["properties"]["sub_questions"]["items"]["maxLength"],
         bounded(schema, 64 // CHARS_PER_TOKEN)["properties"]["sub_questions"]["items"]["maxLength"]]
     assert calls[1] != calls[0] and reply.finish_reason == "stop"
-    assert (reply.usage.input_tokens, reply.usage.output_tokens) == (20, 69)  # both attempts count
+    assert (reply.usage.input_tokens, reply.usage.output_tokens) == (10, 69)  # the prompt once, both replies
+
+
+def test_no_second_decode_when_the_caps_cannot_shrink(tmp_path):
+    from dspy.lm15 import Config, Message, Request
+
+    calls = []
+
+    class Model:
+        def create_chat_completion(self, messages, **options):
+            calls.append(options)
+            return {"choices": [{"message": {"content": "{}"}, "finish_reason": "length"}],
+                    "usage": {"prompt_tokens": 10, "completion_tokens": 8}}
+
+    engine = LlamaCppEngine(tmp_path / "m.gguf")
+    engine._model = Model()
+    schema = {"type": "object", "properties": {"chain": {"type": "array", "items": {"type": "string"}}}}
+    reply = engine.complete(Request(model="m", messages=(Message.user("q"),), config=Config(
+        max_tokens=8, response_format={"type": "json_schema", "schema": schema, "name": "Out", "strict": True})))
+    assert len(calls) == 1 and reply.finish_reason == "length"  # the smallest caps already: one decode
+    assert calls[0]["seed"] == 0 and calls[0]["top_k"] == 0  # greedy: the engine's seed, no top-k cut

@@ -51,7 +51,7 @@ def _lm_errors():
     try:
         yield
     except (FileNotFoundError, ValueError) as exc:
-        raise typer.BadParameter(str(exc), param_hint="the LM options (--lm, --adapter)") from exc
+        raise typer.BadParameter(str(exc), param_hint="the LM options (--lm, --adapter, --engine)") from exc
 
 
 def option_group(param: str, options: dict[str, tuple[type, typer.models.OptionInfo]],

@@ -19,7 +19,12 @@ longest common prefix with the previous prompt.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import importlib.util
+import logging
+import os
+import random
 import threading
 from contextlib import contextmanager
 from pathlib import Path
@@ -29,26 +34,46 @@ from dspy.lm15 import Response
 from .messages import LOCAL_MAX_TOKENS, chat_messages, make_response
 from .schema import CHARS_PER_TOKEN, bounded
 
+logger = logging.getLogger(__name__)
 _LOADING = threading.Lock()
 MAX_CONTEXT = 8192  # tokens: a stage prompt with five passages and demos is ~2k
 
 
+@functools.cache
 def llama_cpp_available() -> bool:
-    """Whether ``llama-cpp-python`` is installed (without importing it)."""
-    return importlib.util.find_spec("llama_cpp") is not None
+    """Whether ``llama-cpp-python`` is installed and its library loads (imported once, on the first local LM)."""
+    if importlib.util.find_spec("llama_cpp") is None:
+        return False
+    try:
+        import llama_cpp  # noqa: F401 - loads libllama
+    except (ImportError, OSError) as exc:
+        logger.warning("llama-cpp-python is installed but does not load (%s)", exc)
+        return False
+    return True
 
 
 def physical_cores() -> int:
+    """Physical cores this process may use (its CPU affinity bounds them)."""
     import psutil
 
-    return psutil.cpu_count(logical=False) or psutil.cpu_count() or 1
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, min(psutil.cpu_count(logical=False) or usable, usable))
+
+
+@functools.cache
+def cpu_has_amx() -> bool:
+    """Whether the CPU has AMX (Linux reports ``amx_int8`` in ``/proc/cpuinfo``)."""
+    try:
+        return "amx_int8" in Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
 
 
 class LlamaCppEngine:
     """A DSPy engine over a GGUF model with llama.cpp. ``constrained=False`` ignores response schemas (and declares
     none), for comparing with free decoding."""
 
-    supported_params = frozenset({"temperature", "max_tokens", "top_p", "stop", "response_format"})
+    supported_params = frozenset({"temperature", "max_tokens", "top_p", "top_k", "stop", "seed", "response_format"})
 
     def __init__(self, gguf: str | Path, constrained: bool = True, n_threads: int | None = None, seed: int = 0):
         self.gguf = Path(gguf)
@@ -63,26 +88,30 @@ class LlamaCppEngine:
         from llama_cpp import Llama
 
         threads = self.n_threads or physical_cores()
-        with plain_weight_buffers():
+        with plain_weight_buffers() if cpu_has_amx() else contextlib.nullcontext():
             self._model = Llama(model_path=str(self.gguf), n_ctx=MAX_CONTEXT, n_threads=threads,
-                                n_threads_batch=threads, seed=self.seed, verbose=False)
+                                n_threads_batch=threads, verbose=False)
 
     def complete(self, request) -> Response:
         config = request.config
         max_tokens = config.max_tokens or LOCAL_MAX_TOKENS
-        options = {"max_tokens": max_tokens, "temperature": config.temperature or 0.0,
-                   "top_p": config.top_p or 1.0, "stop": list(config.stop or ()) or None,
-                   "seed": self.seed if config.seed is None else config.seed}
+        temperature = config.temperature or 0.0
+        seed = config.seed if config.seed is not None else self.seed if not temperature else random.getrandbits(31)
+        options = {"max_tokens": max_tokens, "temperature": temperature, "top_p": config.top_p or 1.0,
+                   "top_k": config.top_k or 0, "min_p": 0.0, "stop": list(config.stop or ()) or None, "seed": seed}
         schema = response_schema(config.response_format) if self.constrained else None
-        budgets = [max_tokens, max_tokens // CHARS_PER_TOKEN] if schema is not None else [None]
-        prompt_tokens = completion_tokens = 0
-        for budget in budgets:  # a reply cut at the cap is decoded again under caps of one character a token
-            if budget is not None:
-                options["response_format"] = {"type": "json_object", "schema": bounded(schema, budget)}
+        formats = [] if schema is None else [bounded(schema, budget)
+                                             for budget in (max_tokens, max_tokens // CHARS_PER_TOKEN)]
+        if formats and formats[0] == formats[1]:
+            formats.pop()  # the smallest caps already: a second decode would be the same
+        prompt_tokens = completion_tokens = None
+        for format_ in formats or [None]:  # a reply cut at the cap is decoded again under caps of a character a token
+            if format_ is not None:
+                options["response_format"] = {"type": "json_object", "schema": format_}
             reply = self._generate(chat_messages(request), options)
             choice, usage = reply["choices"][0], reply["usage"]
-            prompt_tokens += usage["prompt_tokens"]
-            completion_tokens += usage["completion_tokens"]
+            prompt_tokens = prompt_tokens or usage["prompt_tokens"]  # the prompt counts once
+            completion_tokens = (completion_tokens or 0) + usage["completion_tokens"]
             if choice.get("finish_reason") != "length":
                 break
         finish = "length" if choice.get("finish_reason") == "length" else "stop"
@@ -101,23 +130,29 @@ class LlamaCppEngine:
         return response_to_events(self.complete(request))
 
     def close(self) -> None:
-        self._model = None
+        with self._lock:
+            if self._model is not None:
+                self._model.close()
+            self._model = None
 
     def dump_state(self) -> dict:
-        return {"gguf": str(self.gguf), "constrained": self.constrained}
+        return {"gguf": str(self.gguf), "constrained": self.constrained, "n_threads": self.n_threads,
+                "seed": self.seed}
 
     @classmethod
     def load_state(cls, state: dict) -> LlamaCppEngine:
-        return cls(state["gguf"], constrained=state.get("constrained", True))
+        return cls(state["gguf"], constrained=state.get("constrained", True), n_threads=state.get("n_threads"),
+                   seed=state.get("seed", 0))
 
 
 @contextmanager
 def plain_weight_buffers():
     """Load a model with its weights in plain CPU buffers (``use_extra_bufts=False``): llama.cpp otherwise repacks
     quantised weights into AMX buffers on CPUs that have AMX, and its AMX matrix product segfaults on the first
-    decode on some of them — this machine among them (ggml-org/llama.cpp#20824, open; DSPy's CI dropped the AMX
-    variant for it). ``Llama`` takes no such argument, so its default model parameters are replaced while it loads,
-    under a lock. Q4_1 weights have no other repacked layout, so SmolLM2 loses nothing."""
+    decode on some of them — this machine among them (ggml-org/llama.cpp#20824, open). Used only on CPUs with AMX.
+    ``Llama`` takes no such argument, so its default model parameters are replaced while it loads, under a lock. Q4_1
+    weights (SmolLM2's) have no other repacked layout, so they lose nothing; Q4_0 or Q4_K models lose the AVX
+    repacking on such CPUs."""
     import llama_cpp.llama_cpp as bindings
 
     defaults = bindings.llama_model_default_params

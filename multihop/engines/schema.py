@@ -13,11 +13,15 @@ from __future__ import annotations
 
 import copy
 
+POLICY = 2  # the bounding rules' version: part of a constrained LM's cache key, so a change never replays old replies
 STRING_CAP = 200  # characters: a sentence or two of reasoning from a small model
 LIST_CAP = 6  # items: the most sub-questions or triples a stage of the five methods asks for
 MIN_STRING, MIN_LIST = 24, 3  # a list keeps room for a triple
 CHARS_PER_TOKEN = 3
-_SCALARS = {"integer": 12, "number": 24, "boolean": 5, "null": 4}
+_SCALARS = {"integer": 20, "number": 52, "boolean": 5, "null": 4}  # the longest literals llama.cpp's grammar allows
+_CHILDREN = ("properties", "$defs", "definitions")  # mappings of names to schemas
+_SUBSCHEMAS = ("items", "additionalProperties")  # one schema
+_ALTERNATIVES = ("anyOf", "oneOf", "allOf", "prefixItems")  # lists of schemas
 
 
 def bounded(schema: dict, max_tokens: int | None = None) -> dict:
@@ -38,10 +42,6 @@ def bounded(schema: dict, max_tokens: int | None = None) -> dict:
 
 
 def _cap(node, string_cap: int, list_cap: int) -> None:
-    if isinstance(node, list):
-        for item in node:
-            _cap(item, string_cap, list_cap)
-        return
     if not isinstance(node, dict):
         return
     kinds = _kinds(node)
@@ -49,13 +49,22 @@ def _cap(node, string_cap: int, list_cap: int) -> None:
         node["maxLength"] = string_cap
     if "array" in kinds and "maxItems" not in node:
         node["maxItems"] = max(list_cap, node.get("minItems", 0))
-    for value in node.values():
-        _cap(value, string_cap, list_cap)
+    for child in _subschemas(node):
+        _cap(child, string_cap, list_cap)
+
+
+def _subschemas(node: dict) -> list:
+    """The schemas directly inside ``node`` (its properties, items, alternatives, definitions), never its keywords."""
+    children = [value for key in _CHILDREN for value in (node.get(key) or {}).values()]
+    children += [node[key] for key in _SUBSCHEMAS if isinstance(node.get(key), dict)]
+    children += [value for key in _ALTERNATIVES for value in node.get(key) or []]
+    return children
 
 
 def worst_case_chars(node: dict, defs: dict | None = None) -> int:
-    """The characters of the longest JSON text ``node`` allows (compact, keys quoted), an unbounded part counting as
-    10,000; ``$ref``s resolve against the root's ``$defs``."""
+    """The characters of the longest JSON text ``node`` allows (keys quoted, one space after every separator as
+    llama.cpp's grammar permits), an unbounded part — a string or list without a cap, a schema that says nothing —
+    counting as 10,000; ``$ref``s resolve against the root's ``$defs``."""
     defs = node.get("$defs", {}) if defs is None else defs
     if "$ref" in node:
         return worst_case_chars(defs.get(node["$ref"].rsplit("/", 1)[-1], {}), defs)
@@ -67,12 +76,12 @@ def worst_case_chars(node: dict, defs: dict | None = None) -> int:
     kinds = _kinds(node)
     if "object" in kinds:
         properties = node.get("properties", {})
-        return 2 + sum(len(name) + 4 + worst_case_chars(value, defs) for name, value in properties.items())
+        return 2 + sum(len(name) + 6 + worst_case_chars(value, defs) for name, value in properties.items())
     if "array" in kinds:
-        return 2 + node.get("maxItems", 10_000) * (worst_case_chars(node.get("items", {}), defs) + 1)
+        return 2 + node.get("maxItems", 10_000) * (worst_case_chars(node.get("items", {}), defs) + 2)
     if "string" in kinds:
         return node.get("maxLength", 10_000) + 2
-    return max((_SCALARS.get(kind, 0) for kind in kinds), default=0)
+    return max((_SCALARS.get(kind, 10_000) for kind in kinds), default=10_000)
 
 
 def _kinds(node: dict) -> set:
