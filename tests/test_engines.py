@@ -107,7 +107,13 @@ def test_engine_choices_that_cannot_work_are_refused(tmp_path, monkeypatch):
     adapter = tmp_path / "lora"
     adapter.mkdir()
     (adapter / "adapter_config.json").write_text("{}")
-    assert isinstance(make_lm("local:smollm2", adapter=adapter)._engine_spec, TransformersEngine)  # auto: LoRA
+    (adapter / "adapter_model.safetensors").write_bytes(b"student weights")
+    student = make_lm("local:smollm2", adapter=adapter)  # auto: a LoRA adapter runs on transformers, which loads it
+    assert student._engine_spec.adapter == adapter and student._engine_spec.path == lms.resolve_local("smollm2")
+    plain = make_lm("local:smollm2", engine="transformers")
+    assert plain._engine_spec.adapter is None and student.model != plain.model  # the adapter keys DSPy's cache
+    with pytest.raises(ValueError, match="the llama.cpp engine runs GGUF files"):
+        make_lm(f"local:{lms.resolve_local('smollm2')}", engine="llamacpp")
     with pytest.raises(ValueError, match="runs on the transformers engine"):
         make_lm("local:smollm2", adapter=adapter, engine="llamacpp")
     with pytest.raises(ValueError, match="unknown engine"):
