@@ -26,7 +26,7 @@ import dspy
 
 from multihop import models
 from multihop.engines import LlamaCppEngine, TransformersEngine, llama_cpp_available
-from multihop.engines.messages import LOCAL_MAX_TOKENS
+from multihop.engines.base import LOCAL_MAX_TOKENS
 from multihop.engines.schema import POLICY
 from multihop.models import DEFAULT_LM, LOCAL_ENGINES
 

@@ -16,46 +16,18 @@ from multihop.programs.composerag.composition import (
 )
 from multihop.programs.composerag.state import Hop, Solving
 
-from helpers import scripted_lm
+from helpers import StageScript, field
 
 QUESTION = "Where was the founder of the company that makes the Xbox born?"
 SUBS = ["Which company makes the Xbox?", "Who founded #1?", "Where was #2 born?"]
 ANSWERS = {"Which company makes the Xbox?": "Microsoft [1].", "Who founded Microsoft?": "Bill Gates [2].",
            "Where was Bill Gates born?": "Seattle [1]."}
-MARKERS = {
-    "decomposing them into distinct and simpler": "decompose",
-    "Rewrite the new question by replacing every reference": "construct",
-    "already contains enough information to be answered": "decide",
-    "refining and optimizing retrieval queries": "rewrite",
-    "ranks passages by their relevance": "rerank",
-    "Answer the question using only the information in the context": "answer",
-    "You are a verifier. Determine whether": "verify",
-    "Combine these pieces of information": "finalize",
-    "verifier that determines whether an answer is correct and well supported": "verify_final",
-    "give high-level guidance": "improve_analysis",
-    "write a new, logically sound decomposition": "improve_decomposition",
-}
-
-
-def stage_of(prompt: str) -> str:
-    stages = [stage for marker, stage in MARKERS.items() if marker in prompt]
-    assert len(stages) == 1, f"ambiguous or unknown stage prompt: {prompt[:200]}"
-    return stages[0]
-
-
-def field(prompt: str, name: str) -> str:
-    """The value of an input field in the last (non-demo) user message."""
-    value = prompt.rsplit(f"[[ ## {name} ## ]]", 1)[1].split("[[ ##", 1)[0]
-    return value.split("Respond with the corresponding output fields", 1)[0].strip()
-
-
-class Script:
+class Script(StageScript):
     """A scripted ComposeRAG LM: each stage answers from an overridable function of the prompt; ``seen`` lists the
     stages called, in order."""
 
     def __init__(self, **overrides):
-        self.seen = []
-        self.replies = {
+        replies = {
             "decompose": lambda p: {"reasoning": "company, founder, birthplace", "sub_questions": json.dumps(SUBS)},
             "construct": lambda p: {"rewritten_question": self.construct(p)},
             "decide": lambda p: {"analysis": "needs facts", "needs_retrieval": "true"},
@@ -69,18 +41,13 @@ class Script:
             "improve_analysis": lambda p: {"analysis": "- ask for the founder first"},
             "improve_decomposition": lambda p: {"reasoning": "new", "new_decomposition": json.dumps(SUBS)},
         }
-        self.replies.update(overrides)
-        self.lm, self.engine = scripted_lm(self.respond, cache=False)
+        super().__init__({**replies, **overrides}, ComposeRAG())  # every stage is on by default
 
     @staticmethod
     def construct(prompt: str) -> str:
         pairs, new = field(prompt, "question_answer_pairs"), field(prompt, "new_question")
         answers = dict(re.findall(r"Answer #(\d+): (.*)", pairs))
         return re.sub(r"#(\d+)", lambda m: answers[m.group(1)].rstrip("."), new)
-
-    def respond(self, prompt: str) -> dict:
-        self.seen.append(stage_of(prompt))
-        return self.replies[self.seen[-1]](prompt)
 
 
 def run(static_retriever, script=None, **config):
@@ -123,7 +90,7 @@ def test_failed_simple_verification_escalates_and_placeholders_resolve_across_th
     assert [q for q, _ in static_retriever.calls] == [QUESTION, *ANSWERS]  # the constructed sub-questions
     assert [hop["sub_question"] for hop in prediction.history] == SUBS
     assert [hop["question"] for hop in prediction.history] == list(ANSWERS)
-    construct_prompts = [p for p in script.engine.requests if stage_of(p) == "construct"]
+    construct_prompts = [p for p in script.engine.requests if script.stage_of(p) == "construct"]
     assert "Answer #1: Microsoft." in field(construct_prompts[0], "question_answer_pairs")
     assert "Answer #2: Bill Gates." in field(construct_prompts[1], "question_answer_pairs")
     assert prediction.path == "multihop" and prediction.answer == "Seattle" and prediction.grounded is True
@@ -145,7 +112,7 @@ def test_a_failed_sub_answer_triggers_one_rewrite_and_a_retry(static_retriever):
     script = Script(verify=lambda p: {"reason": "r", "valid": next(verdicts)})
     _, prediction, script = run(static_retriever, script, **MULTIHOP)
     assert script.seen[:8] == ["decompose", "decide", "rerank", "answer", "verify", "rewrite", "rerank", "answer"]
-    rewrite_prompt = next(p for p in script.engine.requests if stage_of(p) == "rewrite")
+    rewrite_prompt = next(p for p in script.engine.requests if script.stage_of(p) == "rewrite")
     assert field(rewrite_prompt, "last_rewritten_query") == "none"
     assert static_retriever.calls[:2] == [(SUBS[0], 10), ("rewritten " + SUBS[0], 10)]
     assert prediction.history[0]["queries"] == [SUBS[0], "rewritten " + SUBS[0]]
@@ -166,10 +133,10 @@ def test_final_verification_failure_triggers_reflection_bounded_at_three(static_
     assert script.seen.count("improve_analysis") == script.seen.count("improve_decomposition") == 3
     assert prediction.reflections == prediction.counts["reflections"] == 3
     assert len(prediction.decompositions) == 4 and prediction.grounded is False
-    improve = [p for p in script.engine.requests if stage_of(p) == "improve_decomposition"][-1]
+    improve = [p for p in script.engine.requests if script.stage_of(p) == "improve_decomposition"][-1]
     previous = field(improve, "previous_decompositions")
     assert "Incorrect decomposition 3:" in previous and "- ask for the founder first" in previous
-    analysis = next(p for p in script.engine.requests if stage_of(p) == "improve_analysis")
+    analysis = next(p for p in script.engine.requests if script.stage_of(p) == "improve_analysis")
     assert "Rewritten sub-question #2: Who founded Microsoft?" in field(analysis, "sub_questions_solving_record")
 
 
@@ -216,7 +183,7 @@ def test_no_retrieval_decision_answers_from_the_question_and_retrieves_if_that_f
     first = prediction.history[0]
     assert script.seen[:7] == ["decompose", "decide", "answer", "verify", "rerank", "answer", "verify"]
     assert first["retrieved"] and first["queries"] == [SUBS[0]]
-    answer_prompt = next(p for p in script.engine.requests if stage_of(p) == "answer")
+    answer_prompt = next(p for p in script.engine.requests if script.stage_of(p) == "answer")
     assert SUBS[0] in field(answer_prompt, "context")
     assert prediction.counts["retrieval_skipped"] == 3 and len(static_retriever.calls) == 1
 

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from dspy.lm15 import Response
 
-from .messages import LOCAL_MAX_TOKENS, chat_messages, make_response
+from .base import LOCAL_MAX_TOKENS, LocalEngine, chat_messages, make_response
 from .schema import CHARS_PER_TOKEN, bounded
 
 logger = logging.getLogger(__name__)
@@ -69,7 +69,7 @@ def cpu_has_amx() -> bool:
         return False
 
 
-class LlamaCppEngine:
+class LlamaCppEngine(LocalEngine):
     """A DSPy engine over a GGUF model with llama.cpp. ``constrained=False`` ignores response schemas (and declares
     none), for comparing with free decoding."""
 
@@ -123,11 +123,6 @@ class LlamaCppEngine:
             if self._model is None:
                 self._load()
             return self._model.create_chat_completion(messages=messages, **options)
-
-    def stream(self, request):
-        from dspy.lm15 import response_to_events
-
-        return response_to_events(self.complete(request))
 
     def close(self) -> None:
         with self._lock:

@@ -8,10 +8,10 @@ from pathlib import Path
 
 from dspy.lm15 import Response
 
-from .messages import LOCAL_MAX_TOKENS, chat_messages, make_response
+from .base import LOCAL_MAX_TOKENS, LocalEngine, chat_messages, make_response
 
 
-class TransformersEngine:
+class TransformersEngine(LocalEngine):
     """A DSPy engine (``complete(Request) -> Response``) over a local ``transformers`` causal LM.
 
     Applies the model's chat template, decodes greedily unless a positive temperature is asked for, honours
@@ -78,11 +78,6 @@ class TransformersEngine:
         if len(new_tokens) >= generation["max_new_tokens"]:
             finish = "length"
         return make_response(text, self.path.name, finish, prompt_len, len(new_tokens))
-
-    def stream(self, request):
-        from dspy.lm15 import response_to_events
-
-        return response_to_events(self.complete(request))
 
     def close(self) -> None:
         self._model = self._tokenizer = None

@@ -1,8 +1,8 @@
-"""What the local engines share: the chat messages of a DSPy request and the response they return."""
+"""What the local engines share: the chat messages of a DSPy request, the response they return, and streaming."""
 
 from __future__ import annotations
 
-from dspy.lm15 import Message, Response, TextPart, Usage
+from dspy.lm15 import Message, Response, TextPart, Usage, response_to_events
 
 LOCAL_MAX_TOKENS = 128  # a local engine's generation cap when neither the LM nor the request sets one
 
@@ -21,3 +21,13 @@ def make_response(text: str, model: str, finish: str, prompt_tokens: int, comple
     """A DSPy response carrying ``text`` and its token usage."""
     return Response(id=None, model=model, message=Message.assistant((TextPart(text),)), finish_reason=finish,
                     usage=Usage(input_tokens=int(prompt_tokens), output_tokens=int(completion_tokens)))
+
+
+class LocalEngine:
+    """The base of the local engines: a subclass defines ``complete(request) -> Response``; streaming replays it."""
+
+    def complete(self, request) -> Response:
+        raise NotImplementedError
+
+    def stream(self, request):
+        return response_to_events(self.complete(request))
