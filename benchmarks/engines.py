@@ -3,16 +3,17 @@
     python benchmarks/engines.py [--dataset musique] [--limit 3] [--programs SingleStepRAG,CoopRAG,ComposeRAG]
                                  [--engines transformers,llamacpp,llamacpp-json] [--max-tokens 128]
 
-Engines: ``transformers`` (free decoding, fp32), ``llamacpp`` (the Q4_1 GGUF, free decoding) and ``llamacpp-json``
-(the same, decoding under each signature's bounded JSON schema). Table 1, raw speed on the answer prompts of
+Engines: ``transformers`` (fp32) and ``llamacpp`` (the Q4_1 GGUF), each with free decoding and, as ``-json``,
+decoding under each signature's bounded JSON schema; both reuse the KV state of a prefix shared with the previous
+call. Table 1, raw speed on the answer prompts of
 SingleStepRAG for the first questions (greedy, no cache, every call from an empty prefix): prompt and new tokens per
 call, prefill tokens/s (a call capped at 1 new token), decode tokens/s (the extra tokens of a 64-token call over the
-extra time), seconds per call, seconds per call when each call follows another prompt of the same stage (llama.cpp
-then reuses the shared prefix), and whether the greedy text equals the transformers engine's. Table 2, the programs
+extra time), seconds per call, seconds per call and prompt tokens read from the prefix cache when each call follows
+another prompt of the same stage, and whether the greedy text equals the transformers engine's. Table 2, the programs
 on the same questions with each engine (MPNet index of their paragraphs with CoopRAG's markers, JSONAdapter, no LM
-cache): seconds and LLM calls per question,
-stage replies that failed to parse (``stage_errors``, per question and per stage, in percent of the stage's calls),
-replies that ran to ``--max-tokens``, and F1. Every row is an evaluation folder under ``--out``; a rerun resumes.
+cache): seconds and LLM calls per question, stage replies that failed to parse (``stage_errors``, per question and
+per stage, in percent of the stage's calls), replies that ran to ``--max-tokens``, prompt tokens read from the prefix
+cache per question, and F1. Every row is an evaluation folder under ``--out``; a rerun resumes.
 """
 
 from __future__ import annotations
@@ -29,11 +30,13 @@ from rich.table import Table
 
 from multihop.benchmarks.common import cached_retriever, questions_with_corpus
 from multihop.evaluation import evaluate
-from multihop.lms import make_lm
+from multihop.lms import chat_request, make_lm
 from multihop.programs import PROGRAMS, CoopRAG, SingleStepRAG
 
 console = Console(width=170)
-ENGINES = {"transformers": {"engine": "transformers"}, "llamacpp": {"engine": "llamacpp", "constrained": False},
+ENGINES = {"transformers": {"engine": "transformers", "constrained": False},
+           "transformers-json": {"engine": "transformers", "constrained": True},
+           "llamacpp": {"engine": "llamacpp", "constrained": False},
            "llamacpp-json": {"engine": "llamacpp", "constrained": True}}
 
 
@@ -52,43 +55,38 @@ def answer_prompts(examples, retriever, count: int) -> list[list[dict]]:
     return prompts
 
 
-def forget_prefix(lm: dspy.LM) -> None:
-    """Make the next call prefill its whole prompt: a llama.cpp engine otherwise reuses the previous prompt's prefix."""
-    model = getattr(lm._engine_spec, "_model", None)
-    if model is not None and hasattr(model, "reset"):
-        model.reset()
-
-
 def speed_row(lm: dspy.LM, prompts: list[list[dict]]) -> dict:
     """Prefill and decode rates, seconds and tokens per call of one engine on ``prompts`` (greedy), every call from
     an empty prefix; and seconds per call when consecutive calls share the stage's prefix."""
-    prefill_tokens = prefill_s = decode_tokens = decode_s = calls_s = new = reused_s = 0.0
+    engine = lm._engine_spec
+    prefill_tokens = prefill_s = decode_tokens = decode_s = calls_s = new = reused_s = saved = 0.0
     texts = []
-    lm(messages=prompts[0], max_tokens=1)  # load the model outside the timings
+    lm(chat_request(lm, prompts[0], max_tokens=1))  # load the model outside the timings
     for messages in prompts:
-        forget_prefix(lm)
+        engine.forget_prefix()
         start = time.perf_counter()
-        lm(messages=messages, max_tokens=1)
-        first_s, first = time.perf_counter() - start, lm.history[-1]["usage"]
-        forget_prefix(lm)
+        first = lm(chat_request(lm, messages, max_tokens=1)).usage
+        first_s = time.perf_counter() - start
+        engine.forget_prefix()
         start = time.perf_counter()
-        [text] = lm(messages=messages, max_tokens=64)
-        full_s, full = time.perf_counter() - start, lm.history[-1]["usage"]
-        prefill_tokens += first["prompt_tokens"]
+        full = lm(chat_request(lm, messages, max_tokens=64))
+        full_s = time.perf_counter() - start
+        prefill_tokens += first.input_tokens
         prefill_s += first_s
-        decode_tokens += max(full["completion_tokens"] - 1, 0)
+        decode_tokens += max(full.usage.output_tokens - 1, 0)
         decode_s += max(full_s - first_s, 1e-9)
         calls_s += full_s
-        new += full["completion_tokens"]
-        texts.append(text)
+        new += full.usage.output_tokens
+        texts.append(full.text)
     for messages in reversed(prompts):  # each call after another prompt of the same stage
         start = time.perf_counter()
-        lm(messages=messages, max_tokens=64)
+        saved += lm(chat_request(lm, messages, max_tokens=64)).usage.cache_read_tokens or 0
         reused_s += time.perf_counter() - start
     n = len(prompts)
     return {"prompt tokens/call": prefill_tokens / n, "new tokens/call": new / n,
             "prefill tok/s": prefill_tokens / prefill_s, "decode tok/s": decode_tokens / decode_s,
-            "s/call": calls_s / n, "s/call, prefix reused": reused_s / n, "texts": texts}
+            "s/call": calls_s / n, "s/call, prefix reused": reused_s / n, "prefill saved/call": saved / n,
+            "texts": texts}
 
 
 def stage_failures(folder: Path) -> dict[str, str]:
@@ -130,7 +128,7 @@ def main() -> None:
         rows = {name: speed_row(engine_lm(name, 64), prompts) for name in free}
         table = Table(title=f"Speed on {len(prompts)} SingleStepRAG answer prompts (greedy, no cache)")
         columns = ["prompt tokens/call", "new tokens/call", "prefill tok/s", "decode tok/s", "s/call",
-                   "s/call, prefix reused"]
+                   "s/call, prefix reused", "prefill saved/call"]
         for column in ("engine", *columns, "same text as transformers"):
             table.add_column(column, justify="left" if column == "engine" else "right")
         reference = rows.get("transformers", {}).get("texts")
@@ -140,8 +138,8 @@ def main() -> None:
             table.add_row(name, *(f"{row[c]:.1f}" for c in columns), same)
         console.print(table)
     table = Table(title=f"Programs on {len(examples)} {args.dataset} dev questions (max_tokens {args.max_tokens})")
-    for column in ("program", "engine", "s/q", "LLM calls/q", "unparsable/q", "capped replies %", "F1",
-                   "unparsable % by stage"):
+    for column in ("program", "engine", "s/q", "LLM calls/q", "unparsable/q", "capped replies %", "prefill saved/q",
+                   "F1", "unparsable % by stage"):
         table.add_column(column, justify="left" if column in ("program", "engine", "unparsable % by stage") else
                          "right")
     for program_name in filter(None, args.programs.split(",")):
@@ -153,7 +151,7 @@ def main() -> None:
             failures = ", ".join(f"{stage} {rate}" for stage, rate in stage_failures(folder).items())
             table.add_row(program_name, engine, f"{summary['seconds']:.1f}", f"{summary['llm_calls']:.1f}",
                           f"{summary['stage_errors']:.1f}", f"{capped_replies(folder, args.max_tokens):.0f}",
-                          f"{100 * summary['f1']:.1f}", failures)
+                          f"{summary['cached_prompt_tokens']:.0f}", f"{100 * summary['f1']:.1f}", failures)
     if table.rows:
         console.print(table)
 

@@ -28,6 +28,7 @@ from rich.table import Table
 
 from multihop.benchmarks.common import LMOptions, cached_retriever, load_questions
 from multihop.data import build_corpus
+from multihop.lms import chat_request
 from multihop.metrics import f1
 from multihop.optimize.compile import compile_program, validation_score
 from multihop.optimize.distill import DistillConfig, distill
@@ -67,7 +68,7 @@ def prompt_table(args, options: LMOptions, retriever) -> Table:
 
 def reproduction(lm, rows: list[dict]) -> tuple[float, float]:
     """Share of rows whose output equals the teacher's completion, and mean token F1 against it (0–100)."""
-    outputs = [lm(messages=row["messages"])[0].strip() for row in rows]
+    outputs = [lm(chat_request(lm, row["messages"])).text.strip() for row in rows]
     exact = sum(out == row["completion"].strip() for out, row in zip(outputs, rows, strict=True))
     overlap = sum(f1(out, [row["completion"]]) for out, row in zip(outputs, rows, strict=True))
     return 100 * exact / len(rows), 100 * overlap / len(rows)

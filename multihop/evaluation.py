@@ -36,7 +36,7 @@ SUMMARY = "summary.json"
 METRIC_COLUMNS = [("em", "EM"), ("f1", "F1"), ("acc", "Acc"), ("cover_em", "Cover-EM"), ("llm_eval", "LLM Eval"),
                   ("recall@2", "R@2"), ("recall@5", "R@5")]
 COST_COLUMNS = [("llm_calls", "LLM calls/q"), ("retrieval_calls", "retrievals/q"), ("tokens", "tokens/q"),
-                ("seconds", "s/q")]
+                ("cached_prompt_tokens", "prefill saved/q"), ("seconds", "s/q")]
 RATES = {"em", "f1", "acc", "cover_em", "llm_eval"}  # and every recall@k: shares of questions, shown in percent
 OPTIONAL = {"llm_eval"}  # shown only when some summary has it
 

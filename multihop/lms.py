@@ -3,14 +3,17 @@
 ``make_lm(spec)`` returns a ``dspy.LM``:
 
 - ``local:smollm2`` (the embedded default) or ``local:<HF folder | .gguf file>``, optionally with a LoRA ``adapter``
-  folder: a local engine behind ``dspy.LM(engine=...)`` (:mod:`multihop.engines`). ``engine="auto"`` runs a GGUF
-  model on llama.cpp (:class:`~multihop.engines.LlamaCppEngine`: decoding under each signature's JSON schema, so
-  every reply parses and ends when its fields are written) when ``llama-cpp-python`` is installed and no LoRA adapter
-  is given, and on ``transformers`` otherwise (:class:`~multihop.engines.TransformersEngine`: HF folders, LoRA
-  adapters, GPUs; free decoding). DSPy's outer LM layer owns the request cache (an identical request is never
-  generated twice), retries, history, callbacks and usage tracking; the model string
-  ``local/<name>[-llamacpp[-json]]-<checksum>`` keys the cache by the engine, the decoding and the exact weights and
-  adapter. Generation is capped at ``LOCAL_MAX_TOKENS`` (128) unless ``max_tokens`` is given.
+  folder: a local engine behind ``dspy.LM(engine=...)`` (:mod:`multihop.engines`). Both engines decode under each
+  signature's bounded JSON schema (``constrained``, the default), so every reply parses and ends when its fields are
+  written, and both reuse the KV state of a prompt prefix shared with the previous call. ``engine="auto"`` runs a
+  GGUF model on llama.cpp (:class:`~multihop.engines.LlamaCppEngine`, the faster decoder; a PEFT adapter is
+  converted to a GGUF LoRA once) when ``llama-cpp-python`` is installed, and on ``transformers`` otherwise
+  (:class:`~multihop.engines.TransformersEngine`: HF folders, GPUs). DSPy's outer LM layer owns the request cache
+  (an identical request is never generated twice), retries, history, callbacks and usage tracking; the model string
+  ``local/<name>[-llamacpp]-<checksum>[-lora<checksum>][-json<policy>]`` keys the cache by the engine, the decoding
+  and the exact weights and adapter. Generation is capped at ``LOCAL_MAX_TOKENS`` (128) unless ``max_tokens`` is given.
+- ``local:<name>`` with ``api_base``: the model ``multihop serve`` runs there (:mod:`multihop.serving`), decoded
+  as the in-process llama.cpp engine decodes it (:class:`~multihop.engines.served.ServedEngine`).
 - anything else: a ``dspy.LM`` model string (``openai/gpt-4o-mini``, ``hosted_vllm/...``, ``ollama_chat/...``) with
   optional ``api_base`` / ``api_key`` for OpenAI-compatible servers.
 """
@@ -23,11 +26,14 @@ import threading
 from pathlib import Path
 
 import dspy
+from dspy.lm15 import Config, Message, Request
 
 from multihop import models
 from multihop.engines import LlamaCppEngine, TransformersEngine, llama_cpp_available
 from multihop.engines.base import LOCAL_MAX_TOKENS
+from multihop.engines.lora import gguf_lora
 from multihop.engines.schema import POLICY
+from multihop.engines.served import ServedEngine, served_model
 from multihop.models import DEFAULT_LM, LOCAL_ENGINES
 
 DEFAULT_MAX_TOKENS = 384
@@ -57,6 +63,15 @@ def local_gguf(target: str) -> Path | None:
     return path if path.suffix == ".gguf" else None
 
 
+def llamacpp_weights(target: str, adapter: Path | None = None) -> tuple[Path, Path | None, str]:
+    """A local GGUF target's file, its adapter converted to a GGUF LoRA (or None), and the name that identifies both
+    (``<name>-llamacpp-<checksum>[-lora<checksum>]``), which keys DSPy's cache and names a served model."""
+    gguf = local_gguf(target)
+    sha = models.REGISTRY[target].sha256 if target in models.REGISTRY else models.sha256_file(gguf)
+    lora = gguf_lora(adapter, gguf, sha) if adapter is not None else None
+    return gguf, lora, f"{Path(target).stem}-llamacpp-{sha[:12]}{f'-lora{lora.stem[:12]}' if lora else ''}"
+
+
 def resolve_local(target: str) -> Path:
     """A registry name or a path (HF folder or ``.gguf``) → a Hugging Face folder."""
     if target in models.REGISTRY:
@@ -83,12 +98,16 @@ def make_lm(
     **kwargs,
 ) -> dspy.LM:
     """Build an LM from a spec: ``local:smollm2``, ``local:<path>``, or any ``dspy.LM`` model string. ``engine``
-    (``auto``, ``llamacpp``, ``transformers``) and ``constrained`` (decode under the signature's JSON schema, on
-    llama.cpp) apply to local models."""
+    (``auto``, ``llamacpp``, ``transformers``) and ``constrained`` (decode under the signature's JSON schema) apply to
+    local models."""
     if engine not in LOCAL_ENGINES:
         raise ValueError(f"unknown engine {engine!r}; choose one of {', '.join(LOCAL_ENGINES)}")
     if spec.startswith("local:"):
         settings = {"max_tokens": max_tokens or LOCAL_MAX_TOKENS, "temperature": temperature, "cache": cache, **kwargs}
+        if api_base:
+            if adapter:
+                raise ValueError("a served model's adapter is the server's: pass --adapter to `multihop serve`")
+            return _served_lm(api_base, constrained, settings)
         return _local_lm(spec.removeprefix("local:"), Path(adapter) if adapter else None, engine, constrained,
                          settings)
     if adapter:
@@ -106,25 +125,32 @@ def _local_lm(target: str, adapter: Path | None, engine: str, constrained: bool,
     name = Path(target).stem if target not in models.REGISTRY else target
     gguf = local_gguf(target)  # checked after the adapter: resolving verifies the weights first
     if engine == "auto":
-        engine = "llamacpp" if gguf is not None and adapter is None and llama_cpp_available() else "transformers"
-        if gguf is not None and adapter is None and engine == "transformers":
-            logger.warning("llama-cpp-python is not installed: %s runs on transformers, without schema-constrained "
-                           "decoding (`make setup` builds llama-cpp-python)", name)
+        engine = "llamacpp" if gguf is not None and llama_cpp_available() else "transformers"
+        if gguf is not None and engine == "transformers":
+            logger.warning("llama-cpp-python is not installed: %s runs on transformers (`make setup` builds "
+                           "llama-cpp-python)", name)
+    decoding = f"-json{POLICY}" if constrained else ""
     if engine == "llamacpp":
         if gguf is None:
             raise ValueError(f"the llama.cpp engine runs GGUF files; {target!r} is an HF folder (use the transformers "
                              "engine)")
-        if adapter is not None:
-            raise ValueError("a LoRA adapter runs on the transformers engine: pass engine='transformers'")
         if not llama_cpp_available():
             raise ValueError("the llama.cpp engine needs llama-cpp-python: `make setup` builds it, or `pip install "
                              "llama-cpp-python`; engine='transformers' runs without it")
-        weights = models.REGISTRY[target].sha256[:12] if target in models.REGISTRY else models.sha256_file(gguf)[:12]
-        model = f"local/{name}-llamacpp{f'-json{POLICY}' if constrained else ''}-{weights}"
-        return dspy.LM(model, engine=shared_engine(LlamaCppEngine, gguf, constrained=constrained), **settings)
+        gguf, lora, weights = llamacpp_weights(target, adapter)
+        return dspy.LM(f"local/{weights}{decoding}",
+                       engine=shared_engine(LlamaCppEngine, gguf, constrained=constrained, lora=lora), **settings)
     path = resolve_local(target)
-    model = f"local/{name}-{_fingerprint(path, adapter)}"
-    return dspy.LM(model, engine=shared_engine(TransformersEngine, path, adapter), **settings)
+    model = f"local/{name}-{_fingerprint(path, adapter)}{decoding}"
+    return dspy.LM(model, engine=shared_engine(TransformersEngine, path, adapter, constrained=constrained), **settings)
+
+
+def _served_lm(api_base: str, constrained: bool, settings: dict) -> dspy.LM:
+    """The local model ``multihop serve`` runs at ``api_base``; its name there identifies its weights."""
+    name = served_model(api_base)
+    decoding = f"-json{POLICY}" if constrained else ""
+    return dspy.LM(f"local/{name}{decoding}", engine=shared_engine(ServedEngine, api_base, name,
+                                                                   constrained=constrained), **settings)
 
 
 _ENGINES: dict[tuple, object] = {}
@@ -139,6 +165,16 @@ def shared_engine(cls: type, *args, **kwargs):
         if key not in _ENGINES:
             _ENGINES[key] = cls(*args, **kwargs)
         return _ENGINES[key]
+
+
+def chat_request(lm: dspy.LM, messages: list[dict], **config) -> Request:
+    """OpenAI-style chat messages (``role``, ``content``), e.g. an adapter's formatted prompt or a trajectory row, as
+    the ``dspy.lm15.Request`` that ``lm`` takes (``lm(request)`` returns a ``Response``); ``config`` sets its
+    generation settings (``max_tokens``, ``temperature``...)."""
+    system = "\n\n".join(m["content"] for m in messages if m["role"] == "system") or None
+    turns = tuple(Message.user(m["content"]) if m["role"] == "user" else Message.assistant(m["content"])
+                  for m in messages if m["role"] != "system")
+    return Request(model=lm.model, system=system, messages=turns, config=Config(**config))
 
 
 def default_adapter(spec: str) -> dspy.Adapter:

@@ -88,7 +88,8 @@ class Trace:
             self.events[name] += n
 
     def counts(self) -> dict:
-        """LLM calls, LM requests, retrievals, stage errors, tokens, the passages retrieved, and every event."""
+        """LLM calls, LM requests, retrievals, stage errors, tokens (with the prompt tokens an engine read from its
+        prefix cache instead of evaluating), the passages retrieved, and every event."""
         with self._lock:
             records, events = list(self.records), dict(self.events)
         lm_records = [r for r in records if r["kind"] == "lm"]
@@ -100,6 +101,7 @@ class Trace:
                     passage_ids.append(pid)
         prompt = sum(r.get("prompt_tokens", 0) for r in lm_records)
         completion = sum(r.get("completion_tokens", 0) for r in lm_records)
+        cached = sum(r.get("cached_tokens", 0) for r in lm_records)
         return {
             "llm_calls": len(lm_records),
             "lm_requests": sum(r.get("lm_requests", 0) for r in lm_records),
@@ -108,6 +110,7 @@ class Trace:
             "prompt_tokens": prompt,
             "completion_tokens": completion,
             "tokens": prompt + completion,
+            "cached_prompt_tokens": cached,
             "passage_ids": passage_ids,
             **events,
         }
@@ -154,6 +157,8 @@ class _StageUsage(UsageTracker):
             with self.trace._lock:
                 record["prompt_tokens"] += int(usage_entry.get("prompt_tokens") or 0)
                 record["completion_tokens"] += int(usage_entry.get("completion_tokens") or 0)
+                details = usage_entry.get("prompt_tokens_details") or {}
+                record["cached_tokens"] = record.get("cached_tokens", 0) + int(details.get("cached_tokens") or 0)
 
     def get_total_tokens(self) -> dict[str, dict[str, Any]]:
         with self._lock:

@@ -6,7 +6,7 @@ import pytest
 
 from multihop import lms
 from multihop.engines import LlamaCppEngine, TransformersEngine
-from multihop.engines.llamacpp import response_schema
+from multihop.engines.base import Generation, LocalEngine, reusable_prefix
 from multihop.engines.schema import (
     CHARS_PER_TOKEN,
     LIST_CAP,
@@ -15,6 +15,7 @@ from multihop.engines.schema import (
     POLICY,
     STRING_CAP,
     bounded,
+    response_schema,
     worst_case_chars,
 )
 from multihop.lms import make_lm
@@ -91,40 +92,58 @@ def test_auto_engine_runs_a_gguf_model_on_llama_cpp_and_falls_back_without_it(mo
     monkeypatch.setattr(lms, "llama_cpp_available", lambda: True)
     lm = make_lm("local:smollm2")
     assert isinstance(lm._engine_spec, LlamaCppEngine) and lm._engine_spec.constrained
-    assert lm.model.startswith(f"local/smollm2-llamacpp-json{POLICY}-")
+    assert lm.model.startswith("local/smollm2-llamacpp-") and lm.model.endswith(f"-json{POLICY}")
     assert make_lm("local:smollm2", max_tokens=7)._engine_spec is lm._engine_spec  # one engine per model
-    assert make_lm("local:smollm2", constrained=False).model.startswith("local/smollm2-llamacpp-")
+    free = make_lm("local:smollm2", constrained=False)
+    assert free.model == lm.model.removesuffix(f"-json{POLICY}") and not free._engine_spec.constrained
     monkeypatch.setattr(lms, "llama_cpp_available", lambda: False)
     with caplog.at_level(logging.WARNING, logger="multihop.lms"):
         fallback = make_lm("local:smollm2")
     assert isinstance(fallback._engine_spec, TransformersEngine) and "llama-cpp-python is not installed" in caplog.text
+    assert fallback._engine_spec.constrained and fallback.model.endswith(f"-json{POLICY}")  # constrained there too
     with pytest.raises(ValueError, match="needs llama-cpp-python"):
         make_lm("local:smollm2", engine="llamacpp")
 
 
-def test_engine_choices_that_cannot_work_are_refused(tmp_path, monkeypatch):
+def test_a_lora_student_runs_on_llama_cpp_from_its_gguf_conversion(tmp_path, monkeypatch):
     monkeypatch.setattr(lms, "llama_cpp_available", lambda: True)
     adapter = tmp_path / "lora"
     adapter.mkdir()
     (adapter / "adapter_config.json").write_text("{}")
-    (adapter / "adapter_model.safetensors").write_bytes(b"student weights")
-    student = make_lm("local:smollm2", adapter=adapter)  # auto: a LoRA adapter runs on transformers, which loads it
-    assert student._engine_spec.adapter == adapter and student._engine_spec.path == lms.resolve_local("smollm2")
-    plain = make_lm("local:smollm2", engine="transformers")
-    assert plain._engine_spec.adapter is None and student.model != plain.model  # the adapter keys DSPy's cache
+    converted = []
+    monkeypatch.setattr(lms, "gguf_lora", lambda folder, gguf, sha: converted.append((folder, sha)) or
+                        tmp_path / f"{sha[:4]}converted.gguf")
+    student = make_lm("local:smollm2", adapter=adapter)  # auto: llama.cpp, with the adapter converted once
+    assert converted == [(adapter, lms.models.REGISTRY["smollm2"].sha256)]
+    assert student._engine_spec.lora == tmp_path / f"{converted[0][1][:4]}converted.gguf"
+    assert student.model != make_lm("local:smollm2").model  # the adapter keys DSPy's cache
+    on_transformers = make_lm("local:smollm2", adapter=adapter, engine="transformers")
+    assert on_transformers._engine_spec.adapter == adapter
+    assert on_transformers._engine_spec.path == lms.resolve_local("smollm2")
+
+
+def test_engine_choices_that_cannot_work_are_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(lms, "llama_cpp_available", lambda: True)
     with pytest.raises(ValueError, match="the llama.cpp engine runs GGUF files"):
         make_lm(f"local:{lms.resolve_local('smollm2')}", engine="llamacpp")
-    with pytest.raises(ValueError, match="runs on the transformers engine"):
-        make_lm("local:smollm2", adapter=adapter, engine="llamacpp")
+    with pytest.raises(FileNotFoundError, match="not a LoRA adapter folder"):
+        make_lm("local:smollm2", adapter=tmp_path)
     with pytest.raises(ValueError, match="unknown engine"):
         make_lm("local:smollm2", engine="vllm")
     with pytest.raises(ValueError, match="local models only"):
         make_lm("openai/x", engine="llamacpp")
+    with pytest.raises(ValueError, match="no model server answers at http://127.0.0.1:9/v1"):
+        make_lm("local:smollm2", api_base="http://127.0.0.1:9/v1")  # nothing listens on the discard port
 
 
 def llama_lm(**settings) -> dspy.LM:
-    pytest.importorskip("llama_cpp", reason="llama-cpp-python is not built in this virtualenv")
-    return make_lm("local:smollm2", engine="llamacpp", cache=False, **settings)
+    return engine_lm("llamacpp", **settings)
+
+
+def engine_lm(engine: str, **settings) -> dspy.LM:
+    if engine == "llamacpp":
+        pytest.importorskip("llama_cpp", reason="llama-cpp-python is not built in this virtualenv")
+    return make_lm("local:smollm2", engine=engine, cache=False, **settings)
 
 
 class EveryFieldType(dspy.Signature):
@@ -143,8 +162,9 @@ PASSAGE = "Audrey Hepburn starred as Eliza Doolittle in My Fair Lady (1964), dir
 
 
 @pytest.mark.slow
-def test_a_constrained_reply_parses_for_every_field_type_and_ends_before_the_cap():
-    lm = llama_lm(max_tokens=512)
+@pytest.mark.parametrize("engine", ["llamacpp", "transformers"])
+def test_a_constrained_reply_parses_for_every_field_type_and_ends_before_the_cap(engine):
+    lm = engine_lm(engine, max_tokens=512)
     dspy.configure(lm=lm, adapter=dspy.JSONAdapter())
     result = dspy.Predict(EveryFieldType)(passage=PASSAGE)  # an AdapterParseError would fail the test
     assert isinstance(result.answer, str) and len(result.answer) <= 200
@@ -202,46 +222,88 @@ def test_prefix_reuse_stop_strings_usage_and_parity_with_transformers():
     assert "Paris" in TransformersEngine(lms.resolve_local("smollm2")).complete(capital).text
 
 
-def test_a_constrained_reply_cut_at_the_cap_is_decoded_again_under_tighter_caps(tmp_path):
+class ScriptedEngine(LocalEngine):
+    """Replies with the scripted finishes in turn, recording the schema of each decode."""
+
+    def __init__(self, finishes: list[str]):
+        super().__init__("scripted")
+        self.finishes, self.schemas = finishes, []
+
+    def generate(self, messages, config, max_tokens, schema):
+        self.schemas.append(schema)
+        finish = self.finishes[len(self.schemas) - 1]
+        return Generation("{}", finish, 10, 7, max_tokens if finish == "length" else 5)
+
+
+def constrained_request(schema: dict, max_tokens: int):
     from dspy.lm15 import Config, Message, Request
 
+    response_format = {"type": "json_schema", "schema": schema, "name": "Out", "strict": True}
+    return Request(model="m", messages=(Message.user("q"),),
+                   config=Config(max_tokens=max_tokens, response_format=response_format))
+
+
+def test_a_constrained_reply_cut_at_the_cap_is_decoded_again_under_tighter_caps():
     schema = {"type": "object", "properties": {"sub_questions": {"type": "array", "items": {"type": "string"}}}}
-    calls = []
-
-    class Model:  # stands in for llama_cpp.Llama
-        def create_chat_completion(self, messages, **options):
-            calls.append(options["response_format"]["schema"])
-            finish = "length" if len(calls) == 1 else "stop"
-            return {"choices": [{"message": {"content": '{"sub_questions": []}'}, "finish_reason": finish}],
-                    "usage": {"prompt_tokens": 10, "completion_tokens": 64 if finish == "length" else 5}}
-
-    engine = LlamaCppEngine(tmp_path / "m.gguf")
-    engine._model = Model()
-    request = Request(model="m", messages=(Message.user("q"),), config=Config(
-        max_tokens=64, response_format={"type": "json_schema", "schema": schema, "name": "Out", "strict": True}))
-    reply = engine.complete(request)
-    assert [c["properties"]["sub_questions"]["items"]["maxLength"] for c in calls] == [
-        bounded(schema, 64)["properties"]["sub_questions"]["items"]["maxLength"],
-        bounded(schema, 64 // CHARS_PER_TOKEN)["properties"]["sub_questions"]["items"]["maxLength"]]
-    assert calls[1] != calls[0] and reply.finish_reason == "stop"
-    assert (reply.usage.input_tokens, reply.usage.output_tokens) == (10, 69)  # the prompt once, both replies
+    engine = ScriptedEngine(["length", "stop"])
+    reply = engine.complete(constrained_request(schema, 64))
+    assert engine.schemas == [bounded(schema, 64), bounded(schema, 64 // CHARS_PER_TOKEN)]
+    assert engine.schemas[1] != engine.schemas[0] and reply.finish_reason == "stop"
+    # the prompt and its cached prefix count once; both replies' tokens count
+    assert (reply.usage.input_tokens, reply.usage.output_tokens, reply.usage.cache_read_tokens) == (10, 69, 7)
 
 
-def test_no_second_decode_when_the_caps_cannot_shrink(tmp_path):
+def test_no_second_decode_when_the_caps_cannot_shrink_and_none_without_constraints():
+    schema = {"type": "object", "properties": {"chain": {"type": "array", "items": {"type": "string"}}}}
+    engine = ScriptedEngine(["length", "stop"])
+    reply = engine.complete(constrained_request(schema, 8))
+    assert engine.schemas == [bounded(schema, 8)] and reply.finish_reason == "length"  # the smallest caps already
+    free = ScriptedEngine(["length", "stop"])
+    free.constrained = False
+    free.complete(constrained_request(schema, 64))
+    assert free.schemas == [None]
+
+
+def test_llama_cpp_decodes_greedily_with_the_engines_seed_and_reports_the_reused_prefix(tmp_path):
+    import numpy as np
     from dspy.lm15 import Config, Message, Request
 
     calls = []
 
-    class Model:
+    class Model:  # stands in for llama_cpp.Llama: the previous prompt's tokens are 1 2 3 9
+        input_ids, n_tokens = np.array([1, 2, 3, 9, 0, 0]), 4
+
         def create_chat_completion(self, messages, **options):
             calls.append(options)
-            return {"choices": [{"message": {"content": "{}"}, "finish_reason": "length"}],
-                    "usage": {"prompt_tokens": 10, "completion_tokens": 8}}
+            self.input_ids = np.array([1, 2, 3, 4, 5, 0])
+            return {"choices": [{"message": {"content": "Paris"}, "finish_reason": "stop"}],
+                    "usage": {"prompt_tokens": 5, "completion_tokens": 1}}
 
     engine = LlamaCppEngine(tmp_path / "m.gguf")
     engine._model = Model()
-    schema = {"type": "object", "properties": {"chain": {"type": "array", "items": {"type": "string"}}}}
-    reply = engine.complete(Request(model="m", messages=(Message.user("q"),), config=Config(
-        max_tokens=8, response_format={"type": "json_schema", "schema": schema, "name": "Out", "strict": True})))
-    assert len(calls) == 1 and reply.finish_reason == "length"  # the smallest caps already: one decode
-    assert calls[0]["seed"] == 0 and calls[0]["top_k"] == 0  # greedy: the engine's seed, no top-k cut
+    reply = engine.complete(Request(model="m", messages=(Message.user("q"),), config=Config(max_tokens=8)))
+    assert calls[0]["seed"] == 0 and calls[0]["top_k"] == 0 and calls[0]["temperature"] == 0.0
+    assert "response_format" not in calls[0]  # no schema asked for
+    assert reply.usage.cache_read_tokens == 3 and reply.text == "Paris"
+
+
+def test_the_reusable_prefix_leaves_the_last_prompt_token_to_evaluate():
+    assert reusable_prefix([1, 2, 3, 9], [1, 2, 3, 4, 5]) == 3
+    assert reusable_prefix([1, 2, 3, 4, 5, 6], [1, 2, 3]) == 2  # the whole prompt is cached: its last token again
+    assert reusable_prefix([7, 2], [1, 2]) == 0 and reusable_prefix([], [1]) == 0 and reusable_prefix([1], []) == 0
+
+
+@pytest.mark.slow
+def test_transformers_reuses_the_shared_prefix_with_identical_output():
+    from dspy.lm15 import Config, Message, Request
+
+    system = "You answer in one short phrase. " + PASSAGE
+    first, second = (Request(model="m", system=system, messages=(Message.user(q),),
+                             config=Config(max_tokens=16, temperature=0.0))
+                     for q in ("Who played Eliza Doolittle?", "Who directed the film?"))
+    engine = TransformersEngine(lms.resolve_local("smollm2"))
+    engine.complete(first)
+    reused = engine.complete(second)
+    assert 20 < reused.usage.cache_read_tokens < reused.usage.input_tokens  # the system prompt came from the cache
+    fresh = TransformersEngine(lms.resolve_local("smollm2")).complete(second)
+    assert fresh.usage.cache_read_tokens == 0 and reused.text == fresh.text

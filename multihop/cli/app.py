@@ -7,7 +7,7 @@ import logging
 
 import typer
 
-from multihop.cli import demo, resources, runs, traces, training
+from multihop.cli import demo, resources, runs, serving, traces, training
 
 app = typer.Typer(help="Multi-hop RAG methods as DSPy programs.", no_args_is_help=True, add_completion=False)
 
@@ -37,3 +37,4 @@ app.command("trajectories")(training.trajectories_cmd)
 app.command("distill")(training.distill_cmd)
 app.command("ask")(runs.ask_cmd)
 app.command("demo")(demo.demo_cmd)
+app.command("serve")(serving.serve_cmd)

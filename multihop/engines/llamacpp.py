@@ -4,22 +4,16 @@
 needs it, and :func:`llama_cpp_available` tells whether it is there (:func:`multihop.lms.make_lm` falls back to the
 ``transformers`` engine, with a warning, when it is not).
 
-The engine declares structured outputs (``supports_response_schema``), so DSPy's ``JSONAdapter`` sends each
-signature's JSON schema with the request; the engine bounds every string and list in it so that the longest reply
-fits ``max_tokens`` (:func:`~.schema.bounded`) and decodes under the grammar llama.cpp derives from it. A reply then
-parses into the declared fields and types and ends when its closing brace is written, not at ``max_tokens``; the
-caps assume three characters a token, and a reply that still reaches the cap (a run of one-character tokens, such as
-digits) is decoded once more under caps of one character a token, which it cannot outrun unless the schema's smallest
-caps (:data:`~.schema.MIN_STRING`, :data:`~.schema.MIN_LIST`) are already longer than the budget. The
-model runs on the physical cores, with a context of :data:`MAX_CONTEXT` tokens (SmolLM2's training context),
-greedily unless the request asks for a temperature, one call at a time (a lock). Consecutive prompts that share a
-prefix (a stage's instructions and demos) reuse its KV state: llama-cpp-python evaluates only the tokens after the
-longest common prefix with the previous prompt.
+The engine decodes under the request's bounded JSON schema (:class:`~.base.LocalEngine`) with the grammar llama.cpp
+derives from it. The model runs on the physical cores, with a context of :data:`MAX_CONTEXT` tokens (SmolLM2's
+training context), greedily unless the request asks for a temperature, one call at a time (a lock). Consecutive
+prompts that share a prefix (a stage's instructions and demos) reuse its KV state: llama-cpp-python evaluates only
+the tokens after the longest common prefix with the previous prompt. A LoRA student runs from its GGUF conversion
+(:mod:`~.lora`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import importlib.util
 import logging
@@ -29,10 +23,7 @@ import threading
 from contextlib import contextmanager
 from pathlib import Path
 
-from dspy.lm15 import Response
-
-from .base import LOCAL_MAX_TOKENS, LocalEngine, chat_messages, make_response
-from .schema import CHARS_PER_TOKEN, bounded
+from .base import Generation, LocalEngine, reusable_prefix
 
 logger = logging.getLogger(__name__)
 _LOADING = threading.Lock()
@@ -70,17 +61,14 @@ def cpu_has_amx() -> bool:
 
 
 class LlamaCppEngine(LocalEngine):
-    """A DSPy engine over a GGUF model with llama.cpp. ``constrained=False`` ignores response schemas (and declares
-    none), for comparing with free decoding."""
+    """A DSPy engine over a GGUF model with llama.cpp, with an optional LoRA adapter in GGUF. ``constrained=False``
+    ignores response schemas (and declares none), for comparing with free decoding."""
 
-    supported_params = frozenset({"temperature", "max_tokens", "top_p", "top_k", "stop", "seed", "response_format"})
-
-    def __init__(self, gguf: str | Path, constrained: bool = True, n_threads: int | None = None, seed: int = 0):
-        self.gguf = Path(gguf)
-        self.constrained, self.n_threads, self.seed = constrained, n_threads, seed
-        self.supports_response_schema = constrained
-        if not constrained:
-            self.supported_params = self.supported_params - {"response_format"}
+    def __init__(self, gguf: str | Path, constrained: bool = True, n_threads: int | None = None, seed: int = 0,
+                 lora: str | Path | None = None):
+        super().__init__(Path(gguf).name, constrained)
+        self.gguf, self.lora = Path(gguf), Path(lora) if lora else None
+        self.n_threads, self.seed = n_threads, seed
         self._lock = threading.Lock()
         self._model = None
 
@@ -88,41 +76,33 @@ class LlamaCppEngine(LocalEngine):
         from llama_cpp import Llama
 
         threads = self.n_threads or physical_cores()
-        with plain_weight_buffers() if cpu_has_amx() else contextlib.nullcontext():
+        with plain_weight_buffers():
             self._model = Llama(model_path=str(self.gguf), n_ctx=MAX_CONTEXT, n_threads=threads,
-                                n_threads_batch=threads, verbose=False)
+                                n_threads_batch=threads, lora_path=str(self.lora) if self.lora else None,
+                                verbose=False)
 
-    def complete(self, request) -> Response:
-        config = request.config
-        max_tokens = config.max_tokens or LOCAL_MAX_TOKENS
+    def generate(self, messages: list[dict], config, max_tokens: int, schema: dict | None) -> Generation:
         temperature = config.temperature or 0.0
         seed = config.seed if config.seed is not None else self.seed if not temperature else random.getrandbits(31)
         options = {"max_tokens": max_tokens, "temperature": temperature, "top_p": config.top_p or 1.0,
                    "top_k": config.top_k or 0, "min_p": 0.0, "stop": list(config.stop or ()) or None, "seed": seed}
-        schema = response_schema(config.response_format) if self.constrained else None
-        formats = [] if schema is None else [bounded(schema, budget)
-                                             for budget in (max_tokens, max_tokens // CHARS_PER_TOKEN)]
-        if formats and formats[0] == formats[1]:
-            formats.pop()  # the smallest caps already: a second decode would be the same
-        prompt_tokens = completion_tokens = None
-        for format_ in formats or [None]:  # a reply cut at the cap is decoded again under caps of a character a token
-            if format_ is not None:
-                options["response_format"] = {"type": "json_object", "schema": format_}
-            reply = self._generate(chat_messages(request), options)
-            choice, usage = reply["choices"][0], reply["usage"]
-            prompt_tokens = prompt_tokens or usage["prompt_tokens"]  # the prompt counts once
-            completion_tokens = (completion_tokens or 0) + usage["completion_tokens"]
-            if choice.get("finish_reason") != "length":
-                break
-        finish = "length" if choice.get("finish_reason") == "length" else "stop"
-        return make_response(choice["message"]["content"] or "", self.gguf.name, finish, prompt_tokens,
-                             completion_tokens)
-
-    def _generate(self, messages: list[dict], options: dict) -> dict:
+        if schema is not None:
+            options["response_format"] = {"type": "json_object", "schema": schema}
         with self._lock:
             if self._model is None:
                 self._load()
-            return self._model.create_chat_completion(messages=messages, **options)
+            previous = self._model.input_ids[: self._model.n_tokens].tolist()
+            reply = self._model.create_chat_completion(messages=messages, **options)
+            prompt = self._model.input_ids[: reply["usage"]["prompt_tokens"]].tolist()
+        choice, usage = reply["choices"][0], reply["usage"]
+        finish = "length" if choice.get("finish_reason") == "length" else "stop"
+        return Generation(choice["message"]["content"] or "", finish, usage["prompt_tokens"],
+                          reusable_prefix(previous, prompt), usage["completion_tokens"])
+
+    def forget_prefix(self) -> None:
+        with self._lock:
+            if self._model is not None:
+                self._model.reset()
 
     def close(self) -> None:
         with self._lock:
@@ -132,22 +112,25 @@ class LlamaCppEngine(LocalEngine):
 
     def dump_state(self) -> dict:
         return {"gguf": str(self.gguf), "constrained": self.constrained, "n_threads": self.n_threads,
-                "seed": self.seed}
+                "seed": self.seed, "lora": str(self.lora) if self.lora else None}
 
     @classmethod
     def load_state(cls, state: dict) -> LlamaCppEngine:
         return cls(state["gguf"], constrained=state.get("constrained", True), n_threads=state.get("n_threads"),
-                   seed=state.get("seed", 0))
+                   seed=state.get("seed", 0), lora=state.get("lora"))
 
 
 @contextmanager
 def plain_weight_buffers():
     """Load a model with its weights in plain CPU buffers (``use_extra_bufts=False``): llama.cpp otherwise repacks
     quantised weights into AMX buffers on CPUs that have AMX, and its AMX matrix product segfaults on the first
-    decode on some of them — this machine among them (ggml-org/llama.cpp#20824, open). Used only on CPUs with AMX.
+    decode on some of them — this machine among them (ggml-org/llama.cpp#20824, open).
     ``Llama`` takes no such argument, so its default model parameters are replaced while it loads, under a lock. Q4_1
     weights (SmolLM2's) have no other repacked layout, so they lose nothing; Q4_0 or Q4_K models lose the AVX
-    repacking on such CPUs."""
+    repacking on such CPUs. Elsewhere, a no-op."""
+    if not cpu_has_amx():
+        yield
+        return
     import llama_cpp.llama_cpp as bindings
 
     defaults = bindings.llama_model_default_params
@@ -163,11 +146,3 @@ def plain_weight_buffers():
             yield
         finally:
             bindings.llama_model_default_params = defaults
-
-
-def response_schema(response_format: dict | None) -> dict | None:
-    """The JSON schema a request's ``response_format`` asks for (``{"type": "json_schema", "schema": ...}``), or None
-    for free text or plain JSON mode."""
-    if not response_format or response_format.get("type") != "json_schema":
-        return None
-    return response_format.get("schema")

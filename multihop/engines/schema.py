@@ -24,6 +24,25 @@ _SUBSCHEMAS = ("items", "additionalProperties")  # one schema
 _ALTERNATIVES = ("anyOf", "oneOf", "allOf", "prefixItems")  # lists of schemas
 
 
+def decoding_schemas(response_format: dict | None, max_tokens: int) -> list[dict | None]:
+    """The schemas to decode a reply under, in turn: the request's schema bounded for ``max_tokens``, then — for a
+    reply that still reaches the cap (a run of one-character tokens, such as digits) — bounded for a character a token
+    when those caps are smaller. ``[None]`` when the request asks for no schema (free text or plain JSON mode)."""
+    schema = response_schema(response_format)
+    if schema is None:
+        return [None]
+    first, second = bounded(schema, max_tokens), bounded(schema, max_tokens // CHARS_PER_TOKEN)
+    return [first] if first == second else [first, second]
+
+
+def response_schema(response_format: dict | None) -> dict | None:
+    """The JSON schema a request's ``response_format`` asks for (``{"type": "json_schema", "schema": ...}``), or None
+    for free text or plain JSON mode."""
+    if not response_format or response_format.get("type") != "json_schema":
+        return None
+    return response_format.get("schema")
+
+
 def bounded(schema: dict, max_tokens: int | None = None) -> dict:
     """A copy of ``schema`` with a cap on every string (``maxLength``; not on an ``enum``, ``const``, ``pattern`` or
     ``format``) and every array (``maxItems``), shrunk until the longest reply fits ``max_tokens`` (no budget: the

@@ -1,35 +1,39 @@
 """The ``transformers`` engine: any Hugging Face causal-LM folder, with an optional PEFT LoRA adapter, on CPU or
-CUDA."""
+CUDA, decoding under the request's JSON schema."""
 
 from __future__ import annotations
 
 import threading
 from pathlib import Path
 
-from dspy.lm15 import Response
-
-from .base import LOCAL_MAX_TOKENS, LocalEngine, chat_messages, make_response
+from .base import Generation, LocalEngine, reusable_prefix
 
 
 class TransformersEngine(LocalEngine):
-    """A DSPy engine (``complete(Request) -> Response``) over a local ``transformers`` causal LM.
+    """A DSPy engine over a local ``transformers`` causal LM, with an optional PEFT LoRA adapter.
 
     Applies the model's chat template, decodes greedily unless a positive temperature is asked for, honours
-    ``max_tokens`` and stop strings, and reports token usage. Generation holds a lock: one model, one call at a time,
-    so threads may share the engine safely. Runs on CUDA when present.
+    ``max_tokens`` and stop strings, reports token usage, and with ``constrained`` decodes under the request's bounded
+    JSON schema (:class:`~.base.LocalEngine`, :mod:`~.grammar`). The KV cache of the last call is kept: a prompt
+    sharing its prefix (a stage's instructions and demos) evaluates only the tokens after it. Generation holds a
+    lock: one model, one call at a time, so threads may share the engine safely. Runs on CUDA when present.
     """
 
-    def __init__(self, path: str | Path, adapter: str | Path | None = None, device: str | None = None):
+    def __init__(self, path: str | Path, adapter: str | Path | None = None, device: str | None = None,
+                 constrained: bool = True):
+        super().__init__(Path(path).name, constrained)
         self.path = Path(path)
         self.adapter = Path(adapter) if adapter else None
         self.device = device
         self._lock = threading.Lock()
-        self._model = None
-        self._tokenizer = None
+        self._model = self._tokenizer = self._grammars = None
+        self._past, self._past_ids = None, None  # the last call's KV cache and the tokens it holds
 
     def _load(self):
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        from .grammar import SchemaGrammars
 
         device = self.device or ("cuda" if torch.cuda.is_available() else "cpu")
         tokenizer = AutoTokenizer.from_pretrained(self.path)
@@ -40,51 +44,72 @@ class TransformersEngine(LocalEngine):
             model = PeftModel.from_pretrained(model, self.adapter)
         model.to(device).eval()
         self._tokenizer, self._model, self.device = tokenizer, model, device
+        self._grammars = SchemaGrammars(tokenizer) if self.constrained else None
 
-    def complete(self, request) -> Response:
+    def generate(self, messages: list[dict], config, max_tokens: int, schema: dict | None) -> Generation:
         import torch
+        from transformers import LogitsProcessorList
 
-        messages = chat_messages(request)
-        config = request.config
         with self._lock:
             if self._model is None:
                 self._load()
             tok, model = self._tokenizer, self._model
-            inputs = tok.apply_chat_template(
-                messages, add_generation_prompt=True, return_tensors="pt", return_dict=True
-            )
+            inputs = tok.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt",
+                                             return_dict=True)
             inputs = {k: v.to(model.device) for k, v in inputs.items()}
             sample = bool(config.temperature and config.temperature > 0)
             generation = dict(
-                max_new_tokens=config.max_tokens or LOCAL_MAX_TOKENS,
+                max_new_tokens=max_tokens,
                 do_sample=sample,
                 pad_token_id=tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id,
             )
             if sample:
-                generation.update(temperature=config.temperature, top_p=config.top_p or 1.0)
+                generation.update(temperature=config.temperature, top_p=config.top_p or 1.0, top_k=config.top_k or 0)
             else:
                 generation.update(temperature=None, top_p=None, top_k=None)
             if config.stop:
                 generation.update(stop_strings=list(config.stop), tokenizer=tok)
+            if schema is not None:
+                generation["logits_processor"] = LogitsProcessorList([self._grammars.processor(schema)])
+            past, cached = self._reusable_past(inputs["input_ids"][0])
+            self._past = None  # generate extends the cache; it is kept again only when generation succeeds
             with torch.inference_mode():
-                output = model.generate(**inputs, **generation)
+                output = model.generate(**inputs, **generation, past_key_values=past)
+            self._past, self._past_ids = past, output[0][: past.get_seq_length()]
         prompt_len = inputs["input_ids"].shape[1]
         new_tokens = output[0][prompt_len:]
         text = tok.decode(new_tokens, skip_special_tokens=True)
-        finish = "stop"
         for stop in config.stop or ():
             if stop in text:
                 text = text[: text.index(stop)]
-        if len(new_tokens) >= generation["max_new_tokens"]:
-            finish = "length"
-        return make_response(text, self.path.name, finish, prompt_len, len(new_tokens))
+        finish = "length" if len(new_tokens) >= max_tokens else "stop"
+        return Generation(text, finish, prompt_len, cached, len(new_tokens))
+
+    def _reusable_past(self, ids):
+        """The last call's KV cache cut to the prefix it shares with ``ids`` (leaving at least one token to
+        evaluate) and that prefix's length, or a new cache and 0."""
+        from transformers import DynamicCache
+
+        if self._past is None:
+            return DynamicCache(), 0
+        shared = reusable_prefix(self._past_ids.tolist(), ids.tolist())
+        if shared == 0:
+            return DynamicCache(), 0
+        self._past.crop(shared - self._past.get_seq_length())  # a negative count: the tokens to drop
+        return self._past, shared
+
+    def forget_prefix(self) -> None:
+        with self._lock:
+            self._past = self._past_ids = None
 
     def close(self) -> None:
-        self._model = self._tokenizer = None
+        with self._lock:
+            self._model = self._tokenizer = self._grammars = self._past = self._past_ids = None
 
     def dump_state(self) -> dict:
-        return {"path": str(self.path), "adapter": str(self.adapter) if self.adapter else None}
+        return {"path": str(self.path), "adapter": str(self.adapter) if self.adapter else None,
+                "constrained": self.constrained}
 
     @classmethod
     def load_state(cls, state: dict) -> TransformersEngine:
-        return cls(state["path"], state.get("adapter"))
+        return cls(state["path"], state.get("adapter"), constrained=state.get("constrained", True))

@@ -1,0 +1,29 @@
+"""``multihop serve``: one local model behind an OpenAI-compatible server on loopback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from multihop.cli.console import console
+from multihop.models import DEFAULT_LM
+
+
+def serve_cmd(
+    lm: str = typer.Option(DEFAULT_LM, "--lm", help="a local GGUF model: local:smollm2 or local:<file.gguf>"),
+    port: int = typer.Option(8000, "--port", help="the port to listen on"),
+    host: str = typer.Option("127.0.0.1", "--host", help="the address to listen on (loopback by default)"),
+    adapter: Path | None = typer.Option(None, "--adapter", help="a LoRA adapter folder from `multihop distill`"),
+):
+    """Serve a local model over the OpenAI API (llama-cpp-python's server) so that several processes share it."""
+    import uvicorn
+
+    from multihop.serving import server_app
+
+    try:
+        app = server_app(lm, port, host, adapter)
+    except (FileNotFoundError, ValueError) as exc:
+        raise typer.BadParameter(str(exc), param_hint="--lm / --adapter") from exc
+    console.print(f"serving {lm} on http://{host}:{port}/v1 — clients pass --lm {lm} --api-base http://{host}:{port}/v1")
+    uvicorn.run(app, host=host, port=port, log_level="warning")

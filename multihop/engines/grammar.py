@@ -1,0 +1,75 @@
+"""JSON-schema grammars for the ``transformers`` engine, enforced token by token with ``llguidance``.
+
+Chosen by measurement (SmolLM2-135M, four MuSiQue questions, a bounded three-field schema, 2 cores, greedy): all
+three libraries that install here make every reply parse (4/4, against 0/4 unconstrained); the grammar mask costs
+llguidance 0.07 ms a token and its NumPy masking 0.07 ms, against ~1 ms a token for xgrammar's transformers
+processor, which also installs Triton (286 MB) for GPU kernels; lm-format-enforcer 0.11 does not import under
+transformers 5. llguidance's own torch masking is compiled with ``torch.compile`` and took 66 ms a token on CPU, so
+the mask is applied here from its bit array. Grammars are compact JSON (no optional whitespace), like the replies
+llama.cpp's grammar yields.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+from transformers import LogitsProcessor
+
+
+class SchemaGrammars:
+    """The grammars of JSON schemas for one tokenizer, each compiled once; a schema llguidance cannot turn into a
+    grammar raises ``ValueError`` with its reason."""
+
+    def __init__(self, hf_tokenizer):
+        import llguidance.hf
+
+        self.tokenizer = llguidance.hf.from_tokenizer(hf_tokenizer)
+        self._grammars: dict[str, str] = {}
+
+    def grammar(self, schema: dict) -> str:
+        from llguidance import LLMatcher
+
+        key = json.dumps(schema, sort_keys=True)
+        if key not in self._grammars:
+            grammar = LLMatcher.grammar_from_json_schema(schema, defaults={"whitespace_flexible": False})
+            error = LLMatcher.validate_grammar(grammar, self.tokenizer)
+            if error:
+                raise ValueError(f"the response schema has no decoding grammar: {error}")
+            self._grammars[key] = grammar
+        return self._grammars[key]
+
+    def processor(self, schema: dict) -> SchemaLogitsProcessor:
+        """A fresh logits processor for one generation under ``schema``."""
+        from llguidance import LLMatcher
+
+        return SchemaLogitsProcessor(LLMatcher(self.tokenizer, self.grammar(schema)), self.tokenizer.vocab_size)
+
+
+class SchemaLogitsProcessor(LogitsProcessor):
+    """Sets to -inf the score of every token the grammar does not allow next (a batch of one); once the reply is
+    complete, only the end-of-sequence token remains."""
+
+    def __init__(self, matcher, vocab_size: int):
+        import llguidance.numpy
+
+        self.matcher, self.vocab_size = matcher, vocab_size
+        self.mask = llguidance.numpy.allocate_token_bitmask(1, vocab_size)
+        self.prompt_length: int | None = None
+
+    def __call__(self, input_ids, scores):
+        import llguidance.numpy
+        import torch
+
+        if self.prompt_length is None:
+            self.prompt_length = input_ids.shape[1]
+        else:
+            self.matcher.consume_token(int(input_ids[0, -1]))
+        if self.matcher.is_error():
+            raise RuntimeError(f"constrained decoding failed: {self.matcher.get_error()}")
+        llguidance.numpy.fill_next_token_bitmask(self.matcher, self.mask, 0)
+        allowed = np.zeros(scores.shape[-1], dtype=bool)  # a model's vocabulary may be padded past the tokenizer's
+        bits = np.unpackbits(self.mask.view(np.uint8), bitorder="little")[: min(self.vocab_size, scores.shape[-1])]
+        allowed[: len(bits)] = bits.astype(bool)
+        scores[:, torch.from_numpy(~allowed).to(scores.device)] = float("-inf")
+        return scores

@@ -1,0 +1,44 @@
+"""A served local LM: llama-cpp-python's OpenAI-compatible server on one GGUF model, so several processes share one
+copy of the weights (``multihop serve`` runs it with uvicorn).
+
+Clients reach it with ``make_lm("local:smollm2", api_base="http://127.0.0.1:8000/v1")``
+(:class:`~multihop.engines.served.ServedEngine`: the in-process engines' bounded schema decoding) or as any
+OpenAI-compatible endpoint (``make_lm("openai/<model>", api_base=...)``, free decoding: DSPy's OpenAI wire sends
+schemas in a form this server refuses). The server is llama-cpp-python's own (FastAPI and
+uvicorn, installed with the ``llamacpp`` extra); it runs the model on the physical cores with the in-process
+engine's context, a LoRA student converted to GGUF (:mod:`multihop.engines.lora`), and the same AMX workaround.
+The model's name on the server carries its weights' checksum (and its adapter's), so clients key DSPy's cache by
+the exact weights.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+from multihop.engines.llamacpp import MAX_CONTEXT, llama_cpp_available, physical_cores, plain_weight_buffers
+from multihop.lms import llamacpp_weights, local_gguf
+
+SERVER_MODULES = ("fastapi", "uvicorn", "sse_starlette", "starlette_context", "pydantic_settings")
+
+
+def server_app(spec: str, port: int, host: str = "127.0.0.1", adapter: Path | None = None):
+    """llama-cpp-python's server application with the model of ``spec`` loaded; ``ValueError`` says what to change
+    when the spec is not a local GGUF model or the server's packages are missing."""
+    if adapter is not None and not (Path(adapter) / "adapter_config.json").exists():
+        raise ValueError(f"{adapter} is not a LoRA adapter folder (no adapter_config.json)")
+    if not spec.startswith("local:") or local_gguf(spec.removeprefix("local:")) is None:
+        raise ValueError(f"{spec!r} is not a local GGUF model: serve local:smollm2 or local:<file.gguf>")
+    missing = [name for name in SERVER_MODULES if importlib.util.find_spec(name) is None]
+    if not llama_cpp_available() or missing:
+        raise ValueError("serving needs llama-cpp-python with its server packages: `pip install -e '.[llamacpp]'` "
+                         f"(missing: {', '.join(missing) or 'llama-cpp-python'})")
+    from llama_cpp.server.app import create_app
+    from llama_cpp.server.settings import ModelSettings, ServerSettings
+
+    gguf, lora, name = llamacpp_weights(spec.removeprefix("local:"), adapter)
+    threads = physical_cores()
+    model = ModelSettings(model=str(gguf), model_alias=name, n_ctx=MAX_CONTEXT, n_threads=threads,
+                          n_threads_batch=threads, lora_path=str(lora) if lora else None, verbose=False)
+    with plain_weight_buffers():
+        return create_app(server_settings=ServerSettings(host=host, port=port), model_settings=[model])
