@@ -24,13 +24,14 @@ QUESTION_SETS = {
 DATASETS = tuple(QUESTION_SETS["dev"])
 API_KEY_ENV = "MULTIHOP_API_KEY"
 LM_HELP = "local:smollm2, local:<HF folder | .gguf>, or a dspy.LM model string (openai/<model>, ollama_chat/<model>)"
-API_BASE_HELP = "base URL of an OpenAI-compatible server"
+API_BASE_HELP = ("base URL of an OpenAI-compatible server; with a local:<model> spec, the server `multihop serve` "
+                 "runs")
 API_KEY_HELP = (f"API key of the server (default: ${API_KEY_ENV}); provider variables such as OPENAI_API_KEY also "
                 "work, through LiteLLM")
 ADAPTER_HELP = "LoRA adapter folder for a local LM (from `multihop distill`)"
 MAX_TOKENS_HELP = "generation cap per LM call (default: 128 for a local LM, 384 for a served one)"
-ENGINE_HELP = ("local LM engine: auto (llama.cpp for a GGUF model when llama-cpp-python is installed and no adapter "
-               "is given, else transformers), llamacpp or transformers")
+ENGINE_HELP = ("local LM engine: auto (llama.cpp for a GGUF model when llama-cpp-python is installed, a LoRA adapter "
+               "converted to GGUF; else transformers), llamacpp or transformers")
 
 
 def question_file(source: str | Path = "musique", split: str = "dev") -> Path:

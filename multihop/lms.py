@@ -29,11 +29,11 @@ import dspy
 from dspy.lm15 import Config, Message, Request
 
 from multihop import models
-from multihop.engines import LlamaCppEngine, TransformersEngine, llama_cpp_available
+from multihop.engines import LlamaCppEngine, ServedEngine, TransformersEngine, llama_cpp_available
 from multihop.engines.base import LOCAL_MAX_TOKENS
 from multihop.engines.lora import gguf_lora
 from multihop.engines.schema import POLICY
-from multihop.engines.served import ServedEngine, served_model
+from multihop.engines.served import served_model
 from multihop.models import DEFAULT_LM, LOCAL_ENGINES
 
 DEFAULT_MAX_TOKENS = 384
