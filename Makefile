@@ -23,7 +23,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	@echo "building llama-cpp-python from source (several minutes, once per virtualenv; pip caches the wheel)"
 	$(BIN)/python -m pip install --progress-bar on -e '.[llamacpp]' || \
-		echo "llama-cpp-python did not build: local LMs run on the transformers engine, without constrained decoding"
+		echo "llama-cpp-python did not build: local LMs run on the transformers engine (slower decoding, no served mode)"
 	$(BIN)/multihop models install $(MODELS)
 	touch $(STAMP)
 

@@ -106,7 +106,9 @@ class LMOptions:
     def _settings(self, spec: str | None, max_tokens: int | None) -> dict:
         own = spec is None or spec == self.lm
         local = (spec or self.lm).startswith("local:")
-        return {"adapter": self.adapter if own else None, "api_base": self.api_base, "api_key": self.api_key,
+        # a server address serves the run's own LM; another local LM (a judge, a student) runs in-process
+        api_base = self.api_base if own or not local else None
+        return {"adapter": self.adapter if own else None, "api_base": api_base, "api_key": self.api_key,
                 "max_tokens": max_tokens or (self.max_tokens if own else None),
                 **({"engine": self.engine} if local else {})}
 

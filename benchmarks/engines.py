@@ -78,7 +78,8 @@ def speed_row(lm: dspy.LM, prompts: list[list[dict]]) -> dict:
         calls_s += full_s
         new += full.usage.output_tokens
         texts.append(full.text)
-    for messages in reversed(prompts):  # each call after another prompt of the same stage
+    engine.forget_prefix()
+    for messages in prompts:  # each call after another prompt of the same stage (the first after none)
         start = time.perf_counter()
         saved += lm(chat_request(lm, messages, max_tokens=64)).usage.cache_read_tokens or 0
         reused_s += time.perf_counter() - start
@@ -151,7 +152,7 @@ def main() -> None:
             failures = ", ".join(f"{stage} {rate}" for stage, rate in stage_failures(folder).items())
             table.add_row(program_name, engine, f"{summary['seconds']:.1f}", f"{summary['llm_calls']:.1f}",
                           f"{summary['stage_errors']:.1f}", f"{capped_replies(folder, args.max_tokens):.0f}",
-                          f"{summary['cached_prompt_tokens']:.0f}", f"{100 * summary['f1']:.1f}", failures)
+                          f"{summary.get('cached_prompt_tokens', 0):.0f}", f"{100 * summary['f1']:.1f}", failures)
     if table.rows:
         console.print(table)
 

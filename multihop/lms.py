@@ -12,14 +12,16 @@
   (an identical request is never generated twice), retries, history, callbacks and usage tracking; the model string
   ``local/<name>[-llamacpp]-<checksum>[-lora<checksum>][-json<policy>]`` keys the cache by the engine, the decoding
   and the exact weights and adapter. Generation is capped at ``LOCAL_MAX_TOKENS`` (128) unless ``max_tokens`` is given.
-- ``local:<name>`` with ``api_base``: the model ``multihop serve`` runs there (:mod:`multihop.serving`), decoded
-  as the in-process llama.cpp engine decodes it (:class:`~multihop.engines.served.ServedEngine`).
+- ``local:<name>`` with ``api_base``: that model as ``multihop serve`` runs it there (:mod:`multihop.serving`; a
+  server running another model is refused), decoded as the in-process llama.cpp engine decodes it
+  (:class:`~multihop.engines.served.ServedEngine`).
 - anything else: a ``dspy.LM`` model string (``openai/gpt-4o-mini``, ``hosted_vllm/...``, ``ollama_chat/...``) with
   optional ``api_base`` / ``api_key`` for OpenAI-compatible servers.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import threading
@@ -37,6 +39,7 @@ from multihop.engines.served import served_model
 from multihop.models import DEFAULT_LM, LOCAL_ENGINES
 
 DEFAULT_MAX_TOKENS = 384
+CONFIG_FIELDS = frozenset(field.name for field in dataclasses.fields(Config))
 WEIGHT_FILES = ("model.safetensors", "adapter_model.safetensors", "multihop.json")
 
 logger = logging.getLogger(__name__)
@@ -63,13 +66,18 @@ def local_gguf(target: str) -> Path | None:
     return path if path.suffix == ".gguf" else None
 
 
+def local_name(target: str) -> str:
+    """A local target's short name: a registry name as it is, a path's file or folder name without its suffix."""
+    return target if target in models.REGISTRY else Path(target).stem
+
+
 def llamacpp_weights(target: str, adapter: Path | None = None) -> tuple[Path, Path | None, str]:
     """A local GGUF target's file, its adapter converted to a GGUF LoRA (or None), and the name that identifies both
     (``<name>-llamacpp-<checksum>[-lora<checksum>]``), which keys DSPy's cache and names a served model."""
     gguf = local_gguf(target)
     sha = models.REGISTRY[target].sha256 if target in models.REGISTRY else models.sha256_file(gguf)
     lora = gguf_lora(adapter, gguf, sha) if adapter is not None else None
-    return gguf, lora, f"{Path(target).stem}-llamacpp-{sha[:12]}{f'-lora{lora.stem[:12]}' if lora else ''}"
+    return gguf, lora, f"{local_name(target)}-llamacpp-{sha[:12]}{f'-lora{lora.stem[:12]}' if lora else ''}"
 
 
 def resolve_local(target: str) -> Path:
@@ -107,7 +115,7 @@ def make_lm(
         if api_base:
             if adapter:
                 raise ValueError("a served model's adapter is the server's: pass --adapter to `multihop serve`")
-            return _served_lm(api_base, constrained, settings)
+            return _served_lm(spec.removeprefix("local:"), api_base, constrained, settings)
         return _local_lm(spec.removeprefix("local:"), Path(adapter) if adapter else None, engine, constrained,
                          settings)
     if adapter:
@@ -122,7 +130,7 @@ def make_lm(
 def _local_lm(target: str, adapter: Path | None, engine: str, constrained: bool, settings: dict) -> dspy.LM:
     if adapter is not None and not (adapter / "adapter_config.json").exists():
         raise FileNotFoundError(f"{adapter} is not a LoRA adapter folder (no adapter_config.json)")
-    name = Path(target).stem if target not in models.REGISTRY else target
+    name = local_name(target)
     gguf = local_gguf(target)  # checked after the adapter: resolving verifies the weights first
     if engine == "auto":
         engine = "llamacpp" if gguf is not None and llama_cpp_available() else "transformers"
@@ -137,17 +145,20 @@ def _local_lm(target: str, adapter: Path | None, engine: str, constrained: bool,
         if not llama_cpp_available():
             raise ValueError("the llama.cpp engine needs llama-cpp-python: `make setup` builds it, or `pip install "
                              "llama-cpp-python`; engine='transformers' runs without it")
-        gguf, lora, weights = llamacpp_weights(target, adapter)
-        return dspy.LM(f"local/{weights}{decoding}",
+        gguf, lora, identity = llamacpp_weights(target, adapter)
+        return dspy.LM(f"local/{identity}{decoding}",
                        engine=shared_engine(LlamaCppEngine, gguf, constrained=constrained, lora=lora), **settings)
     path = resolve_local(target)
     model = f"local/{name}-{_fingerprint(path, adapter)}{decoding}"
     return dspy.LM(model, engine=shared_engine(TransformersEngine, path, adapter, constrained=constrained), **settings)
 
 
-def _served_lm(api_base: str, constrained: bool, settings: dict) -> dspy.LM:
+def _served_lm(target: str, api_base: str, constrained: bool, settings: dict) -> dspy.LM:
     """The local model ``multihop serve`` runs at ``api_base``; its name there identifies its weights."""
     name = served_model(api_base)
+    if not name.startswith(f"{local_name(target)}-llamacpp-"):
+        raise ValueError(f"the server at {api_base} runs {name!r}, not local:{target} (`multihop serve --lm "
+                         f"local:{target}` serves it)")
     decoding = f"-json{POLICY}" if constrained else ""
     return dspy.LM(f"local/{name}{decoding}", engine=shared_engine(ServedEngine, api_base, name,
                                                                    constrained=constrained), **settings)
@@ -170,11 +181,13 @@ def shared_engine(cls: type, *args, **kwargs):
 def chat_request(lm: dspy.LM, messages: list[dict], **config) -> Request:
     """OpenAI-style chat messages (``role``, ``content``), e.g. an adapter's formatted prompt or a trajectory row, as
     the ``dspy.lm15.Request`` that ``lm`` takes (``lm(request)`` returns a ``Response``); ``config`` sets its
-    generation settings (``max_tokens``, ``temperature``...)."""
+    generation settings (``max_tokens``, ``temperature``...) over the LM's own, which DSPy does not merge into an
+    explicit request."""
+    settings = {key: value for key, value in lm.kwargs.items() if key in CONFIG_FIELDS}
     system = "\n\n".join(m["content"] for m in messages if m["role"] == "system") or None
     turns = tuple(Message.user(m["content"]) if m["role"] == "user" else Message.assistant(m["content"])
                   for m in messages if m["role"] != "system")
-    return Request(model=lm.model, system=system, messages=turns, config=Config(**config))
+    return Request(model=lm.model, system=system, messages=turns, config=Config(**{**settings, **config}))
 
 
 def default_adapter(spec: str) -> dspy.Adapter:

@@ -3,17 +3,20 @@ copy of the weights (``multihop serve`` runs it with uvicorn).
 
 Clients reach it with ``make_lm("local:smollm2", api_base="http://127.0.0.1:8000/v1")``
 (:class:`~multihop.engines.served.ServedEngine`: the in-process engines' bounded schema decoding) or as any
-OpenAI-compatible endpoint (``make_lm("openai/<model>", api_base=...)``, free decoding: DSPy's OpenAI wire sends
-schemas in a form this server refuses). The server is llama-cpp-python's own (FastAPI and
-uvicorn, installed with the ``llamacpp`` extra); it runs the model on the physical cores with the in-process
-engine's context, a LoRA student converted to GGUF (:mod:`multihop.engines.lora`), and the same AMX workaround.
-The model's name on the server carries its weights' checksum (and its adapter's), so clients key DSPy's cache by
-the exact weights.
+OpenAI-compatible endpoint (``make_lm("openai/<model>", api_base=...)``, free decoding: DSPy sends no schema to a model
+it does not know, and this server refuses the ``json_schema`` form it would send). The server is llama-cpp-python's own
+(FastAPI and uvicorn, installed with the ``llamacpp`` extra); it runs the model on the physical cores with the
+in-process engine's context, a LoRA student converted to GGUF (:mod:`multihop.engines.lora`), and the same AMX
+workaround. The model's name on the server carries its weights' checksum (and its adapter's), so clients key DSPy's
+cache by the exact weights. llama-cpp-python's server settings also read environment variables (``N_GPU_LAYERS``...);
+the model, context, threads and adapter set here take precedence, and ``CONFIG_FILE``, which would replace them, is
+refused.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import os
 from pathlib import Path
 
 from multihop.engines.llamacpp import MAX_CONTEXT, llama_cpp_available, physical_cores, plain_weight_buffers
@@ -29,6 +32,8 @@ def server_app(spec: str, port: int, host: str = "127.0.0.1", adapter: Path | No
         raise ValueError(f"{adapter} is not a LoRA adapter folder (no adapter_config.json)")
     if not spec.startswith("local:") or local_gguf(spec.removeprefix("local:")) is None:
         raise ValueError(f"{spec!r} is not a local GGUF model: serve local:smollm2 or local:<file.gguf>")
+    if os.environ.get("CONFIG_FILE"):
+        raise ValueError("CONFIG_FILE is set: llama-cpp-python's server would serve its models instead; unset it")
     missing = [name for name in SERVER_MODULES if importlib.util.find_spec(name) is None]
     if not llama_cpp_available() or missing:
         raise ValueError("serving needs llama-cpp-python with its server packages: `pip install -e '.[llamacpp]'` "

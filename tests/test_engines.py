@@ -105,7 +105,7 @@ def test_auto_engine_runs_a_gguf_model_on_llama_cpp_and_falls_back_without_it(mo
         make_lm("local:smollm2", engine="llamacpp")
 
 
-def test_a_lora_student_runs_on_llama_cpp_from_its_gguf_conversion(tmp_path, monkeypatch):
+def test_a_lora_student_is_converted_for_llama_cpp_and_keys_the_cache(tmp_path, monkeypatch):
     monkeypatch.setattr(lms, "llama_cpp_available", lambda: True)
     adapter = tmp_path / "lora"
     adapter.mkdir()
@@ -134,6 +134,9 @@ def test_engine_choices_that_cannot_work_are_refused(tmp_path, monkeypatch):
         make_lm("openai/x", engine="llamacpp")
     with pytest.raises(ValueError, match="no model server answers at http://127.0.0.1:9/v1"):
         make_lm("local:smollm2", api_base="http://127.0.0.1:9/v1")  # nothing listens on the discard port
+    monkeypatch.setattr(lms, "served_model", lambda api_base: "qwen-llamacpp-0123456789ab")
+    with pytest.raises(ValueError, match="runs 'qwen-llamacpp-0123456789ab', not local:smollm2"):
+        make_lm("local:smollm2", api_base="http://127.0.0.1:8000/v1")
 
 
 def llama_lm(**settings) -> dspy.LM:
@@ -225,8 +228,8 @@ def test_prefix_reuse_stop_strings_usage_and_parity_with_transformers():
 class ScriptedEngine(LocalEngine):
     """Replies with the scripted finishes in turn, recording the schema of each decode."""
 
-    def __init__(self, finishes: list[str]):
-        super().__init__("scripted")
+    def __init__(self, finishes: list[str], constrained: bool = True):
+        super().__init__("scripted", constrained)
         self.finishes, self.schemas = finishes, []
 
     def generate(self, messages, config, max_tokens, schema):
@@ -258,8 +261,7 @@ def test_no_second_decode_when_the_caps_cannot_shrink_and_none_without_constrain
     engine = ScriptedEngine(["length", "stop"])
     reply = engine.complete(constrained_request(schema, 8))
     assert engine.schemas == [bounded(schema, 8)] and reply.finish_reason == "length"  # the smallest caps already
-    free = ScriptedEngine(["length", "stop"])
-    free.constrained = False
+    free = ScriptedEngine(["length", "stop"], constrained=False)
     free.complete(constrained_request(schema, 64))
     assert free.schemas == [None]
 
@@ -307,3 +309,15 @@ def test_transformers_reuses_the_shared_prefix_with_identical_output():
     assert 20 < reused.usage.cache_read_tokens < reused.usage.input_tokens  # the system prompt came from the cache
     fresh = TransformersEngine(lms.resolve_local("smollm2")).complete(second)
     assert fresh.usage.cache_read_tokens == 0 and reused.text == fresh.text
+
+
+def test_chat_request_keeps_the_lms_settings_unless_overridden():
+    from multihop.lms import chat_request
+
+    lm = make_lm("openai/x", max_tokens=64, temperature=0.3)
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"},
+                {"role": "assistant", "content": "Hello"}, {"role": "user", "content": "Capital of France?"}]
+    request = chat_request(lm, messages, max_tokens=8)
+    assert (request.config.max_tokens, request.config.temperature) == (8, 0.3)
+    assert request.system == "Be brief." and [m.role for m in request.messages] == ["user", "assistant", "user"]
+    assert request.messages[-1].text == "Capital of France?"

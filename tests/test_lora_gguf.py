@@ -48,3 +48,19 @@ def test_a_converted_student_writes_on_llama_cpp_what_it_writes_on_transformers(
     assert tuned != reply("transformers")  # the adapter changes the greedy text
     assert reply("llamacpp", tmp_path / "adapter") == tuned  # query and key rows in llama.cpp's rotary order
     assert len(list((tmp_path / "home" / "lora-gguf").glob("*.gguf"))) == 1
+
+
+def test_only_plain_lora_adapters_on_llama_models_convert(tmp_path):
+    from multihop import models
+    from multihop.engines.lora import gguf_lora
+
+    adapter = tmp_path / "adapter"
+    adapter.mkdir()
+    (adapter / "adapter_model.safetensors").write_bytes(b"")
+    base = models.resolve("smollm2")
+    (adapter / "adapter_config.json").write_text('{"lora_alpha": 8, "use_dora": true}')
+    with pytest.raises(ValueError, match="only plain LoRA adapters"):
+        gguf_lora(adapter, base, "0" * 64)
+    (adapter / "adapter_config.json").write_text('{"r": 4}')
+    with pytest.raises(ValueError, match="no lora_alpha"):
+        gguf_lora(adapter, base, "0" * 64)

@@ -39,7 +39,9 @@ def test_a_program_runs_against_the_served_model_over_loopback():
                 lm = make_lm("local:smollm2", api_base=f"http://127.0.0.1:{port}/v1", cache=False)
                 break
             except ValueError:
-                assert server.poll() is None and time.monotonic() < deadline, server.stdout.read()
+                if server.poll() is not None or time.monotonic() > deadline:
+                    server.kill()
+                    pytest.fail(f"the server did not start: {server.communicate(timeout=10)[0]}")
                 time.sleep(0.5)
         assert lm.model.startswith("local/smollm2-llamacpp-") and lm.model.endswith("-json2")
         with dspy.context(lm=lm, adapter=dspy.JSONAdapter()):

@@ -17,13 +17,13 @@ def serve_cmd(
     adapter: Path | None = typer.Option(None, "--adapter", help="a LoRA adapter folder from `multihop distill`"),
 ):
     """Serve a local model over the OpenAI API (llama-cpp-python's server) so that several processes share it."""
-    import uvicorn
-
     from multihop.serving import server_app
 
     try:
         app = server_app(lm, port, host, adapter)
-    except (FileNotFoundError, ValueError) as exc:
+    except (FileNotFoundError, ValueError, RuntimeError) as exc:  # RuntimeError: a model not installed or corrupt
         raise typer.BadParameter(str(exc), param_hint="--lm / --adapter") from exc
+    import uvicorn  # checked by server_app
+
     console.print(f"serving {lm} on http://{host}:{port}/v1 — clients pass --lm {lm} --api-base http://{host}:{port}/v1")
     uvicorn.run(app, host=host, port=port, log_level="warning")

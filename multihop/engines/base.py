@@ -73,7 +73,8 @@ class LocalEngine:
         messages, first, completion_tokens = chat_messages(request), None, 0
         for schema in schemas:
             generation = self.generate(messages, config, max_tokens, schema)
-            first = first or generation
+            if first is None:
+                first = generation
             completion_tokens += generation.completion_tokens
             if generation.finish != "length":
                 break

@@ -82,12 +82,7 @@ class LlamaCppEngine(LocalEngine):
                                 verbose=False)
 
     def generate(self, messages: list[dict], config, max_tokens: int, schema: dict | None) -> Generation:
-        temperature = config.temperature or 0.0
-        seed = config.seed if config.seed is not None else self.seed if not temperature else random.getrandbits(31)
-        options = {"max_tokens": max_tokens, "temperature": temperature, "top_p": config.top_p or 1.0,
-                   "top_k": config.top_k or 0, "min_p": 0.0, "stop": list(config.stop or ()) or None, "seed": seed}
-        if schema is not None:
-            options["response_format"] = {"type": "json_object", "schema": schema}
+        options = completion_options(config, max_tokens, schema, self.seed)
         with self._lock:
             if self._model is None:
                 self._load()
@@ -118,6 +113,19 @@ class LlamaCppEngine(LocalEngine):
     def load_state(cls, state: dict) -> LlamaCppEngine:
         return cls(state["gguf"], constrained=state.get("constrained", True), n_threads=state.get("n_threads"),
                    seed=state.get("seed", 0), lora=state.get("lora"))
+
+
+def completion_options(config, max_tokens: int, schema: dict | None, seed: int = 0) -> dict:
+    """llama-cpp-python's chat-completion options for a request's ``config``: greedy (the given ``seed``) unless a
+    temperature is asked for (then the request's seed or a fresh one), no top-k or min-p cut unless asked, and the
+    bounded ``schema`` as the ``response_format`` llama-cpp-python takes (``json_object`` with a ``schema``)."""
+    temperature = config.temperature or 0.0
+    seed = config.seed if config.seed is not None else seed if not temperature else random.getrandbits(31)
+    options = {"max_tokens": max_tokens, "temperature": temperature, "top_p": config.top_p or 1.0,
+               "top_k": config.top_k or 0, "min_p": 0.0, "stop": list(config.stop or ()) or None, "seed": seed}
+    if schema is not None:
+        options["response_format"] = {"type": "json_object", "schema": schema}
+    return options
 
 
 @contextmanager

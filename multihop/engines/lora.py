@@ -5,29 +5,36 @@ ships in llama.cpp's source tree, not in any package that installs here; the ``g
 and the tensor names): every ``lora_A``/``lora_B`` pair of a target layer becomes ``<gguf tensor>.lora_a`` /
 ``.lora_b`` (stored as PEFT has them: ``A`` is ``r × in``, ``B`` is ``out × r``), with ``adapter.lora.alpha`` set so
 that llama.cpp scales by ``alpha / r`` as PEFT does. The GGUF conversion of a Llama model permutes the rows of the
-query and key projections for its rotary layout, so their ``B`` rows are permuted the same way. A converted adapter is
-cached under ``MULTIHOP_HOME/lora-gguf`` keyed by the adapter's checksum and the base model's.
+query and key projections for its rotary layout, so their ``B`` rows are permuted the same way; other architectures
+are refused. A converted adapter is cached under ``MULTIHOP_HOME/lora-gguf`` keyed by the checksums of the adapter's
+weights and configuration, of the base model, and by :data:`CONVERSION`.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 from pathlib import Path
 
 from multihop.models import sha256_file
 from multihop.paths import home
 
 ROTARY_PROJECTIONS = {"q_proj": "head_count", "k_proj": "head_count_kv"}  # rows permuted by the GGUF conversion
+ARCHITECTURES = ("llama",)  # those whose GGUF conversion is the one reproduced here
+CONVERSION = 1  # this conversion's version: part of the cache key, so a fix never reuses an old file
 
 
 def gguf_lora(adapter: Path, base_gguf: Path, base_sha256: str) -> Path:
     """The GGUF LoRA of the PEFT ``adapter`` folder for the model in ``base_gguf``, converted once and cached."""
-    adapter_sha = sha256_file(adapter / "adapter_model.safetensors")
+    digest = hashlib.sha256(f"conversion {CONVERSION}\n".encode())
+    digest.update(sha256_file(adapter / "adapter_model.safetensors").encode())
+    digest.update((adapter / "adapter_config.json").read_bytes())
     config = json.loads((adapter / "adapter_config.json").read_text())
-    target = home() / "lora-gguf" / f"{adapter_sha[:16]}-{base_sha256[:12]}.gguf"
+    target = home() / "lora-gguf" / f"{digest.hexdigest()[:16]}-{base_sha256[:12]}.gguf"
     if not target.exists():
         target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{target.name}.tmp")
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
         try:
             _convert(adapter / "adapter_model.safetensors", config, base_gguf, tmp)
             tmp.replace(target)
@@ -40,10 +47,15 @@ def _convert(weights: Path, config: dict, base_gguf: Path, out: Path) -> None:
     import gguf
     from safetensors.numpy import load_file
 
-    if config.get("use_rslora") or config.get("use_dora"):
-        raise ValueError("only plain LoRA adapters convert to GGUF (this one uses rsLoRA or DoRA)")
+    if config.get("use_rslora") or config.get("use_dora") or config.get("alpha_pattern") or config.get("rank_pattern"):
+        raise ValueError("only plain LoRA adapters convert to GGUF (this one uses rsLoRA, DoRA or per-layer ranks)")
+    if "lora_alpha" not in config:
+        raise ValueError("the adapter's adapter_config.json has no lora_alpha")
     base = gguf.GGUFReader(base_gguf)
     arch = _field(base, "general.architecture")
+    if arch not in ARCHITECTURES:
+        raise ValueError(f"LoRA adapters convert to GGUF for {', '.join(ARCHITECTURES)} models; {base_gguf.name} is "
+                         f"{arch} (run the student with engine='transformers')")
     heads = {key: int(_field(base, f"{arch}.attention.{key}")) for key in set(ROTARY_PROJECTIONS.values())}
     model_arch = next(key for key, value in gguf.MODEL_ARCH_NAMES.items() if value == arch)
     names = gguf.get_tensor_name_map(model_arch, int(_field(base, f"{arch}.block_count")))

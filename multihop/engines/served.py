@@ -2,8 +2,9 @@
 OpenAI-compatible server), reached over HTTP, with the in-process engines' bounded schema decoding.
 
 DSPy's OpenAI wire sends a schema as ``{"type": "json_schema", ...}``, which llama-cpp-python's server refuses; this
-engine sends each bounded schema the way that server takes it (``{"type": "json_object", "schema": ...}``), so a
-served model parses and ends its replies exactly as the in-process llama.cpp engine does.
+engine sends each bounded schema the way that server takes it (``{"type": "json_object", "schema": ...}``), with the
+in-process engine's sampling options, so a served model parses and ends its replies as the in-process llama.cpp
+engine does. The server does not report the prompt tokens it reused, so served calls count none.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import httpx
 
 from .base import Generation, LocalEngine
+from .llamacpp import completion_options
 
 SERVED_TIMEOUT = 600.0  # seconds for one generation: a long prompt on a busy 2-core server
 
@@ -34,18 +36,16 @@ class ServedEngine(LocalEngine):
         self._client = httpx.Client(timeout=timeout)
 
     def generate(self, messages: list[dict], config, max_tokens: int, schema: dict | None) -> Generation:
-        body = {"model": self.name, "messages": messages, "max_tokens": max_tokens,
-                "temperature": config.temperature or 0.0, "top_p": config.top_p or 1.0, "top_k": config.top_k or 0,
-                "min_p": 0.0, "stop": list(config.stop or ()) or None, "seed": config.seed}
-        if schema is not None:
-            body["response_format"] = {"type": "json_object", "schema": schema}
+        body = {"model": self.name, "messages": messages, **completion_options(config, max_tokens, schema)}
         response = self._client.post(f"{self.api_base}/chat/completions", json=body)
-        response.raise_for_status()
+        if response.is_error:
+            raise RuntimeError(f"the model server at {self.api_base} answered {response.status_code}: "
+                               f"{response.text[:500]}")
         reply = response.json()
         choice, usage = reply["choices"][0], reply["usage"]
-        cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0
         finish = "length" if choice.get("finish_reason") == "length" else "stop"
-        return Generation(choice["message"]["content"] or "", finish, usage["prompt_tokens"], cached,
+        # the server reuses the prompt prefix too, but does not report how much
+        return Generation(choice["message"]["content"] or "", finish, usage["prompt_tokens"], 0,
                           usage["completion_tokens"])
 
     def close(self) -> None:

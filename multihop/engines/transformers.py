@@ -44,7 +44,7 @@ class TransformersEngine(LocalEngine):
             model = PeftModel.from_pretrained(model, self.adapter)
         model.to(device).eval()
         self._tokenizer, self._model, self.device = tokenizer, model, device
-        self._grammars = SchemaGrammars(tokenizer) if self.constrained else None
+        self._grammars = SchemaGrammars(tokenizer, model.generation_config.eos_token_id) if self.constrained else None
 
     def generate(self, messages: list[dict], config, max_tokens: int, schema: dict | None) -> Generation:
         import torch
@@ -61,10 +61,16 @@ class TransformersEngine(LocalEngine):
             generation = dict(
                 max_new_tokens=max_tokens,
                 do_sample=sample,
+                num_beams=1,
+                num_return_sequences=1,
                 pad_token_id=tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id,
             )
             if sample:
-                generation.update(temperature=config.temperature, top_p=config.top_p or 1.0, top_k=config.top_k or 0)
+                generation.update(temperature=config.temperature, top_p=config.top_p or 1.0)
+                if config.top_k:
+                    generation["top_k"] = config.top_k
+                if config.seed is not None:
+                    torch.manual_seed(config.seed)
             else:
                 generation.update(temperature=None, top_p=None, top_k=None)
             if config.stop:
@@ -91,10 +97,10 @@ class TransformersEngine(LocalEngine):
         from transformers import DynamicCache
 
         if self._past is None:
-            return DynamicCache(), 0
+            return DynamicCache(config=self._model.config), 0
         shared = reusable_prefix(self._past_ids.tolist(), ids.tolist())
-        if shared == 0:
-            return DynamicCache(), 0
+        if shared == 0 or any(layer.is_sliding for layer in self._past.layers):  # a window cannot be cut back
+            return DynamicCache(config=self._model.config), 0
         self._past.crop(shared - self._past.get_seq_length())  # a negative count: the tokens to drop
         return self._past, shared
 
