@@ -37,8 +37,9 @@ _2WIKI_TYPES = {"comparison", "inference", "compositional", "bridge_comparison"}
 
 
 def read_records(path: str | Path) -> Iterator[tuple[str, Any]]:
-    """Yield ``(where, record)`` from a JSON list, a ``{title: text}`` object or JSON lines; ``where`` is
-    ``file:line N``, ``file:record N`` or ``file:key K`` for error messages. A title map yields ``(title, body)``."""
+    """Yield ``(where, record)`` from a JSON list, a ``{title: text}`` object or JSON lines (always, for a ``.jsonl``
+    file); ``where`` is ``file:line N``, ``file:record N`` or ``file:key K`` for error messages. A title map yields
+    ``(title, body)``."""
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such file")
@@ -50,11 +51,10 @@ def read_records(path: str | Path) -> Iterator[tuple[str, Any]]:
         raise DataFormatError(f"{path}:line {line}: byte {exc.start} is not UTF-8 ({exc.reason}); "
                               "re-encode the file as UTF-8") from None
     try:
-        data = json.loads(text)
+        data = None if path.suffix == ".jsonl" else json.loads(text)
     except json.JSONDecodeError as exc:
         if text.lstrip().startswith("["):
             raise DataFormatError(f"{path}:line {exc.lineno}: not valid JSON ({exc.msg})") from None
-        data = None
     if isinstance(data, list):
         yield from ((f"{path}:record {i}", rec) for i, rec in enumerate(data, 1))
     elif isinstance(data, dict) and not _is_record(data):
@@ -74,30 +74,58 @@ def _is_record(obj: dict) -> bool:
     return "question" in obj or {"title", "text"} <= obj.keys()
 
 
-def _field(rec: Any, name: str, where: str, kind: type | tuple[type, ...] = str) -> Any:
+_MISSING = object()
+
+
+def _field(rec: Any, name: str, where: str, kind: type | tuple[type, ...] = str, default: Any = _MISSING) -> Any:
+    """``rec[name]``, checked to be ``kind``; a missing field is an error unless a ``default`` is given (a field set
+    to null counts as missing then)."""
     if not isinstance(rec, dict):
-        raise DataFormatError(f"{where}: expected a JSON object, got {type(rec).__name__}")
+        raise DataFormatError(f"{where}: expected a JSON object, got {_kind_name(type(rec))}")
+    if rec.get(name) is None and default is not _MISSING:
+        return default
     if name not in rec:
         raise DataFormatError(f"{where}: field {name!r} is missing")
     value = rec[name]
-    if not isinstance(value, kind):
-        names = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
-        raise DataFormatError(f"{where}: field {name!r} should be {names}, got {type(value).__name__}")
+    if not isinstance(value, kind) or isinstance(value, bool) and bool not in _kinds(kind):
+        raise DataFormatError(f"{where}: field {name!r} should be {_kind_name(kind)}, got {_kind_name(type(value))}")
     return value
 
 
-def detect_format(rec: Any) -> str:
-    """Tell the dataset format from one record."""
+def _items(rec: Any, name: str, where: str, kind: type | tuple[type, ...], default: Any = _MISSING) -> list:
+    """``rec[name]`` as a list whose every item is ``kind``."""
+    values = _field(rec, name, where, list, default)
+    for i, value in enumerate(values):
+        if not isinstance(value, kind) or isinstance(value, bool) and bool not in _kinds(kind):
+            raise DataFormatError(f"{where}: field {name!r}[{i}] should be {_kind_name(kind)}, got "
+                                  f"{_kind_name(type(value))}")
+    return values
+
+
+def _kinds(kind: type | tuple[type, ...]) -> tuple[type, ...]:
+    return kind if isinstance(kind, tuple) else (kind,)
+
+
+def _kind_name(kind: type | tuple[type, ...]) -> str:
+    names = {str: "a string", int: "an integer", bool: "true or false", list: "a list", dict: "an object",
+             float: "a number", type(None): "null"}
+    return " or ".join(names.get(k, k.__name__) for k in _kinds(kind))
+
+
+def detect_format(rec: Any, where: str = "") -> str:
+    """Tell the dataset format from one record (``where`` it is, for the error)."""
+    at = f"{where}: " if where else ""
     if not isinstance(rec, dict):
-        raise DataFormatError("cannot detect the format: the first record is not a JSON object")
+        raise DataFormatError(f"{at}cannot detect the format: the record is not a JSON object")
     if "paragraphs" in rec and "question_decomposition" in rec:
         return "musique"
     if "context" in rec and "supporting_facts" in rec:
-        is_2wiki = rec.get("type") in _2WIKI_TYPES or "evidences" in rec or "qa_pairs" in rec
+        is_2wiki = (isinstance(rec.get("type"), str) and rec["type"] in _2WIKI_TYPES) or "evidences" in rec or \
+            "qa_pairs" in rec
         return "2wiki" if is_2wiki else "hotpotqa"
     if "question" in rec and ("answers" in rec or "answer" in rec):
         return "jsonl"
-    raise DataFormatError(f"cannot detect the format of a record with fields {sorted(rec)}")
+    raise DataFormatError(f"{at}cannot detect the format of a record with fields {sorted(rec)}")
 
 
 def _example(**fields: Any) -> dspy.Example:
@@ -109,33 +137,40 @@ def _example(**fields: Any) -> dspy.Example:
 def _musique(rec: dict, where: str) -> dspy.Example:
     qid = _field(rec, "id", where)
     paragraphs, gold = [], []
-    for i, para in enumerate(_field(rec, "paragraphs", where, list)):
+    for i, para in enumerate(_items(rec, "paragraphs", where, dict)):
         at = f"{where} paragraphs[{i}]"
         passage = Passage.make(_field(para, "title", at), _field(para, "paragraph_text", at))
-        paragraphs.append({**passage.to_dict(), "is_supporting": bool(para.get("is_supporting"))})
-        if para.get("is_supporting"):
+        supporting = _field(para, "is_supporting", at, bool, False)
+        paragraphs.append({**passage.to_dict(), "is_supporting": supporting})
+        if supporting:
             gold.append(passage.id)
-    decomposition = _field(rec, "question_decomposition", where, list)
+    decomposition = _items(rec, "question_decomposition", where, dict)
+    steps = [f"{where} question_decomposition[{i}]" for i in range(len(decomposition))]
     hops = re.match(r"(\d+)hop", qid)
     return _example(
         id=qid,
         question=_field(rec, "question", where),
-        answers=[_field(rec, "answer", where), *rec.get("answer_aliases", [])],
+        answers=[_field(rec, "answer", where), *_items(rec, "answer_aliases", where, str, [])],
         gold_passage_ids=gold,
-        decomposition=[_field(step, "question", f"{where} question_decomposition") for step in decomposition],
-        decomposition_answers=[step.get("answer", "") for step in decomposition],
+        decomposition=[_field(step, "question", at) for step, at in zip(decomposition, steps, strict=True)],
+        decomposition_answers=[_field(step, "answer", at, str, "") for step, at in zip(decomposition, steps,
+                                                                                       strict=True)],
         hops=int(hops.group(1)) if hops else len(decomposition),
-        type="answerable" if rec.get("answerable", True) else "unanswerable",
+        type="answerable" if _field(rec, "answerable", where, bool, True) else "unanswerable",
         dataset="musique",
         paragraphs=paragraphs,
     )
 
 
 def _context_paragraphs(rec: dict, where: str) -> tuple[list[dict], list[str]]:
-    supporting = {title for title, *_ in _field(rec, "supporting_facts", where, list)}
+    facts = _items(rec, "supporting_facts", where, list)
+    if not all(fact and isinstance(fact[0], str) for fact in facts):
+        raise DataFormatError(f"{where}: field 'supporting_facts' should hold [title, sentence index] pairs")
+    supporting = {fact[0] for fact in facts}
     paragraphs, gold = [], []
     for i, item in enumerate(_field(rec, "context", where, list)):
-        if not (isinstance(item, list) and len(item) == 2 and isinstance(item[1], list)):
+        if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], str) and isinstance(item[1], list)
+                and all(isinstance(sentence, str) for sentence in item[1])):
             raise DataFormatError(f"{where}: field 'context'[{i}] should be [title, [sentences]]")
         title, sentences = item
         passage = Passage.make(title, join_sentences(sentences))
@@ -154,7 +189,7 @@ def _hotpotqa(rec: dict, where: str) -> dspy.Example:
         gold_passage_ids=gold,
         decomposition=[],
         hops=2,
-        type=rec.get("type", ""),
+        type=_field(rec, "type", where, str, ""),
         dataset="hotpotqa",
         paragraphs=paragraphs,
     )
@@ -162,41 +197,41 @@ def _hotpotqa(rec: dict, where: str) -> dspy.Example:
 
 def _2wiki(rec: dict, where: str) -> dspy.Example:
     paragraphs, gold = _context_paragraphs(rec, where)
-    qa_pairs = rec.get("qa_pairs") or []
+    qa_pairs = _items(rec, "qa_pairs", where, dict, [])
     return _example(
         id=_field(rec, "_id", where),
         question=_field(rec, "question", where),
         answers=[_field(rec, "answer", where)],
         gold_passage_ids=gold,
-        decomposition=[pair["question"] for pair in qa_pairs],
-        hops=len(qa_pairs) or len(rec.get("evidences") or []) or 2,
-        type=rec.get("type", ""),
+        decomposition=[_field(pair, "question", f"{where} qa_pairs[{i}]") for i, pair in enumerate(qa_pairs)],
+        hops=len(qa_pairs) or len(_field(rec, "evidences", where, list, [])) or 2,
+        type=_field(rec, "type", where, str, ""),
         dataset="2wiki",
         paragraphs=paragraphs,
     )
 
 
 def _generic(rec: dict, where: str) -> dspy.Example:
-    answers = rec["answers"] if "answers" in rec else [_field(rec, "answer", where)]
-    if not isinstance(answers, list) or not all(isinstance(a, str) for a in answers):
-        raise DataFormatError(f"{where}: field 'answers' should be a list of strings")
+    answers = _items(rec, "answers", where, str) if "answers" in rec else [_field(rec, "answer", where)]
     paragraphs, gold = [], []
-    for i, para in enumerate(rec.get("paragraphs", [])):
+    for i, para in enumerate(_items(rec, "paragraphs", where, dict, [])):
         at = f"{where} paragraphs[{i}]"
-        passage = Passage.make(para.get("title", ""), _field(para, "text", at), para.get("id"))
-        paragraphs.append({**passage.to_dict(), "is_supporting": bool(para.get("is_supporting"))})
-        if para.get("is_supporting"):
+        passage = Passage.make(_field(para, "title", at, str, ""), _field(para, "text", at),
+                               _field(para, "id", at, str, None))
+        supporting = _field(para, "is_supporting", at, bool, False)
+        paragraphs.append({**passage.to_dict(), "is_supporting": supporting})
+        if supporting:
             gold.append(passage.id)
-    decomposition = rec.get("decomposition", [])
+    decomposition = _items(rec, "decomposition", where, str, [])
     return _example(
         id=str(_field(rec, "id", where, (str, int))),
         question=_field(rec, "question", where),
         answers=answers,
-        gold_passage_ids=rec.get("gold_passage_ids", gold),
+        gold_passage_ids=_items(rec, "gold_passage_ids", where, str, gold),
         decomposition=decomposition,
-        hops=rec.get("hops", len(decomposition)),
-        type=rec.get("type", ""),
-        dataset=rec.get("dataset", "jsonl"),
+        hops=_field(rec, "hops", where, int, len(decomposition)),
+        type=_field(rec, "type", where, str, ""),
+        dataset=_field(rec, "dataset", where, str, "jsonl"),
         paragraphs=paragraphs,
     )
 
@@ -216,7 +251,10 @@ def load_dataset(path: str | Path, format: str | None = None, limit: int | None 
     seen: dict[str, str] = {}
     empty = 0
     for where, rec in read_records(path):
-        format = format or detect_format(rec)
+        if isinstance(rec, tuple):
+            raise DataFormatError(f"{path}: a {{title: text}} map is a corpus, not questions; a question file holds "
+                                  "JSON objects with a 'question', one per line or in a list")
+        format = format or detect_format(rec, where)
         example = _PARSERS[format](rec, where)
         if example.id in seen:
             raise DataFormatError(f"{where}: question id {example.id!r} repeats {seen[example.id]}")
@@ -256,12 +294,14 @@ def load_corpus(path: str | Path) -> Corpus:
     for where, rec in itertools.chain([first], records):
         if isinstance(rec, tuple):  # {title: text | [sentences]}
             title, body = rec
-            text = join_sentences(body) if isinstance(body, list) else body
-            if not isinstance(text, str):
+            if isinstance(body, list) and all(isinstance(sentence, str) for sentence in body):
+                body = join_sentences(body)
+            if not isinstance(body, str):
                 raise DataFormatError(f"{where}: value should be a text or a list of sentences")
-            corpus.add(Passage.make(title, text))
+            corpus.add(Passage.make(title, body))
         else:
-            corpus.add(Passage.make(_field(rec, "title", where), _field(rec, "text", where), rec.get("id")))
+            corpus.add(Passage.make(_field(rec, "title", where), _field(rec, "text", where),
+                                    _field(rec, "id", where, str, None)))
     if corpus.skipped_empty:
         logger.warning("%s: skipped %d empty passages", path, corpus.skipped_empty)
     return corpus

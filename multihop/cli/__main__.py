@@ -1,3 +1,3 @@
-from multihop.cli import app
+from multihop.cli import main
 
-app()
+main()

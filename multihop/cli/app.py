@@ -9,12 +9,14 @@ import typer
 
 from multihop.cli import demo, resources, runs, serving, traces, training
 
-app = typer.Typer(help="Multi-hop RAG methods as DSPy programs.", no_args_is_help=True, add_completion=False)
+app = typer.Typer(help="Multi-hop RAG methods as DSPy programs.", no_args_is_help=True, add_completion=False,
+                  pretty_exceptions_enable=False)
 
 
 @app.callback()
 def main(verbose: bool = typer.Option(False, "--verbose", "-v",
-                                      help="log what multihop does (INFO); other libraries log warnings only")):
+                                      help="log what multihop does (INFO); other libraries log warnings only"),
+         debug: bool = typer.Option(False, "--debug", help="show the traceback of an error (also MULTIHOP_DEBUG=1)")):
     configure_logging(verbose)
 
 

@@ -1,0 +1,59 @@
+"""How the command line ends on an error: one line ``error: …`` on stderr naming what to change, exit code 2 for bad
+input or arguments and 1 for a failure at run time, the traceback only with ``--debug`` (or ``MULTIHOP_DEBUG=1``)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+
+import typer
+
+from multihop.models import ChecksumMismatchError, ModelNotInstalledError
+
+BAD_INPUT = 2  # exit code: the command line, a file or a folder given is wrong
+FAILURE = 1  # exit code: the run failed (an endpoint, the disk, a bug)
+INTERRUPTED = 130
+# Exceptions that mean the input is wrong: a bad value or file (ValueError: DataFormatError, IndexMismatchError...),
+# something missing (FileNotFoundError, KeyError naming it, a model not installed), a file that changed on disk.
+INPUT_ERRORS = (ValueError, FileNotFoundError, NotADirectoryError, IsADirectoryError, KeyError, ModelNotInstalledError,
+                ChecksumMismatchError)
+
+
+def debugging(argv: list[str]) -> bool:
+    """Whether to show tracebacks: ``--debug`` among the options, or ``MULTIHOP_DEBUG`` set to a true value."""
+    return "--debug" in argv or os.environ.get("MULTIHOP_DEBUG", "").lower() in ("1", "true", "yes")
+
+
+def run(app, argv: list[str] | None = None) -> int:
+    """Run the Typer ``app`` on ``argv`` (default: the process's arguments) and return its exit code, turning every
+    error into one line."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        app(args=argv, prog_name="multihop", standalone_mode=False)
+    except typer.Exit as exc:
+        return exc.exit_code
+    except (KeyboardInterrupt, typer.Abort):
+        print("error: interrupted (a rerun resumes where this run stopped)", file=sys.stderr)
+        return INTERRUPTED
+    except typer.TyperException as exc:  # Click's usage errors and bad parameters (typer.BadParameter)
+        return report(exc.format_message(), BAD_INPUT, argv)
+    except INPUT_ERRORS as exc:
+        return report(message(exc), BAD_INPUT, argv)
+    except Exception as exc:  # noqa: BLE001 - the last resort: one line, the traceback with --debug
+        return report(message(exc), FAILURE, argv)
+    return 0
+
+
+def message(exc: BaseException) -> str:
+    """An exception as one line: its message (a ``KeyError``'s without the quotes), else its type."""
+    text = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+    text = " ".join(str(text).split())
+    return text if text else type(exc).__name__
+
+
+def report(text: str, code: int, argv: list[str]) -> int:
+    if debugging(argv):
+        traceback.print_exc()
+    print(f"error: {text}", file=sys.stderr)
+    return code

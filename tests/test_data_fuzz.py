@@ -1,0 +1,93 @@
+"""Loaders and corpus readers under any JSON: a ``DataFormatError`` naming the place, or valid Examples/passages."""
+
+import json
+
+import dspy
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from multihop.corpus import Corpus, DataFormatError
+from multihop.data import load_corpus, load_dataset
+
+MUSIQUE = {"id": "2hop__1_2", "question": "Q?", "answer": "A", "answer_aliases": ["a"], "answerable": True,
+           "paragraphs": [{"idx": 0, "title": "T", "paragraph_text": "text", "is_supporting": True}],
+           "question_decomposition": [{"id": 1, "question": "q1", "answer": "a1", "paragraph_support_idx": 0}]}
+HOTPOT = {"_id": "h1", "question": "Q?", "answer": "A", "type": "bridge", "level": "easy",
+          "supporting_facts": [["T", 0]], "context": [["T", ["First.", " Second."]]]}
+TWOWIKI = {**HOTPOT, "_id": "w1", "type": "comparison", "evidences": [["a", "b", "c"]],
+           "qa_pairs": [{"question": "q1", "answer": "a1"}]}
+GENERIC = {"id": "g1", "question": "Q?", "answers": ["A"], "paragraphs": [{"title": "T", "text": "x", "id": "p"}],
+           "decomposition": ["q1"], "hops": 1}
+RECORDS = {"musique": MUSIQUE, "hotpotqa": HOTPOT, "2wiki": TWOWIKI, "jsonl": GENERIC}
+
+JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner,
+                                                                                 max_size=3), max_leaves=8)
+FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+def paths(record: dict) -> list[tuple]:
+    """Every place in ``record`` a value sits: keys of objects and indexes of lists, nested."""
+    found = []
+    for key, value in (record.items() if isinstance(record, dict) else enumerate(record)):
+        found.append((key,))
+        if isinstance(value, dict | list):
+            found += [(key, *rest) for rest in paths(value)]
+    return found
+
+
+def replaced(record, path: tuple, value):
+    copy = json.loads(json.dumps(record))
+    node = copy
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    return copy
+
+
+def load_or_refuse(path, format=None):
+    try:
+        examples = load_dataset(path, format=format)
+    except DataFormatError as exc:
+        assert str(path) in str(exc)  # the error names the file (and the line and field)
+        return
+    for example in examples:
+        assert isinstance(example, dspy.Example) and isinstance(example.question, str)
+        assert all(isinstance(a, str) for a in example.answers) and isinstance(example.paragraphs, list)
+
+
+@pytest.mark.parametrize("format", sorted(RECORDS))
+@FUZZ
+@given(data=st.data(), value=JSON)
+def test_any_value_in_any_field_gives_a_data_format_error_or_a_valid_example(tmp_path, format, data, value):
+    record = RECORDS[format]
+    path = data.draw(st.sampled_from(paths(record)))
+    file = tmp_path / "q.jsonl"
+    file.write_text(json.dumps(replaced(record, path, value)) + "\n")
+    load_or_refuse(file, format)
+    load_or_refuse(file)  # the format detected from the record
+
+
+@FUZZ
+@given(value=JSON)
+def test_any_record_gives_a_data_format_error_or_a_valid_corpus(tmp_path, value):
+    for text in (json.dumps([value]), json.dumps({"T": value}), json.dumps({"title": "T", "text": value}) + "\n"):
+        file = tmp_path / "corpus.json"
+        file.write_text(text)
+        try:
+            corpus = load_corpus(file)
+        except DataFormatError as exc:
+            assert str(file) in str(exc)
+            continue
+        assert isinstance(corpus, Corpus) and all(isinstance(t, str) for t in corpus.texts())
+
+
+def test_a_record_without_question_and_paragraphs_as_text_name_file_line_and_field(tmp_path):
+    file = tmp_path / "q.jsonl"
+    file.write_text(json.dumps({k: v for k, v in MUSIQUE.items() if k != "question"}) + "\n")
+    with pytest.raises(DataFormatError, match=r"q.jsonl:line 1: field 'question' is missing"):
+        load_dataset(file, format="musique")
+    file.write_text(json.dumps({**GENERIC, "paragraphs": "one long text"}) + "\n")
+    with pytest.raises(DataFormatError, match=r"q.jsonl:line 1: field 'paragraphs' should be a list, got a string"):
+        load_dataset(file)
