@@ -105,8 +105,8 @@ def run_demo(out: Path, train: int = 20, dev: int = 20, lm: LMOptions | None = N
 def demo_cmd(
     lm: LMOptions,
     out: Path = typer.Option(Path("runs/demo"), help="output folder"),
-    train: int = typer.Option(20, help="train questions to compile on"),
-    dev: int = typer.Option(20, help="dev questions to evaluate"),
+    train: int = typer.Option(20, help="train questions to compile on", min=1),
+    dev: int = typer.Option(20, help="dev questions to evaluate", min=1),
 ):
     """The main job: install models, index MuSiQue, compile SingleStepRAG, evaluate it, NoRetrieval and CoopRAG."""
     run_demo(out, train=train, dev=dev, lm=lm, console=console)

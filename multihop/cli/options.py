@@ -90,7 +90,7 @@ def lm_options(*names: str, help: str = LM_HELP, max_tokens: int | None = None) 
         "api_key": (str | None, typer.Option(None, "--api-key", envvar=API_KEY_ENV, show_envvar=False,
                                              help=API_KEY_HELP)),
         "adapter": (str | None, typer.Option(None, "--adapter", help=ADAPTER_HELP)),
-        "max_tokens": (int | None, typer.Option(max_tokens, "--max-tokens", help=MAX_TOKENS_HELP)),
+        "max_tokens": (int | None, typer.Option(max_tokens, "--max-tokens", min=1, help=MAX_TOKENS_HELP)),
         "engine": (str, typer.Option("auto", "--engine", help=ENGINE_HELP)),
     }, CommandLM)
 

@@ -41,7 +41,7 @@ def program_options() -> Callable:
                                             "paragraphs, IRCoT style)")),
         "retriever": (str | None, typer.Option(None, "--retriever", help="a saved retriever folder (overrides "
                                                "--corpus)")),
-        "k": (int, typer.Option(5, "--k", help="passages retrieved per query")),
+        "k": (int, typer.Option(5, "--k", min=1, help="passages retrieved per query")),
         "encoder": (str, typer.Option("mpnet", "--encoder", help="encoder of an index built on the fly")),
         "settings": (list[str] | None, SET_OPT),
     }, ProgramOptions)

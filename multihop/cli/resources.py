@@ -77,9 +77,9 @@ def index_build(
     encoder: str = typer.Option("mpnet", help="encoder name or sentence-transformers folder"),
     index: str = typer.Option("auto", help="FAISS index kind: flat, ivf, hnsw or auto (flat below 100k passages)"),
     rerank: str = typer.Option("none", help="none or a reranker name: maxsim, rala-eq4, rala-eq3"),
-    n: int = typer.Option(20, help="first-stage passages handed to the reranker"),
-    k: int = typer.Option(5, help="passages returned"),
-    buckets: int = typer.Option(None, help="RaLa layer buckets (default 4)"),
+    n: int = typer.Option(20, help="first-stage passages handed to the reranker", min=1),
+    k: int = typer.Option(5, help="passages returned", min=1),
+    buckets: int = typer.Option(None, help="RaLa layer buckets (default 4)", min=1),
     markers: str = MARKERS_OPT,
     token_cache: bool = typer.Option(True, help="keep token states with a dense index so reranking skips encoding"),
 ):

@@ -22,8 +22,8 @@ def eval_cmd(
     data: str = typer.Option(..., help=f"questions to evaluate: {DEV_QUESTIONS}"),
     out: Path = typer.Option(..., help="output folder (rerun to resume)"),
     load: Path = typer.Option(None, help="a compiled program folder from `multihop compile` (instead of --program)"),
-    limit: int = typer.Option(None, help="first N questions only"),
-    threads: int = typer.Option(1, help="questions evaluated at once"),
+    limit: int = typer.Option(None, help="first N questions only", min=1),
+    threads: int = typer.Option(1, help="questions evaluated at once", min=1),
     judge_lm: str = typer.Option(None, help="an LM that judges each answer (LLM Eval, ComposeRAG §5.1)"),
 ):
     """Evaluate a program on a question file; prints the metrics table and saves rows, traces and summary."""
@@ -48,7 +48,7 @@ def eval_cmd(
 def ask_cmd(
     lm: LMOptions,
     question: str = typer.Argument(...),
-    load: Path = typer.Option(..., help="a compiled program folder"),
+    load: Path = typer.Option(..., exists=True, file_okay=False, help="a compiled program folder"),
 ):
     """Answer one question with a saved program and print its stage trace."""
     from multihop.programs import load as load_program

@@ -12,7 +12,7 @@ from multihop.models import DEFAULT_LM
 
 def serve_cmd(
     lm: str = typer.Option(DEFAULT_LM, "--lm", help="a local GGUF model: local:smollm2 or local:<file.gguf>"),
-    port: int = typer.Option(8000, "--port", help="the port to listen on"),
+    port: int = typer.Option(8000, "--port", help="the port to listen on", min=1, max=65535),
     host: str = typer.Option("127.0.0.1", "--host", help="the address to listen on (loopback by default)"),
     adapter: Path | None = typer.Option(None, "--adapter", help="a LoRA adapter folder from `multihop distill`"),
 ):

@@ -29,7 +29,7 @@ def _short(value, width: int = 160) -> str:
 
 
 @trace_app.command("show")
-def trace_show(out: Path = typer.Argument(..., help="an evaluation output folder"),
+def trace_show(out: Path = typer.Argument(..., exists=True, file_okay=False, help="an evaluation output folder"),
                id: str = typer.Option(None, "--id", help="question id (default: list the questions)")):
     """Show the stage trace of one evaluated question, or list the questions of a run."""
     from multihop.evaluation import RESULTS, trace_path

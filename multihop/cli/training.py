@@ -29,13 +29,14 @@ def retriever_train(
     out: Path = typer.Option(..., help="folder for the fine-tuned encoder (and its resumable checkpoint)"),
     encoder: str = typer.Option("mpnet", help="encoder to start from"),
     unrolled: Path = typer.Option(None, help="JSON lines {id, unrolled}: train on unrolled questions"),
-    limit: int = typer.Option(None, help="questions read per file"),
-    batch_size: int = typer.Option(40, help="questions per mini-batch (App. F.1: 40)"),
-    micro_batch: int = typer.Option(8, help="texts per forward pass (memory only; the loss is the full batch's)"),
-    epochs: int = typer.Option(1),
-    max_steps: int = typer.Option(None),
-    lr: float = typer.Option(2e-5),
-    tau: float = typer.Option(0.05, help="InfoNCE temperature (App. F.2: 0.05)"),
+    limit: int = typer.Option(None, help="questions read per file", min=1),
+    batch_size: int = typer.Option(40, help="questions per mini-batch (App. F.1: 40)", min=1),
+    micro_batch: int = typer.Option(8, min=1,
+                                    help="texts per forward pass (memory only; the loss is the full batch's)"),
+    epochs: int = typer.Option(1, min=1),
+    max_steps: int = typer.Option(None, min=1),
+    lr: float = typer.Option(2e-5, min=1e-9),
+    tau: float = typer.Option(0.05, help="InfoNCE temperature (App. F.2: 0.05)", min=1e-6),
     alpha: bool = typer.Option(True, help="difficulty-aware weight α (--no-alpha: the w/o α ablation)"),
     omega: bool = typer.Option(True, help="gap-aware weight ω in the score (--no-omega: the w/o ω ablation)"),
     markers: str = MARKERS_OPT,
@@ -62,7 +63,7 @@ def cooprag_unroll(
     data: str = typer.Argument(..., help=f"train questions: {TRAIN_QUESTIONS}"),
     out: Path = typer.Option(..., help="JSON-lines file to write (rerun to resume)"),
     uncertainty_mask: bool = typer.Option(True, help="--no-uncertainty-mask: §4.6's unrolling without <UNCERTAIN>"),
-    limit: int = typer.Option(None, help="first N questions only"),
+    limit: int = typer.Option(None, help="first N questions only", min=1),
 ):
     """Unroll train questions (sub-questions, masked chain, query U of Eq. 1) for `multihop retriever train
     --unrolled`."""
@@ -86,9 +87,9 @@ def compile_cmd(
     out: Path = typer.Option(..., help="folder to save the compiled program into"),
     optimizer: str = typer.Option("bootstrap", help="labeled, bootstrap, random-search, mipro, simba or gepa"),
     val: str = typer.Option(None, help=f"validation questions (scores before/after): {DEV_QUESTIONS}"),
-    val_limit: int = typer.Option(20, help="validation questions used"),
+    val_limit: int = typer.Option(20, help="validation questions used", min=1),
     metric: str = typer.Option("f1", help="em, f1, acc, cover_em or recall@K"),
-    limit: int = typer.Option(20, help="train questions used"),
+    limit: int = typer.Option(20, help="train questions used", min=1),
     seed: int = typer.Option(0),
     prompt_lm: str = typer.Option(None, help="LM that writes instructions / reflects (MIPROv2, SIMBA, GEPA)"),
     teacher_lm: str = typer.Option(None, help="LM that runs the program while bootstrapping demos"),
@@ -134,7 +135,7 @@ def trajectories_cmd(
     load_dir: Path = typer.Option(None, "--load", help="a compiled program folder (instead of --program)"),
     metric: str = typer.Option("f1"),
     min_score: float = typer.Option(1.0, help="keep questions scoring at least this"),
-    limit: int = typer.Option(20),
+    limit: int = typer.Option(20, min=1),
 ):
     """Record every stage call of a program run by a teacher LM, keeping the questions that pass the metric."""
     from multihop.data import load_dataset
@@ -151,20 +152,21 @@ def trajectories_cmd(
 
 
 def distill_cmd(
-    files: list[Path] = typer.Argument(..., help="trajectory files (<stage>.jsonl), one or several stages"),
+    files: list[Path] = typer.Argument(..., exists=True, dir_okay=False,
+                                       help="trajectory files (<stage>.jsonl), one or several stages"),
     out: Path = typer.Option(..., help="adapter folder"),
     preset: str = typer.Option("default", help="a registered preset: default, cirag (CIRAG App. B.4) or hanrag "
                                "(HANRAG App. D)"),
     base: str = typer.Option(None, help="student: registry name or HF folder (default smollm2)"),
     stages: list[str] = typer.Option(None, "--stage", help="refuse rows of other stages"),
-    r: int = typer.Option(None, help="LoRA rank (overrides the preset)"),
-    alpha: int = typer.Option(None, help="LoRA alpha"),
-    dropout: float = typer.Option(None, help="LoRA dropout"),
-    epochs: int = typer.Option(None),
-    lr: float = typer.Option(None),
+    r: int = typer.Option(None, help="LoRA rank (overrides the preset)", min=1),
+    alpha: int = typer.Option(None, help="LoRA alpha", min=1),
+    dropout: float = typer.Option(None, help="LoRA dropout", min=0.0, max=1.0),
+    epochs: int = typer.Option(None, min=1),
+    lr: float = typer.Option(None, min=1e-9),
     scheduler: str = typer.Option(None, help="linear, cosine, constant, ..."),
-    warmup: float = typer.Option(None, help="share of steps spent warming up"),
-    batch_size: int = typer.Option(None, help="rows per optimizer step"),
+    warmup: float = typer.Option(None, help="share of steps spent warming up", min=0.0, max=1.0),
+    batch_size: int = typer.Option(None, help="rows per optimizer step", min=1),
 ):
     """Train a LoRA student on teacher trajectories; use it with --lm local:smollm2 --adapter on the adapter folder."""
     from multihop.optimize.distill import DistillConfig, distill
