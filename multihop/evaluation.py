@@ -13,6 +13,7 @@ so the judge's calls never count as the program's.
 from __future__ import annotations
 
 import contextvars
+import hashlib
 import json
 import re
 import time
@@ -22,16 +23,27 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 import dspy
+from dspy.utils.exceptions import (
+    LMAuthError,
+    LMBillingError,
+    LMRateLimitError,
+    LMServerError,
+    LMTimeoutError,
+    LMTransportError,
+)
 from rich.console import Console
 from rich.table import Table
 from tqdm.auto import tqdm
 
+from multihop.folders import check_run, locked
 from multihop.jsonl import append_row, read_rows
 from multihop.metrics import LLMJudge, answer_scores, recall_at_k
 from multihop.paths import atomic_write_text
 from multihop.tracing import jsonable, record_trace
 
 RESULTS = "results.jsonl"
+MAX_ENDPOINT_FAILURES = 10  # questions in a row whose LM endpoint failed: the run stops
+ENDPOINT_ERRORS = (LMTransportError, LMTimeoutError, LMServerError, LMRateLimitError, LMAuthError, LMBillingError)
 SUMMARY = "summary.json"
 METRIC_COLUMNS = [("em", "EM"), ("f1", "F1"), ("acc", "Acc"), ("cover_em", "Cover-EM"), ("llm_eval", "LLM Eval"),
                   ("recall@2", "R@2"), ("recall@5", "R@5")]
@@ -66,7 +78,8 @@ def run_question(program: dspy.Module, example: dspy.Example, judge: LLMJudge | 
         if judge is not None:
             row["metrics"]["llm_eval"] = judge(example.question, row["prediction"], example.answers)
     except Exception as exc:  # one broken question must not end the run
-        row.update(prediction="", passage_ids=[], counts={}, metrics={}, error=f"{type(exc).__name__}: {exc}")
+        row.update(prediction="", passage_ids=[], counts={}, metrics={}, error=f"{type(exc).__name__}: {exc}",
+                   endpoint_error=isinstance(exc, ENDPOINT_ERRORS))
         row["traceback"] = traceback.format_exc(limit=8)
     row["seconds"] = round(time.perf_counter() - start, 3)
     return row, trace
@@ -135,6 +148,22 @@ def render_table(summaries: dict[str, dict], title: str = "multihop evaluation",
     return table
 
 
+class EndpointDownError(RuntimeError):
+    """The LM endpoint failed on :data:`MAX_ENDPOINT_FAILURES` questions in a row."""
+
+
+def run_manifest(program: dspy.Module, examples: Sequence[dspy.Example], judge_lm: dspy.BaseLM | None = None,
+                 **extra) -> dict:
+    """What makes an evaluation folder's rows mean something: the program and its settings, the LM (its model
+    string keys the engine, decoding and weights), the judge, the questions (their ids, so a limit counts), and what
+    the caller adds (``extra``: a data file's checksum, a compiled program's, a retriever's)."""
+    lm = dspy.settings.lm
+    ids = "\n".join(str(example.id) for example in examples)
+    return {"program": type(program).__name__, "config": program.config() if hasattr(program, "config") else None,
+            "lm": getattr(lm, "model", None), "judge": getattr(judge_lm, "model", None),
+            "questions": hashlib.sha256(ids.encode()).hexdigest()[:16], "count": len(examples), **extra}
+
+
 def evaluate(
     program: dspy.Module,
     examples: Sequence[dspy.Example],
@@ -144,39 +173,74 @@ def evaluate(
     name: str | None = None,
     console: Console | None = None,
     judge_lm: dspy.BaseLM | None = None,
+    manifest: dict | None = None,
+    keep_errors: bool = False,
 ) -> dict:
     """Evaluate ``program`` on ``examples``, writing rows and traces to ``out_dir`` as they finish; returns the summary.
 
     ``threads`` questions run at once, each in a copy of the caller's context, so ``dspy.context(...)`` settings and
-    traces stay per question. Rerunning with the same ``out_dir`` resumes. ``judge_lm`` adds LLM Eval to each row.
+    traces stay per question. The folder is locked while the run writes (:func:`multihop.folders.locked`) and keeps
+    the run's manifest (``manifest``, default :func:`run_manifest`): rerunning with the same manifest resumes —
+    retrying the questions that ended in an error unless ``keep_errors`` —, another is refused. When the LM endpoint
+    fails on :data:`MAX_ENDPOINT_FAILURES` questions in a row the run stops (``EndpointDownError``) without recording
+    them, so a rerun retries them. ``judge_lm`` adds LLM Eval to each row.
     """
     judge = LLMJudge(judge_lm) if judge_lm is not None else None
     out = Path(out_dir)
-    (out / "traces").mkdir(parents=True, exist_ok=True)
-    results_path = out / RESULTS
-    done = read_rows(results_path)
-    todo = [ex for ex in examples if ex.id not in done]
-    rows = dict(done)
-    with open(results_path, "a", encoding="utf-8") as sink, ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
-        futures = [pool.submit(contextvars.copy_context().run, run_question, program, ex, judge) for ex in todo]
-        bar = tqdm(total=len(examples), initial=len(examples) - len(todo), desc=name or "evaluating", unit="q",
-                   disable=not progress)
-        try:
-            for future in as_completed(futures):
-                row, trace = future.result()  # rows are written by this thread only, as they finish
-                atomic_write_text(trace_path(out, row["id"]), json.dumps(jsonable(trace), indent=1))
-                append_row(sink, row)
-                rows[row["id"]] = row
-                bar.update(1)
-        except BaseException:
-            for future in futures:
-                future.cancel()
-            raise
-        finally:
-            bar.close()
+    with locked(out):
+        check_run(out, manifest or run_manifest(program, examples, judge_lm), kind="evaluation")
+        rows = resumable_rows(out / RESULTS, keep_errors)
+        todo = [ex for ex in examples if ex.id not in rows]
+        _run(program, todo, judge, out, rows, threads,
+             tqdm(total=len(examples), initial=len(examples) - len(todo), desc=name or "evaluating", unit="q",
+                  disable=not progress))
     summary = summarize([rows[ex.id] for ex in examples if ex.id in rows], getattr(program, "count_display", {}))
     summary["program"] = name or type(program).__name__
     atomic_write_text(out / SUMMARY, json.dumps(summary, indent=2))
     if console is not None:
         console.print(render_table({summary["program"]: summary}))
     return summary
+
+
+def resumable_rows(path: Path, keep_errors: bool) -> dict[str, dict]:
+    """The rows a rerun keeps, one per id (the latest); rows that ended in an error are dropped from the file (and so
+    retried) unless ``keep_errors``."""
+    rows = read_rows(path)
+    kept = rows if keep_errors else {qid: row for qid, row in rows.items() if not row.get("error")}
+    if path.exists() and len(kept) != sum(1 for line in path.read_text(encoding="utf-8").splitlines() if line):
+        atomic_write_text(path, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in kept.values()))
+    return dict(kept)
+
+
+def _run(program, todo, judge, out: Path, rows: dict, threads: int, bar) -> None:
+    """Run ``todo`` and record each row and trace as it finishes; rows of a streak of endpoint failures wait until
+    a question succeeds, and are dropped when the streak stops the run."""
+    (out / "traces").mkdir(parents=True, exist_ok=True)
+    streak: list[tuple[dict, list]] = []
+    with open(out / RESULTS, "a", encoding="utf-8") as sink, ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
+        futures = [pool.submit(contextvars.copy_context().run, run_question, program, ex, judge) for ex in todo]
+        try:
+            for future in as_completed(futures):
+                streak.append(future.result())
+                bar.update(1)
+                if streak[-1][0].get("endpoint_error"):
+                    if len(streak) >= MAX_ENDPOINT_FAILURES:
+                        raise EndpointDownError(
+                            f"the LM endpoint failed on {len(streak)} questions in a row (last: "
+                            f"{streak[-1][0]['error'][:200]}); they are not recorded, so a rerun retries them")
+                    continue
+                for row, trace in streak:  # rows are written by this thread only, as they finish
+                    atomic_write_text(trace_path(out, row["id"]), json.dumps(jsonable(trace), indent=1))
+                    append_row(sink, row)
+                    rows[row["id"]] = row
+                streak = []
+            for row, trace in streak:  # the run ended before the streak grew long: keep its rows
+                atomic_write_text(trace_path(out, row["id"]), json.dumps(jsonable(trace), indent=1))
+                append_row(sink, row)
+                rows[row["id"]] = row
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            raise
+        finally:
+            bar.close()

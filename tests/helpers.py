@@ -110,11 +110,20 @@ class StaticRetriever(dspy.Module):
 
 
 class Echo(MultihopProgram):
-    """Answers every question with a fixed answer; can be told to crash or die on given questions."""
+    """Answers every question with a fixed answer; can be told to crash or die on given questions (faults injected,
+    not settings: they are not part of its ``config()``, as a crash is not part of a run)."""
 
-    def __init__(self, answer="x", fail_on=(), die_on=()):
+    def __init__(self, answer="x"):
         super().__init__()
-        self.answer, self.fail_on, self.die_on, self.seen = answer, set(fail_on), set(die_on), []
+        self.answer, self.fail_on, self.die_on, self.seen = answer, set(), set(), []
+
+    @classmethod
+    def faulty(cls, fail_on=(), die_on=()) -> Echo:
+        """An Echo that raises ``RuntimeError`` on the questions ``fail_on`` and dies (``KeyboardInterrupt``) on
+        ``die_on``."""
+        program = cls()
+        program.fail_on, program.die_on = set(fail_on), set(die_on)
+        return program
 
     def forward(self, question):
         self.seen.append(question)

@@ -22,7 +22,7 @@ def test_scores_counts_and_files(tmp_path):
 
 
 def test_an_exception_is_recorded_and_the_run_goes_on(tmp_path):
-    summary = evaluate(Echo(fail_on={"question 1"}), echo_examples(3), tmp_path, progress=False)
+    summary = evaluate(Echo.faulty(fail_on={"question 1"}), echo_examples(3), tmp_path, progress=False)
     rows = read_rows(tmp_path / "results.jsonl")
     assert rows["q1"]["error"] == "RuntimeError: boom" and rows["q2"]["error"] is None
     assert summary["errors"] == 1 and summary["questions"] == 3
@@ -31,7 +31,7 @@ def test_an_exception_is_recorded_and_the_run_goes_on(tmp_path):
 def test_interrupted_run_resumes_without_redoing_finished_questions(tmp_path):
     examples = echo_examples(5)
     with pytest.raises(KeyboardInterrupt):
-        evaluate(Echo(die_on={"question 2"}), examples, tmp_path, threads=1, progress=False)
+        evaluate(Echo.faulty(die_on={"question 2"}), examples, tmp_path, threads=1, progress=False)
     assert set(read_rows(tmp_path / "results.jsonl")) == {"q0", "q1"}
     with open(tmp_path / "results.jsonl", "a") as fh:  # a write torn by the crash
         fh.write('{"id": "q2", "quest')
