@@ -30,6 +30,9 @@ API_KEY_HELP = (f"API key of the server (default: ${API_KEY_ENV}); provider vari
                 "work, through LiteLLM")
 ADAPTER_HELP = "LoRA adapter folder for a local LM (from `multihop distill`)"
 MAX_TOKENS_HELP = "generation cap per LM call (default: 128 for a local LM, 384 for a served one)"
+TIMEOUT_ENV = "MULTIHOP_LM_TIMEOUT"
+TIMEOUT_HELP = (f"seconds one LM request may take before it is retried (twice, with backoff, as are HTTP 429 and 5xx "
+                f"answers); default ${TIMEOUT_ENV} or 120, for a served LM")
 ENGINE_HELP = ("local LM engine: auto (llama.cpp for a GGUF model when llama-cpp-python is installed, a LoRA adapter "
                "converted to GGUF; else transformers), llamacpp or transformers")
 
@@ -81,7 +84,8 @@ def cached_retriever(corpus, encoder: str = "mpnet", token_layers: tuple[int, ..
 @dataclass(frozen=True)
 class LMOptions:
     """The LM a run uses: its spec (``lm``), server (``api_base``, ``api_key``), LoRA ``adapter`` and ``engine``
-    (local LMs) and generation cap (``max_tokens``; None: the backend's default). Other LMs of the run (a teacher, a
+    (local LMs), generation cap (``max_tokens``; None: the backend's default) and the time a served LM's request may
+    take (``timeout``; None: ``$MULTIHOP_LM_TIMEOUT`` or 120 s). Other LMs of the run (a teacher, a
     judge, a prompt writer) share the server and key, and the engine choice."""
 
     lm: str = DEFAULT_LM
@@ -90,6 +94,7 @@ class LMOptions:
     adapter: str | None = None
     max_tokens: int | None = None
     engine: str = "auto"
+    timeout: float | None = None
 
     def make(self, spec: str | None = None, max_tokens: int | None = None):
         """``spec`` (default: this LM, with its adapter and cap) as a ``dspy.LM``; ``max_tokens`` replaces the cap."""
@@ -109,7 +114,7 @@ class LMOptions:
         # a server address serves the run's own LM; another local LM (a judge, a student) runs in-process
         api_base = self.api_base if own or not local else None
         return {"adapter": self.adapter if own else None, "api_base": api_base, "api_key": self.api_key,
-                "max_tokens": max_tokens or (self.max_tokens if own else None),
+                "max_tokens": max_tokens or (self.max_tokens if own else None), "timeout": self.timeout,
                 **({"engine": self.engine} if local else {})}
 
     @staticmethod
@@ -122,7 +127,8 @@ class LMOptions:
         parser.add_argument("--max-tokens", type=int, default=max_tokens, help=MAX_TOKENS_HELP)
         parser.add_argument("--engine", default="auto", choices=LOCAL_ENGINES,
                             help=ENGINE_HELP)
+        parser.add_argument("--lm-timeout", type=float, default=None, help=TIMEOUT_HELP)
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> LMOptions:
-        return cls(args.lm, args.api_base, args.api_key, args.adapter, args.max_tokens, args.engine)
+        return cls(args.lm, args.api_base, args.api_key, args.adapter, args.max_tokens, args.engine, args.lm_timeout)

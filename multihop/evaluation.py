@@ -35,7 +35,7 @@ from rich.console import Console
 from rich.table import Table
 from tqdm.auto import tqdm
 
-from multihop.folders import check_run, locked
+from multihop.folders import RUN_MANIFEST, check_run, locked
 from multihop.jsonl import append_row, read_rows
 from multihop.metrics import LLMJudge, answer_scores, recall_at_k
 from multihop.paths import atomic_write_text
@@ -188,7 +188,7 @@ def evaluate(
     judge = LLMJudge(judge_lm) if judge_lm is not None else None
     out = Path(out_dir)
     with locked(out):
-        check_run(out, manifest or run_manifest(program, examples, judge_lm), kind="evaluation")
+        check_run(out / RUN_MANIFEST, manifest or run_manifest(program, examples, judge_lm), kind="evaluation")
         rows = resumable_rows(out / RESULTS, keep_errors)
         todo = [ex for ex in examples if ex.id not in rows]
         _run(program, todo, judge, out, rows, threads,

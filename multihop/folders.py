@@ -1,10 +1,10 @@
 """What every output folder of a long job keeps to itself: an exclusive lock while a job writes into it, and the
 manifest of the run that started it, so that a rerun resumes only the same run.
 
-The lock (``filelock`` on ``.multihop.lock``, the holder's pid beside it) is taken at once or refused: a second job
-into the same folder stops with the first one's pid instead of duplicating its work. The run manifest
-(``run.json``) records what makes the folder's rows mean something — the program and its settings, the LM, the data
-and its checksum, the limit —; a rerun whose manifest differs is refused with the keys that differ.
+The lock (``filelock`` on ``.multihop.lock``, the holder's pid beside it) is taken at once or refused: a second job into
+the same folder stops with the first one's pid instead of duplicating its work. The run manifest (``run.json``;
+``<file>.run.json`` beside an output file) records what makes the rows mean something — the program and its settings,
+the LM, the data and its checksum, the limit —; a rerun whose manifest differs is refused with the keys that differ.
 """
 
 from __future__ import annotations
@@ -32,30 +32,32 @@ class RunMismatchError(ValueError):
 
 
 @contextmanager
-def locked(folder: str | Path) -> Iterator[Path]:
-    """Hold ``folder`` (created if needed) exclusively for the block; ``FolderInUseError`` names the holder's pid when
-    another process holds it."""
-    folder = Path(folder)
+def locked(path: str | Path, file: bool = False) -> Iterator[Path]:
+    """Hold the folder ``path`` (created if needed) — or with ``file``, the output file ``path`` — exclusively for
+    the block; ``FolderInUseError`` names the holder's pid when another process holds it."""
+    path = Path(path)
+    folder = path.parent if file else path
     folder.mkdir(parents=True, exist_ok=True)
-    lock, holder = FileLock(folder / LOCK), folder / f"{LOCK}.pid"
+    name = f".{path.name}.lock" if file else LOCK
+    lock, holder = FileLock(folder / name), folder / f"{name}.pid"
     try:
         lock.acquire(timeout=0)
     except Timeout:
         pid = holder.read_text().strip() if holder.exists() else "unknown"
-        raise FolderInUseError(f"{folder} is in use by another multihop process (pid {pid}); wait for it to finish "
+        raise FolderInUseError(f"{path} is in use by another multihop process (pid {pid}); wait for it to finish "
                                "or write elsewhere") from None
     try:
         holder.write_text(str(os.getpid()))
-        yield folder
+        yield path
     finally:
         holder.unlink(missing_ok=True)
         lock.release()
 
 
-def check_run(folder: str | Path, manifest: dict, kind: str = "run") -> None:
-    """Write ``manifest`` as the folder's run manifest on the first start; on a rerun, refuse one that differs,
-    naming the keys."""
-    path = Path(folder) / RUN_MANIFEST
+def check_run(path: str | Path, manifest: dict, kind: str = "run") -> None:
+    """Write ``manifest`` to ``path`` (a folder's :data:`RUN_MANIFEST`, or an output file's ``<file>.run.json``) on
+    the first start; on a rerun, refuse one that differs, naming the keys."""
+    path = Path(path)
     manifest = json.loads(json.dumps(manifest, default=str))  # as it reads back
     if not path.exists():
         atomic_write_text(path, json.dumps(manifest, indent=2, sort_keys=True))
@@ -67,5 +69,5 @@ def check_run(folder: str | Path, manifest: dict, kind: str = "run") -> None:
     differ = sorted(key for key in saved.keys() | manifest.keys() if saved.get(key) != manifest.get(key))
     if differ:
         details = "; ".join(f"{key}: {saved.get(key)!r} there, {manifest.get(key)!r} now" for key in differ[:4])
-        raise RunMismatchError(f"{folder} holds another {kind} ({details}); write elsewhere or delete the folder "
-                               "to start over")
+        raise RunMismatchError(f"{path.parent if path.name == RUN_MANIFEST else path} holds another {kind} "
+                               f"({details}); write elsewhere or delete it to start over")

@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import logging
+import os
 import threading
 from pathlib import Path
 
@@ -39,6 +40,8 @@ from multihop.engines.served import served_model
 from multihop.models import DEFAULT_LM, LOCAL_ENGINES
 
 DEFAULT_MAX_TOKENS = 384
+DEFAULT_TIMEOUT = 120.0  # seconds a served LM's request may take (MULTIHOP_LM_TIMEOUT) before it is retried
+RETRIES = 2  # retries of a served LM's request that timed out or got HTTP 429/5xx (DSPy backs off between them)
 CONFIG_FIELDS = frozenset(field.name for field in dataclasses.fields(Config))
 WEIGHT_FILES = ("model.safetensors", "adapter_model.safetensors", "multihop.json")
 
@@ -103,11 +106,15 @@ def make_lm(
     cache: bool = True,
     engine: str = "auto",
     constrained: bool = True,
+    timeout: float | None = None,
     **kwargs,
 ) -> dspy.LM:
     """Build an LM from a spec: ``local:smollm2``, ``local:<path>``, or any ``dspy.LM`` model string. ``engine``
     (``auto``, ``llamacpp``, ``transformers``) and ``constrained`` (decode under the signature's JSON schema) apply to
-    local models."""
+    local models. A served LM's request may take ``timeout`` seconds (default ``$MULTIHOP_LM_TIMEOUT`` or
+    :data:`DEFAULT_TIMEOUT`) and is retried :data:`RETRIES` times on a timeout, HTTP 429 or 5xx, so one call gives
+    up within about ``timeout × (RETRIES + 1)`` plus DSPy's backoff."""
+    timeout = timeout or float(os.environ.get("MULTIHOP_LM_TIMEOUT") or DEFAULT_TIMEOUT)
     if engine not in LOCAL_ENGINES:
         raise ValueError(f"unknown engine {engine!r}; choose one of {', '.join(LOCAL_ENGINES)}")
     if spec.startswith("local:"):
@@ -115,7 +122,7 @@ def make_lm(
         if api_base:
             if adapter:
                 raise ValueError("a served model's adapter is the server's: pass --adapter to `multihop serve`")
-            return _served_lm(spec.removeprefix("local:"), api_base, constrained, settings)
+            return _served_lm(spec.removeprefix("local:"), api_base, constrained, timeout, settings)
         return _local_lm(spec.removeprefix("local:"), Path(adapter) if adapter else None, engine, constrained,
                          settings)
     if adapter:
@@ -124,7 +131,8 @@ def make_lm(
         raise ValueError(f"engine={engine!r} applies to local models only")
     extra = {k: v for k, v in (("api_base", api_base), ("api_key", api_key)) if v}
     max_tokens = max_tokens or DEFAULT_MAX_TOKENS
-    return dspy.LM(spec, max_tokens=max_tokens, temperature=temperature, cache=cache, **extra, **kwargs)
+    return dspy.LM(spec, max_tokens=max_tokens, temperature=temperature, cache=cache, timeout=timeout,
+                   num_retries=RETRIES, **extra, **kwargs)
 
 
 def _local_lm(target: str, adapter: Path | None, engine: str, constrained: bool, settings: dict) -> dspy.LM:
@@ -153,15 +161,15 @@ def _local_lm(target: str, adapter: Path | None, engine: str, constrained: bool,
     return dspy.LM(model, engine=shared_engine(TransformersEngine, path, adapter, constrained=constrained), **settings)
 
 
-def _served_lm(target: str, api_base: str, constrained: bool, settings: dict) -> dspy.LM:
+def _served_lm(target: str, api_base: str, constrained: bool, timeout: float, settings: dict) -> dspy.LM:
     """The local model ``multihop serve`` runs at ``api_base``; its name there identifies its weights."""
     name = served_model(api_base)
     if not name.startswith(f"{local_name(target)}-llamacpp-"):
         raise ValueError(f"the server at {api_base} runs {name!r}, not local:{target} (`multihop serve --lm "
                          f"local:{target}` serves it)")
     decoding = f"-json{POLICY}" if constrained else ""
-    return dspy.LM(f"local/{name}{decoding}", engine=shared_engine(ServedEngine, api_base, name,
-                                                                   constrained=constrained), **settings)
+    engine = shared_engine(ServedEngine, api_base, name, timeout, constrained=constrained)
+    return dspy.LM(f"local/{name}{decoding}", engine=engine, num_retries=RETRIES, **settings)
 
 
 _ENGINES: dict[tuple, object] = {}

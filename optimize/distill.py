@@ -23,6 +23,7 @@ import torch
 from tqdm.auto import tqdm
 
 from multihop import models
+from multihop.folders import locked
 from multihop.lms import resolve_local
 from multihop.paths import atomic_dir, atomic_write_text
 from multihop.programs import DISTILL_PRESETS  # the package: every method has registered its preset
@@ -129,44 +130,45 @@ def distill(files: list[str | Path], out_dir: str | Path, config: DistillConfig 
 
     config = config or DistillConfig()
     out_dir = Path(out_dir)
-    rows = read_rows(files, stages)
-    folder, tokenizer, model = load_student(config)
-    encoded = [encode_row(tokenizer, row, config.max_length) for row in rows]
-    order = [i for epoch in range(config.epochs) for i in _shuffled(len(encoded), config.seed + epoch)]
-    steps = -(-len(order) // config.batch_size)
-    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=config.lr)
-    scheduler = get_scheduler(config.scheduler, optimizer, num_warmup_steps=int(config.warmup * steps),
-                              num_training_steps=steps)
-    history: list[float] = []
-    start = _resume(out_dir / CHECKPOINT, config, model, optimizer, scheduler, history)
-    began = time.perf_counter()
-    model.train()
-    for step in tqdm(range(start, steps), desc="distilling", unit="step", initial=start, total=steps):
-        batch = order[step * config.batch_size : (step + 1) * config.batch_size]
-        total = 0.0
-        for i in batch:
-            loss = completion_loss(model, *encoded[i]) / len(batch)
-            loss.backward()
-            total += float(loss.detach())
-        optimizer.step()
-        scheduler.step()
-        optimizer.zero_grad()
-        history.append(total)
-        if (step + 1) % config.checkpoint_every == 0 and step + 1 < steps:
-            _save_checkpoint(out_dir / CHECKPOINT, config, model, optimizer, scheduler, step + 1, history)
-    seconds = time.perf_counter() - began
-    model.save_pretrained(str(out_dir))
-    manifest = {
-        "base": config.base, "base_sha256": base_checksum(config.base, folder),
-        "stages": sorted({row["stage"] for row in rows}),
-        "files": {str(path): models.sha256_file(Path(path)) for path in files},
-        "config": asdict(config), "rows": len(rows), "steps": steps, "loss": history,
-        "final_loss": history[-1] if history else None, "seconds": round(seconds, 1),
-        "examples_per_second": round(len(order[start * config.batch_size :]) / max(seconds, 1e-9), 2),
-    }
-    atomic_write_text(out_dir / MANIFEST, json.dumps(manifest, indent=2))
-    shutil.rmtree(out_dir / CHECKPOINT, ignore_errors=True)
-    return out_dir
+    with locked(out_dir):
+        rows = read_rows(files, stages)
+        folder, tokenizer, model = load_student(config)
+        encoded = [encode_row(tokenizer, row, config.max_length) for row in rows]
+        order = [i for epoch in range(config.epochs) for i in _shuffled(len(encoded), config.seed + epoch)]
+        steps = -(-len(order) // config.batch_size)
+        optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=config.lr)
+        scheduler = get_scheduler(config.scheduler, optimizer, num_warmup_steps=int(config.warmup * steps),
+                                  num_training_steps=steps)
+        history: list[float] = []
+        start = _resume(out_dir / CHECKPOINT, config, model, optimizer, scheduler, history)
+        began = time.perf_counter()
+        model.train()
+        for step in tqdm(range(start, steps), desc="distilling", unit="step", initial=start, total=steps):
+            batch = order[step * config.batch_size : (step + 1) * config.batch_size]
+            total = 0.0
+            for i in batch:
+                loss = completion_loss(model, *encoded[i]) / len(batch)
+                loss.backward()
+                total += float(loss.detach())
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad()
+            history.append(total)
+            if (step + 1) % config.checkpoint_every == 0 and step + 1 < steps:
+                _save_checkpoint(out_dir / CHECKPOINT, config, model, optimizer, scheduler, step + 1, history)
+        seconds = time.perf_counter() - began
+        model.save_pretrained(str(out_dir))
+        manifest = {
+            "base": config.base, "base_sha256": base_checksum(config.base, folder),
+            "stages": sorted({row["stage"] for row in rows}),
+            "files": {str(path): models.sha256_file(Path(path)) for path in files},
+            "config": asdict(config), "rows": len(rows), "steps": steps, "loss": history,
+            "final_loss": history[-1] if history else None, "seconds": round(seconds, 1),
+            "examples_per_second": round(len(order[start * config.batch_size :]) / max(seconds, 1e-9), 2),
+        }
+        atomic_write_text(out_dir / MANIFEST, json.dumps(manifest, indent=2))
+        shutil.rmtree(out_dir / CHECKPOINT, ignore_errors=True)
+        return out_dir
 
 
 def _shuffled(n: int, seed: int) -> list[int]:

@@ -20,6 +20,7 @@ from pathlib import Path
 import dspy
 from tqdm.auto import tqdm
 
+from multihop.folders import locked
 from multihop.metrics import dspy_metric
 from multihop.paths import atomic_write_text
 
@@ -59,10 +60,17 @@ def collect(
     metric: str = "f1",
     min_score: float = 1.0,
 ) -> dict:
-    """Collect the passing trajectories of ``examples`` into ``out_dir``; returns the manifest."""
+    """Collect the passing trajectories of ``examples`` into ``out_dir`` (locked while it runs); returns the
+    manifest."""
     lm = teacher_lm or dspy.settings.lm
     if lm is None:
         raise ValueError("no teacher LM: pass teacher_lm= or dspy.configure(lm=...)")
+    with locked(out_dir):
+        return _collect(program, examples, Path(out_dir), lm, metric, min_score)
+
+
+def _collect(program: dspy.Module, examples: list[dspy.Example], out_dir: Path, lm: dspy.LM, metric: str,
+             min_score: float) -> dict:
     score_of = dspy_metric(metric)
     rows: dict[str, list[dict]] = {}
     kept = failed = 0
@@ -81,7 +89,6 @@ def collect(
         raise EmptyTrajectoriesError(
             f"none of {len(examples)} questions reached {metric} >= {min_score}: no trajectory to distill"
         )
-    out_dir = Path(out_dir)
     for stage, stage_rows in rows.items():
         text = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in stage_rows)
         atomic_write_text(out_dir / f"{stage}.jsonl", text)

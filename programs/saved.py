@@ -15,6 +15,7 @@ from pathlib import Path
 
 import dspy
 
+from multihop.folders import locked
 from multihop.paths import atomic_write_text
 
 from .base import PROGRAMS, MultihopProgram, takes_retriever
@@ -37,11 +38,11 @@ def save(program: MultihopProgram, directory: str | Path, **manifest) -> Path:
     manifest (class, config, plus any keyword given here, such as the ``retriever`` folder :func:`load` rebuilds
     the retriever from)."""
     directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    trim_demos(program).save(str(directory / STATE))
-    info = {"program": type(program).__name__, "config": program.config(), **manifest}
-    atomic_write_text(directory / MANIFEST, json.dumps(info, indent=2))
-    return directory
+    with locked(directory):
+        trim_demos(program).save(str(directory / STATE))
+        info = {"program": type(program).__name__, "config": program.config(), **manifest}
+        atomic_write_text(directory / MANIFEST, json.dumps(info, indent=2))
+        return directory
 
 
 def read_manifest(directory: str | Path) -> dict:

@@ -39,6 +39,7 @@ import torch
 from tqdm.auto import tqdm
 
 from multihop.corpus import Passage
+from multihop.folders import locked
 from multihop.models import FINETUNED_STAMP, sha256_file
 from multihop.paths import atomic_write_text
 
@@ -144,29 +145,31 @@ def train(samples: list[TrainingSample], out_dir: str | Path, config: TrainConfi
     config = config or TrainConfig()
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    encoder = Encoder(config.encoder, batch_size=config.micro_batch, special_tokens=config.special_tokens)
-    model = encoder.model
-    layers = list(RaLa(buckets=config.buckets, seed=config.seed).candidate_layers(encoder.num_layers))
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr)
-    batches = _batches(samples, config)
-    history: list[float] = []
-    start = _resume(out_dir / CHECKPOINT, config, model, optimizer, history)
-    model.train()
-    for step in tqdm(range(start, len(batches)), desc="fine-tuning", unit="step", initial=start, total=len(batches)):
-        optimizer.zero_grad()
-        loss = grad_cache_step(encoder, batches[step], layers, config)
-        optimizer.step()
-        history.append(loss)
-        if (step + 1) % config.checkpoint_every == 0 and step + 1 < len(batches):
-            _save_checkpoint(out_dir / CHECKPOINT, config, model, optimizer, step + 1, history)
-    model.eval()
-    model.save(str(out_dir))
-    stamp = {"sha256": sha256_file(out_dir / "model.safetensors"), "config": asdict(config), "layers": layers,
-             "special_tokens": list(encoder.special_tokens), "samples": len(samples), "steps": len(batches),
-             "loss": history}
-    atomic_write_text(out_dir / FINETUNED_STAMP, json.dumps(stamp, indent=2))
-    (out_dir / CHECKPOINT).unlink(missing_ok=True)
-    return out_dir
+    with locked(out_dir):
+        encoder = Encoder(config.encoder, batch_size=config.micro_batch, special_tokens=config.special_tokens)
+        model = encoder.model
+        layers = list(RaLa(buckets=config.buckets, seed=config.seed).candidate_layers(encoder.num_layers))
+        optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr)
+        batches = _batches(samples, config)
+        history: list[float] = []
+        start = _resume(out_dir / CHECKPOINT, config, model, optimizer, history)
+        model.train()
+        steps = tqdm(range(start, len(batches)), desc="fine-tuning", unit="step", initial=start, total=len(batches))
+        for step in steps:
+            optimizer.zero_grad()
+            loss = grad_cache_step(encoder, batches[step], layers, config)
+            optimizer.step()
+            history.append(loss)
+            if (step + 1) % config.checkpoint_every == 0 and step + 1 < len(batches):
+                _save_checkpoint(out_dir / CHECKPOINT, config, model, optimizer, step + 1, history)
+        model.eval()
+        model.save(str(out_dir))
+        stamp = {"sha256": sha256_file(out_dir / "model.safetensors"), "config": asdict(config), "layers": layers,
+                 "special_tokens": list(encoder.special_tokens), "samples": len(samples), "steps": len(batches),
+                 "loss": history}
+        atomic_write_text(out_dir / FINETUNED_STAMP, json.dumps(stamp, indent=2))
+        (out_dir / CHECKPOINT).unlink(missing_ok=True)
+        return out_dir
 
 
 def grad_cache_step(encoder: Encoder, batch: list[TrainingSample], layers: list[int], config: TrainConfig) -> float:

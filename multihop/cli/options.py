@@ -22,6 +22,8 @@ from multihop.benchmarks.common import (
     ENGINE_HELP,
     LM_HELP,
     MAX_TOKENS_HELP,
+    TIMEOUT_ENV,
+    TIMEOUT_HELP,
     LMOptions,
     question_file,
 )
@@ -82,7 +84,8 @@ def option_group(param: str, options: dict[str, tuple[type, typer.models.OptionI
 
 def lm_options(*names: str, help: str = LM_HELP, max_tokens: int | None = None) -> Callable:
     """Give a command the LM options: the LM (``--lm``, or the option ``names``), ``--api-base``, ``--api-key``
-    (default: ``$MULTIHOP_API_KEY``), ``--adapter``, ``--max-tokens`` (default ``max_tokens``) and ``--engine``. The
+    (default: ``$MULTIHOP_API_KEY``), ``--adapter``, ``--max-tokens`` (default ``max_tokens``), ``--engine`` and
+    ``--lm-timeout``. The
     command declares one parameter ``lm`` and receives them in it as an :class:`LMOptions`."""
     return option_group("lm", {
         "lm": (str, typer.Option(DEFAULT_LM, *(names or ("--lm",)), help=help)),
@@ -92,6 +95,8 @@ def lm_options(*names: str, help: str = LM_HELP, max_tokens: int | None = None) 
         "adapter": (str | None, typer.Option(None, "--adapter", help=ADAPTER_HELP)),
         "max_tokens": (int | None, typer.Option(max_tokens, "--max-tokens", min=1, help=MAX_TOKENS_HELP)),
         "engine": (str, typer.Option("auto", "--engine", help=ENGINE_HELP)),
+        "timeout": (float | None, typer.Option(None, "--lm-timeout", envvar=TIMEOUT_ENV, min=1.0,
+                                               help=TIMEOUT_HELP)),
     }, CommandLM)
 
 

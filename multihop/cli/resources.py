@@ -85,15 +85,17 @@ def index_build(
 ):
     """Build a retriever (resumable encoding) and save it with its manifest and corpus."""
     from multihop.data import load_corpus
+    from multihop.folders import locked
     from multihop.retrievers import build_retriever
 
     passages = load_corpus(corpus)
-    try:
-        retriever = build_retriever(passages, first_stage=first_stage, encoder=encoder, index=index,
-                                    rerank=None if rerank == "none" else rerank, n=n, k=k,
-                                    special_tokens=program_special_tokens(markers), token_cache=token_cache,
-                                    reranker_options={} if buckets is None else {"buckets": buckets})
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc)) from exc
-    retriever.save(out)
+    with locked(out, file=True):  # beside the folder, which the save replaces whole
+        try:
+            retriever = build_retriever(passages, first_stage=first_stage, encoder=encoder, index=index,
+                                        rerank=None if rerank == "none" else rerank, n=n, k=k,
+                                        special_tokens=program_special_tokens(markers), token_cache=token_cache,
+                                        reranker_options={} if buckets is None else {"buckets": buckets})
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from exc
+        retriever.save(out)
     console.print(f"indexed {len(passages)} passages ({passages.skipped_empty} empty skipped) → {out}")

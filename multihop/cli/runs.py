@@ -25,10 +25,16 @@ def eval_cmd(
     limit: int = typer.Option(None, help="first N questions only", min=1),
     threads: int = typer.Option(1, help="questions evaluated at once", min=1),
     judge_lm: str = typer.Option(None, help="an LM that judges each answer (LLM Eval, ComposeRAG §5.1)"),
+    keep_errors: bool = typer.Option(False, help="on a rerun, keep the rows that ended in an error instead of "
+                                     "retrying them"),
 ):
-    """Evaluate a program on a question file; prints the metrics table and saves rows, traces and summary."""
+    """Evaluate a program on a question file; prints the metrics table and saves rows, traces and summary. A rerun
+    into the same folder resumes the same run (another program, LM, data or limit is refused) and retries the
+    questions that ended in an error."""
     from multihop.data import load_dataset
-    from multihop.evaluation import evaluate
+    from multihop.evaluation import evaluate, run_manifest
+    from multihop.programs.saved import STATE
+    from multihop.retrievers.index import MANIFEST
 
     lm.configure()
     judge = lm.make(judge_lm) if judge_lm else None
@@ -37,11 +43,22 @@ def eval_cmd(
     if load:
         from multihop.programs import load as load_program
 
-        instance = load_program(load)
+        instance, retriever = load_program(load), None
     else:
-        instance, _ = spec.build(data_file)
-    evaluate(instance, examples, out, threads=threads, name=type(instance).__name__, console=console, judge_lm=judge)
+        instance, retriever = spec.build(data_file)
+    manifest = run_manifest(instance, examples, judge, data=str(data_file), data_sha256=checksum(data_file),
+                            limit=limit, compiled=checksum(load and load / STATE),
+                            retriever=checksum(retriever and Path(retriever) / MANIFEST))
+    evaluate(instance, examples, out, threads=threads, name=type(instance).__name__, console=console, judge_lm=judge,
+             manifest=manifest, keep_errors=keep_errors)
     console.print(f"rows: {out / 'results.jsonl'}  traces: {out / 'traces'}")
+
+
+def checksum(path: Path | None) -> str | None:
+    """A file's short sha256 for a run manifest, or None when there is no such file."""
+    from multihop.models import sha256_file
+
+    return sha256_file(path)[:16] if path and Path(path).is_file() else None
 
 
 @lm_options()

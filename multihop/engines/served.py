@@ -10,11 +10,16 @@ engine does. The server does not report the prompt tokens it reused, so served c
 from __future__ import annotations
 
 import httpx
+from dspy.utils.exceptions import (
+    LMInvalidRequestError,
+    LMRateLimitError,
+    LMServerError,
+    LMTimeoutError,
+    LMTransportError,
+)
 
 from .base import Generation, LocalEngine
 from .llamacpp import completion_options
-
-SERVED_TIMEOUT = 600.0  # seconds for one generation: a long prompt on a busy 2-core server
 
 
 def served_model(api_base: str, timeout: float = 10.0) -> str:
@@ -28,19 +33,30 @@ def served_model(api_base: str, timeout: float = 10.0) -> str:
 
 
 class ServedEngine(LocalEngine):
-    """A DSPy engine over the model served at ``api_base`` (``http://127.0.0.1:8000/v1``)."""
+    """A DSPy engine over the model served at ``api_base`` (``http://127.0.0.1:8000/v1``); a request may take
+    ``timeout`` seconds. Failures are DSPy's LM errors — a timeout, an unreachable server, HTTP 429 and 5xx being the
+    ones DSPy retries."""
 
-    def __init__(self, api_base: str, model: str, constrained: bool = True, timeout: float = SERVED_TIMEOUT):
+    def __init__(self, api_base: str, model: str, timeout: float, constrained: bool = True):
         super().__init__(model, constrained)
         self.api_base, self.timeout = api_base.rstrip("/"), timeout
         self._client = httpx.Client(timeout=timeout)
 
     def generate(self, messages: list[dict], config, max_tokens: int, schema: dict | None) -> Generation:
         body = {"model": self.name, "messages": messages, **completion_options(config, max_tokens, schema)}
-        response = self._client.post(f"{self.api_base}/chat/completions", json=body)
+        try:
+            response = self._client.post(f"{self.api_base}/chat/completions", json=body)
+        except httpx.TimeoutException as exc:
+            raise LMTimeoutError(f"the model server at {self.api_base} gave no reply in {self.timeout:g} s",
+                                 model=self.name) from exc
+        except httpx.TransportError as exc:
+            raise LMTransportError(f"the model server at {self.api_base} is unreachable ({exc})",
+                                   model=self.name) from exc
         if response.is_error:
-            raise RuntimeError(f"the model server at {self.api_base} answered {response.status_code}: "
-                               f"{response.text[:500]}")
+            kind = LMRateLimitError if response.status_code == 429 else (
+                LMServerError if response.status_code >= 500 else LMInvalidRequestError)
+            raise kind(f"the model server at {self.api_base} answered {response.status_code}: {response.text[:500]}",
+                       model=self.name)
         reply = response.json()
         choice, usage = reply["choices"][0], reply["usage"]
         finish = "length" if choice.get("finish_reason") == "length" else "stop"
@@ -57,5 +73,4 @@ class ServedEngine(LocalEngine):
 
     @classmethod
     def load_state(cls, state: dict) -> ServedEngine:
-        return cls(state["api_base"], state["model"], constrained=state.get("constrained", True),
-                   timeout=state.get("timeout", SERVED_TIMEOUT))
+        return cls(state["api_base"], state["model"], state["timeout"], constrained=state.get("constrained", True))

@@ -1,10 +1,11 @@
 """CoopRAG's training loop, step 1 (§3.6): unroll the train questions once with a chosen LM and keep the result.
 
 §3.6 fine-tunes the retriever on unrolled queries U (Eq. 1), weighting each question by α = log(1 + |S|) (Eq. 6).
-:func:`unroll_questions` writes one JSON line per question — ``{id, question, unrolled, sub_questions,
-reasoning_chain, hop_count, reasoning_structure, fallback}`` — that ``multihop retriever train --unrolled FILE``
-(:func:`multihop.retrievers.finetune.read_unrolled`) reads. Rows are durable as they are written and a rerun skips
-the ids already in the file, so an interrupted run resumes. A question whose unrolling failed keeps the raw question
+:func:`unroll_questions` writes one JSON line per question — ``{id, question, unrolled, sub_questions, reasoning_chain,
+hop_count, reasoning_structure, fallback}`` — that ``multihop retriever train --unrolled FILE``
+(:func:`multihop.retrievers.finetune.read_unrolled`) reads. Rows are durable as they are written and a rerun skips the
+ids already in the file, so an interrupted run resumes; the file is locked while a run writes it, and a rerun with
+another program setting or LM is refused (``<file>.run.json``). A question whose unrolling failed keeps the raw question
 as ``unrolled`` and ``fallback: true`` (its α then counts no sub-questions), so the training set loses no question.
 """
 
@@ -16,6 +17,7 @@ from pathlib import Path
 import dspy
 from tqdm.auto import tqdm
 
+from multihop.folders import check_run, locked
 from multihop.jsonl import append_row, read_rows
 
 from .program import CoopRAG
@@ -28,7 +30,14 @@ def unroll_questions(program: CoopRAG, examples: Sequence[dspy.Example], out: st
     if not program.unrolling:
         raise ValueError("this CoopRAG has unrolling=False: there is nothing to unroll")
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
+    manifest = {"program": type(program).__name__, "config": program.config(), "lm": getattr(dspy.settings.lm, "model",
+                                                                                                None)}
+    with locked(out, file=True):
+        check_run(out.with_name(f"{out.name}.run.json"), manifest, kind="unrolling")
+        return _unroll(program, examples, out, progress)
+
+
+def _unroll(program: CoopRAG, examples: Sequence[dspy.Example], out: Path, progress: bool) -> dict[str, dict]:
     rows = read_rows(out)
     todo = [ex for ex in examples if ex.id not in rows]
     with open(out, "a", encoding="utf-8") as sink:

@@ -1,0 +1,92 @@
+"""A served LM that fails: timeouts and retries bounded, a run that stops when the endpoint is down and resumes.
+
+The endpoint is a stub OpenAI server on 127.0.0.1 (an ephemeral port) that answers as each test tells it — hang,
+HTTP 500, or a reply — bounded in requests and in time, and stopped when the test ends."""
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import dspy
+import pytest
+from dspy.utils.exceptions import LMTransportError
+
+from multihop.evaluation import MAX_ENDPOINT_FAILURES, EndpointDownError, evaluate
+from multihop.lms import RETRIES, make_lm
+from multihop.programs import NoRetrieval
+
+from helpers import echo_examples
+
+MAX_REQUESTS, MAX_HANG = 200, 5.0
+
+
+class Stub(BaseHTTPRequestHandler):
+    def do_POST(self):  # noqa: N802 - the http.server API
+        server = self.server
+        server.requests += 1
+        self.rfile.read(int(self.headers.get("content-length", 0)))
+        if server.requests > MAX_REQUESTS:
+            self.send_error(503)
+        elif server.mode == "hang":
+            time.sleep(MAX_HANG)
+            self.send_error(504)
+        elif server.mode == "500":
+            self.send_response(500)
+            self.send_header("retry-after", "0")
+            self.end_headers()
+            self.wfile.write(b'{"error": {"message": "down on purpose"}}')
+        else:
+            body = json.dumps({"id": "x", "object": "chat.completion", "model": "stub", "choices": [{
+                "index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content":
+                    '{"reasoning": "r", "answer": "Paris"}'}}],
+                "usage": {"prompt_tokens": 5, "completion_tokens": 5, "total_tokens": 10}}).encode()
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def endpoint():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Stub)
+    server.daemon_threads = True
+    server.requests, server.mode = 0, "ok"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def stub_lm(server, **settings) -> dspy.LM:
+    return make_lm("openai/stub", api_base=f"http://127.0.0.1:{server.server_port}/v1", api_key="k", cache=False,
+                   **settings)
+
+
+def test_a_hanging_endpoint_gives_up_after_the_timeout_and_its_retries(endpoint):
+    endpoint.mode = "hang"
+    lm = stub_lm(endpoint, timeout=1)
+    start = time.monotonic()
+    with pytest.raises(LMTransportError, match="read timed out"):
+        lm("hello")
+    elapsed = time.monotonic() - start
+    assert endpoint.requests == RETRIES + 1  # the first request and its retries
+    assert elapsed < (RETRIES + 1) * 1 + 1 + 2 + 2  # each attempt within the timeout, plus DSPy's 1 s and 2 s backoff
+
+
+def test_a_run_against_a_dead_endpoint_stops_and_its_rerun_finishes_once_it_answers(endpoint, tmp_path):
+    endpoint.mode = "500"
+    questions = echo_examples(MAX_ENDPOINT_FAILURES + 2)
+    with dspy.context(lm=stub_lm(endpoint), adapter=dspy.JSONAdapter()):
+        with pytest.raises(EndpointDownError, match="failed on 10 questions in a row"):
+            evaluate(NoRetrieval(), questions, tmp_path, progress=False)
+    assert not (tmp_path / "results.jsonl").read_text()  # nothing recorded as done
+    endpoint.mode = "ok"
+    with dspy.context(lm=stub_lm(endpoint), adapter=dspy.JSONAdapter()):
+        summary = evaluate(NoRetrieval(), questions, tmp_path, progress=False)
+    assert summary["questions"] == len(questions) and summary["errors"] == 0

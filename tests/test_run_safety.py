@@ -1,0 +1,92 @@
+"""Runs that refuse to mix, retry what failed, stop when the endpoint is down, and hold their folder alone."""
+
+import json
+import multiprocessing
+import time
+
+import pytest
+from dspy.utils.exceptions import LMServerError
+
+from multihop.evaluation import MAX_ENDPOINT_FAILURES, EndpointDownError, evaluate
+from multihop.folders import FolderInUseError, RunMismatchError, locked
+from multihop.jsonl import read_rows
+
+from helpers import Echo, echo_examples
+
+
+class Outage(Echo):
+    """An Echo whose LM endpoint fails (HTTP 500) on the questions in ``down`` (none unless set: an outage is not a
+    setting of the program)."""
+
+    down: set = set()
+
+    def forward(self, question):
+        if question in self.down:
+            raise LMServerError("HTTP 500 from the endpoint", model="openai/x")
+        return super().forward(question)
+
+
+def test_a_rerun_of_another_program_or_question_set_is_refused_naming_what_differs(tmp_path):
+    evaluate(Echo(), echo_examples(3), tmp_path, progress=False)
+    with pytest.raises(RunMismatchError, match=r"holds another evaluation \(config: \{'answer': 'x'\} there, "
+                                               r"\{'answer': 'y'\} now\)"):
+        evaluate(Echo(answer="y"), echo_examples(3), tmp_path, progress=False)
+    with pytest.raises(RunMismatchError, match="count: 3 there, 5 now"):
+        evaluate(Echo(), echo_examples(5), tmp_path, progress=False)
+    assert evaluate(Echo(), echo_examples(3), tmp_path, progress=False)["questions"] == 3  # the same run resumes
+
+
+def test_errored_questions_are_retried_on_rerun_and_the_file_keeps_one_row_per_id(tmp_path):
+    evaluate(Echo.faulty(fail_on={"question 1"}), echo_examples(3), tmp_path, progress=False)
+    kept = Echo()
+    summary = evaluate(kept, echo_examples(3), tmp_path, progress=False, keep_errors=True)
+    assert kept.seen == [] and summary["errors"] == 1  # --keep-errors: nothing rerun
+    retried = Echo()
+    summary = evaluate(retried, echo_examples(3), tmp_path, progress=False)
+    assert retried.seen == ["question 1"] and summary["errors"] == 0
+    lines = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+    assert sorted(row["id"] for row in lines) == ["q0", "q1", "q2"] and all(row["error"] is None for row in lines)
+
+
+def test_an_endpoint_down_on_ten_questions_in_a_row_stops_the_run_without_recording_them(tmp_path):
+    n = MAX_ENDPOINT_FAILURES + 3
+    outage = Outage()
+    outage.down = {f"question {i}" for i in range(2, n)}
+    with pytest.raises(EndpointDownError, match="failed on 10 questions in a row"):
+        evaluate(outage, echo_examples(n), tmp_path, progress=False)
+    rows = read_rows(tmp_path / "results.jsonl")
+    assert set(rows) == {"q0", "q1"}  # the streak's questions are left for the rerun
+    recovered = Outage()
+    summary = evaluate(recovered, echo_examples(n), tmp_path, progress=False)
+    assert summary["questions"] == n and summary["errors"] == 0 and len(recovered.seen) == n - 2
+
+
+def test_a_short_streak_of_endpoint_failures_is_recorded_as_errors(tmp_path):
+    outage = Outage()
+    outage.down = {"question 1", "question 2"}
+    summary = evaluate(outage, echo_examples(4), tmp_path, progress=False)
+    rows = read_rows(tmp_path / "results.jsonl")
+    assert summary["errors"] == 2 and rows["q1"]["endpoint_error"] and rows["q1"]["error"].startswith("LMServerError")
+
+
+def hold(folder, ready, release):
+    with locked(folder):
+        ready.set()
+        release.wait(30)
+
+
+def test_a_second_job_into_a_held_folder_is_refused_with_the_holders_pid(tmp_path):
+    context = multiprocessing.get_context("spawn")
+    ready, release = context.Event(), context.Event()
+    holder = context.Process(target=hold, args=(tmp_path, ready, release))
+    holder.start()
+    try:
+        assert ready.wait(30)
+        with pytest.raises(FolderInUseError, match=f"in use by another multihop process \\(pid {holder.pid}\\)"):
+            evaluate(Echo(), echo_examples(2), tmp_path, progress=False)
+    finally:
+        release.set()
+        holder.join(30)
+    start = time.monotonic()
+    assert evaluate(Echo(), echo_examples(2), tmp_path, progress=False)["questions"] == 2  # free again
+    assert time.monotonic() - start < 10
