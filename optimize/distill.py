@@ -23,6 +23,7 @@ import torch
 from tqdm.auto import tqdm
 
 from multihop import models
+from multihop.checkpoints import load_checkpoint
 from multihop.folders import locked
 from multihop.lms import resolve_local
 from multihop.paths import atomic_dir, atomic_write_text
@@ -190,7 +191,7 @@ def _resume(directory: Path, config, model, optimizer, scheduler, history: list[
     from peft import set_peft_model_state_dict
     from safetensors.torch import load_file
 
-    state = torch.load(directory / "state.pt", weights_only=False)
+    state = load_checkpoint(directory / "state.pt")
     if state["config"] != asdict(config):
         raise ValueError(f"{directory} was written for another base model or config; remove it to start over")
     set_peft_model_state_dict(model, load_file(directory / "adapter_model.safetensors"))

@@ -38,6 +38,7 @@ import dspy
 import torch
 from tqdm.auto import tqdm
 
+from multihop.checkpoints import load_checkpoint
 from multihop.corpus import Passage
 from multihop.folders import locked
 from multihop.models import FINETUNED_STAMP, sha256_file
@@ -265,7 +266,7 @@ def _save_checkpoint(path: Path, config: TrainConfig, model, optimizer, step: in
 def _resume(path: Path, config: TrainConfig, model, optimizer, history: list[float]) -> int:
     if not path.exists():
         return 0
-    state = torch.load(path, weights_only=False)
+    state = load_checkpoint(path)
     if state["config"] != asdict(config):
         raise ValueError(f"{path} was written with another training config; remove it to start over")
     model.load_state_dict(state["model"])
