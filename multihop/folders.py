@@ -1,5 +1,7 @@
 """What every output folder of a long job keeps to itself: an exclusive lock while a job writes into it, and the
-manifest of the run that started it, so that a rerun resumes only the same run.
+manifest of the run that started it, so that a rerun resumes only the same run; and what every saved folder (an index,
+a token cache, an encoder, a compiled program, an adapter) keeps: the list of its files with their sizes and sha256,
+checked when it is loaded.
 
 The lock (``filelock`` on ``.multihop.lock``, the holder's pid beside it) is taken at once or refused: a second job into
 the same folder stops with the first one's pid instead of duplicating its work. The run manifest (``run.json``;
@@ -17,10 +19,12 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-from multihop.paths import atomic_write_text
+from multihop.models import ChecksumMismatchError, sha256_file
+from multihop.paths import atomic_write_text, read_json
 
 LOCK = ".multihop.lock"
 RUN_MANIFEST = "run.json"
+INVENTORY = "files.json"
 
 
 class FolderInUseError(RuntimeError):
@@ -62,12 +66,37 @@ def check_run(path: str | Path, manifest: dict, kind: str = "run") -> None:
     if not path.exists():
         atomic_write_text(path, json.dumps(manifest, indent=2, sort_keys=True))
         return
-    try:
-        saved = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise RunMismatchError(f"{path} is damaged ({exc.msg}); delete the folder or write elsewhere") from None
+    saved = read_json(path)
     differ = sorted(key for key in saved.keys() | manifest.keys() if saved.get(key) != manifest.get(key))
     if differ:
         details = "; ".join(f"{key}: {saved.get(key)!r} there, {manifest.get(key)!r} now" for key in differ[:4])
         raise RunMismatchError(f"{path.parent if path.name == RUN_MANIFEST else path} holds another {kind} "
                                f"({details}); write elsewhere or delete it to start over")
+
+
+def write_inventory(folder: str | Path) -> dict:
+    """List every file of a saved ``folder`` (its subfolders too; hidden files and the list itself aside) with its size
+    and sha256 in :data:`INVENTORY`, written last; returns the list."""
+    folder = Path(folder)
+    files = {str(path.relative_to(folder)): {"size": path.stat().st_size, "sha256": sha256_file(path)}
+             for path in sorted(folder.rglob("*")) if path.is_file() and path.name != INVENTORY
+             and not any(part.startswith(".") for part in path.relative_to(folder).parts)}
+    atomic_write_text(folder / INVENTORY, json.dumps(files, indent=1, sort_keys=True))
+    return files
+
+
+def verify_inventory(folder: str | Path) -> None:
+    """Check a saved ``folder`` against its :data:`INVENTORY`: a missing file raises ``FileNotFoundError``, a changed
+    one ``ChecksumMismatchError``, each naming the file. A folder saved before inventories is not checked."""
+    folder = Path(folder)
+    if not (folder / INVENTORY).exists():
+        return
+    files = read_json(folder / INVENTORY)
+    for name, info in files.items():
+        path = folder / name
+        if not path.is_file():
+            raise FileNotFoundError(f"{folder}: {name} is missing (listed in {INVENTORY}); save or build the folder "
+                                    "again")
+        if path.stat().st_size != info["size"] or sha256_file(path) != info["sha256"]:
+            raise ChecksumMismatchError(f"{folder}: {name} changed since the folder was saved (size or sha256 "
+                                        f"differs from {INVENTORY}); save or build the folder again")

@@ -37,6 +37,7 @@ from multihop.engines.base import LOCAL_MAX_TOKENS
 from multihop.engines.lora import gguf_lora
 from multihop.engines.schema import POLICY
 from multihop.engines.served import served_model
+from multihop.folders import verify_inventory
 from multihop.models import DEFAULT_LM, LOCAL_ENGINES
 
 DEFAULT_MAX_TOKENS = 384
@@ -138,6 +139,8 @@ def make_lm(
 def _local_lm(target: str, adapter: Path | None, engine: str, constrained: bool, settings: dict) -> dspy.LM:
     if adapter is not None and not (adapter / "adapter_config.json").exists():
         raise FileNotFoundError(f"{adapter} is not a LoRA adapter folder (no adapter_config.json)")
+    if adapter is not None:
+        verify_inventory(adapter)
     name = local_name(target)
     gguf = local_gguf(target)  # checked after the adapter: resolving verifies the weights first
     if engine == "auto":

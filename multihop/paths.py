@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 
 def home() -> Path:
@@ -23,6 +25,17 @@ def data_dir() -> Path:
         "MULTIHOP_DATA is not set to an existing folder. Point it at a folder with musique/, hotpotqa/ and "
         "2wikimultihopqa/ (the Makefile uses ../shared/data), or run `multihop data fetch` on an online machine."
     )
+
+
+def read_json(path: Path) -> Any:
+    """A JSON file's value; a damaged file raises ``ValueError`` naming it (and where it broke)."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}:line {exc.lineno}: not valid JSON ({exc.msg}); the file is damaged: save or build "
+                         "its folder again") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"{path} is not UTF-8 text; the file is damaged: save or build its folder again") from None
 
 
 def atomic_write_text(path: Path, text: str) -> None:

@@ -24,7 +24,7 @@ from tqdm.auto import tqdm
 
 from multihop import models
 from multihop.checkpoints import load_checkpoint
-from multihop.folders import locked
+from multihop.folders import locked, write_inventory
 from multihop.lms import resolve_local
 from multihop.paths import atomic_dir, atomic_write_text
 from multihop.programs import DISTILL_PRESETS  # the package: every method has registered its preset
@@ -169,6 +169,7 @@ def distill(files: list[str | Path], out_dir: str | Path, config: DistillConfig 
         }
         atomic_write_text(out_dir / MANIFEST, json.dumps(manifest, indent=2))
         shutil.rmtree(out_dir / CHECKPOINT, ignore_errors=True)
+        write_inventory(out_dir)
         return out_dir
 
 

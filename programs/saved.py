@@ -15,8 +15,8 @@ from pathlib import Path
 
 import dspy
 
-from multihop.folders import locked
-from multihop.paths import atomic_write_text
+from multihop.folders import locked, verify_inventory, write_inventory
+from multihop.paths import atomic_write_text, read_json
 
 from .base import PROGRAMS, MultihopProgram, takes_retriever
 
@@ -42,6 +42,7 @@ def save(program: MultihopProgram, directory: str | Path, **manifest) -> Path:
         trim_demos(program).save(str(directory / STATE))
         info = {"program": type(program).__name__, "config": program.config(), **manifest}
         atomic_write_text(directory / MANIFEST, json.dumps(info, indent=2))
+        write_inventory(directory)
         return directory
 
 
@@ -49,7 +50,7 @@ def read_manifest(directory: str | Path) -> dict:
     path = Path(directory) / MANIFEST
     if not path.exists():
         raise FileNotFoundError(f"{directory} is not a saved multihop program ({MANIFEST} missing)")
-    return json.loads(path.read_text())
+    return read_json(path)
 
 
 def load(directory: str | Path, program: MultihopProgram | None = None, retriever: dspy.Module | None = None):
@@ -57,6 +58,7 @@ def load(directory: str | Path, program: MultihopProgram | None = None, retrieve
     The retriever is ``retriever``, else the folder the manifest names."""
     directory = Path(directory)
     info = read_manifest(directory)
+    verify_inventory(directory)
     if program is None:
         if info["program"] not in PROGRAMS:
             raise ValueError(f"{directory} holds a {info['program']}, which is no known program "

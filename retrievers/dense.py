@@ -21,6 +21,7 @@ import numpy as np
 
 from multihop.corpus import Corpus
 from multihop.data import load_corpus
+from multihop.folders import write_inventory
 from multihop.paths import atomic_dir, home
 
 from .encoder import Encoder
@@ -89,6 +90,7 @@ class DenseRetriever(RetrieverModule):
             self.corpus.save(tmp / CORPUS_FILE)
             if self.tokens is not None:
                 shutil.copytree(self.tokens.directory, tmp / TOKENS_DIR)
+            write_inventory(tmp)
 
     @classmethod
     def load(cls, directory: str | Path, encoder: str | Encoder | None = None, corpus: Corpus | None = None,

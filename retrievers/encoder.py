@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from multihop import models
+from multihop.folders import verify_inventory
 
 MAX_LENGTH = 512
 
@@ -59,6 +60,7 @@ class Encoder:
                  special_tokens: Sequence[str] = (), sha256: str | None = None):
         self.name = str(name)
         self.path = models.resolve_encoder(self.name)
+        verify_inventory(self.path)  # a fine-tuned folder: every file as it was saved
         self.special_tokens = tuple(dict.fromkeys((*trained_special_tokens(self.path), *special_tokens)))
         self.batch_size = batch_size
         self.truncated = 0

@@ -40,7 +40,7 @@ from tqdm.auto import tqdm
 
 from multihop.checkpoints import load_checkpoint
 from multihop.corpus import Passage
-from multihop.folders import locked
+from multihop.folders import locked, write_inventory
 from multihop.models import FINETUNED_STAMP, sha256_file
 from multihop.paths import atomic_write_text
 
@@ -170,6 +170,7 @@ def train(samples: list[TrainingSample], out_dir: str | Path, config: TrainConfi
                  "loss": history}
         atomic_write_text(out_dir / FINETUNED_STAMP, json.dumps(stamp, indent=2))
         (out_dir / CHECKPOINT).unlink(missing_ok=True)
+        write_inventory(out_dir)
         return out_dir
 
 

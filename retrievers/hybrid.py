@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from multihop.folders import write_inventory
 from multihop.paths import atomic_dir, atomic_write_text
 
 from .index import MANIFEST, IndexMismatchError, read_manifest
@@ -49,6 +50,7 @@ class HybridRetriever(RetrieverModule):
             manifest = {"retriever": self.kind, "depth": self.depth, "rrf_k": self.rrf_k,
                         "corpus_sha256": self.corpus.checksum(), "count": len(self.corpus)}
             atomic_write_text(tmp / MANIFEST, json.dumps(manifest, indent=2))
+            write_inventory(tmp)
 
     @classmethod
     def load(cls, directory: str | Path, k: int = 5) -> HybridRetriever:

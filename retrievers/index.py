@@ -28,7 +28,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from multihop.corpus import Corpus
-from multihop.paths import atomic_write_text
+from multihop.paths import atomic_write_text, read_json
 
 from .encoder import Encoder
 
@@ -161,7 +161,7 @@ def read_manifest(directory: Path, expect: dict | None = None) -> dict:
     """A retriever folder's manifest, refused when any key of ``expect`` differs from it."""
     if not (directory / MANIFEST).exists():
         raise FileNotFoundError(f"{directory} holds no retriever ({MANIFEST} missing)")
-    manifest = json.loads((directory / MANIFEST).read_text())
+    manifest = read_json(directory / MANIFEST)
     for key, value in (expect or {}).items():
         if manifest.get(key) != value:
             raise IndexMismatchError(

@@ -15,6 +15,8 @@ from typing import ClassVar
 
 import dspy
 
+from multihop.folders import verify_inventory
+
 from .index import read_manifest
 from .query import Hits, check_queries
 
@@ -63,8 +65,10 @@ class RetrieverModule(dspy.Module):
 
 
 def load_retriever(directory: str | Path) -> RetrieverModule:
-    """The retriever saved in ``directory``, of the kind its manifest names."""
+    """The retriever saved in ``directory``, of the kind its manifest names, after checking its files against the
+    list saved with them (:func:`multihop.folders.verify_inventory`)."""
     directory = Path(directory)
+    verify_inventory(directory)
     kind = read_manifest(directory).get("retriever")
     if kind not in RETRIEVER_KINDS:
         raise ValueError(f"{directory}: unknown retriever kind {kind!r}; known: {', '.join(RETRIEVER_KINDS)}")

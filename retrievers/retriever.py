@@ -15,6 +15,7 @@ from pathlib import Path
 
 import dspy
 
+from multihop.folders import write_inventory
 from multihop.paths import atomic_dir, atomic_write_text
 
 from .dense import DenseRetriever
@@ -68,6 +69,7 @@ class Retriever(RetrieverModule):
             manifest = {"retriever": self.kind, "n": self.n, "k": self.k,
                         "reranker": self.reranker.config() if self.reranker else None}
             atomic_write_text(tmp / MANIFEST, json.dumps(manifest, indent=2))
+            write_inventory(tmp)
 
     @classmethod
     def load(cls, directory: str | Path, k: int | None = None) -> Retriever:

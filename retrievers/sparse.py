@@ -14,6 +14,7 @@ import bm25s
 
 from multihop.corpus import Corpus
 from multihop.data import load_corpus
+from multihop.folders import write_inventory
 from multihop.paths import atomic_dir, atomic_write_text
 
 from .dense import CORPUS_FILE
@@ -52,6 +53,7 @@ class BM25Retriever(RetrieverModule):
             self.bm25.save(str(tmp / INDEX_DIR), show_progress=False)
             self.corpus.save(tmp / CORPUS_FILE)
             atomic_write_text(tmp / MANIFEST, json.dumps(self.manifest(), indent=2))
+            write_inventory(tmp)
 
     @classmethod
     def load(cls, directory: str | Path, corpus: Corpus | None = None, k: int = 5) -> BM25Retriever:

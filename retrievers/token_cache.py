@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from multihop.paths import atomic_dir
+from multihop.paths import atomic_dir, read_json
 
 META = "meta.json"
 
@@ -25,7 +25,7 @@ class TokenCache:
         meta_path = self.directory / META
         if not meta_path.exists():
             raise FileNotFoundError(f"{self.directory} holds no token cache ({META} missing)")
-        self.meta = json.loads(meta_path.read_text())
+        self.meta = read_json(meta_path)
         self.offsets = np.load(self.directory / "offsets.npy")
         count, dim, total = self.meta["count"], self.meta["dimension"], int(self.offsets[-1])
         self.layers = tuple(self.meta["layers"])

@@ -40,15 +40,18 @@ def test_lm_arguments_build_the_lm_and_share_the_server_with_other_lms(monkeypat
     parser = argparse.ArgumentParser()
     LMOptions.add_arguments(parser, max_tokens=128)
     options = LMOptions.from_args(parser.parse_args(["--lm", "local:smollm2", "--adapter", "lora",
-                                                     "--api-base", "http://host/v1", "--engine", "transformers"]))
-    assert options == LMOptions("local:smollm2", "http://host/v1", "from-env", "lora", 128, "transformers")
+                                                     "--api-base", "http://host/v1", "--engine", "transformers",
+                                                     "--lm-timeout", "30"]))
+    assert options == LMOptions("local:smollm2", "http://host/v1", "from-env", "lora", 128, "transformers", 30.0)
     options.make()
     options.make(max_tokens=16)
     options.make("openai/judge")
-    server = {"api_base": "http://host/v1", "api_key": "from-env"}
+    options.make("local:student")
+    server = {"api_base": "http://host/v1", "api_key": "from-env", "timeout": 30.0}
     local = {**server, "adapter": "lora", "engine": "transformers"}
     assert built == [("local:smollm2", {**local, "max_tokens": 128}), ("local:smollm2", {**local, "max_tokens": 16}),
-                     ("openai/judge", {**server, "adapter": None, "max_tokens": None})]  # the adapter is the LM's own
+                     ("openai/judge", {**server, "adapter": None, "max_tokens": None}),  # the adapter is the LM's own
+                     ("local:student", {**local, "api_base": None, "adapter": None, "max_tokens": None})]  # in-process
 
 
 @pytest.mark.parametrize("name", BENCHMARKS)

@@ -42,7 +42,7 @@ def test_lm_options_reach_every_lm_the_command_builds(built_lms, questions, tmp_
                                  "--max-tokens", "7", "--judge-lm", "openai/judge"],
                            env={"MULTIHOP_API_KEY": "from-env"})
     assert result.exit_code == 0, result.output
-    server = {"api_base": "http://host:8000/v1", "api_key": "from-env"}
+    server = {"api_base": "http://host:8000/v1", "api_key": "from-env", "timeout": None}
     assert built_lms == [("openai/served", {**server, "adapter": None, "max_tokens": 7}),
                          ("openai/judge", {**server, "adapter": None, "max_tokens": None})]  # key and server shared
     row = json.loads((tmp_path / "run" / "results.jsonl").read_text())
@@ -56,7 +56,7 @@ def test_api_key_flag_wins_over_the_environment_and_the_teacher_lm_takes_the_opt
                                  "--max-tokens", "64"], env={"MULTIHOP_API_KEY": "from-env"})
     assert result.exit_code == 0, result.output
     assert built_lms == [("openai/teacher", {"api_base": None, "api_key": "from-flag", "adapter": None,
-                                             "max_tokens": 64})]
+                                             "max_tokens": 64, "timeout": None})]
     assert "kept 1 of 1 questions" in result.output
 
 
