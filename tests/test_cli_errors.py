@@ -1,0 +1,73 @@
+"""Every user error ends the command with one line ``error: …`` naming what to change (exit 2), a failure at run time
+with one line too (exit 1), and the traceback only with ``--debug``."""
+
+import json
+
+import pytest
+
+from multihop.cli import app
+from multihop.cli.errors import run
+
+
+def fails(argv, capsys, code=2) -> str:
+    """Run the command line; assert its exit code and that stderr is one ``error:`` line; return that line."""
+    assert run(app, argv) == code
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "\n" not in err and "Traceback" not in err, err
+    return err
+
+
+@pytest.fixture
+def questions(tmp_path):
+    path = tmp_path / "questions.jsonl"
+    path.write_text('{"id": "q1", "question": "Capital of France?", "answers": ["Paris"]}\n')
+    return path
+
+
+def test_unknown_names_and_values_are_one_line(capsys, questions, tmp_path):
+    assert "unknown model 'gpt5'" in fails(["models", "install", "gpt5"], capsys)
+    out = ["--out", str(tmp_path / "run")]
+    assert "unknown program 'Nope'" in fails(["eval", "--program", "Nope", "--data", str(questions), *out], capsys)
+    err = fails(["eval", "--program", "SingleStepRAG", "--data", str(questions), *out, "--set", "frobnicate=1"],
+                capsys)
+    assert "SingleStepRAG has no switch frobnicate; its switches:" in err
+    assert "--limit" in fails(["eval", "--program", "NoRetrieval", "--data", str(questions), *out, "--limit", "-3"],
+                              capsys)
+    assert "--threads" in fails(["eval", "--program", "NoRetrieval", "--data", str(questions), *out, "--threads",
+                                 "0"], capsys)
+    assert "does not exist" in fails(["trace", "show", str(tmp_path / "nowhere")], capsys)
+    assert "no such file" in fails(["eval", "--program", "NoRetrieval", "--data", str(tmp_path / "none.jsonl"),
+                                    *out], capsys)
+    err = fails(["compile", "--program", "NoRetrieval", "--data", str(questions), "--out", str(tmp_path / "c"),
+                 "--optimizer", "nope"], capsys)
+    assert "nope" in err
+
+
+def test_a_bad_data_file_is_one_line_naming_file_line_and_field(capsys, tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"id": "q1", "question": "Q?", "answers": "Paris"}) + "\n")
+    err = fails(["eval", "--program", "NoRetrieval", "--data", str(bad), "--out", str(tmp_path / "run")], capsys)
+    assert f"{bad}:line 1: field 'answers' should be a list, got a string" in err
+
+
+def test_a_corrupt_compiled_folder_is_one_line(capsys, tmp_path, static_retriever):
+    from multihop.programs import SingleStepRAG, save
+
+    save(SingleStepRAG(retriever=static_retriever, k=2), tmp_path / "prog")
+    (tmp_path / "prog" / "manifest.json").write_text("{not json")
+    err = fails(["ask", "Capital of France?", "--load", str(tmp_path / "prog")], capsys)
+    assert "manifest.json:line 1: not valid JSON" in err
+
+
+def test_a_failure_at_run_time_exits_1_and_debug_shows_the_traceback(capsys, monkeypatch, questions, tmp_path):
+    import multihop.lms
+
+    def down(*args, **kwargs):
+        raise RuntimeError("the endpoint is down")
+
+    monkeypatch.setattr(multihop.lms, "make_lm", down)
+    argv = ["eval", "--program", "NoRetrieval", "--data", str(questions), "--out", str(tmp_path / "run")]
+    assert fails(argv, capsys, code=1) == "error: the endpoint is down"
+    assert run(app, ["--debug", *argv]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" in err and err.strip().endswith("error: the endpoint is down")
