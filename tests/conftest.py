@@ -25,6 +25,14 @@ def isolated_dspy_cache(tmp_path, monkeypatch):
                                                             disk_cache_dir=str(tmp_path / "cache")))
 
 
+@pytest.fixture
+def questions(tmp_path):
+    """A question file of one question: "Capital of France?" (Paris)."""
+    path = tmp_path / "questions.jsonl"
+    path.write_text('{"id": "q1", "question": "Capital of France?", "answers": ["Paris"]}\n')
+    return path
+
+
 @pytest.fixture(scope="session")
 def musique_dev():
     from multihop.data import load_dataset

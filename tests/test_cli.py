@@ -29,13 +29,6 @@ def built_lms(monkeypatch):
     return built
 
 
-@pytest.fixture
-def questions(tmp_path):
-    path = tmp_path / "questions.jsonl"
-    path.write_text('{"id": "q1", "question": "Capital of France?", "answers": ["Paris"]}\n')
-    return path
-
-
 def test_lm_options_reach_every_lm_the_command_builds(built_lms, questions, tmp_path):
     result = runner.invoke(app, ["eval", "--program", "NoRetrieval", "--data", str(questions), "--out",
                                  str(tmp_path / "run"), "--lm", "openai/served", "--api-base", "http://host:8000/v1",

@@ -3,8 +3,6 @@ with one line too (exit 1), and the traceback only with ``--debug``."""
 
 import json
 
-import pytest
-
 from multihop.cli import app
 from multihop.cli.errors import run
 
@@ -15,13 +13,6 @@ def fails(argv, capsys, code=2) -> str:
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and "\n" not in err and "Traceback" not in err, err
     return err
-
-
-@pytest.fixture
-def questions(tmp_path):
-    path = tmp_path / "questions.jsonl"
-    path.write_text('{"id": "q1", "question": "Capital of France?", "answers": ["Paris"]}\n')
-    return path
 
 
 def test_unknown_names_and_values_are_one_line(capsys, questions, tmp_path):
