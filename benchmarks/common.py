@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from multihop.models import DEFAULT_LM, LOCAL_ENGINES
+from multihop.models import DEFAULT_LM, DEFAULT_LM_TIMEOUT, LM_TIMEOUT_ENV, LOCAL_ENGINES
 from multihop.paths import data_dir
 
 QUESTION_SETS = {
@@ -30,9 +30,8 @@ API_KEY_HELP = (f"API key of the server (default: ${API_KEY_ENV}); provider vari
                 "work, through LiteLLM")
 ADAPTER_HELP = "LoRA adapter folder for a local LM (from `multihop distill`)"
 MAX_TOKENS_HELP = "generation cap per LM call (default: 128 for a local LM, 384 for a served one)"
-TIMEOUT_ENV = "MULTIHOP_LM_TIMEOUT"
 TIMEOUT_HELP = (f"seconds one LM request may take before it is retried (twice, with backoff, as are HTTP 429 and 5xx "
-                f"answers); default ${TIMEOUT_ENV} or 120, for a served LM")
+                f"answers); default ${LM_TIMEOUT_ENV} or {DEFAULT_LM_TIMEOUT:g}, for a served LM")
 ENGINE_HELP = ("local LM engine: auto (llama.cpp for a GGUF model when llama-cpp-python is installed, a LoRA adapter "
                "converted to GGUF; else transformers), llamacpp or transformers")
 

@@ -55,6 +55,7 @@ def read_records(path: str | Path) -> Iterator[tuple[str, Any]]:
     except json.JSONDecodeError as exc:
         if text.lstrip().startswith("["):
             raise DataFormatError(f"{path}:line {exc.lineno}: not valid JSON ({exc.msg})") from None
+        data = None  # JSON lines
     if isinstance(data, list):
         yield from ((f"{path}:record {i}", rec) for i, rec in enumerate(data, 1))
     elif isinstance(data, dict) and not _is_record(data):

@@ -159,8 +159,9 @@ def run_manifest(program: dspy.Module, examples: Sequence[dspy.Example], judge_l
     the caller adds (``extra``: a data file's checksum, a compiled program's, a retriever's)."""
     lm = dspy.settings.lm
     ids = "\n".join(str(example.id) for example in examples)
+    settings = {key: lm.kwargs.get(key) for key in ("max_tokens", "temperature", "api_base")} if lm else None
     return {"program": type(program).__name__, "config": program.config() if hasattr(program, "config") else None,
-            "lm": getattr(lm, "model", None), "judge": getattr(judge_lm, "model", None),
+            "lm": getattr(lm, "model", None), "lm_settings": settings, "judge": getattr(judge_lm, "model", None),
             "questions": hashlib.sha256(ids.encode()).hexdigest()[:16], "count": len(examples), **extra}
 
 
@@ -188,15 +189,17 @@ def evaluate(
     judge = LLMJudge(judge_lm) if judge_lm is not None else None
     out = Path(out_dir)
     with locked(out):
+        if not read_rows(out / RESULTS):  # nothing recorded yet (or a run that stopped before any row): a new run
+            (out / RUN_MANIFEST).unlink(missing_ok=True)
         check_run(out / RUN_MANIFEST, manifest or run_manifest(program, examples, judge_lm), kind="evaluation")
         rows = resumable_rows(out / RESULTS, keep_errors)
         todo = [ex for ex in examples if ex.id not in rows]
         _run(program, todo, judge, out, rows, threads,
              tqdm(total=len(examples), initial=len(examples) - len(todo), desc=name or "evaluating", unit="q",
                   disable=not progress))
-    summary = summarize([rows[ex.id] for ex in examples if ex.id in rows], getattr(program, "count_display", {}))
-    summary["program"] = name or type(program).__name__
-    atomic_write_text(out / SUMMARY, json.dumps(summary, indent=2))
+        summary = summarize([rows[ex.id] for ex in examples if ex.id in rows], getattr(program, "count_display", {}))
+        summary["program"] = name or type(program).__name__
+        atomic_write_text(out / SUMMARY, json.dumps(summary, indent=2))
     if console is not None:
         console.print(render_table({summary["program"]: summary}))
     return summary

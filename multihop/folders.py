@@ -25,6 +25,7 @@ from multihop.paths import atomic_write_text, read_json
 LOCK = ".multihop.lock"
 RUN_MANIFEST = "run.json"
 INVENTORY = "files.json"
+VERIFIED = ".files.verified"  # the sizes and modification times of the files last found as listed
 
 
 class FolderInUseError(RuntimeError):
@@ -36,25 +37,30 @@ class RunMismatchError(ValueError):
 
 
 @contextmanager
-def locked(path: str | Path, file: bool = False) -> Iterator[Path]:
+def locked(path: str | Path, file: bool = False, wait: bool = False) -> Iterator[Path]:
     """Hold the folder ``path`` (created if needed) — or with ``file``, the output file ``path`` — exclusively for
-    the block; ``FolderInUseError`` names the holder's pid when another process holds it."""
+    the block; ``FolderInUseError`` names the holder's pid when another process holds it, unless ``wait`` (then the
+    block waits its turn). Re-entrant in a process: a job that holds its folder may call a step that locks it too."""
     path = Path(path)
     folder = path.parent if file else path
     folder.mkdir(parents=True, exist_ok=True)
     name = f".{path.name}.lock" if file else LOCK
-    lock, holder = FileLock(folder / name), folder / f"{name}.pid"
+    lock = FileLock(folder / name, is_singleton=True, thread_local=False)  # one lock object per path in a process
+    holder = folder / f"{name}.pid"
     try:
-        lock.acquire(timeout=0)
+        lock.acquire(timeout=-1 if wait else 0)
     except Timeout:
         pid = holder.read_text().strip() if holder.exists() else "unknown"
         raise FolderInUseError(f"{path} is in use by another multihop process (pid {pid}); wait for it to finish "
                                "or write elsewhere") from None
+    outermost = lock.lock_counter == 1
     try:
-        holder.write_text(str(os.getpid()))
+        if outermost:
+            atomic_write_text(holder, str(os.getpid()))
         yield path
     finally:
-        holder.unlink(missing_ok=True)
+        if outermost:
+            holder.unlink(missing_ok=True)
         lock.release()
 
 
@@ -70,6 +76,7 @@ def check_run(path: str | Path, manifest: dict, kind: str = "run") -> None:
     differ = sorted(key for key in saved.keys() | manifest.keys() if saved.get(key) != manifest.get(key))
     if differ:
         details = "; ".join(f"{key}: {saved.get(key)!r} there, {manifest.get(key)!r} now" for key in differ[:4])
+        details += f"; and {len(differ) - 4} more" if len(differ) > 4 else ""
         raise RunMismatchError(f"{path.parent if path.name == RUN_MANIFEST else path} holds another {kind} "
                                f"({details}); write elsewhere or delete it to start over")
 
@@ -87,16 +94,32 @@ def write_inventory(folder: str | Path) -> dict:
 
 def verify_inventory(folder: str | Path) -> None:
     """Check a saved ``folder`` against its :data:`INVENTORY`: a missing file raises ``FileNotFoundError``, a changed
-    one ``ChecksumMismatchError``, each naming the file. A folder saved before inventories is not checked."""
+    one ``ChecksumMismatchError``, each naming the file. A folder saved before inventories is not checked. Hashing is
+    skipped when every file still has the size and modification time it had when last found as listed
+    (:data:`VERIFIED`), so loading an index of gigabytes twice hashes it once."""
     folder = Path(folder)
     if not (folder / INVENTORY).exists():
         return
     files = read_json(folder / INVENTORY)
+    seen = {}
     for name, info in files.items():
         path = folder / name
         if not path.is_file():
             raise FileNotFoundError(f"{folder}: {name} is missing (listed in {INVENTORY}); save or build the folder "
                                     "again")
-        if path.stat().st_size != info["size"] or sha256_file(path) != info["sha256"]:
-            raise ChecksumMismatchError(f"{folder}: {name} changed since the folder was saved (size or sha256 "
-                                        f"differs from {INVENTORY}); save or build the folder again")
+        stat = path.stat()
+        seen[name] = [stat.st_size, stat.st_mtime_ns]
+        if stat.st_size != info["size"]:
+            raise ChecksumMismatchError(f"{folder}: {name} changed since the folder was saved (its size differs from "
+                                        f"{INVENTORY}); save or build the folder again")
+    stamp = folder / VERIFIED
+    if stamp.exists() and read_json(stamp) == {"inventory": sha256_file(folder / INVENTORY), "files": seen}:
+        return
+    for name, info in files.items():
+        if sha256_file(folder / name) != info["sha256"]:
+            raise ChecksumMismatchError(f"{folder}: {name} changed since the folder was saved (its sha256 differs "
+                                        f"from {INVENTORY}); save or build the folder again")
+    try:
+        atomic_write_text(stamp, json.dumps({"inventory": sha256_file(folder / INVENTORY), "files": seen}))
+    except OSError:  # a read-only folder is checked in full each time
+        pass

@@ -14,8 +14,9 @@ from typing import TextIO
 from multihop.paths import atomic_write_text
 
 
-def read_rows(path: Path) -> dict[str, dict]:
-    """Finished rows by id. A torn line (the process died mid-write) is dropped and rewritten away."""
+def read_rows(path: Path, repair: bool = True) -> dict[str, dict]:
+    """Finished rows by id. A torn line (the process died mid-write) is dropped and, with ``repair`` (a job about to
+    append, holding the file), rewritten away."""
     if not path.exists():
         return {}
     rows, good_lines, torn = {}, [], False
@@ -27,7 +28,7 @@ def read_rows(path: Path) -> dict[str, dict]:
             continue
         rows[row["id"]] = row
         good_lines.append(line)
-    if torn:
+    if torn and repair:
         atomic_write_text(path, "".join(line + "\n" for line in good_lines))
     return rows
 

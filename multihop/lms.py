@@ -38,10 +38,9 @@ from multihop.engines.lora import gguf_lora
 from multihop.engines.schema import POLICY
 from multihop.engines.served import served_model
 from multihop.folders import verify_inventory
-from multihop.models import DEFAULT_LM, LOCAL_ENGINES
+from multihop.models import DEFAULT_LM, DEFAULT_LM_TIMEOUT, LM_TIMEOUT_ENV, LOCAL_ENGINES
 
 DEFAULT_MAX_TOKENS = 384
-DEFAULT_TIMEOUT = 120.0  # seconds a served LM's request may take (MULTIHOP_LM_TIMEOUT) before it is retried
 RETRIES = 2  # retries of a served LM's request that timed out or got HTTP 429/5xx (DSPy backs off between them)
 CONFIG_FIELDS = frozenset(field.name for field in dataclasses.fields(Config))
 WEIGHT_FILES = ("model.safetensors", "adapter_model.safetensors", "multihop.json")
@@ -113,9 +112,16 @@ def make_lm(
     """Build an LM from a spec: ``local:smollm2``, ``local:<path>``, or any ``dspy.LM`` model string. ``engine``
     (``auto``, ``llamacpp``, ``transformers``) and ``constrained`` (decode under the signature's JSON schema) apply to
     local models. A served LM's request may take ``timeout`` seconds (default ``$MULTIHOP_LM_TIMEOUT`` or
-    :data:`DEFAULT_TIMEOUT`) and is retried :data:`RETRIES` times on a timeout, HTTP 429 or 5xx, so one call gives
-    up within about ``timeout × (RETRIES + 1)`` plus DSPy's backoff."""
-    timeout = timeout or float(os.environ.get("MULTIHOP_LM_TIMEOUT") or DEFAULT_TIMEOUT)
+    :data:`~multihop.models.DEFAULT_LM_TIMEOUT`) and is retried :data:`RETRIES` times on a timeout, HTTP 429 or 5xx, so
+    one call gives up within about ``timeout × (RETRIES + 1)`` plus DSPy's backoff."""
+    if timeout is None:
+        try:
+            timeout = float(os.environ.get(LM_TIMEOUT_ENV) or DEFAULT_LM_TIMEOUT)
+        except ValueError:
+            raise ValueError(f"{LM_TIMEOUT_ENV} should be a number of seconds, not {os.environ[LM_TIMEOUT_ENV]!r}"
+                             ) from None
+    if timeout <= 0:
+        raise ValueError(f"an LM timeout is a positive number of seconds, not {timeout}")
     if engine not in LOCAL_ENGINES:
         raise ValueError(f"unknown engine {engine!r}; choose one of {', '.join(LOCAL_ENGINES)}")
     if spec.startswith("local:"):

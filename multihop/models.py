@@ -23,6 +23,7 @@ from pathlib import Path
 from multihop.paths import atomic_write_text, home
 
 DEFAULT_LM = "local:smollm2"  # the LM spec (multihop.lms.make_lm) used unless one is given: the embedded SmolLM2
+LM_TIMEOUT_ENV, DEFAULT_LM_TIMEOUT = "MULTIHOP_LM_TIMEOUT", 120.0  # seconds a served LM's request may take
 LOCAL_ENGINES = ("auto", "llamacpp", "transformers")  # the engines a local LM runs on (multihop.lms.make_lm)
 
 
@@ -105,7 +106,7 @@ def get_spec(name: str) -> ModelSpec:
     try:
         return REGISTRY[name]
     except KeyError:
-        raise KeyError(f"unknown model {name!r}; known models: {', '.join(REGISTRY)}") from None
+        raise ValueError(f"unknown model {name!r}; known models: {', '.join(REGISTRY)}") from None
 
 
 def sha256_file(path: Path, chunk: int = 1 << 22) -> str:

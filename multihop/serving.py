@@ -20,6 +20,7 @@ import os
 from pathlib import Path
 
 from multihop.engines.llamacpp import MAX_CONTEXT, llama_cpp_available, physical_cores, plain_weight_buffers
+from multihop.folders import verify_inventory
 from multihop.lms import llamacpp_weights, local_gguf
 
 SERVER_MODULES = ("fastapi", "uvicorn", "sse_starlette", "starlette_context", "pydantic_settings")
@@ -41,6 +42,8 @@ def server_app(spec: str, port: int, host: str = "127.0.0.1", adapter: Path | No
     from llama_cpp.server.app import create_app
     from llama_cpp.server.settings import ModelSettings, ServerSettings
 
+    if adapter is not None:
+        verify_inventory(adapter)
     gguf, lora, name = llamacpp_weights(spec.removeprefix("local:"), adapter)
     threads = physical_cores()
     model = ModelSettings(model=str(gguf), model_alias=name, n_ctx=MAX_CONTEXT, n_threads=threads,

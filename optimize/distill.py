@@ -141,7 +141,9 @@ def distill(files: list[str | Path], out_dir: str | Path, config: DistillConfig 
         scheduler = get_scheduler(config.scheduler, optimizer, num_warmup_steps=int(config.warmup * steps),
                                   num_training_steps=steps)
         history: list[float] = []
-        start = _resume(out_dir / CHECKPOINT, config, model, optimizer, scheduler, history)
+        inputs = {str(path): models.sha256_file(Path(path)) for path in files}
+        identity = {"config": asdict(config), "files": inputs}  # what a checkpoint resumes
+        start = _resume(out_dir / CHECKPOINT, identity, model, optimizer, scheduler, history)
         began = time.perf_counter()
         model.train()
         for step in tqdm(range(start, steps), desc="distilling", unit="step", initial=start, total=steps):
@@ -156,13 +158,13 @@ def distill(files: list[str | Path], out_dir: str | Path, config: DistillConfig 
             optimizer.zero_grad()
             history.append(total)
             if (step + 1) % config.checkpoint_every == 0 and step + 1 < steps:
-                _save_checkpoint(out_dir / CHECKPOINT, config, model, optimizer, scheduler, step + 1, history)
+                _save_checkpoint(out_dir / CHECKPOINT, identity, model, optimizer, scheduler, step + 1, history)
         seconds = time.perf_counter() - began
         model.save_pretrained(str(out_dir))
         manifest = {
             "base": config.base, "base_sha256": base_checksum(config.base, folder),
             "stages": sorted({row["stage"] for row in rows}),
-            "files": {str(path): models.sha256_file(Path(path)) for path in files},
+            "files": inputs,
             "config": asdict(config), "rows": len(rows), "steps": steps, "loss": history,
             "final_loss": history[-1] if history else None, "seconds": round(seconds, 1),
             "examples_per_second": round(len(order[start * config.batch_size :]) / max(seconds, 1e-9), 2),
@@ -179,22 +181,24 @@ def _shuffled(n: int, seed: int) -> list[int]:
     return order
 
 
-def _save_checkpoint(directory: Path, config, model, optimizer, scheduler, step: int, history: list[float]) -> None:
+def _save_checkpoint(directory: Path, identity: dict, model, optimizer, scheduler, step: int,
+                     history: list[float]) -> None:
     with atomic_dir(directory) as tmp:
         model.save_pretrained(str(tmp))
-        torch.save({"config": asdict(config), "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+        torch.save({"identity": identity, "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
                     "step": step, "history": history}, tmp / "state.pt")
 
 
-def _resume(directory: Path, config, model, optimizer, scheduler, history: list[float]) -> int:
+def _resume(directory: Path, identity: dict, model, optimizer, scheduler, history: list[float]) -> int:
     if not (directory / "state.pt").exists():
         return 0
     from peft import set_peft_model_state_dict
     from safetensors.torch import load_file
 
     state = load_checkpoint(directory / "state.pt")
-    if state["config"] != asdict(config):
-        raise ValueError(f"{directory} was written for another base model or config; remove it to start over")
+    if state.get("identity") != identity:
+        raise ValueError(f"{directory} was written for another base model, config or trajectory files; remove it to "
+                         "start over")
     set_peft_model_state_dict(model, load_file(directory / "adapter_model.safetensors"))
     optimizer.load_state_dict(state["optimizer"])
     scheduler.load_state_dict(state["scheduler"])

@@ -60,8 +60,8 @@ def collect(
     metric: str = "f1",
     min_score: float = 1.0,
 ) -> dict:
-    """Collect the passing trajectories of ``examples`` into ``out_dir`` (locked while it runs); returns the
-    manifest."""
+    """Collect the passing trajectories of ``examples`` into ``out_dir`` (locked while it runs; a collection replaces
+    the files of the one before it there); returns the manifest."""
     lm = teacher_lm or dspy.settings.lm
     if lm is None:
         raise ValueError("no teacher LM: pass teacher_lm= or dspy.configure(lm=...)")
@@ -89,6 +89,8 @@ def _collect(program: dspy.Module, examples: list[dspy.Example], out_dir: Path, 
         raise EmptyTrajectoriesError(
             f"none of {len(examples)} questions reached {metric} >= {min_score}: no trajectory to distill"
         )
+    for stale in [*out_dir.glob("*.jsonl"), out_dir / MANIFEST]:  # a collection is written whole: none of the
+        stale.unlink(missing_ok=True)                                # last one's files stay beside it
     for stage, stage_rows in rows.items():
         text = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in stage_rows)
         atomic_write_text(out_dir / f"{stage}.jsonl", text)

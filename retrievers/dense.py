@@ -21,7 +21,7 @@ import numpy as np
 
 from multihop.corpus import Corpus
 from multihop.data import load_corpus
-from multihop.folders import write_inventory
+from multihop.folders import locked, verify_inventory, write_inventory
 from multihop.paths import atomic_dir, home
 
 from .encoder import Encoder
@@ -78,9 +78,10 @@ class DenseRetriever(RetrieverModule):
         if special_tokens:
             suffix += "-special-" + hashlib.sha256("\n".join(special_tokens).encode()).hexdigest()[:8]
         target = home() / "indexes" / f"{Path(encoder).name}-{kind}-{corpus.checksum()[:16]}{suffix}"
-        if not (target / "manifest.json").exists():
-            built = Encoder(encoder, special_tokens=special_tokens)
-            cls.build(corpus, encoder=built, kind=kind, token_layers=token_layers).save(target)
+        with locked(target, file=True, wait=True):  # two runs needing the same index: one builds, the other waits
+            if not (target / "manifest.json").exists():
+                built = Encoder(encoder, special_tokens=special_tokens)
+                cls.build(corpus, encoder=built, kind=kind, token_layers=token_layers).save(target)
         return target
 
     def save(self, directory: str | Path) -> None:
@@ -98,6 +99,7 @@ class DenseRetriever(RetrieverModule):
         """Load a saved retriever. A given ``encoder`` or ``corpus`` must match the manifest, else it is refused; an
         encoder given by name gets the special tokens the index was built with."""
         directory = Path(directory)
+        verify_inventory(directory)
         corpus = corpus or load_corpus(directory / CORPUS_FILE)
         manifest = read_manifest(directory)
         if "special_tokens" not in manifest:

@@ -27,6 +27,7 @@ wherever it is loaded (:class:`~.encoder.Encoder`).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
@@ -153,7 +154,9 @@ def train(samples: list[TrainingSample], out_dir: str | Path, config: TrainConfi
         optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr)
         batches = _batches(samples, config)
         history: list[float] = []
-        start = _resume(out_dir / CHECKPOINT, config, model, optimizer, history)
+        identity = {"config": asdict(config), "samples": hashlib.sha256(
+            json.dumps([asdict(sample) for sample in samples]).encode()).hexdigest()}  # what a checkpoint resumes
+        start = _resume(out_dir / CHECKPOINT, identity, model, optimizer, history)
         model.train()
         steps = tqdm(range(start, len(batches)), desc="fine-tuning", unit="step", initial=start, total=len(batches))
         for step in steps:
@@ -162,7 +165,7 @@ def train(samples: list[TrainingSample], out_dir: str | Path, config: TrainConfi
             optimizer.step()
             history.append(loss)
             if (step + 1) % config.checkpoint_every == 0 and step + 1 < len(batches):
-                _save_checkpoint(out_dir / CHECKPOINT, config, model, optimizer, step + 1, history)
+                _save_checkpoint(out_dir / CHECKPOINT, identity, model, optimizer, step + 1, history)
         model.eval()
         model.save(str(out_dir))
         stamp = {"sha256": sha256_file(out_dir / "model.safetensors"), "config": asdict(config), "layers": layers,
@@ -257,19 +260,20 @@ def _batches(samples: list[TrainingSample], config: TrainConfig) -> list[list[Tr
     return batches[: config.max_steps] if config.max_steps else batches
 
 
-def _save_checkpoint(path: Path, config: TrainConfig, model, optimizer, step: int, history: list[float]) -> None:
+def _save_checkpoint(path: Path, identity: dict, model, optimizer, step: int, history: list[float]) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
-    torch.save({"config": asdict(config), "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+    torch.save({"identity": identity, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
                 "step": step, "history": history, "rng": torch.get_rng_state()}, tmp)
     os.replace(tmp, path)
 
 
-def _resume(path: Path, config: TrainConfig, model, optimizer, history: list[float]) -> int:
+def _resume(path: Path, identity: dict, model, optimizer, history: list[float]) -> int:
     if not path.exists():
         return 0
     state = load_checkpoint(path)
-    if state["config"] != asdict(config):
-        raise ValueError(f"{path} was written with another training config; remove it to start over")
+    if state.get("identity") != identity:
+        raise ValueError(f"{path} was written with another training config or other training samples; remove it to "
+                         "start over")
     model.load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])
     torch.set_rng_state(state["rng"])

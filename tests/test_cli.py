@@ -5,6 +5,7 @@ import pytest
 from typer.testing import CliRunner
 
 from multihop.cli import app
+from multihop.cli.errors import run
 from multihop.evaluation import evaluate
 
 from helpers import Echo, data_root, echo_examples, scripted_lm
@@ -121,22 +122,22 @@ def test_models_list_shows_the_registry():
     assert result.exit_code == 0 and "minilm" in result.output and "smollm2" in result.output
 
 
-def test_data_fetch_offline_fails_clearly(tmp_path, monkeypatch):
+def test_data_fetch_offline_fails_clearly(tmp_path, monkeypatch, capsys):
     import multihop.fetch as fetch
 
     def offline(*args, **kwargs):
         raise OSError("network is unreachable")
 
     monkeypatch.setattr(fetch.urllib.request, "urlopen", offline)
-    result = runner.invoke(app, ["data", "fetch", "hotpotqa", "--root", str(tmp_path)])
-    assert result.exit_code == 1 and "offline" in result.output
+    assert run(app, ["data", "fetch", "hotpotqa", "--root", str(tmp_path)]) == 1  # a failure at run time
+    assert "offline" in capsys.readouterr().err
     assert not list(tmp_path.rglob("*.json"))  # nothing half-written is left behind
 
 
-def test_data_list_without_data_says_where_to_point(monkeypatch):
+def test_data_list_without_data_says_where_to_point(monkeypatch, capsys):
     monkeypatch.delenv("MULTIHOP_DATA", raising=False)
-    result = runner.invoke(app, ["data", "list"])
-    assert result.exit_code == 1 and "MULTIHOP_DATA" in result.output
+    assert run(app, ["data", "list"]) == 2  # bad input: where the data is
+    assert "error: MULTIHOP_DATA is not set to an existing folder" in capsys.readouterr().err
 
 
 def test_index_build_writes_any_retriever_kind(tmp_path):

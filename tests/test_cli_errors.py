@@ -22,6 +22,8 @@ def test_unknown_names_and_values_are_one_line(capsys, questions, tmp_path):
     err = fails(["eval", "--program", "SingleStepRAG", "--data", str(questions), *out, "--set", "frobnicate=1"],
                 capsys)
     assert "SingleStepRAG has no switch frobnicate; its switches:" in err
+    assert "set with --k" in fails(["eval", "--program", "NoRetrieval", "--data", str(questions), *out, "--set",
+                                    "k=3"], capsys)
     assert "--limit" in fails(["eval", "--program", "NoRetrieval", "--data", str(questions), *out, "--limit", "-3"],
                               capsys)
     assert "--threads" in fails(["eval", "--program", "NoRetrieval", "--data", str(questions), *out, "--threads",
@@ -62,3 +64,17 @@ def test_a_failure_at_run_time_exits_1_and_debug_shows_the_traceback(capsys, mon
     assert run(app, ["--debug", *argv]) == 1
     err = capsys.readouterr().err
     assert "Traceback" in err and err.strip().endswith("error: the endpoint is down")
+
+
+def test_an_identical_rerun_resumes_and_another_run_is_refused(capsys, monkeypatch, questions, tmp_path):
+    import multihop.lms
+
+    from helpers import scripted_lm
+
+    monkeypatch.setattr(multihop.lms, "make_lm", lambda spec, **settings: scripted_lm(
+        lambda prompt: {"reasoning": "r", "answer": "Paris"}, name="scripted")[0])
+    argv = ["eval", "--program", "NoRetrieval", "--data", str(questions), "--out", str(tmp_path / "run")]
+    assert run(app, argv) == 0 and run(app, argv) == 0  # the same run resumes
+    capsys.readouterr()
+    err = fails([*argv, "--limit", "1"], capsys)
+    assert "holds another evaluation (limit: None there, 1 now)" in err

@@ -91,3 +91,12 @@ def test_a_record_without_question_and_paragraphs_as_text_name_file_line_and_fie
     file.write_text(json.dumps({**GENERIC, "paragraphs": "one long text"}) + "\n")
     with pytest.raises(DataFormatError, match=r"q.jsonl:line 1: field 'paragraphs' should be a list, got a string"):
         load_dataset(file)
+
+
+def test_json_lines_in_a_json_file_are_read_line_by_line(tmp_path):
+    file = tmp_path / "questions.json"
+    file.write_text(json.dumps(GENERIC) + "\n" + json.dumps({**GENERIC, "id": "g2"}) + "\n")
+    assert [example.id for example in load_dataset(file)] == ["g1", "g2"]
+    corpus = tmp_path / "corpus.json"
+    corpus.write_text('{"title": "A", "text": "a"}\n{"title": "B", "text": "b"}\n')
+    assert load_corpus(corpus).texts() == ["A: a", "B: b"]

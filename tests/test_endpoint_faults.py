@@ -31,8 +31,8 @@ class Stub(BaseHTTPRequestHandler):
         elif server.mode == "hang":
             time.sleep(MAX_HANG)
             self.send_error(504)
-        elif server.mode == "500":
-            self.send_response(500)
+        elif server.mode in ("500", "429"):
+            self.send_response(int(server.mode))
             self.send_header("retry-after", "0")
             self.end_headers()
             self.wfile.write(b'{"error": {"message": "down on purpose"}}')
@@ -90,3 +90,19 @@ def test_a_run_against_a_dead_endpoint_stops_and_its_rerun_finishes_once_it_answ
     with dspy.context(lm=stub_lm(endpoint), adapter=dspy.JSONAdapter()):
         summary = evaluate(NoRetrieval(), questions, tmp_path, progress=False)
     assert summary["questions"] == len(questions) and summary["errors"] == 0
+
+
+@pytest.mark.parametrize("mode,error", [("500", "LMServerError"), ("429", "LMRateLimitError")])
+def test_the_served_engine_reports_failures_as_dspys_retryable_errors(endpoint, mode, error):
+    from dspy.lm15 import Config, Message, Request
+
+    from multihop.engines.served import ServedEngine
+
+    endpoint.mode = mode
+    engine = ServedEngine(f"http://127.0.0.1:{endpoint.server_port}/v1", "smollm2-llamacpp-x", timeout=5)
+    with pytest.raises(Exception) as raised:
+        engine.complete(Request(model="m", messages=(Message.user("q"),), config=Config(max_tokens=4)))
+    assert type(raised.value).__name__ == error and f"answered {mode}" in str(raised.value)
+    dead = ServedEngine("http://127.0.0.1:9/v1", "smollm2-llamacpp-x", timeout=5)
+    with pytest.raises(LMTransportError, match="unreachable"):
+        dead.complete(Request(model="m", messages=(Message.user("q"),), config=Config(max_tokens=4)))

@@ -34,7 +34,7 @@ def test_missing_package_prints_the_exact_install_command(monkeypatch):
 
 
 def test_unknown_model_name():
-    with pytest.raises(KeyError, match="known models"):
+    with pytest.raises(ValueError, match="known models"):
         models.resolve("gpt-5")
 
 

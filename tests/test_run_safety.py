@@ -90,3 +90,19 @@ def test_a_second_job_into_a_held_folder_is_refused_with_the_holders_pid(tmp_pat
     start = time.monotonic()
     assert evaluate(Echo(), echo_examples(2), tmp_path, progress=False)["questions"] == 2  # free again
     assert time.monotonic() - start < 10
+
+
+def test_a_folder_lock_is_reentrant_in_its_process_and_released_by_the_outermost(tmp_path):
+    with locked(tmp_path):
+        with locked(tmp_path):  # a job holding its folder calls a step that locks it too
+            pass
+        assert (tmp_path / ".multihop.lock.pid").exists()  # still held by the outer block
+    assert not (tmp_path / ".multihop.lock.pid").exists()
+
+
+def test_a_run_that_recorded_nothing_does_not_hold_its_folder(tmp_path):
+    outage = Outage()
+    outage.down = {f"question {i}" for i in range(MAX_ENDPOINT_FAILURES)}
+    with pytest.raises(EndpointDownError):
+        evaluate(outage, echo_examples(MAX_ENDPOINT_FAILURES), tmp_path, progress=False)
+    assert evaluate(Echo(answer="y"), echo_examples(2), tmp_path, progress=False)["questions"] == 2  # a new run

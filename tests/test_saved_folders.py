@@ -37,3 +37,21 @@ def test_a_changed_program_file_is_named(static_retriever, tmp_path):
     state.write_text(state.read_text().replace("{", "{ ", 1))
     with pytest.raises(ChecksumMismatchError, match=r"prog: program.json changed since the folder was saved"):
         load(tmp_path / "prog", retriever=static_retriever)
+
+
+def test_a_verified_folder_is_not_hashed_again_until_a_file_changes(tmp_path, monkeypatch):
+    import multihop.folders
+
+    (tmp_path / "weights.bin").write_bytes(b"\x01" * 64)
+    write_inventory(tmp_path)
+    hashed = []
+    real = multihop.folders.sha256_file
+    monkeypatch.setattr(multihop.folders, "sha256_file", lambda path: hashed.append(path.name) or real(path))
+    verify_inventory(tmp_path)
+    assert "weights.bin" in hashed
+    hashed.clear()
+    verify_inventory(tmp_path)
+    assert "weights.bin" not in hashed  # unchanged since it was found as listed
+    (tmp_path / "weights.bin").write_bytes(b"\x02" * 64)  # same size, new content and time
+    with pytest.raises(ChecksumMismatchError, match="weights.bin changed since the folder was saved"):
+        verify_inventory(tmp_path)

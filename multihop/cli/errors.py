@@ -15,8 +15,8 @@ BAD_INPUT = 2  # exit code: the command line, a file or a folder given is wrong
 FAILURE = 1  # exit code: the run failed (an endpoint, the disk, a bug)
 INTERRUPTED = 130
 # Exceptions that mean the input is wrong: a bad value or file (ValueError: DataFormatError, IndexMismatchError...),
-# something missing (FileNotFoundError, KeyError naming it, a model not installed), a file that changed on disk.
-INPUT_ERRORS = (ValueError, FileNotFoundError, NotADirectoryError, IsADirectoryError, KeyError, ModelNotInstalledError,
+# something missing (a file, a model not installed), a file that changed on disk.
+INPUT_ERRORS = (ValueError, FileNotFoundError, NotADirectoryError, IsADirectoryError, ModelNotInstalledError,
                 ChecksumMismatchError)
 
 
@@ -30,26 +30,26 @@ def run(app, argv: list[str] | None = None) -> int:
     error into one line."""
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
-        app(args=argv, prog_name="multihop", standalone_mode=False)
+        code = app(args=argv, prog_name="multihop", standalone_mode=False)  # Ctrl-C and Exit(n) come back as n
     except typer.Exit as exc:
-        return exc.exit_code
-    except (KeyboardInterrupt, typer.Abort):
-        print("error: interrupted (a rerun resumes where this run stopped)", file=sys.stderr)
-        return INTERRUPTED
+        code = exc.exit_code
+    except typer.Abort:
+        code = INTERRUPTED
     except typer.TyperException as exc:  # Click's usage errors and bad parameters (typer.BadParameter)
-        return report(exc.format_message(), BAD_INPUT, argv)
+        message_ = exc.format_message()
+        return report(message_, BAD_INPUT, argv) if message_ else BAD_INPUT  # no message: the help was shown
     except INPUT_ERRORS as exc:
         return report(message(exc), BAD_INPUT, argv)
     except Exception as exc:  # noqa: BLE001 - the last resort: one line, the traceback with --debug
         return report(message(exc), FAILURE, argv)
-    return 0
+    if code == INTERRUPTED:
+        print("error: interrupted (a rerun resumes where this run stopped)", file=sys.stderr)
+    return code if isinstance(code, int) else 0
 
 
 def message(exc: BaseException) -> str:
-    """An exception as one line: its message (a ``KeyError``'s without the quotes), else its type."""
-    text = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
-    text = " ".join(str(text).split())
-    return text if text else type(exc).__name__
+    """An exception as one line: its message, else its type."""
+    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 def report(text: str, code: int, argv: list[str]) -> int:

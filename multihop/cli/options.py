@@ -21,8 +21,8 @@ from multihop.benchmarks.common import (
     DEFAULT_LM,
     ENGINE_HELP,
     LM_HELP,
+    LM_TIMEOUT_ENV,
     MAX_TOKENS_HELP,
-    TIMEOUT_ENV,
     TIMEOUT_HELP,
     LMOptions,
     question_file,
@@ -95,7 +95,7 @@ def lm_options(*names: str, help: str = LM_HELP, max_tokens: int | None = None) 
         "adapter": (str | None, typer.Option(None, "--adapter", help=ADAPTER_HELP)),
         "max_tokens": (int | None, typer.Option(max_tokens, "--max-tokens", min=1, help=MAX_TOKENS_HELP)),
         "engine": (str, typer.Option("auto", "--engine", help=ENGINE_HELP)),
-        "timeout": (float | None, typer.Option(None, "--lm-timeout", envvar=TIMEOUT_ENV, min=1.0,
+        "timeout": (float | None, typer.Option(None, "--lm-timeout", envvar=LM_TIMEOUT_ENV, min=1.0,
                                                help=TIMEOUT_HELP)),
     }, CommandLM)
 

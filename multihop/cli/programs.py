@@ -55,12 +55,17 @@ def build_program(name: str, retriever_dir: str | None, corpus: str | None, data
     if name not in PROGRAMS:
         raise typer.BadParameter(f"unknown program {name!r}; choose from {', '.join(PROGRAMS)}")
     cls, switches = PROGRAMS[name], parse_settings(settings or [])
-    unknown = sorted(set(switches) - set(cls.settings()) - {"k"})
+    if "k" in switches:
+        raise typer.BadParameter("the passages retrieved per query are set with --k", param_hint="--set")
+    unknown = sorted(set(switches) - set(cls.settings()))
     if unknown:
         raise typer.BadParameter(f"{name} has no switch {', '.join(unknown)}; its switches: "
                                  f"{', '.join(s for s in cls.settings() if s != 'k') or 'none'}", param_hint="--set")
     if not takes_retriever(cls):
-        return cls(**switches), None
+        try:
+            return cls(**switches), None
+        except (TypeError, ValueError) as exc:
+            raise typer.BadParameter(f"{name}: {exc}", param_hint="--set") from exc
     retriever_path = retriever_folder(retriever_dir, corpus, data, encoder, cls.special_tokens)
     from multihop.retrievers import load_retriever
 

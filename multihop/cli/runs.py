@@ -33,8 +33,6 @@ def eval_cmd(
     questions that ended in an error."""
     from multihop.data import load_dataset
     from multihop.evaluation import evaluate, run_manifest
-    from multihop.programs.saved import STATE
-    from multihop.retrievers.index import MANIFEST
 
     lm.configure()
     judge = lm.make(judge_lm) if judge_lm else None
@@ -42,13 +40,13 @@ def eval_cmd(
     examples = load_dataset(data_file, limit=limit)
     if load:
         from multihop.programs import load as load_program
+        from multihop.programs.saved import read_manifest
 
-        instance, retriever = load_program(load), None
+        instance, retriever = load_program(load), read_manifest(load).get("retriever")
     else:
         instance, retriever = spec.build(data_file)
-    manifest = run_manifest(instance, examples, judge, data=str(data_file), data_sha256=checksum(data_file),
-                            limit=limit, compiled=checksum(load and load / STATE),
-                            retriever=checksum(retriever and Path(retriever) / MANIFEST))
+    manifest = run_manifest(instance, examples, judge, data_sha256=checksum(data_file), limit=limit,
+                            compiled=folder_checksum(load), retriever=folder_checksum(retriever))
     evaluate(instance, examples, out, threads=threads, name=type(instance).__name__, console=console, judge_lm=judge,
              manifest=manifest, keep_errors=keep_errors)
     console.print(f"rows: {out / 'results.jsonl'}  traces: {out / 'traces'}")
@@ -59,6 +57,17 @@ def checksum(path: Path | None) -> str | None:
     from multihop.models import sha256_file
 
     return sha256_file(path)[:16] if path and Path(path).is_file() else None
+
+
+def folder_checksum(folder: str | Path | None) -> str | None:
+    """A saved folder's short checksum for a run manifest: its list of files with their sha256 (its manifest when
+    it was saved without one), or None."""
+    from multihop.folders import INVENTORY
+
+    if not folder:
+        return None
+    folder = Path(folder)
+    return checksum(folder / INVENTORY) or checksum(folder / "manifest.json")
 
 
 @lm_options()

@@ -34,8 +34,9 @@ def trace_show(out: Path = typer.Argument(..., exists=True, file_okay=False, hel
     """Show the stage trace of one evaluated question, or list the questions of a run."""
     from multihop.evaluation import RESULTS, trace_path
     from multihop.jsonl import read_rows
+    from multihop.paths import read_json
 
-    rows = read_rows(out / RESULTS)
+    rows = read_rows(out / RESULTS, repair=False)  # a run may be appending to it
     if id is None:
         table = Table("id", "prediction", "answers", "F1", "LLM calls", "error")
         for row in rows.values():
@@ -47,6 +48,6 @@ def trace_show(out: Path = typer.Argument(..., exists=True, file_okay=False, hel
     path = trace_path(out, id)
     if not path.exists():
         raise typer.BadParameter(f"no trace for {id!r} in {out}")
-    print_trace(json.loads(path.read_text()))
+    print_trace(read_json(path))
     if id in rows:
         console.print(f"[bold]prediction:[/bold] {rows[id]['prediction']!r}  gold: {rows[id]['answers']}")

@@ -96,22 +96,25 @@ def compile_cmd(
 ):
     """Compile a program with a DSPy optimizer on a train split and save it (DSPy state + manifest)."""
     from multihop.data import load_dataset
+    from multihop.folders import locked
     from multihop.optimize.compile import compile_program
     from multihop.programs import save
 
-    lm.configure()
-    data_file = question_path(data, "train")
-    val_file = question_path(val, "dev") if val else None
-    trainset = load_dataset(data_file, limit=limit)
-    valset = load_dataset(val_file, limit=val_limit) if val_file else None
-    instance, retriever_path = spec.build(data_file)
-    other = {name: lm.make(spec) if spec else None
-             for name, spec in (("prompt_lm", prompt_lm), ("teacher_lm", teacher_lm))}
-    compiled, report = compile_program(instance, trainset, optimizer=optimizer, metric=metric, valset=valset,
-                                       seed=seed, **other)
-    files = {"train": _file_info(data_file, trainset), **({"val": _file_info(val_file, valset)} if val_file else {})}
-    save(compiled, out, retriever=retriever_path, lm=lm.lm, prompt_lm=prompt_lm, teacher_lm=teacher_lm, data=files,
-         **report)
+    with locked(out):  # from the start: a second compile into the folder stops at once
+        lm.configure()
+        data_file = question_path(data, "train")
+        val_file = question_path(val, "dev") if val else None
+        trainset = load_dataset(data_file, limit=limit)
+        valset = load_dataset(val_file, limit=val_limit) if val_file else None
+        instance, retriever_path = spec.build(data_file)
+        other = {name: lm.make(spec) if spec else None
+                 for name, spec in (("prompt_lm", prompt_lm), ("teacher_lm", teacher_lm))}
+        compiled, report = compile_program(instance, trainset, optimizer=optimizer, metric=metric, valset=valset,
+                                           seed=seed, **other)
+        files = {"train": _file_info(data_file, trainset),
+                 **({"val": _file_info(val_file, valset)} if val_file else {})}
+        save(compiled, out, retriever=retriever_path, lm=lm.lm, prompt_lm=prompt_lm, teacher_lm=teacher_lm,
+             data=files, **report)
     demos = {name: len(p.demos) for name, p in compiled.named_predictors()}
     scores = f", val {metric} {report['val_before']:.1f} → {report['val_after']:.1f}" if valset else ""
     console.print(f"compiled {spec.program} with {optimizer} ({demos} demos{scores}) → {out}")

@@ -30,8 +30,8 @@ def unroll_questions(program: CoopRAG, examples: Sequence[dspy.Example], out: st
     if not program.unrolling:
         raise ValueError("this CoopRAG has unrolling=False: there is nothing to unroll")
     out = Path(out)
-    manifest = {"program": type(program).__name__, "config": program.config(), "lm": getattr(dspy.settings.lm, "model",
-                                                                                                None)}
+    manifest = {"program": type(program).__name__, "config": program.config(),
+                "lm": getattr(dspy.settings.lm, "model", None)}  # rows are per question: more questions extend it
     with locked(out, file=True):
         check_run(out.with_name(f"{out.name}.run.json"), manifest, kind="unrolling")
         return _unroll(program, examples, out, progress)
