@@ -44,11 +44,14 @@ class RaLa(LateInteraction):
         return {"buckets": self.buckets, "omega": self.omega, "seed": self.seed}
 
     def candidate_layers(self, num_layers: int) -> tuple[int, ...]:
-        """One premature layer from each bucket of ``0..num_layers-1``, drawn with ``seed``."""
-        if self.buckets > num_layers:
-            raise ValueError(f"{self.buckets} buckets cannot be drawn from an encoder of {num_layers} layers")
+        """One premature layer from each bucket of the transformer layers ``1..num_layers-1`` (Eq. 7, App. G.1:
+        1 ≤ l < L; hidden state 0, the embedding output, is not a layer), drawn with ``seed``."""
+        if self.buckets > num_layers - 1:
+            raise ValueError(f"{self.buckets} buckets cannot be drawn from the {num_layers - 1} premature layers of "
+                             f"an encoder of {num_layers} layers")
         rng = random.Random(self.seed)
-        return tuple(int(rng.choice(bucket)) for bucket in np.array_split(np.arange(num_layers), self.buckets))
+        buckets = np.array_split(np.arange(1, num_layers), self.buckets)
+        return tuple(int(rng.choice(bucket)) for bucket in buckets)
 
     def token_layers(self, num_layers: int) -> tuple[int, ...]:
         """The premature layers whose token states a score needs (Eq. 3 only; Eq. 4 needs ``[CLS]`` states alone)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 
 NEG = -1e4  # below any difference of cosines (|gap| <= 2)
+OMEGA_FLOOR = 1e-3  # our reading: the least gap-aware weight ω (the paper is silent on ω <= 0)
 
 
 def maxsim(q: torch.Tensor, qm: torch.Tensor, d: torch.Tensor, dm: torch.Tensor) -> torch.Tensor:
@@ -26,11 +27,16 @@ def cls_gap(q_cls: torch.Tensor, d_cls_last: torch.Tensor, d_cls_layers: torch.T
 
 
 def score_eq4(q, qm, d, dm, d_cls_layers, omega: bool = True) -> torch.Tensor:
-    """Eq. 4: score_o(U, D) = ω_{U,D} · avg_i max_j <q_i, d_j^L>; ``omega=False`` is the plain MaxSim (w/o ω)."""
+    """Eq. 4: score_o(U, D) = ω_{U,D} · avg_i max_j <q_i, d_j^L>; ``omega=False`` is the plain MaxSim (w/o ω).
+
+    ω is a difference of cosines and can be zero or negative (a premature layer's [CLS] closer to the query than the
+    last one's); multiplying by it would then rank a better MaxSim lower. Our reading, since the paper does not say:
+    ω is floored at :data:`OMEGA_FLOOR`, so documents with ω ≤ 0 rank below those with a real gap and among
+    themselves by MaxSim — in training (the Eq. 5 loss) and at inference alike, which share this function."""
     sim = maxsim(q, qm, d, dm)
     if not omega:
         return sim
-    return cls_gap(q[:, 0], d[:, 0], d_cls_layers) * sim
+    return cls_gap(q[:, 0], d[:, 0], d_cls_layers).clamp_min(OMEGA_FLOOR) * sim
 
 
 def score_eq3(q, qm, d, dm, d_layers: torch.Tensor) -> torch.Tensor:

@@ -10,6 +10,7 @@ from multihop import models
 from multihop.retrievers import Encoder
 from multihop.retrievers import finetune as ft
 from multihop.retrievers.finetune import TrainConfig, batch_loss, difficulty_weights
+from multihop.retrievers.scoring import OMEGA_FLOOR
 from multihop.signatures.cooprag import SPECIAL_TOKENS
 
 
@@ -27,8 +28,9 @@ def test_batch_loss_equals_a_hand_computed_infonce():
     expected = math.log(3) * infonce(rows[0], 0) + math.log(4) * infonce(rows[1], 1)
     loss = batch_loss(queries, documents, weights, tau=0.05, omega=False)
     assert loss.item() == pytest.approx(expected, rel=1e-5)
-    # with ω: premature [CLS] states of zeros make ω = <q0, d0^L> - 0, the cosine itself, so each score is cosine²
-    omega_rows = [[s * s for s in row] for row in rows]
+    # with ω: premature [CLS] states of zeros make ω = <q0, d0^L> - 0, the cosine itself, floored at OMEGA_FLOOR (a
+    # document at cosine -1 would otherwise tie with the positive at cosine² = 1)
+    omega_rows = [[max(s, OMEGA_FLOOR) * s for s in row] for row in rows]
     expected = math.log(3) * infonce(omega_rows[0], 0) + math.log(4) * infonce(omega_rows[1], 1)
     assert batch_loss(queries, documents, weights).item() == pytest.approx(expected, rel=1e-5)
     unweighted = batch_loss(queries, documents, difficulty_weights([2, 3], alpha=False), omega=False)
@@ -112,7 +114,7 @@ def test_one_real_training_step_lowers_the_loss(musique_dev, tiny_encoder):
 
 def test_training_resumes_and_writes_a_folder_the_registry_checks(musique_dev, tiny_encoder, tmp_path, monkeypatch):
     samples = ft.training_samples(musique_dev[:6])
-    config = TrainConfig(encoder=tiny_encoder, batch_size=4, micro_batch=4, max_steps=2, checkpoint_every=1,
+    config = TrainConfig(encoder=tiny_encoder, batch_size=4, micro_batch=4, max_steps=2, checkpoint_every=1, buckets=3,
                          special_tokens=SPECIAL_TOKENS)
     real, calls = ft.grad_cache_step, []
 

@@ -13,12 +13,23 @@ from multihop.retrievers import (
     load_reranker,
     make_reranker,
 )
-from multihop.retrievers.scoring import maxsim, pad, score_eq3, score_eq4
+from multihop.retrievers.scoring import OMEGA_FLOOR, maxsim, pad, score_eq3, score_eq4
 from multihop.signatures.cooprag import SPECIAL_TOKENS
 
 
 def t(rows):
     return torch.tensor(rows, dtype=torch.float32)
+
+
+def test_a_negative_gap_never_reverses_the_maxsim_ranking():
+    q, qm = pad([[[1.0, 0.0]]])
+    d, dm = pad([[[0.9, 0.436]], [[0.5, 0.866]]])  # MaxSim 0.9 and 0.5
+    worse_last_layer = torch.tensor([[[1.0, 0.0]], [[1.0, 0.0]]])  # premature [CLS] closer to the query: ω < 0
+    scores = score_eq4(q, qm, d, dm, worse_last_layer)[0]
+    assert scores[0] > scores[1]  # the better MaxSim stays first (a raw ω would flip them)
+    assert scores.tolist() == pytest.approx([OMEGA_FLOOR * 0.9, OMEGA_FLOOR * 0.5], rel=1e-3)
+    real_gap = torch.tensor([[[0.0, 1.0]], [[0.0, 1.0]]])  # ω = <q0, d0^L> − 0 > 0
+    assert (score_eq4(q, qm, d, dm, real_gap)[0] > scores.max()).all()  # a real gap ranks above a floored one
 
 
 def test_eq4_is_omega_times_maxsim_on_a_hand_computed_example():
@@ -52,19 +63,22 @@ def test_padding_never_changes_a_score():
     assert sim[0, 1].item() == pytest.approx((0 - 1) / 2)
 
 
-@pytest.mark.parametrize("buckets", [2, 4, 6, 12])
-def test_one_candidate_layer_per_bucket_seeded_never_the_last(buckets):
+@pytest.mark.parametrize("buckets", [2, 4, 6, 11])
+def test_one_candidate_layer_per_bucket_seeded_never_the_embeddings_or_the_last(buckets):
     layers = RaLa(buckets=buckets, seed=3).candidate_layers(12)
     assert layers == RaLa(buckets=buckets, seed=3).candidate_layers(12)
-    assert len(layers) == buckets and max(layers) < 12
-    width = 12 // buckets
-    assert [layer // width for layer in layers] == list(range(buckets))
+    assert len(layers) == buckets and min(layers) >= 1 and max(layers) < 12  # 1 <= l < L (Eq. 7, App. G.1)
+    edges = [bucket[0] for bucket in np.array_split(np.arange(1, 12), buckets)] + [12]
+    assert all(edges[i] <= layer < edges[i + 1] for i, layer in enumerate(layers))  # one from each bucket, in order
+    assert all(0 not in RaLa(buckets=buckets, seed=seed).candidate_layers(12) for seed in range(20))
 
 
 def test_seeds_draw_different_layers_and_too_many_buckets_is_refused():
     assert len({RaLa(buckets=2, seed=s).candidate_layers(12) for s in range(10)}) > 1
     with pytest.raises(ValueError, match="12 buckets"):
         RaLa(buckets=12).candidate_layers(6)
+    with pytest.raises(ValueError, match="12 buckets cannot be drawn from the 11 premature layers"):
+        RaLa(buckets=12).candidate_layers(12)
     with pytest.raises(ValueError, match="scoring"):
         RaLa(scoring="eq5")
 
@@ -140,7 +154,7 @@ def test_a_reranker_ranks_texts_that_are_not_corpus_rows_by_its_own_score(cached
     maxsims = [float((query @ tokens.T).max(axis=1).mean()) for tokens in texts.tokens]
     rala = RaLa(buckets=2).bind(cached_retriever)
     layers = list(rala.candidate_layers(encoder.num_layers))
-    omegas = [float(np.max(query[0] @ cls[-1] - cls[layers] @ query[0])) for cls in texts.cls]
+    omegas = [max(float(np.max(query[0] @ cls[-1] - cls[layers] @ query[0])), OMEGA_FLOOR) for cls in texts.cls]
     for reranker, expected in ((MaxSim().bind(cached_retriever), maxsims),
                                (rala, [w * s for w, s in zip(omegas, maxsims, strict=True)])):
         assert reranker.cached_rows(MADE_UP) is None  # not rows of the cached corpus: encoded from the texts
