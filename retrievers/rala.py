@@ -2,13 +2,13 @@
 
 The candidate layers ``C`` are one layer drawn (seeded) from each of ``buckets`` contiguous buckets of the encoder's
 premature layers ``1..L-1`` (Eq. 7, App. G.1: 1 ≤ l < L; hidden state 0, the embedding output, is no layer); the last
-layer ``L`` is never a candidate. ``scoring="eq4"`` is the paper's practical score (Eq. 4): ω_{U,D} · MaxSim on the
-last layer, with ω the largest ``[CLS]`` similarity gap between the last and a candidate layer, floored at
-:data:`~.scoring.OMEGA_FLOOR` so that a negative gap never reverses the ranking (our reading); ``omega=False`` drops
-ω (plain ColBERT MaxSim, the "w/o ω" ablation). ``scoring="eq3"`` is Eq. 3: the token-level maximum gap, averaged over query tokens.
-This follows the paper, not the authors' release, which skips ω at inference. The default is 4 buckets, App. F.3's
-(which tries 2, 4, 6 and 12 over MPNet's 12 layers; App. A says 3). The encoder, the token cache and the ranking of candidate
-texts are those of every late-interaction reranker (:mod:`.late_interaction`).
+layer ``L`` is never a candidate. ``scoring="eq4"`` is the paper's practical score (Eq. 4): ω_{U,D} · MaxSim on the last
+layer, with ω the largest ``[CLS]`` similarity gap between the last and a candidate layer, floored at
+:data:`~.scoring.OMEGA_FLOOR` so that a negative gap never reverses the ranking (our reading); ``omega=False`` drops ω
+(plain ColBERT MaxSim, the "w/o ω" ablation). ``scoring="eq3"`` is Eq. 3: the token-level maximum gap, averaged over
+query tokens. This follows the paper, not the authors' release, which skips ω at inference. The default is 4 buckets,
+App. F.3's (which tries 2, 4, 6 and 12 over MPNet's 12 layers; App. A says 3). The encoder, the token cache and the
+ranking of candidate texts are those of every late-interaction reranker (:mod:`.late_interaction`).
 """
 
 from __future__ import annotations
