@@ -11,9 +11,11 @@ _NUMBERING = re.compile(r"^\s*\d+[.)]\s+")
 _ABSTENTIONS = ("i dont know", "i do not know", "not enough information", "cannot be determined", "no information")
 
 
-def numbered(passages: Sequence[str]) -> list[str]:
-    """Passages as the prompts show them: ``[1] …``, ``[2] …``."""
-    return [f"[{i}] {text}" for i, text in enumerate(passages, 1)]
+def numbered(passages: Sequence[str], numbers: Sequence[int] | None = None) -> list[str]:
+    """Passages as the prompts show them: ``[1] …``, ``[2] …`` — or under the given (1-based) ``numbers``, such as
+    the ones an answer cited them by."""
+    numbers = range(1, len(passages) + 1) if numbers is None else numbers
+    return [f"[{n}] {text}" for n, text in zip(numbers, passages, strict=True)]
 
 
 def citations(answer: str, count: int) -> list[int]:

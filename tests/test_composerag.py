@@ -8,6 +8,7 @@ from multihop.optimize.compile import compile_program
 from multihop.programs import ComposeRAG, load, save
 from multihop.programs.composerag.composition import (
     background,
+    capped,
     decomposed_information,
     parse_ranking,
     previous_decompositions,
@@ -76,7 +77,7 @@ def test_simple_question_is_resolved_by_the_simple_path(static_retriever):
                                     "reason": "supported"}]
     hop = prediction.history[0]  # a plain record; the simple path's hop has no sub-question
     assert list(hop) == ["question", "passages", "passage_ids", "reasoning", "answer", "abstained", "cited",
-                         "cited_ids", "queries", "retrieved", "verified"]
+                         "cited_ids", "cited_numbers", "queries", "retrieved", "verified"]
     assert hop["queries"] == [QUESTION] and hop["verified"] is True and hop["abstained"] is False
     assert json.loads(json.dumps(prediction.history)) == prediction.history
 
@@ -327,3 +328,31 @@ def test_smollm2_answers_a_real_question_end_to_end(musique_dev, cached_retrieve
     assert prediction.counts["retrieval_calls"] >= 1
     assert set(prediction.passage_ids) <= {p.id for p in cached_retriever.corpus}
     assert len(prediction.verdicts) == prediction.counts["verifications"] >= 1
+
+
+def test_the_verifier_sees_the_cited_passages_under_the_numbers_the_answer_cites(static_retriever):
+    sources = []
+
+    def verify(prompt):
+        sources.append(field(prompt, "source"))
+        return {"reason": "supported", "valid": "true"}
+
+    answers = {**ANSWERS, QUESTION: "Bill Gates [2], born in Seattle [3]."}
+    script = Script(verify=verify, answer=lambda p: {"reasoning": "r", "answer": answers.get(field(p, "question"),
+                                                                                           "Seattle [1].")})
+    _, prediction, _ = run(static_retriever, script)
+    cited = re.findall(r"\[(\d+)\]", sources[0])
+    assert cited == ["2", "3"]  # the answer's own numbers, not renumbered from [1]
+    assert static_retriever.passages[1].text in sources[0] and static_retriever.passages[2].text in sources[0]
+
+
+def test_a_long_decomposition_keeps_its_last_step_and_counts_the_cut(static_retriever):
+    assert capped(["a", "b", "c"], 6) == (["a", "b", "c"], False)
+    assert capped(["s1", "s2", "s3", "s4", "s5", "compare #4 and #5"], 4) == (["s1", "s2", "s3", "compare #4 and #5"],
+                                                                             True)
+    seven = [f"step {i}" for i in range(1, 7)] + ["Which is older, #5 or #6?"]
+    script = Script(decompose=lambda p: {"reasoning": "r", "sub_questions": json.dumps(seven)})
+    program, prediction, _ = run(static_retriever, script, **MULTIHOP)
+    assert program.max_sub_questions == 6
+    assert prediction.sub_questions[-1] == "Which is older, #5 or #6?" and len(prediction.sub_questions) == 6
+    assert prediction.counts["decomposition_cut"] == 1

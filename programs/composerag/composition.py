@@ -29,6 +29,14 @@ def parse_ranking(text: str, count: int) -> tuple[list[int], bool]:
     return ranked + [i for i in range(count) if i not in ranked], repaired
 
 
+def capped(sub_questions: list[str], cap: int) -> tuple[list[str], bool]:
+    """At most ``cap`` sub-questions, the last always kept (a decomposition's last step is the one that answers the
+    question, such as a final comparison), and whether any was cut."""
+    if len(sub_questions) <= cap:
+        return sub_questions, False
+    return [*sub_questions[: cap - 1], sub_questions[-1]], True
+
+
 def placeholders(question: str) -> list[int]:
     return [int(n) for n in _PLACEHOLDER.findall(question or "")]
 

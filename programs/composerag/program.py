@@ -17,16 +17,16 @@ Switches (Tables 3, 5, 6): ``decomposition`` (QD+QC, paired as §6.2 says), ``qu
 need AV, and reflection needs QD. Every stage can run on its own LM with ``set_stage_lm``, and every module of the
 paper (all its stages) with ``set_module_lm`` (Table 4's upgrades).
 
-Choices where the paper is silent: ``n`` = 10 candidates (the rerank prompt ranks the top 10), ``k`` = 5 passages
-answer a (sub-)question, one query rewrite per sub-question (``max_rewrites``), at most 4 sub-questions (MuSiQue and
-2Wiki questions have at most 4 hops; App. D's longest example decomposes into 4). The first sub-question has no
-earlier answers, so construction starts at the second. When retrieval is judged unnecessary, the sub-question itself
+Choices where the paper is silent: ``n`` = 10 candidates (the rerank prompt ranks the top 10), ``k`` = 5 passages answer
+a (sub-)question, one query rewrite per sub-question (``max_rewrites``), at most 6 sub-questions, the last always kept
+(MuSiQue and 2Wiki questions have at most 4 hops, but a decomposition may add a final comparison or check step: a cap of
+4 dropped the comparison of 5-step decompositions; a cut is counted, ``decomposition_cut``). The first sub-question has
+no earlier answers, so construction starts at the second. When retrieval is judged unnecessary, the sub-question itself
 is the context; if that answer fails verification the hop retrieves after all. An abstention ("I don't know.") fails
-verification without a verifier call (the verifier's step 1 rejects it by definition). An unparsable verdict counts
-as not verified; an unparsable answer is an abstention; an unparsable decision retrieves; an unparsable ranking keeps
-the retriever order; a ``#n`` that points to no earlier answer falls back to the original question (App. D's
-construction rule e); a decomposition that cannot be parsed after one retry is the question alone.
-"""
+verification without a verifier call (the verifier's step 1 rejects it by definition). An unparsable verdict counts as
+not verified; an unparsable answer is an abstention; an unparsable decision retrieves; an unparsable ranking keeps the
+retriever order; a ``#n`` that points to no earlier answer falls back to the original question (App. D's construction
+rule e); a decomposition that cannot be parsed after one retry is the question alone. """
 
 from __future__ import annotations
 
@@ -56,6 +56,7 @@ from ..base import MultihopProgram
 from ..text import citations, clean, is_abstention, numbered, strip_citations, unique
 from .composition import (
     background,
+    capped,
     decomposed_information,
     final_answer,
     identifiers,
@@ -95,7 +96,7 @@ class ComposeRAG(MultihopProgram):
         simple_qa: bool = True,
         max_reflections: int = 3,
         max_rewrites: int = 1,
-        max_sub_questions: int = 4,
+        max_sub_questions: int = 6,
         paper_examples: bool = True,
     ):
         needs_verification = {"query_rewriting": query_rewriting, "simple_qa": simple_qa,
@@ -176,7 +177,13 @@ class ComposeRAG(MultihopProgram):
             return [question]
         result = self.run_stage(self.decompose, {"sub_questions": []}, retries=1, question=question)
         count("decomposition_fallback", int(bool(result.get("failed"))))
-        return clean(result.sub_questions)[: self.max_sub_questions] or [question]
+        return self.capped(clean(result.sub_questions)) or [question]
+
+    def capped(self, sub_questions: list[str]) -> list[str]:
+        """At most ``max_sub_questions``, the last kept; a cut is counted (``decomposition_cut``)."""
+        kept, cut = capped(sub_questions, self.max_sub_questions)
+        count("decomposition_cut", int(cut))
+        return kept
 
     def solve_all(self, run: Solving) -> None:
         """Iterative sub-question processing (§4.2): construct each sub-question of the current decomposition from
@@ -264,11 +271,13 @@ class ComposeRAG(MultihopProgram):
         cited = citations(answer, len(passages))
         return Hop(question=question, passages=passages, passage_ids=ids, reasoning=result.reasoning or "",
                    answer=answer, abstained=is_abstention(answer), cited=[passages[i] for i in cited],
-                   cited_ids=[ids[i] for i in cited if i < len(ids)])
+                   cited_ids=[ids[i] for i in cited if i < len(ids)], cited_numbers=[i + 1 for i in cited])
 
     def hop_verdict(self, stage: str, hop: Hop) -> Verdict:
-        """AV (App. A.1) against the cited passages (all of them when the answer cites none)."""
-        return self.verdict(self.verify, stage, hop.question, hop.answer, source=numbered(hop.cited or hop.passages))
+        """AV (App. A.1) against the cited passages under the numbers the answer cites them by (all the passages read
+        when it cites none), so "Bill Gates [2]." is checked against "[2] …"."""
+        source = numbered(hop.cited, hop.cited_numbers) if hop.cited else numbered(hop.passages)
+        return self.verdict(self.verify, stage, hop.question, hop.answer, source=source)
 
     def verdict(self, verifier: dspy.Predict, stage: str, question: str, answer: str, **evidence) -> Verdict:
         """One verdict: an abstention fails without a call, an unparsable reply fails."""
@@ -304,7 +313,7 @@ class ComposeRAG(MultihopProgram):
         redone = self.run_stage(self.improve_decomposition, {"new_decomposition": []}, question=run.question,
                                 previous_decompositions=previous_decompositions(run.rounds()))
         count("reflections")
-        return clean(redone.new_decomposition)[: self.max_sub_questions]
+        return self.capped(clean(redone.new_decomposition))
 
     def prediction(self, run: Solving, answer: str, grounded: bool | None) -> dspy.Prediction:
         answer = final_answer(answer)

@@ -21,9 +21,10 @@ class Verdict:
 
 @dataclass
 class Hop:
-    """One (sub-)question answered: the question as answered (placeholders resolved), the passages read and their
-    ids, the reasoning and the cited answer with what it cited, the queries retrieved with (none when the question was
-    its own context), the verdict (None without AV) and, on the multi-hop path, the sub-question as decomposed."""
+    """One (sub-)question answered: the question as answered (placeholders resolved), the passages read and their ids,
+    the reasoning and the cited answer with what it cited (and under which numbers), the queries retrieved with (none
+    when the question was its own context), the verdict (None without AV) and, on the multi-hop path, the sub-question
+    as decomposed."""
 
     question: str
     passages: list[str]
@@ -33,6 +34,7 @@ class Hop:
     abstained: bool
     cited: list[str]
     cited_ids: list[str]
+    cited_numbers: list[int] = field(default_factory=list)  # the [n] each cited passage had in the answer's context
     queries: list[str] = field(default_factory=list)
     retrieved: bool = True
     verified: bool | None = None
