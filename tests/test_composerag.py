@@ -134,6 +134,7 @@ def test_final_verification_failure_triggers_reflection_bounded_at_three(static_
     assert script.seen.count("improve_analysis") == script.seen.count("improve_decomposition") == 3
     assert prediction.reflections == prediction.counts["reflections"] == 3
     assert len(prediction.decompositions) == 4 and prediction.grounded is False
+    assert prediction.answer == "I don't know." and prediction.counts["abstained_ungrounded"] == 1  # §4.1.3
     improve = [p for p in script.engine.requests if script.stage_of(p) == "improve_decomposition"][-1]
     previous = field(improve, "previous_decompositions")
     assert "Incorrect decomposition 3:" in previous and "- ask for the founder first" in previous
@@ -141,11 +142,24 @@ def test_final_verification_failure_triggers_reflection_bounded_at_three(static_
     assert "Rewritten sub-question #2: Who founded Microsoft?" in field(analysis, "sub_questions_solving_record")
 
 
-def test_a_passing_reflection_stops_early(static_retriever):
+def test_an_ungrounded_answer_is_kept_when_asked(static_retriever):
+    script = Script(verify_final=lambda p: {"reason": "unsupported", "valid": "false"})
+    _, prediction, _ = run(static_retriever, script, **MULTIHOP, abstain_ungrounded=False)
+    assert prediction.answer == "Seattle" and prediction.grounded is False
+    assert prediction.counts.get("abstained_ungrounded", 0) == 0
+
+
+def test_a_passing_reflection_stops_early_and_reruns_the_new_decomposition(static_retriever):
     verdicts = iter(["false", "true"])
-    script = Script(verify_final=lambda p: {"reason": "r", "valid": next(verdicts)})
+    new = ["Who founded the company behind the Xbox?", "Where was #1 born?"]
+    script = Script(verify_final=lambda p: {"reason": "r", "valid": next(verdicts)},
+                    improve_decomposition=lambda p: {"reasoning": "r", "new_decomposition": json.dumps(new)})
     _, prediction, script = run(static_retriever, script, **MULTIHOP)
     assert prediction.reflections == 1 and prediction.grounded is True and script.seen.count("verify_final") == 2
+    assert prediction.decompositions == [SUBS, new] and prediction.sub_questions == new
+    assert [hop["sub_question"] for hop in prediction.history] == new  # the rerun answered the new sub-questions
+    asked = [field(p, "question") for p in script.engine.requests if script.stage_of(p) == "answer"]
+    assert asked[-2] == "Who founded the company behind the Xbox?"
 
 
 @pytest.mark.parametrize(("switches", "removed"), [
@@ -189,12 +203,37 @@ def test_no_retrieval_decision_answers_from_the_question_and_retrieves_if_that_f
     assert prediction.counts["retrieval_skipped"] == 3 and len(static_retriever.calls) == 1
 
 
-def test_placeholder_pointing_nowhere_falls_back_to_the_question(static_retriever):
+def test_a_placeholder_pointing_nowhere_goes_through_construction(static_retriever):
     script = Script(decompose=lambda p: {"reasoning": "r", "sub_questions": json.dumps(["Who founded #3?"])},
-                    construct=lambda p: {"rewritten_question": "Who founded #1?"})
+                    construct=lambda p: {"rewritten_question": "Who founded the company that makes the Xbox?"})
     _, prediction, script = run(static_retriever, script, **MULTIHOP)
+    assert script.seen.count("construct") == 1  # rule e: rewritten from the original question
+    assert prediction.history[0]["question"] == "Who founded the company that makes the Xbox?"
+    assert prediction.counts["placeholder_dangling"] == 1 and prediction.counts.get("placeholder_fallback", 0) == 0
+
+
+def test_a_placeholder_construction_cannot_resolve_falls_back_to_the_question(static_retriever):
+    script = Script(decompose=lambda p: {"reasoning": "r", "sub_questions": json.dumps(["Who founded #3?"])},
+                    construct=lambda p: {"rewritten_question": "Who founded #3?"})
+    _, prediction, _ = run(static_retriever, script, **MULTIHOP)
     assert prediction.history[0]["question"] == QUESTION and prediction.counts["placeholder_fallback"] == 1
-    assert "construct" not in script.seen
+
+
+def test_an_abstention_is_never_substituted_for_a_placeholder(static_retriever):
+    answers = {**ANSWERS, "Which company makes the Xbox?": "I don't know."}
+    script = Script(answer=lambda p: {"reasoning": "r", "answer": answers.get(field(p, "question"), "Seattle [1].")},
+                    construct=lambda p: {"rewritten_question": field(p, "new_question")})  # leaves "#1" in
+    _, prediction, _ = run(static_retriever, script, **MULTIHOP)
+    assert all("know" not in hop["question"] for hop in prediction.history)
+    assert prediction.history[1]["question"] == QUESTION and prediction.counts["placeholder_fallback"] >= 1
+
+
+def test_a_question_that_was_not_decomposed_gets_no_background(static_retriever):
+    script = Script(decompose=lambda p: {"reasoning": "r", "sub_questions": "not a list"})
+    _, prediction, script = run(static_retriever, script, **MULTIHOP)
+    assert prediction.sub_questions == [QUESTION]
+    answer_prompt = next(p for p in script.engine.requests if script.stage_of(p) == "answer")
+    assert field(answer_prompt, "background") == "none"
 
 
 def test_placeholder_left_by_the_lm_is_substituted(static_retriever):
@@ -350,9 +389,9 @@ def test_a_long_decomposition_keeps_its_last_step_and_counts_the_cut(static_retr
     assert capped(["a", "b", "c"], 6) == (["a", "b", "c"], False)
     assert capped(["s1", "s2", "s3", "s4", "s5", "compare #4 and #5"], 4) == (["s1", "s2", "s3", "compare #4 and #5"],
                                                                              True)
-    seven = [f"step {i}" for i in range(1, 7)] + ["Which is older, #5 or #6?"]
+    seven = [f"step {i}" for i in range(1, 7)] + ["Which is older, #4 or #5?"]
     script = Script(decompose=lambda p: {"reasoning": "r", "sub_questions": json.dumps(seven)})
     program, prediction, _ = run(static_retriever, script, **MULTIHOP)
     assert program.max_sub_questions == 6
-    assert prediction.sub_questions[-1] == "Which is older, #5 or #6?" and len(prediction.sub_questions) == 6
+    assert prediction.sub_questions[-1] == "Which is older, #4 or #5?" and len(prediction.sub_questions) == 6
     assert prediction.counts["decomposition_cut"] == 1

@@ -41,10 +41,14 @@ def placeholders(question: str) -> list[int]:
     return [int(n) for n in _PLACEHOLDER.findall(question or "")]
 
 
-def substitute(question: str, answers: Sequence[str]) -> str:
-    """Replace each ``#n`` that has an answer with it (the answers already stripped of citations)."""
-    return _PLACEHOLDER.sub(lambda m: answers[int(m.group(1)) - 1] if 1 <= int(m.group(1)) <= len(answers)
-                            else m.group(0), question)
+def substitute(question: str, answers: Sequence[str | None]) -> str:
+    """Replace each ``#n`` that has an answer with it (the answers already stripped of citations); a reference to no
+    answer, or to None (an abstention: "I don't know" is never inserted), is left as it is."""
+    def answer(match: re.Match) -> str:
+        n = int(match.group(1))
+        return answers[n - 1] if 1 <= n <= len(answers) and answers[n - 1] is not None else match.group(0)
+
+    return _PLACEHOLDER.sub(answer, question)
 
 
 def qa_pairs(hops: Sequence[Hop]) -> str:

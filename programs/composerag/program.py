@@ -9,7 +9,11 @@ whether retrieval is needed → retrieve the top ``n`` → ``rerank`` (listwise,
 citations → ``verify``; a failed verification ``rewrite``s the query and retries (Fig. 4) → ``finalize`` from the
 answered sub-questions. Self-reflection (§4.3, Alg. 1): ``verify_final`` checks the final answer against the passages
 the hops cited; when it fails, ``improve_analysis`` diagnoses the solving record, ``improve_decomposition`` writes a new
-decomposition and the pipeline reruns, at most ``max_reflections`` times (3, §6.1).
+decomposition and the pipeline reruns, at most ``max_reflections`` times (3, §6.1). A final answer still not grounded
+after the last reflection becomes an abstention ("I don't know.", §4.1.3: "signal an abstention if a high-confidence,
+verifiable answer cannot be produced"; counted as ``abstained_ungrounded``); ``abstain_ungrounded=False`` returns it
+as it is. A hop whose answer fails verification after its rewrites passes that answer on to the next hops (the paper
+reruns the whole decomposition instead, through self-reflection).
 
 Switches (Tables 3, 5, 6): ``decomposition`` (QD+QC, paired as §6.2 says), ``query_rewriting`` (QR),
 ``passage_reranking`` (PR), ``answer_verification`` (AV), ``retrieval_decision`` (Table 5), ``simple_qa`` (Table 6),
@@ -25,8 +29,10 @@ no earlier answers, so construction starts at the second. When retrieval is judg
 is the context; if that answer fails verification the hop retrieves after all. An abstention ("I don't know.") fails
 verification without a verifier call (the verifier's step 1 rejects it by definition). An unparsable verdict counts as
 not verified; an unparsable answer is an abstention; an unparsable decision retrieves; an unparsable ranking keeps the
-retriever order; a ``#n`` that points to no earlier answer falls back to the original question (App. D's construction
-rule e); a decomposition that cannot be parsed after one retry is the question alone. """
+retriever order; a ``#n`` that points to no earlier answer is left to construction, whose rule e (App. D) rewrites the
+sub-question from the original question, and falls back to the original question only if a placeholder survives; a
+decomposition that cannot be parsed after one retry is the question alone, whose answer generation then gets
+background "none"."""
 
 from __future__ import annotations
 
@@ -98,6 +104,7 @@ class ComposeRAG(MultihopProgram):
         max_rewrites: int = 1,
         max_sub_questions: int = 6,
         paper_examples: bool = True,
+        abstain_ungrounded: bool = True,
     ):
         needs_verification = {"query_rewriting": query_rewriting, "simple_qa": simple_qa,
                               "max_reflections": max_reflections > 0}
@@ -112,7 +119,7 @@ class ComposeRAG(MultihopProgram):
         self.query_rewriting, self.passage_reranking = query_rewriting, passage_reranking
         self.answer_verification, self.simple_qa = answer_verification, simple_qa
         self.max_reflections, self.max_rewrites = max_reflections, max_rewrites
-        self.max_sub_questions = max_sub_questions
+        self.max_sub_questions, self.abstain_ungrounded = max_sub_questions, abstain_ungrounded
         if decomposition:
             self.decompose = dspy.Predict(QuestionDecomposition)
             self.construct = dspy.Predict(QuestionConstruction)
@@ -168,6 +175,9 @@ class ComposeRAG(MultihopProgram):
                 count("reflection_fallback")
                 break
             run.decompositions.append(sub_questions)
+        if grounded is False and self.abstain_ungrounded:  # §4.1.3: no verifiable answer after the reflections
+            count("abstained_ungrounded")
+            answer = ABSTENTION
         return self.prediction(run, answer, grounded)
 
     def initial_decomposition(self, question: str) -> list[str]:
@@ -196,20 +206,24 @@ class ComposeRAG(MultihopProgram):
 
     def constructed(self, run: Solving, sub_question: str) -> str:
         """QC (App. A.1): the sub-question with every ``#n`` replaced by answer n. A reference to no earlier answer
-        falls back to the original question; a placeholder the LM left in is substituted with the answer."""
+        goes through construction too, whose rule e rewrites it from the original question (counted:
+        ``placeholder_dangling``); a placeholder the LM left in is substituted with its answer, never with an
+        abstention; one still unresolved then falls back to the original question (``placeholder_fallback``)."""
         refs = placeholders(sub_question)
-        if any(not 1 <= ref <= len(run.hops) for ref in refs):
-            count("placeholder_fallback")
-            return run.question
-        if not run.hops:
+        dangling = any(not 1 <= ref <= len(run.hops) for ref in refs)
+        count("placeholder_dangling", int(dangling))
+        if not run.hops and not dangling:
             return sub_question
-        answers = [strip_citations(hop.answer).rstrip(". ") for hop in run.hops]
         result = self.run_stage(self.construct, {"rewritten_question": ""}, original_question=run.question,
                                 question_answer_pairs=qa_pairs(run.hops), new_question=sub_question)
         rewritten = (result.rewritten_question or "").strip() or sub_question
         if placeholders(rewritten):
             count("placeholder_substituted")
+            answers = [None if hop.abstained else strip_citations(hop.answer).rstrip(". ") for hop in run.hops]
             rewritten = substitute(rewritten, answers)
+        if placeholders(rewritten):
+            count("placeholder_fallback")
+            return run.question
         return rewritten
 
     def solve(self, run: Solving, question: str, pipeline: bool = True) -> Hop:
@@ -218,8 +232,9 @@ class ComposeRAG(MultihopProgram):
         pipeline's hop n is answered with the original question and the earlier hops as background. The simple
         pipeline (``pipeline=False``) is retrieve → answer → verify, once, with no background."""
         stage, note = "simple", "none"
-        if pipeline:
-            stage, note = f"hop {len(run.hops) + 1}", background(run.question, run.hops)
+        if pipeline:  # a question that was not decomposed is its own only hop: it has no background
+            stage = f"hop {len(run.hops) + 1}"
+            note = "none" if run.sub_questions == [run.question] else background(run.question, run.hops)
         retrieve = not (pipeline and self.retrieval_decision) or self.needs_retrieval(question)
         count("retrieval_skipped", int(not retrieve))
         query, last_query, queries, rewrites = question, "none", [], 0
