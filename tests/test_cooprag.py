@@ -65,6 +65,12 @@ def test_unrolled_query_is_question_then_sub_questions_then_chain():
     assert query == " ".join([QUESTION, *SUBS, json.dumps(MASKED)])
     assert query.index(SUBS[1]) < query.index("<FILL>")
     assert unrolled_query(QUESTION, [], []) == QUESTION
+    # Table 16's rows keep only some parts of U
+    assert unrolled_query(QUESTION, SUBS, MASKED, "MQ") == QUESTION
+    assert unrolled_query(QUESTION, SUBS, MASKED, "MQ+SQ") == " ".join([QUESTION, *SUBS])
+    assert unrolled_query(QUESTION, SUBS, MASKED, "MQ+RC") == " ".join([QUESTION, json.dumps(MASKED)])
+    with pytest.raises(ValueError, match="query parts"):
+        unrolled_query(QUESTION, SUBS, MASKED, "SQ")
 
 
 def test_unified_variant_completes_and_answers_in_one_call(static_retriever):
@@ -76,12 +82,15 @@ def test_unified_variant_completes_and_answers_in_one_call(static_retriever):
     assert program.stage_names() == ["unroll", "complete_and_reason"]
 
 
-def test_without_uncertainty_mask_there_is_no_mask_instruction_and_no_completion(static_retriever):
+def test_without_uncertainty_mask_there_is_no_mask_instruction_no_completion_and_no_marker(static_retriever):
     program, script = scripted(CoopRAG(retriever=static_retriever, rerank=None, uncertainty_mask=False),
-                               unroll_chain=COMPLETED[:1] + [["Microsoft", "founded by", "<FILL>"]])
+                               unroll_chain=[["Xbox", "made by", "Microsoft"], ["Microsoft", "founded by"]])
     prediction = program(question=QUESTION)
     assert script.seen == ["unroll", "reason"] and "complete" not in program.stage_names()
     assert "<UNCERTAIN>" not in script.engine.requests[0]
+    query = static_retriever.calls[0][0]
+    assert "<UNCERTAIN>" not in query and "<FILL>" not in query  # a two-item row gets no marker, no <FILL> is added
+    assert prediction.masked_chain[-1] == ["Microsoft", "founded by", ""]
     assert prediction.counts["llm_calls"] == 2
     assert prediction.completed_chain == prediction.masked_chain
 
@@ -250,3 +259,11 @@ def test_a_program_over_dspy_settings_rm_builds_its_reranked_search_once(cached_
     assert program.settings_search() is first and first.first_stage is cached_retriever
     dspy.configure(rm=Retriever(cached_retriever, None))
     assert program.settings_search() is not first  # another rm: another search
+
+
+def test_query_parts_reach_the_retriever(static_retriever):
+    program, _ = scripted(CoopRAG(retriever=static_retriever, rerank=None, query_parts="MQ+SQ"))
+    program(question=QUESTION)
+    assert static_retriever.calls[0][0] == " ".join([QUESTION, *SUBS])
+    with pytest.raises(ValueError, match="query_parts"):
+        CoopRAG(retriever=static_retriever, query_parts="RC")

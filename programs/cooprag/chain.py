@@ -13,10 +13,10 @@ import json
 from multihop.signatures.cooprag import FILL, UNCERTAIN
 
 
-def normalize_chain(raw) -> list[list[str]]:
+def normalize_chain(raw, missing: str = UNCERTAIN) -> list[list[str]]:
     """Every row as a ``[head, relation, tail]`` of stripped strings: a row of four or more items keeps its first and
-    last item and joins the middle ones as the relation; a row of two gets ``<UNCERTAIN>`` as its missing tail; empty
-    rows are dropped."""
+    last item and joins the middle ones as the relation; a row of two gets ``missing`` as its tail (``<UNCERTAIN>``;
+    the w/o-mask variant passes ``""``, so no marker reaches its query); empty rows are dropped."""
     chain = []
     for row in raw or []:
         items = [str(item).strip() for item in (row if isinstance(row, (list, tuple)) else [row])]
@@ -24,7 +24,7 @@ def normalize_chain(raw) -> list[list[str]]:
         if len(items) < 2:
             continue
         if len(items) == 2:
-            items.append(UNCERTAIN)
+            items.append(missing)
         chain.append([items[0], " ".join(items[1:-1]), items[-1]])
     return chain
 
@@ -41,12 +41,20 @@ def chain_text(chain: list[list[str]]) -> str:
     return json.dumps(chain, ensure_ascii=False)
 
 
-def unrolled_query(question: str, sub_questions: list[str], chain: list[list[str]]) -> str:
-    """U = Q ‖ S ‖ R (Eq. 1): the question, its sub-questions and the masked chain, concatenated with spaces. The
+QUERY_PARTS = ("MQ", "MQ+SQ", "MQ+RC", "MQ+SQ+RC")  # Table 16's rows: the main question, + sub-questions, + chain
+
+
+def unrolled_query(question: str, sub_questions: list[str], chain: list[list[str]], parts: str = "MQ+SQ+RC") -> str:
+    """U = Q ‖ S ‖ R (Eq. 1): the question, its sub-questions and the masked chain, concatenated with spaces; ``parts``
+    keeps only some of them (Table 16: ``MQ``, ``MQ+SQ``, ``MQ+RC``, or the full ``MQ+SQ+RC``). The
     ``<UNCERTAIN>``/``<FILL>`` markers stay in the text: CoopRAG's encoder keeps them whole as special tokens
     (``signatures.cooprag.SPECIAL_TOKENS``)."""
-    parts = [question.strip(), *(s.strip() for s in sub_questions if s.strip())]
-    if chain:
-        parts.append(chain_text(chain))
-    return " ".join(parts)
+    if parts not in QUERY_PARTS:
+        raise ValueError(f"unknown query parts {parts!r}; choose one of {', '.join(QUERY_PARTS)}")
+    pieces = [question.strip()]
+    if "SQ" in parts:
+        pieces += [s.strip() for s in sub_questions if s.strip()]
+    if "RC" in parts and chain:
+        pieces.append(chain_text(chain))
+    return " ".join(pieces)
 

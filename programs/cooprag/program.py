@@ -9,16 +9,18 @@ completion → reasoning (§3.1, Fig. 1).
 5. ``reason`` (§3.5, App. H.3): the shortest answer from the documents, question, sub-questions and completed chain.
 
 Switches (the paper's ablations): ``uncertainty_mask=False`` is §4.6's "w/o <UNCERTAIN>" (no mask instruction, no
-completion stage, reasoning over the unmasked chain); ``unrolling=False`` queries with the raw question and answers
-from the documents alone (the "RaLa" retriever rows of Table 9); ``rerank`` None or a reranker of the registry
+completion stage, reasoning over the unmasked chain, no marker in the query); ``unrolling=False`` queries with the raw
+question and answers from the documents alone (Table 16's MQ row); ``query_parts`` keeps only some parts of U (Table
+16: ``MQ``, ``MQ+SQ``, ``MQ+RC``, default the full ``MQ+SQ+RC``); ``rerank`` None or a reranker of the registry
 (:data:`multihop.retrievers.RERANKERS`: "rala-eq4", "rala-eq3", "maxsim") with ``omega`` and ``buckets`` for RaLa
 (Tables 5, 17, 23); ``unified=True`` completes and answers in one call (App. D.2, Table 15: 2 LLM calls per question
 instead of 3). The reranker's encoder keeps the unrolling markers whole (``SPECIAL_TOKENS``); it shares the first
 stage's encoder and token cache when the index was built with them (``multihop index build --markers CoopRAG``, or
 an encoder fine-tuned with them), and otherwise loads the same model with them and encodes the candidates.
 
-Defaults the paper leaves open: n = 20 first-stage candidates (App. A fixes k = 5 but not n; 20 keeps the RaLa rerank
-under 50 ms with cached states), 4 buckets (App. F.3's choice), seed 0 for the per-bucket layer draw.
+Defaults the paper leaves open: k = 5 reranked documents (the top-5 its App. I examples show) and n = 20 first-stage
+candidates (20 keeps the RaLa rerank under 50 ms with cached states), 4 buckets (App. F.3's choice), seed 0 for the
+per-bucket layer draw.
 
 Robustness (small models): an unrolling that cannot be parsed, or that returns neither sub-questions nor a chain, is
 retried once (sampled), then the raw question is used (counted as ``unrolling_fallback``); a chain whose last tail is
@@ -33,6 +35,7 @@ import dspy
 from multihop.retrievers import RERANKERS, Retriever, make_reranker
 from multihop.signatures.cooprag import (
     SPECIAL_TOKENS,
+    UNCERTAIN,
     CompletionAndReasoning,
     QuestionUnrolling,
     QuestionUnrollingWithoutMask,
@@ -43,7 +46,7 @@ from multihop.tracing import count
 
 from ..base import MultihopProgram
 from ..text import safe_answer
-from .chain import normalize_chain, repair_fill, unrolled_query
+from .chain import QUERY_PARTS, normalize_chain, repair_fill, unrolled_query
 
 
 class CoopRAG(MultihopProgram):
@@ -61,12 +64,15 @@ class CoopRAG(MultihopProgram):
         buckets: int = 4,
         unified: bool = False,
         seed: int = 0,
+        query_parts: str = "MQ+SQ+RC",
     ):
         if rerank is not None and rerank not in RERANKERS:
             raise ValueError(f"unknown rerank {rerank!r}; choose None or one of {', '.join(RERANKERS)} (the registry "
                              "of multihop.retrievers.RERANKERS; rala_eq4 and rala_eq3 are now spelled with a hyphen)")
+        if query_parts not in QUERY_PARTS:
+            raise ValueError(f"unknown query_parts {query_parts!r}; choose one of {', '.join(QUERY_PARTS)}")
         super().__init__(retriever=retriever)
-        self.n, self.k, self.seed = n, k, seed
+        self.n, self.k, self.seed, self.query_parts = n, k, seed, query_parts
         self.uncertainty_mask, self.unrolling, self.unified = uncertainty_mask, unrolling, unified
         self.rerank, self.omega, self.buckets = rerank, omega, buckets
         self.search = self.reranked(retriever) if retriever is not None else None
@@ -110,14 +116,15 @@ class CoopRAG(MultihopProgram):
                                    query=question, fallback=False)
         unrolled = self.run_stage(self.unroll, {}, retries=1, question=question)
         sub_questions = [str(s).strip() for s in (unrolled.get("sub_questions") or []) if str(s).strip()]
-        chain = normalize_chain(unrolled.get("reasoning_chain"))
+        chain = normalize_chain(unrolled.get("reasoning_chain"), missing=UNCERTAIN if self.uncertainty_mask else "")
         fallback = not sub_questions and not chain
-        chain, repaired = repair_fill(chain)
+        chain, repaired = repair_fill(chain) if self.uncertainty_mask else (chain, False)  # no markers without the mask
         count("unrolling_fallback", int(fallback))
         count("fill_repaired", int(repaired))
         return dspy.Prediction(sub_questions=sub_questions, chain=chain, hop_count=unrolled.get("hop_count"),
                                reasoning_structure=unrolled.get("reasoning_structure"),
-                               query=unrolled_query(question, sub_questions, chain), fallback=fallback)
+                               query=unrolled_query(question, sub_questions, chain, self.query_parts),
+                               fallback=fallback)
 
     def forward(self, question: str) -> dspy.Prediction:
         unrolled = self.unroll_question(question)
