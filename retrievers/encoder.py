@@ -200,6 +200,16 @@ def trained_special_tokens(folder: Path) -> tuple[str, ...]:
     return tuple(json.loads(stamp.read_text()).get("special_tokens", ())) if stamp.exists() else ()
 
 
+def trained_layers(folder: Path) -> tuple[tuple[int, ...], dict] | None:
+    """The RaLa candidate layers a folder written by ``multihop retriever train`` was trained with, and its training
+    config (None for other models)."""
+    stamp = folder / models.FINETUNED_STAMP
+    if not stamp.exists():
+        return None
+    info = json.loads(stamp.read_text())
+    return tuple(info.get("layers", ())), info.get("config", {})
+
+
 def _add_special_tokens(transformer, tokens: tuple[str, ...]) -> None:
     """Add ``tokens`` to the tokenizer; new embedding rows start at the mean of the existing ones."""
     import torch

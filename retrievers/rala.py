@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from . import scoring
-from .encoder import Encoder
+from .encoder import Encoder, trained_layers
 from .late_interaction import LateInteraction
 
 SCORINGS = ("eq4", "eq3")
@@ -36,6 +36,7 @@ class RaLa(LateInteraction):
             raise ValueError("buckets must be at least 1")
         super().__init__(encoder=encoder, special_tokens=special_tokens, cache=cache)
         self.scoring, self.buckets, self.omega, self.seed = scoring, buckets, omega, seed
+        self._checked: tuple | None = None  # (encoder folder, layers) once checked against its training stamp
 
     @property
     def name(self) -> str:
@@ -54,12 +55,27 @@ class RaLa(LateInteraction):
         buckets = np.array_split(np.arange(1, num_layers), self.buckets)
         return tuple(int(rng.choice(bucket)) for bucket in buckets)
 
+    def layers(self, num_layers: int) -> tuple[int, ...]:
+        """:meth:`candidate_layers`, checked against the layers the encoder was fine-tuned with (its
+        ``multihop-encoder.json``): training and inference contrast the same layers, or the reranker refuses."""
+        drawn = self.candidate_layers(num_layers)
+        if self._checked == (self.encoder.path, drawn):
+            return drawn
+        trained = trained_layers(self.encoder.path)
+        if trained is not None and trained[0] and trained[0] != drawn:
+            config = trained[1]
+            raise ValueError(f"{self.encoder.path} was fine-tuned contrasting layers {list(trained[0])} (buckets "
+                             f"{config.get('buckets')}, seed {config.get('seed')}); this RaLa draws {list(drawn)}: "
+                             "rerank with the training's buckets and seed")
+        self._checked = (self.encoder.path, drawn)
+        return drawn
+
     def token_layers(self, num_layers: int) -> tuple[int, ...]:
         """The premature layers whose token states a score needs (Eq. 3 only; Eq. 4 needs ``[CLS]`` states alone)."""
-        return self.candidate_layers(num_layers) if self.scoring == "eq3" else ()
+        return self.layers(num_layers) if self.scoring == "eq3" else ()
 
     def score(self, q, qm, d, dm, cls, layer_tokens) -> torch.Tensor:
-        layers = self.candidate_layers(cls.shape[1] - 1)
+        layers = self.layers(cls.shape[1] - 1)
         if self.scoring == "eq4":
             cls_layers = torch.as_tensor(cls[:, list(layers)], dtype=torch.float32)
             return scoring.score_eq4(q, qm, d, dm, cls_layers, omega=self.omega)

@@ -140,16 +140,26 @@ def test_training_resumes_and_writes_a_folder_the_registry_checks(musique_dev, t
     assert stamp["special_tokens"] == list(SPECIAL_TOKENS) and tuned.special_tokens == SPECIAL_TOKENS
     assert [p for p in tuned.model.tokenizer.tokenize("(<UNCERTAIN>, founded, <FILL>)") if p in SPECIAL_TOKENS] == [
         "<UNCERTAIN>", "<FILL>"]
-    with pytest.raises(ValueError, match="another training config"):
-        ft._resume(_checkpoint(tmp_path, config), TrainConfig(encoder=tiny_encoder, lr=1.0), None, None, [])
+    identity = {"config": ft.asdict(config), "samples": "checksum of the samples"}
+    other_config = {**identity, "config": ft.asdict(TrainConfig(encoder=tiny_encoder, lr=1.0))}
+    other_samples = {**identity, "samples": "checksum of other samples"}
+    for other in (other_config, other_samples):
+        with pytest.raises(ValueError, match="another training config or other training samples"):
+            ft._resume(_checkpoint(tmp_path, identity), other, None, None, [])
+    from multihop.retrievers import RaLa
+
+    same = RaLa(encoder=str(tmp_path), buckets=3, seed=0)  # what training drew: accepted
+    assert list(same.layers(tuned.num_layers)) == stamp["layers"]
+    with pytest.raises(ValueError, match=r"fine-tuned contrasting layers .* \(buckets 3, seed 0\)"):
+        RaLa(encoder=str(tmp_path), buckets=2, seed=0).layers(tuned.num_layers)
     (tmp_path / "model.safetensors").write_bytes(b"tampered")
     with pytest.raises(models.ChecksumMismatchError):
         models.resolve_encoder(str(tmp_path))
 
 
-def _checkpoint(folder, config):
+def _checkpoint(folder, identity):
     path = folder / "other.pt"
-    torch.save({"config": ft.asdict(config)}, path)
+    torch.save({"identity": identity}, path)
     return path
 
 

@@ -40,16 +40,19 @@ def retriever_train(
     alpha: bool = typer.Option(True, help="difficulty-aware weight α (--no-alpha: the w/o α ablation)"),
     omega: bool = typer.Option(True, help="gap-aware weight ω in the score (--no-omega: the w/o ω ablation)"),
     markers: str = MARKERS_OPT,
-    seed: int = typer.Option(0),
+    buckets: int = typer.Option(4, min=1, help="RaLa layer buckets contrasted in training (Table 23; rerank with the "
+                                "same)"),
+    seed: int = typer.Option(0, help="shuffling and the per-bucket layer draw (rerank with the same)"),
 ):
-    """Difficulty-aware fine-tuning (CoopRAG §3.6); the output folder works wherever an encoder name does."""
+    """Difficulty-aware fine-tuning (CoopRAG §3.6); the output folder works wherever an encoder name does, and records
+    the RaLa layers it contrasted, which a RaLa reranker over it must draw too."""
     from multihop.data import load_dataset
     from multihop.retrievers.finetune import TrainConfig, read_unrolled, train, training_samples
 
     examples = [e for path in data for e in load_dataset(question_path(path, "train"), limit=limit)]
     samples = training_samples(examples, read_unrolled(unrolled) if unrolled else None, seed=seed)
     config = TrainConfig(encoder=encoder, batch_size=batch_size, micro_batch=micro_batch, epochs=epochs,
-                         max_steps=max_steps, lr=lr, tau=tau, alpha=alpha, omega=omega, seed=seed,
+                         max_steps=max_steps, lr=lr, tau=tau, alpha=alpha, omega=omega, seed=seed, buckets=buckets,
                          special_tokens=program_special_tokens(markers))
     console.print(f"{len(samples)} samples from {len(examples)} questions")
     train(samples, out, config)
