@@ -1,14 +1,16 @@
 """ComposeRAG benchmark (seed 002, §6): the module ablation of Table 3, self-reflection (Fig. 5) and the simple-QA
-path (Table 6) on real dev sets, with the same retriever and LM for every row.
+path (Table 6) on real dev sets, with the same retriever and LM for every row, and the retrieval decision (Table 5).
 
     python benchmarks/composerag.py [--datasets musique,hotpotqa] [--limit 6] [--lm local:smollm2 |
         --lm openai/<model> --api-base URL] [--judge-lm SPEC]
 
 Each dataset's corpus is the union of its questions' paragraphs (IRCoT style), indexed once with MPNet (cached under
 ``MULTIHOP_HOME``). The rows add the modules in the order of Table 3 (QR acts on failed verifications, so it comes
-after AV), on the multi-hop pipeline without reflection; then self-reflection (≤ ``--reflections`` rounds, Fig. 5);
-then the simple-QA path in front (Table 6, the default program). With ``--upgrade-lm``, Table 4's rows follow: the
-default program with QD, QC, QR, PR, AG, AV moved to the stronger LM one after another. Reported per row: Cover-EM,
+after AV), on the multi-hop pipeline without reflection and with the retrieval decision off in every row (it is Table
+5's module); then Table 5's decision on; then self-reflection (≤ ``--reflections`` rounds, Fig. 5); then the
+simple-QA path in front (Table 6, the default program). With ``--upgrade-lm``, Table 5's upgraded decision and Table
+4's rows follow: Table 3's all-modules setting with QD, QC, QR, PR, AG, AV moved to the stronger LM one after
+another. Reported per row: Cover-EM,
 EM, F1 (and LLM Eval with ``--judge-lm``), the abstention rate, the share of questions the simple path answered,
 reflections, rewrites, LLM calls, tokens and seconds per question. Every row is an evaluation folder under ``--out``,
 so a rerun resumes. Each row has its own cache entries (a rollout id per row), so its tokens and seconds are what
@@ -29,17 +31,19 @@ from multihop.programs import ComposeRAG
 
 console = Console(width=170)
 MODULES_OFF = {"decomposition": False, "passage_reranking": False, "answer_verification": False,
-               "query_rewriting": False, "retrieval_decision": False}
-ROWS = {  # Table 3's stepwise integration, then Fig. 5 and Table 6
+               "query_rewriting": False}
+ALL_MODULES = {"simple_qa": False, "max_reflections": 0}  # Table 3's last row: every module, one pass, no simple path
+ROWS = {  # Table 3 (the retrieval decision off in every row: it is Table 5's module), Table 5, Fig. 5, Table 6
     "none (retrieve → answer)": MODULES_OFF,
-    "+ QD + QC": {**MODULES_OFF, "decomposition": True, "retrieval_decision": True},
-    "+ PR": {**MODULES_OFF, "decomposition": True, "retrieval_decision": True, "passage_reranking": True},
+    "+ QD + QC": {**MODULES_OFF, "decomposition": True},
+    "+ PR": {**MODULES_OFF, "decomposition": True, "passage_reranking": True},
     "+ AV": {"query_rewriting": False},
-    "+ QR (all modules)": {},
-    "+ self-reflection (Fig. 5)": {"max_reflections": 3},
-    "+ simple QA (Table 6; default)": {"max_reflections": 3, "simple_qa": True},
+    "+ QR (all modules; Table 5 decision off)": {},
+    "all modules + retrieval decision (Table 5 on)": {"retrieval_decision": True},
+    "+ self-reflection (Fig. 5)": {"retrieval_decision": True, "max_reflections": 3},
+    "+ simple QA (Table 6; default)": {"retrieval_decision": True, "max_reflections": 3, "simple_qa": True},
 }
-ROW_DEFAULTS = {"simple_qa": False, "max_reflections": 0}
+ROW_DEFAULTS = {**ALL_MODULES, "retrieval_decision": False}
 UPGRADES = ("QD", "QC", "QR", "PR", "AG", "AV")  # Table 4's order
 COLUMNS = [("cover_em", "Cover-EM"), ("em", "EM"), ("f1", "F1"), ("llm_eval", "LLM Eval"),
            ("abstained", "abstained %"), ("simple_qa_resolved", "simple path %"), ("reflections", "reflections/q"),
@@ -47,16 +51,21 @@ COLUMNS = [("cover_em", "Cover-EM"), ("em", "EM"), ("f1", "F1"), ("llm_eval", "L
 
 
 def row_programs(retriever, reflections: int, upgrade_lm=None) -> list[tuple[str, str, ComposeRAG]]:
-    """(row name, evaluation folder, program) of every row: Table 3 → Fig. 5 → Table 6, then with ``upgrade_lm`` the
-    default program with its modules moved to the stronger LM one after another, cumulatively (Table 4)."""
+    """(row name, evaluation folder, program) of every row: Table 3 → Table 5 (decision off, on) → Fig. 5 → Table 6,
+    then with ``upgrade_lm`` Table 5's upgraded decision and Table 4's rows: Table 3's all-modules setting with its
+    modules moved to the stronger LM one after another, cumulatively."""
     rows = []
     for number, (name, switches) in enumerate(ROWS.items(), 1):
         settings = {**ROW_DEFAULTS, **switches}
         settings["max_reflections"] = reflections if settings["max_reflections"] else 0
         rows.append((name, f"row{number}", ComposeRAG(retriever=retriever, **settings)))
     if upgrade_lm is not None:
+        upgraded = ComposeRAG(retriever=retriever, **ALL_MODULES, retrieval_decision=True)
+        upgraded.set_module_lm("RD", upgrade_lm)
+        rows.append(("all modules + upgraded retrieval decision (Table 5)",
+                     f"upgrade-{Path(str(upgrade_lm.model)).name}-RD", upgraded))
         for count in range(1, len(UPGRADES) + 1):
-            program = ComposeRAG(retriever=retriever, max_reflections=reflections)
+            program = ComposeRAG(retriever=retriever, **ALL_MODULES, retrieval_decision=False)
             for module in UPGRADES[:count]:
                 program.set_module_lm(module, upgrade_lm)
             modules = " + ".join(UPGRADES[:count])

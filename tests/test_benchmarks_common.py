@@ -2,6 +2,7 @@ import argparse
 import runpy
 import sys
 
+import dspy
 import pytest
 
 from multihop.benchmarks.common import DATASETS, LMOptions, question_file, questions_with_corpus
@@ -63,3 +64,22 @@ def test_every_benchmark_runs_as_a_module_and_takes_the_shared_lm_arguments(name
     assert done.value.code == 0 and "usage:" in usage
     lm_flags = ("--lm", "--api-base", "--api-key", "--adapter", "--max-tokens")
     assert all(flag in usage for flag in lm_flags) == (name != "retrieval")  # the retrieval benchmark runs no LM
+
+
+def test_composerag_rows_keep_the_retrieval_decision_fixed_in_table_3_and_upgrade_on_its_all_modules_setting(
+        static_retriever):
+    from multihop.benchmarks.composerag import row_programs
+
+    upgrade = dspy.LM("openai/upgrade")
+    rows = row_programs(static_retriever, reflections=3, upgrade_lm=upgrade)
+    table3 = [program for name, _, program in rows[:5]]
+    assert {program.retrieval_decision for program in table3} == {False}  # the same in every Table 3 row
+    all_modules = table3[-1].config()
+    assert all_modules["simple_qa"] is False and all_modules["max_reflections"] == 0
+    table5 = {name: program for name, _, program in rows if "decision" in name}
+    assert [p.retrieval_decision for p in table5.values()] == [False, True, True]  # off, on, upgraded
+    upgraded_rd = next(p for name, p in table5.items() if "upgraded" in name)
+    assert upgraded_rd.decide.lm is upgrade and upgraded_rd.answer.lm is None
+    table4 = [program for name, _, program in rows if "Table 4" in name]
+    assert len(table4) == 6 and all(p.config() == all_modules for p in table4)  # Table 3's all-modules setting
+    assert table4[0].decompose.lm is upgrade and table4[0].construct.lm is None  # QD first, then QC, ...
