@@ -367,6 +367,12 @@ def test_smollm2_answers_a_real_question_end_to_end(musique_dev, cached_retrieve
     assert prediction.counts["retrieval_calls"] >= 1
     assert set(prediction.passage_ids) <= {p.id for p in cached_retriever.corpus}
     assert len(prediction.verdicts) == prediction.counts["verifications"] >= 1
+    assert prediction.counts["stage_errors"] == 0  # every stage reply parsed: decoded under its schema
+    simple = prediction.verdicts[0]  # the path follows the simple verdict: verified → simple, failed → escalated
+    assert simple["stage"] == "simple" and simple["valid"] == (prediction.path == "simple")
+    assert prediction.counts.get("escalated", 0) == int(prediction.path == "multihop")
+    assert set(prediction.cited_ids) <= set(prediction.passage_ids)  # citations resolve to passages it read
+    assert prediction.abstained == (prediction.answer == "I don't know.")
 
 
 def test_the_verifier_sees_the_cited_passages_under_the_numbers_the_answer_cites(static_retriever):
