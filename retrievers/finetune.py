@@ -7,12 +7,15 @@ against all ``3b`` documents with score_o (Eq. 4), and the loss is Eq. 5 with th
 
     L_B = Σ_i α_i · −log( exp(score_o(U_i, D_i)/τ) / Σ_{D ∈ batch} exp(score_o(U_i, D)/τ) ),  α_i = log(1 + |S_i|)
 
-with ``|S_i|`` the number of sub-questions the unrolling stage wrote (§3.6; from ``multihop cooprag unroll``), or,
-for raw questions, the gold sub-question count (MuSiQue's decomposition, 2Wiki's ``qa_pairs``; HotpotQA: 2), τ = 0.05
-and b = 40 (App. F). ``alpha=False`` and ``omega=False`` are the "w/o α" and "w/o ω" ablations (App. E.7, §4.4).
+with ``|S_i|`` the number of sub-questions the unrolling stage wrote (§3.6; from ``multihop cooprag unroll``; one for
+a question without an unrolling — our reading), τ = 0.05, b = 40 (App. F) and 5 epochs (App. A). ``alpha=False`` and
+``omega=False`` are the "w/o α" and "w/o ω" ablations (App. E.7, §4.4); ``alpha_from="chain"`` counts the chain's
+triples instead (Table 19).
 
-Every supporting paragraph of a question makes one sample, so each hop's evidence is a positive once per epoch.
-The paper gives neither learning rate nor schedule; AdamW at 2e-5 (constant) is the usual choice for MPNet.
+Each question makes one sample per epoch, with a positive drawn from its supporting paragraphs (so every question
+weighs the same, whatever its number of hops), and its other supporting paragraphs are left out of its denominator:
+they are no negatives of it. The paper gives neither learning rate nor schedule; AdamW at 2e-5 (constant) is the
+usual choice for MPNet.
 
 A batch of 40 questions and 120 documents does not fit a CPU's memory with gradients, so a step runs as GradCache
 (Gao et al., 2021): states of the whole batch are computed without gradients in micro-batches, the exact batch loss
@@ -52,41 +55,64 @@ from .rala import RaLa
 CHECKPOINT = "checkpoint.pt"
 
 
+ALPHA_FROM = ("sub_questions", "chain")  # what |S| counts in α = log(1 + |S|): Eq. 6, or Table 19's chain length
+NEGATIVES = 16  # random negatives kept per question, one drawn each epoch
+
+
+@dataclass(frozen=True)
+class TrainingQuestion:
+    """One training question: its query (the question, or its unrolled form U), its supporting paragraphs, its other
+    paragraphs (distractors), paragraphs of other questions (random negatives) and |S| for α."""
+
+    query: str
+    positives: tuple[str, ...]
+    distractors: tuple[str, ...]
+    negatives: tuple[str, ...]
+    sub_questions: int
+
+
 @dataclass(frozen=True)
 class TrainingSample:
+    """What one question contributes to one epoch: a positive drawn from its supporting paragraphs, a distractor, a
+    random negative, |S|, and all its supporting paragraphs (``gold``: never negatives in its denominator)."""
+
     query: str
     positive: str
     distractor: str
     negative: str
     sub_questions: int
+    gold: tuple[str, ...] = ()
 
 
-def training_samples(examples: Iterable[dspy.Example], unrolled: dict[str, dict] | None = None,
-                     seed: int = 0) -> list[TrainingSample]:
-    """Samples from questions with paragraphs marked ``is_supporting`` (MuSiQue, HotpotQA and 2Wiki train files).
-    ``unrolled`` maps a question id to its unrolling record (:func:`read_unrolled`): its query replaces the question
-    and its sub-questions give |S|. Questions without a supporting and a non-supporting paragraph, and repeated
-    question ids, are skipped."""
+def training_questions(examples: Iterable[dspy.Example], unrolled: dict[str, dict] | None = None,
+                     seed: int = 0, alpha_from: str = "sub_questions") -> list[TrainingQuestion]:
+    """The training questions of ``examples`` with paragraphs marked ``is_supporting`` (MuSiQue, HotpotQA and 2Wiki
+    train files). ``unrolled`` maps a question id to its unrolling record (:func:`read_unrolled`): its query replaces
+    the question, and |S| is the number of sub-questions it wrote (``alpha_from="chain"``: of its chain's triples,
+    Table 19). |S| comes from the unrolling only (§3.6): a question without one, or whose unrolling fell back, counts
+    one step (our reading: α = log 2, the weight of the simplest question, so no question drops out). Questions
+    without a supporting and a non-supporting paragraph, and repeated question ids, are skipped."""
+    if alpha_from not in ALPHA_FROM:
+        raise ValueError(f"alpha_from must be one of {', '.join(ALPHA_FROM)}, not {alpha_from!r}")
     rng = random.Random(seed)
     examples = list({e.id: e for e in examples if e.get("paragraphs")}.values())
     pool = [(i, _render(p)) for i, e in enumerate(examples) for p in e.paragraphs]
     if len({i for i, _ in pool}) < 2:
         raise ValueError("fine-tuning needs at least two questions with paragraphs")
-    samples = []
+    questions = []
     for i, example in enumerate(examples):
-        gold = [_render(p) for p in example.paragraphs if p.get("is_supporting")]
-        others = [_render(p) for p in example.paragraphs if not p.get("is_supporting")]
+        gold = tuple(_render(p) for p in example.paragraphs if p.get("is_supporting"))
+        others = tuple(_render(p) for p in example.paragraphs if not p.get("is_supporting"))
         if not gold or not others:
             continue
         record = (unrolled or {}).get(example.id, {})
-        query = record.get("unrolled", example.question)
-        count = len(record.get("sub_questions") or example.get("decomposition") or []) or int(example.get("hops") or 2)
-        for positive in gold:
-            negative = _draw_other(rng, pool, i)
-            samples.append(TrainingSample(query, positive, rng.choice(others), negative, count))
-    if not samples:
+        steps = record.get("sub_questions" if alpha_from == "sub_questions" else "reasoning_chain") or []
+        negatives = tuple(_draw_other(rng, pool, i, gold) for _ in range(NEGATIVES))
+        questions.append(TrainingQuestion(record.get("unrolled", example.question), gold, others, negatives,
+                                          max(1, len(steps))))
+    if not questions:
         raise ValueError("no question has both a supporting and a non-supporting paragraph")
-    return samples
+    return questions
 
 
 def read_unrolled(path: str | Path) -> dict[str, dict]:
@@ -112,12 +138,15 @@ def difficulty_weights(sub_questions: list[int], alpha: bool = True) -> torch.Te
 
 
 def batch_loss(queries: dict, documents: dict, weights: torch.Tensor, tau: float = 0.05,
-               omega: bool = True) -> torch.Tensor:
+               omega: bool = True, exclude: torch.Tensor | None = None) -> torch.Tensor:
     """Eq. 5 over one mini-batch: ``queries`` (``tokens``, ``mask``) of ``b`` questions, ``documents`` (``tokens``,
     ``mask``, ``cls_layers`` ``[3b, |C|, d]``) ordered positives, distractors, random negatives; question ``i``'s
-    positive is document ``i``."""
+    positive is document ``i``. ``exclude`` (``[b, 3b]``) leaves documents out of a question's denominator: its other
+    supporting paragraphs, which are no negatives of it."""
     scores = scoring.score_eq4(queries["tokens"], queries["mask"], documents["tokens"], documents["mask"],
                                documents["cls_layers"], omega=omega)
+    if exclude is not None:
+        scores = scores.masked_fill(exclude.to(scores.device), scoring.NEG)
     log_probs = torch.log_softmax(scores / tau, dim=1)
     positives = torch.arange(scores.shape[0], device=scores.device)
     return -(weights.to(scores.device) * log_probs[positives, positives]).sum()
@@ -128,7 +157,7 @@ class TrainConfig:
     encoder: str = "mpnet"
     batch_size: int = 40
     micro_batch: int = 8
-    epochs: int = 1
+    epochs: int = 5  # App. A
     max_steps: int | None = None
     lr: float = 2e-5
     tau: float = 0.05
@@ -140,8 +169,8 @@ class TrainConfig:
     special_tokens: tuple[str, ...] = ()
 
 
-def train(samples: list[TrainingSample], out_dir: str | Path, config: TrainConfig | None = None) -> Path:
-    """Fine-tune ``config.encoder`` on ``samples`` and save a sentence-transformers folder in ``out_dir`` (with
+def train(questions: list[TrainingQuestion], out_dir: str | Path, config: TrainConfig | None = None) -> Path:
+    """Fine-tune ``config.encoder`` on ``questions`` and save a sentence-transformers folder in ``out_dir`` (with
     ``multihop-encoder.json``: the weights' sha256, the config and the loss per step). Resumes from
     ``out_dir/checkpoint.pt`` when it was written with the same config."""
     config = config or TrainConfig()
@@ -152,10 +181,10 @@ def train(samples: list[TrainingSample], out_dir: str | Path, config: TrainConfi
         model = encoder.model
         layers = list(RaLa(buckets=config.buckets, seed=config.seed).candidate_layers(encoder.num_layers))
         optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr)
-        batches = _batches(samples, config)
+        batches = _batches(questions, config)
         history: list[float] = []
         identity = {"config": asdict(config), "samples": hashlib.sha256(
-            json.dumps([asdict(sample) for sample in samples]).encode()).hexdigest()}  # what a checkpoint resumes
+            json.dumps([asdict(question) for question in questions]).encode()).hexdigest()}  # what a checkpoint resumes
         start = _resume(out_dir / CHECKPOINT, identity, model, optimizer, history)
         model.train()
         steps = tqdm(range(start, len(batches)), desc="fine-tuning", unit="step", initial=start, total=len(batches))
@@ -169,7 +198,7 @@ def train(samples: list[TrainingSample], out_dir: str | Path, config: TrainConfi
         model.eval()
         model.save(str(out_dir))
         stamp = {"sha256": sha256_file(out_dir / "model.safetensors"), "config": asdict(config), "layers": layers,
-                 "special_tokens": list(encoder.special_tokens), "samples": len(samples), "steps": len(batches),
+                 "special_tokens": list(encoder.special_tokens), "questions": len(questions), "steps": len(batches),
                  "loss": history}
         atomic_write_text(out_dir / FINETUNED_STAMP, json.dumps(stamp, indent=2))
         (out_dir / CHECKPOINT).unlink(missing_ok=True)
@@ -192,7 +221,9 @@ def grad_cache_step(encoder: Encoder, batch: list[TrainingSample], layers: list[
             rng_states.append(_rng_state())
             d_reps.append(_leaf(_document_rep(encoder.forward(chunk), layers)))
     weights = difficulty_weights([s.sub_questions for s in batch], config.alpha)
-    loss = batch_loss(_concat(q_reps), _concat(d_reps), weights, config.tau, config.omega)
+    exclude = torch.tensor([[j != i and text in sample.gold for j, text in enumerate(documents)]
+                            for i, sample in enumerate(batch)])
+    loss = batch_loss(_concat(q_reps), _concat(d_reps), weights, config.tau, config.omega, exclude)
     loss.backward()
     reps = [(chunk, rep, _query_rep, ()) for chunk, rep in zip(q_chunks, q_reps, strict=True)]
     reps += [(chunk, rep, _document_rep, (layers,)) for chunk, rep in zip(d_chunks, d_reps, strict=True)]
@@ -246,17 +277,20 @@ def _chunks(items: list, size: int) -> list[list]:
     return [items[i : i + size] for i in range(0, len(items), size)]
 
 
-def _batches(samples: list[TrainingSample], config: TrainConfig) -> list[list[TrainingSample]]:
-    """Seeded shuffles, one per epoch, cut into full mini-batches (a ragged last batch is dropped)."""
+def _batches(questions: list[TrainingQuestion], config: TrainConfig) -> list[list[TrainingSample]]:
+    """Per epoch, one sample per question — a positive, a distractor and a random negative drawn for it — in a seeded
+    shuffle cut into full mini-batches (a ragged last batch is dropped)."""
     rng = random.Random(config.seed)
     batches = []
     for _ in range(config.epochs):
-        order = list(samples)
+        order = list(questions)
         rng.shuffle(order)
-        batches += [order[i : i + config.batch_size]
-                    for i in range(0, len(order) - config.batch_size + 1, config.batch_size)]
+        samples = [TrainingSample(q.query, rng.choice(q.positives), rng.choice(q.distractors), rng.choice(q.negatives),
+                                  q.sub_questions, q.positives) for q in order]
+        batches += [samples[i : i + config.batch_size]
+                    for i in range(0, len(samples) - config.batch_size + 1, config.batch_size)]
     if not batches:
-        raise ValueError(f"{len(samples)} samples make no batch of {config.batch_size}")
+        raise ValueError(f"{len(questions)} questions make no batch of {config.batch_size}")
     return batches[: config.max_steps] if config.max_steps else batches
 
 
@@ -285,9 +319,9 @@ def _render(paragraph: dict) -> str:
     return Passage.make(paragraph["title"], paragraph["text"]).render()
 
 
-def _draw_other(rng: random.Random, pool: list[tuple[int, str]], question: int) -> str:
+def _draw_other(rng: random.Random, pool: list[tuple[int, str]], question: int, gold: tuple[str, ...]) -> str:
     while True:
         owner, text = rng.choice(pool)
-        if owner != question:
+        if owner != question and text not in gold:
             return text
 

@@ -33,11 +33,13 @@ def retriever_train(
     batch_size: int = typer.Option(40, help="questions per mini-batch (App. F.1: 40)", min=1),
     micro_batch: int = typer.Option(8, min=1,
                                     help="texts per forward pass (memory only; the loss is the full batch's)"),
-    epochs: int = typer.Option(1, min=1),
+    epochs: int = typer.Option(5, min=1, help="App. A: 5"),
     max_steps: int = typer.Option(None, min=1),
     lr: float = typer.Option(2e-5, min=1e-9),
     tau: float = typer.Option(0.05, help="InfoNCE temperature (App. F.2: 0.05)", min=1e-6),
     alpha: bool = typer.Option(True, help="difficulty-aware weight α (--no-alpha: the w/o α ablation)"),
+    alpha_from: str = typer.Option("sub_questions", help="what |S| in α counts: sub_questions (Eq. 6) or chain "
+                                   "(Table 19)"),
     omega: bool = typer.Option(True, help="gap-aware weight ω in the score (--no-omega: the w/o ω ablation)"),
     markers: str = MARKERS_OPT,
     buckets: int = typer.Option(4, min=1, help="RaLa layer buckets contrasted in training (Table 23; rerank with the "
@@ -47,15 +49,16 @@ def retriever_train(
     """Difficulty-aware fine-tuning (CoopRAG §3.6); the output folder works wherever an encoder name does, and records
     the RaLa layers it contrasted, which a RaLa reranker over it must draw too."""
     from multihop.data import load_dataset
-    from multihop.retrievers.finetune import TrainConfig, read_unrolled, train, training_samples
+    from multihop.retrievers.finetune import TrainConfig, read_unrolled, train, training_questions
 
     examples = [e for path in data for e in load_dataset(question_path(path, "train"), limit=limit)]
-    samples = training_samples(examples, read_unrolled(unrolled) if unrolled else None, seed=seed)
+    questions = training_questions(examples, read_unrolled(unrolled) if unrolled else None, seed=seed,
+                                   alpha_from=alpha_from)
     config = TrainConfig(encoder=encoder, batch_size=batch_size, micro_batch=micro_batch, epochs=epochs,
                          max_steps=max_steps, lr=lr, tau=tau, alpha=alpha, omega=omega, seed=seed, buckets=buckets,
                          special_tokens=program_special_tokens(markers))
-    console.print(f"{len(samples)} samples from {len(examples)} questions")
-    train(samples, out, config)
+    console.print(f"{len(questions)} training questions of {len(examples)}")
+    train(questions, out, config)
     console.print(f"fine-tuned encoder → {out}")
 
 

@@ -6,7 +6,8 @@ hop_count, reasoning_structure, fallback}`` — that ``multihop retriever train 
 (:func:`multihop.retrievers.finetune.read_unrolled`) reads. Rows are durable as they are written and a rerun skips the
 ids already in the file, so an interrupted run resumes; the file is locked while a run writes it, and a rerun with
 another program setting or LM is refused (``<file>.run.json``). A question whose unrolling failed keeps the raw question
-as ``unrolled`` and ``fallback: true`` (its α then counts no sub-questions), so the training set loses no question.
+as ``unrolled`` and ``fallback: true`` (its α then counts one step, as a question without an unrolling does), so the
+training set loses no question.
 """
 
 from __future__ import annotations
