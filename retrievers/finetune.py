@@ -137,19 +137,35 @@ def difficulty_weights(sub_questions: list[int], alpha: bool = True) -> torch.Te
     return torch.log1p(counts) if alpha else torch.ones_like(counts)
 
 
+LOSSES = ("infonce", "bce")  # Eq. 5, or Table 20's cross-entropy variant
+
+
 def batch_loss(queries: dict, documents: dict, weights: torch.Tensor, tau: float = 0.05,
-               omega: bool = True, exclude: torch.Tensor | None = None) -> torch.Tensor:
+               omega: bool = True, exclude: torch.Tensor | None = None, loss: str = "infonce") -> torch.Tensor:
     """Eq. 5 over one mini-batch: ``queries`` (``tokens``, ``mask``) of ``b`` questions, ``documents`` (``tokens``,
     ``mask``, ``cls_layers`` ``[3b, |C|, d]``) ordered positives, distractors, random negatives; question ``i``'s
     positive is document ``i``. ``exclude`` (``[b, 3b]``) leaves documents out of a question's denominator: its other
-    supporting paragraphs, which are no negatives of it."""
+    supporting paragraphs, which are no negatives of it.
+
+    ``loss="bce"`` is Table 20's cross-entropy baseline, in our reading (the paper names the loss only): each
+    question–document pair a binary decision, σ(score/τ) against 1 for the question's positive and 0 for every other
+    document of the batch (the excluded ones aside), averaged over the pairs and weighted by α."""
+    if loss not in LOSSES:
+        raise ValueError(f"loss must be one of {', '.join(LOSSES)}, not {loss!r}")
     scores = scoring.score_eq4(queries["tokens"], queries["mask"], documents["tokens"], documents["mask"],
                                documents["cls_layers"], omega=omega)
+    weights = weights.to(scores.device)
+    positives = torch.arange(scores.shape[0], device=scores.device)
+    if loss == "bce":
+        labels = torch.zeros_like(scores)
+        labels[positives, positives] = 1.0
+        pairs = torch.nn.functional.binary_cross_entropy_with_logits(scores / tau, labels, reduction="none")
+        keep = torch.ones_like(scores) if exclude is None else (~exclude.to(scores.device)).float()
+        return (weights * (pairs * keep).sum(dim=1) / keep.sum(dim=1)).sum()
     if exclude is not None:
         scores = scores.masked_fill(exclude.to(scores.device), scoring.NEG)
     log_probs = torch.log_softmax(scores / tau, dim=1)
-    positives = torch.arange(scores.shape[0], device=scores.device)
-    return -(weights.to(scores.device) * log_probs[positives, positives]).sum()
+    return -(weights * log_probs[positives, positives]).sum()
 
 
 @dataclass
@@ -163,6 +179,7 @@ class TrainConfig:
     tau: float = 0.05
     alpha: bool = True
     omega: bool = True
+    loss: str = "infonce"  # or "bce": Table 20
     buckets: int = 4
     seed: int = 0
     checkpoint_every: int = 50
@@ -223,7 +240,7 @@ def grad_cache_step(encoder: Encoder, batch: list[TrainingSample], layers: list[
     weights = difficulty_weights([s.sub_questions for s in batch], config.alpha)
     exclude = torch.tensor([[j != i and text in sample.gold for j, text in enumerate(documents)]
                             for i, sample in enumerate(batch)])
-    loss = batch_loss(_concat(q_reps), _concat(d_reps), weights, config.tau, config.omega, exclude)
+    loss = batch_loss(_concat(q_reps), _concat(d_reps), weights, config.tau, config.omega, exclude, config.loss)
     loss.backward()
     reps = [(chunk, rep, _query_rep, ()) for chunk, rep in zip(q_chunks, q_reps, strict=True)]
     reps += [(chunk, rep, _document_rep, (layers,)) for chunk, rep in zip(d_chunks, d_reps, strict=True)]

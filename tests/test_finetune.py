@@ -194,3 +194,21 @@ def test_questions_without_both_kinds_of_paragraph_are_refused():
         ft.training_questions(only_gold)
     with pytest.raises(ValueError, match="alpha_from"):
         ft.training_questions(only_gold, alpha_from="hops")
+
+
+def test_the_cross_entropy_variant_is_a_weighted_mean_of_pairwise_decisions():
+    queries = {"tokens": torch.tensor([[[1.0, 0.0]]]), "mask": torch.ones(1, 1, dtype=torch.bool)}
+    docs = torch.tensor([[1, 0], [0.8, 0.6], [0.6, 0.8]], dtype=torch.float32)[:, None]  # cosines 1, 0.8, 0.6
+    documents = {"tokens": docs, "mask": torch.ones(3, 1, dtype=torch.bool), "cls_layers": torch.zeros(3, 1, 2)}
+
+    def bce(score, label):
+        p = 1 / (1 + math.exp(-score / 0.05))
+        return -(label * math.log(p) + (1 - label) * math.log(1 - p))
+
+    loss = batch_loss(queries, documents, torch.tensor([2.0]), tau=0.05, omega=False, loss="bce")
+    assert loss.item() == pytest.approx(2.0 * (bce(1, 1) + bce(0.8, 0) + bce(0.6, 0)) / 3, rel=1e-4)
+    excluded = batch_loss(queries, documents, torch.tensor([2.0]), tau=0.05, omega=False, loss="bce",
+                          exclude=torch.tensor([[False, True, False]]))
+    assert excluded.item() == pytest.approx(2.0 * (bce(1, 1) + bce(0.6, 0)) / 2, rel=1e-4)
+    with pytest.raises(ValueError, match="loss must be"):
+        batch_loss(queries, documents, torch.ones(1), loss="mse")

@@ -41,6 +41,7 @@ def retriever_train(
     alpha_from: str = typer.Option("sub_questions", help="what |S| in α counts: sub_questions (Eq. 6) or chain "
                                    "(Table 19)"),
     omega: bool = typer.Option(True, help="gap-aware weight ω in the score (--no-omega: the w/o ω ablation)"),
+    loss: str = typer.Option("infonce", help="infonce (Eq. 5) or bce (Table 20's cross-entropy baseline)"),
     markers: str = MARKERS_OPT,
     buckets: int = typer.Option(4, min=1, help="RaLa layer buckets contrasted in training (Table 23; rerank with the "
                                 "same)"),
@@ -55,7 +56,8 @@ def retriever_train(
     questions = training_questions(examples, read_unrolled(unrolled) if unrolled else None, seed=seed,
                                    alpha_from=alpha_from)
     config = TrainConfig(encoder=encoder, batch_size=batch_size, micro_batch=micro_batch, epochs=epochs,
-                         max_steps=max_steps, lr=lr, tau=tau, alpha=alpha, omega=omega, seed=seed, buckets=buckets,
+                         max_steps=max_steps, lr=lr, tau=tau, alpha=alpha, omega=omega, seed=seed,
+                         buckets=buckets, loss=loss,
                          special_tokens=program_special_tokens(markers))
     console.print(f"{len(questions)} training questions of {len(examples)}")
     train(questions, out, config)
