@@ -18,7 +18,7 @@ instead of 3). The reranker's encoder keeps the unrolling markers whole (``SPECI
 stage's encoder and token cache when the index was built with them (``multihop index build --markers CoopRAG``, or
 an encoder fine-tuned with them), and otherwise loads the same model with them and encodes the candidates.
 
-Defaults the paper leaves open: k = 5 reranked documents (the top-5 its App. I examples show) and n = 20 first-stage
+Defaults the paper leaves open: k = 5 reranked documents (the top-5 its App. G examples show) and n = 20 first-stage
 candidates (20 keeps the RaLa rerank under 50 ms with cached states), 4 buckets (App. F.3's choice), seed 0 for the
 per-bucket layer draw.
 
