@@ -7,8 +7,11 @@ layer, with ω the largest ``[CLS]`` similarity gap between the last and a candi
 :data:`~.scoring.OMEGA_FLOOR` so that a negative gap never reverses the ranking (our reading); ``omega=False`` drops ω
 (plain ColBERT MaxSim, the "w/o ω" ablation). ``scoring="eq3"`` is Eq. 3: the token-level maximum gap, averaged over
 query tokens. This follows the paper, not the authors' release, which skips ω at inference. The default is 4 buckets,
-App. F.3's (which tries 2, 4, 6 and 12 over MPNet's 12 layers; App. A says 3). The encoder, the token cache and the
-ranking of candidate texts are those of every late-interaction reranker (:mod:`.late_interaction`).
+App. F.3's (which tries 2, 4, 6 and 12 over MPNet's 12 layers; App. A says 3); more buckets than premature layers
+(Table 23's 12, "all layers", over MPNet's 11 premature ones) take every premature layer. Buckets and seed left None
+are those the encoder was fine-tuned with (its ``multihop-encoder.json``), else 4 and 0, so a RaLa over a fine-tuned
+encoder contrasts the layers training did; given ones that draw other layers are refused. The encoder, the token
+cache and the ranking of candidate texts are those of every late-interaction reranker (:mod:`.late_interaction`).
 """
 
 from __future__ import annotations
@@ -24,18 +27,22 @@ from .encoder import Encoder, trained_layers
 from .late_interaction import LateInteraction
 
 SCORINGS = ("eq4", "eq3")
+DEFAULT_BUCKETS, DEFAULT_SEED = 4, 0
 
 
 class RaLa(LateInteraction):
-    def __init__(self, scoring: str = "eq4", buckets: int = 4, omega: bool = True, seed: int = 0,
-                 encoder: str | Encoder | dict | None = None, special_tokens: Sequence[str] = (), cache: bool = True):
-        """``encoder``, ``special_tokens``, ``cache``: as for every :class:`~.late_interaction.LateInteraction`."""
+    def __init__(self, scoring: str = "eq4", buckets: int | None = None, omega: bool = True, seed: int | None = None,
+                 encoder: str | Encoder | dict | None = None, special_tokens: Sequence[str] = (), cache: bool = True,
+                 omega_floor: float | None = scoring.OMEGA_FLOOR):
+        """``encoder``, ``special_tokens``, ``cache``: as for every :class:`~.late_interaction.LateInteraction`;
+        ``omega_floor`` None: Eq. 4's bare product, which a negative ω reverses (:func:`~.scoring.score_eq4`)."""
         if scoring not in SCORINGS:
             raise ValueError(f"scoring must be one of {SCORINGS}, not {scoring!r}")
-        if buckets < 1:
+        if buckets is not None and buckets < 1:
             raise ValueError("buckets must be at least 1")
         super().__init__(encoder=encoder, special_tokens=special_tokens, cache=cache)
         self.scoring, self.buckets, self.omega, self.seed = scoring, buckets, omega, seed
+        self.omega_floor = omega_floor
         self._checked: tuple | None = None  # (encoder folder, layers) once checked against its training stamp
 
     @property
@@ -43,17 +50,25 @@ class RaLa(LateInteraction):
         return f"rala-{self.scoring}"
 
     def options(self) -> dict:
-        return {"buckets": self.buckets, "omega": self.omega, "seed": self.seed}
+        return {"buckets": self.buckets, "omega": self.omega, "seed": self.seed, "omega_floor": self.omega_floor}
+
+    def settings(self) -> tuple[int, int]:
+        """(buckets, seed): the ones given, else those the encoder was fine-tuned with, else 4 and 0."""
+        trained = trained_layers(self.encoder.path) if None in (self.buckets, self.seed) else None
+        config = trained[1] if trained else {}
+        buckets = self.buckets if self.buckets is not None else config.get("buckets", DEFAULT_BUCKETS)
+        return buckets, self.seed if self.seed is not None else config.get("seed", DEFAULT_SEED)
 
     def candidate_layers(self, num_layers: int) -> tuple[int, ...]:
         """One premature layer from each bucket of the transformer layers ``1..num_layers-1`` (Eq. 7, App. G.1:
-        1 ≤ l < L; hidden state 0, the embedding output, is not a layer), drawn with ``seed``."""
-        if self.buckets > num_layers - 1:
-            raise ValueError(f"{self.buckets} buckets cannot be drawn from the {num_layers - 1} premature layers of "
-                             f"an encoder of {num_layers} layers")
-        rng = random.Random(self.seed)
-        buckets = np.array_split(np.arange(1, num_layers), self.buckets)
-        return tuple(int(rng.choice(bucket)) for bucket in buckets)
+        1 ≤ l < L; hidden state 0, the embedding output, is not a layer), drawn with the seed; more buckets than
+        premature layers take each premature layer."""
+        buckets, seed = self.settings()
+        if num_layers < 2:
+            raise ValueError(f"an encoder of {num_layers} layer has no premature layer to contrast")
+        rng = random.Random(seed)
+        split = np.array_split(np.arange(1, num_layers), min(buckets, num_layers - 1))
+        return tuple(int(rng.choice(bucket)) for bucket in split)
 
     def layers(self, num_layers: int) -> tuple[int, ...]:
         """:meth:`candidate_layers`, checked against the layers the encoder was fine-tuned with (its
@@ -78,6 +93,6 @@ class RaLa(LateInteraction):
         layers = self.layers(cls.shape[1] - 1)
         if self.scoring == "eq4":
             cls_layers = torch.as_tensor(cls[:, list(layers)], dtype=torch.float32)
-            return scoring.score_eq4(q, qm, d, dm, cls_layers, omega=self.omega)
+            return scoring.score_eq4(q, qm, d, dm, cls_layers, omega=self.omega, floor=self.omega_floor)
         d_layers = torch.stack([scoring.pad(layer_tokens[layer])[0] for layer in layers], dim=1)
         return scoring.score_eq3(q, qm, d, dm, d_layers)

@@ -26,17 +26,23 @@ def cls_gap(q_cls: torch.Tensor, d_cls_last: torch.Tensor, d_cls_layers: torch.T
     return (last[:, :, None] - premature).max(dim=-1).values
 
 
-def score_eq4(q, qm, d, dm, d_cls_layers, omega: bool = True) -> torch.Tensor:
+def score_eq4(q, qm, d, dm, d_cls_layers, omega: bool = True, floor: float | None = OMEGA_FLOOR) -> torch.Tensor:
     """Eq. 4: score_o(U, D) = ω_{U,D} · avg_i max_j <q_i, d_j^L>; ``omega=False`` is the plain MaxSim (w/o ω).
 
     ω is a difference of cosines and can be zero or negative (a premature layer's [CLS] closer to the query than the
     last one's); multiplying by it would then rank a better MaxSim lower. Our reading, since the paper does not say:
-    ω is floored at :data:`OMEGA_FLOOR`, so documents with ω ≤ 0 rank below those with a real gap and among
-    themselves by MaxSim — in training (the Eq. 5 loss) and at inference alike, which share this function."""
+    ω is floored at ``floor`` (:data:`OMEGA_FLOOR`), so a document with ω ≤ floor scores floor · MaxSim: among such
+    documents MaxSim decides, never reversed, and they rank below any document whose ω · MaxSim is larger. Training
+    (the Eq. 5 loss) and inference share this function and so the rule. The floor is straight-through: its value is
+    max(ω, floor) but its gradient is ω's, so training can still raise a floored ω (a clamp would give it none).
+    ``floor=None`` is the paper's bare product (the benchmark's comparison row)."""
     sim = maxsim(q, qm, d, dm)
     if not omega:
         return sim
-    return cls_gap(q[:, 0], d[:, 0], d_cls_layers).clamp_min(OMEGA_FLOOR) * sim
+    gap = cls_gap(q[:, 0], d[:, 0], d_cls_layers)
+    if floor is not None:
+        gap = gap + (gap.clamp_min(floor) - gap).detach()
+    return gap * sim
 
 
 def score_eq3(q, qm, d, dm, d_layers: torch.Tensor) -> torch.Tensor:

@@ -153,13 +153,13 @@ def test_index_build_writes_any_retriever_kind(tmp_path):
     assert sparse.exit_code == 0 and "12 passages (1 empty skipped)" in sparse.output
     assert isinstance(load_retriever(tmp_path / "bm25"), BM25Retriever)
     reranked = runner.invoke(app, ["index", "build", str(corpus), "--out", str(tmp_path / "rr"), "--encoder", "minilm",
-                                   "--rerank", "rala-eq3", "--buckets", "2", "--n", "6", "--k", "3"])
+                                   "--rerank", "rala-eq3", "--buckets", "2", "--seed", "7", "--n", "6", "--k", "3"])
     assert reranked.exit_code == 0, reranked.output
     loaded = load_retriever(tmp_path / "rr")
     assert isinstance(loaded, Retriever) and loaded.n == 6 and loaded.k == 3
-    assert loaded.reranker.config() == RaLa("eq3", buckets=2).bind(loaded.first_stage).config()
+    assert loaded.reranker.config() == RaLa("eq3", buckets=2, seed=7).bind(loaded.first_stage).config()
     assert loaded.reranker.encoder is loaded.first_stage.encoder and loaded.reranker.tokens is loaded.first_stage.tokens
-    assert loaded.first_stage.tokens.layers == RaLa("eq3", buckets=2).candidate_layers(6)
+    assert loaded.first_stage.tokens.layers == RaLa("eq3", buckets=2, seed=7).candidate_layers(6)
     assert loaded("Which comet?").ids[0] == load_retriever(tmp_path / "bm25")("Which comet?").ids[0]
 
 

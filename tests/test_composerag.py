@@ -142,6 +142,14 @@ def test_final_verification_failure_triggers_reflection_bounded_at_three(static_
     assert "Rewritten sub-question #2: Who founded Microsoft?" in field(analysis, "sub_questions_solving_record")
 
 
+def test_an_ungrounded_abstention_is_not_counted_as_a_substitution(static_retriever):
+    script = Script(verify_final=lambda p: {"reason": "unsupported", "valid": "false"},
+                    finalize=lambda p: {"reasoning": "nothing fits", "answer": "I don't know."})
+    _, prediction, _ = run(static_retriever, script, **MULTIHOP, max_reflections=0)
+    assert prediction.answer == "I don't know." and prediction.grounded is False
+    assert prediction.counts.get("abstained_ungrounded", 0) == 0 and prediction.counts["abstained"] == 1
+
+
 def test_an_ungrounded_answer_is_kept_when_asked(static_retriever):
     script = Script(verify_final=lambda p: {"reason": "unsupported", "valid": "false"})
     _, prediction, _ = run(static_retriever, script, **MULTIHOP, abstain_ungrounded=False)

@@ -82,15 +82,19 @@ def test_unified_variant_completes_and_answers_in_one_call(static_retriever):
     assert program.stage_names() == ["unroll", "complete_and_reason"]
 
 
-def test_without_uncertainty_mask_there_is_no_mask_instruction_no_completion_and_no_marker(static_retriever):
+def test_without_uncertainty_mask_there_is_no_mask_instruction_no_completion_and_no_uncertain(static_retriever):
     program, script = scripted(CoopRAG(retriever=static_retriever, rerank=None, uncertainty_mask=False),
-                               unroll_chain=[["Xbox", "made by", "Microsoft"], ["Microsoft", "founded by"]])
+                               unroll_chain=[["<UNCERTAIN>", "made", "Xbox"], ["Xbox", "made by", "<UNCERTAIN>"],
+                                             ["Microsoft", "founded by", "Bill Gates"]])
     prediction = program(question=QUESTION)
     assert script.seen == ["unroll", "reason"] and "complete" not in program.stage_names()
     assert "<UNCERTAIN>" not in script.engine.requests[0]
     query = static_retriever.calls[0][0]
-    assert "<UNCERTAIN>" not in query and "<FILL>" not in query  # a two-item row gets no marker, no <FILL> is added
-    assert prediction.masked_chain[-1] == ["Microsoft", "founded by", ""]
+    assert "<UNCERTAIN>" not in query and "Bill Gates" not in query  # masks the LM wrote anyway are dropped
+    # Table 8: <FILL> stays the answer placeholder, so the guessed answer is replaced by it
+    assert prediction.masked_chain == [["", "made", "Xbox"], ["Xbox", "made by", ""],
+                                       ["Microsoft", "founded by", "<FILL>"]]
+    assert prediction.counts["fill_repaired"] == 1
     assert prediction.counts["llm_calls"] == 2
     assert prediction.completed_chain == prediction.masked_chain
 
@@ -132,9 +136,11 @@ def test_normalize_chain_makes_every_row_a_triple():
     raw = [["a", "b", "c"], ["a", "born in", "year", "<FILL>"], ["x", "y"], [], ["only"], "loose"]
     assert normalize_chain(raw) == [["a", "b", "c"], ["a", "born in year", "<FILL>"], ["x", "y", "<UNCERTAIN>"]]
     assert repair_fill([]) == ([], False)
+    unmasked = [["<UNCERTAIN>", "made", "Xbox"], ["x", "y"], ["a", "<UNCERTAIN>", "b", "<FILL>"]]
+    assert normalize_chain(unmasked, mask=False) == [["", "made", "Xbox"], ["x", "y", ""], ["a", "b", "<FILL>"]]
 
 
-RALA = {"buckets": 2, "omega": True, "seed": 0}
+RALA = {"buckets": 2, "omega": True, "seed": None}
 
 
 @pytest.mark.parametrize(("rerank", "config"), [("rala-eq4", RALA), ("maxsim", {}), ("rala-eq3", RALA)])

@@ -165,6 +165,8 @@ def test_training_resumes_and_writes_a_folder_the_registry_checks(musique_dev, t
 
     same = RaLa(encoder=str(tmp_path), buckets=3, seed=0)  # what training drew: accepted
     assert list(same.layers(tuned.num_layers)) == stamp["layers"]
+    stamped = RaLa(encoder=str(tmp_path))  # buckets and seed left out: the training's
+    assert stamped.settings() == (3, 0) and list(stamped.layers(tuned.num_layers)) == stamp["layers"]
     with pytest.raises(ValueError, match=r"fine-tuned contrasting layers .* \(buckets 3, seed 0\)"):
         RaLa(encoder=str(tmp_path), buckets=2, seed=0).layers(tuned.num_layers)
     (tmp_path / "model.safetensors").write_bytes(b"tampered")

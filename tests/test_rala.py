@@ -30,6 +30,22 @@ def test_a_negative_gap_never_reverses_the_maxsim_ranking():
     assert scores.tolist() == pytest.approx([OMEGA_FLOOR * 0.9, OMEGA_FLOOR * 0.5], rel=1e-3)
     real_gap = torch.tensor([[[0.0, 1.0]], [[0.0, 1.0]]])  # ω = <q0, d0^L> − 0 > 0
     assert (score_eq4(q, qm, d, dm, real_gap)[0] > scores.max()).all()  # a real gap ranks above a floored one
+    same_negative_gap = torch.tensor([[[1.0, 0.0]], [[0.6, 0.8]]])  # ω = −0.1 for both
+    assert score_eq4(q, qm, d, dm, same_negative_gap, floor=None)[0].tolist() == pytest.approx([-0.09, -0.05],
+                                                                                             abs=1e-3)
+    floored = score_eq4(q, qm, d, dm, same_negative_gap)[0]  # the paper's bare product above ranks MaxSim 0.5 first
+    assert floored[0] > floored[1]
+
+
+def test_the_floor_is_straight_through_so_training_can_raise_a_floored_omega():
+    q, qm = pad([[[1.0, 0.0]]])
+    d, dm = pad([[[0.9, 0.436]]])
+    premature = torch.tensor([[[1.0, 0.0]]], requires_grad=True)  # ω = 0.9 − 1 < floor
+    score = score_eq4(q, qm, d, dm, premature)
+    assert score.item() == pytest.approx(OMEGA_FLOOR * 0.9, rel=1e-3)
+    score.sum().backward()
+    # d score / d premature[CLS] = −MaxSim · q0 = (−0.9, 0): the gradient ω has, where a clamp would give zero
+    assert premature.grad[0, 0].tolist() == pytest.approx([-0.9, 0.0], abs=1e-4)
 
 
 def test_eq4_is_omega_times_maxsim_on_a_hand_computed_example():
@@ -73,12 +89,15 @@ def test_one_candidate_layer_per_bucket_seeded_never_the_embeddings_or_the_last(
     assert all(0 not in RaLa(buckets=buckets, seed=seed).candidate_layers(12) for seed in range(20))
 
 
-def test_seeds_draw_different_layers_and_too_many_buckets_is_refused():
+def test_seeds_draw_different_layers_and_more_buckets_than_layers_take_every_premature_layer():
     assert len({RaLa(buckets=2, seed=s).candidate_layers(12) for s in range(10)}) > 1
-    with pytest.raises(ValueError, match="12 buckets"):
-        RaLa(buckets=12).candidate_layers(6)
-    with pytest.raises(ValueError, match="12 buckets cannot be drawn from the 11 premature layers"):
-        RaLa(buckets=12).candidate_layers(12)
+    assert RaLa(buckets=12).candidate_layers(12) == tuple(range(1, 12))  # Table 23's "all layers" over MPNet
+    assert RaLa(buckets=12).candidate_layers(6) == (1, 2, 3, 4, 5)
+    assert RaLa().settings() == (4, 0)
+    with pytest.raises(ValueError, match="no premature layer"):
+        RaLa().candidate_layers(1)
+    with pytest.raises(ValueError, match="buckets must be at least 1"):
+        RaLa(buckets=0)
     with pytest.raises(ValueError, match="scoring"):
         RaLa(scoring="eq5")
 
@@ -133,8 +152,8 @@ def test_every_registered_name_builds_its_reranker_and_rebuilds_it_from_its_conf
         assert load_reranker(reranker.config()).config() == reranker.config()
     tuned = make_reranker("rala-eq3", buckets=2, omega=False, seed=5, cache=False)
     assert load_reranker(tuned.config()).config() == tuned.config() == {
-        "reranker": "rala-eq3", "buckets": 2, "omega": False, "seed": 5, "cache": False, "special_tokens": [],
-        "encoder": None}
+        "reranker": "rala-eq3", "buckets": 2, "omega": False, "seed": 5, "omega_floor": OMEGA_FLOOR, "cache": False,
+        "special_tokens": [], "encoder": None}
     with pytest.raises(ValueError) as unknown:
         make_reranker("colbert")
     assert str(unknown.value) == "unknown reranker 'colbert'; choose one of maxsim, rala-eq4, rala-eq3"

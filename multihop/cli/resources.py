@@ -71,7 +71,8 @@ def index_build(
     rerank: str = typer.Option("none", help="none or a reranker name: maxsim, rala-eq4, rala-eq3"),
     n: int = typer.Option(20, help="first-stage passages handed to the reranker", min=1),
     k: int = typer.Option(5, help="passages returned", min=1),
-    buckets: int = typer.Option(None, help="RaLa layer buckets (default 4)", min=1),
+    buckets: int = typer.Option(None, help="RaLa layer buckets (default: the fine-tuned encoder's, else 4)", min=1),
+    seed: int = typer.Option(None, help="RaLa's per-bucket layer draw (default: the fine-tuned encoder's, else 0)"),
     markers: str = MARKERS_OPT,
     token_cache: bool = typer.Option(True, help="keep token states with a dense index so reranking skips encoding"),
 ):
@@ -86,7 +87,9 @@ def index_build(
             retriever = build_retriever(passages, first_stage=first_stage, encoder=encoder, index=index,
                                         rerank=None if rerank == "none" else rerank, n=n, k=k,
                                         special_tokens=program_special_tokens(markers), token_cache=token_cache,
-                                        reranker_options={} if buckets is None else {"buckets": buckets})
+                                        reranker_options={key: value for key, value in
+                                                          {"buckets": buckets, "seed": seed}.items()
+                                                          if value is not None})
         except ValueError as exc:
             raise typer.BadParameter(str(exc)) from exc
         retriever.save(out)

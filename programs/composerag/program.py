@@ -175,7 +175,7 @@ class ComposeRAG(MultihopProgram):
                 count("reflection_fallback")
                 break
             run.decompositions.append(sub_questions)
-        if grounded is False and self.abstain_ungrounded:  # §4.1.3: no verifiable answer after the reflections
+        if grounded is False and self.abstain_ungrounded and not is_abstention(answer):  # §4.1.3: none verifiable
             count("abstained_ungrounded")
             answer = ABSTENTION
         return self.prediction(run, answer, grounded)

@@ -13,10 +13,11 @@ import json
 from multihop.signatures.cooprag import FILL, UNCERTAIN
 
 
-def normalize_chain(raw, missing: str = UNCERTAIN) -> list[list[str]]:
+def normalize_chain(raw, mask: bool = True) -> list[list[str]]:
     """Every row as a ``[head, relation, tail]`` of stripped strings: a row of four or more items keeps its first and
-    last item and joins the middle ones as the relation; a row of two gets ``missing`` as its tail (``<UNCERTAIN>``;
-    the w/o-mask variant passes ``""``, so no marker reaches its query); empty rows are dropped."""
+    last item and joins the middle ones as the relation; a row of two gets ``<UNCERTAIN>`` as its tail; empty rows are
+    dropped. ``mask=False`` (the w/o-mask variant) erases every ``<UNCERTAIN>`` in place, the ones an LM writes
+    anyway and the tail a row of two gets, so no uncertainty mask reaches its query and every item keeps its role."""
     chain = []
     for row in raw or []:
         items = [str(item).strip() for item in (row if isinstance(row, (list, tuple)) else [row])]
@@ -24,9 +25,9 @@ def normalize_chain(raw, missing: str = UNCERTAIN) -> list[list[str]]:
         if len(items) < 2:
             continue
         if len(items) == 2:
-            items.append(missing)
+            items.append(UNCERTAIN)
         chain.append([items[0], " ".join(items[1:-1]), items[-1]])
-    return chain
+    return chain if mask else [[" ".join(item.replace(UNCERTAIN, " ").split()) for item in row] for row in chain]
 
 
 def repair_fill(chain: list[list[str]]) -> tuple[list[list[str]], bool]:

@@ -9,9 +9,13 @@ completion → reasoning (§3.1, Fig. 1).
 5. ``reason`` (§3.5, App. H.3): the shortest answer from the documents, question, sub-questions and completed chain.
 
 Switches (the paper's ablations): ``uncertainty_mask=False`` is §4.6's "w/o <UNCERTAIN>" (no mask instruction, no
-completion stage, reasoning over the unmasked chain, no marker in the query); ``unrolling=False`` queries with the raw
-question and answers from the documents alone (Table 16's MQ row); ``query_parts`` keeps only some parts of U (Table
-16: ``MQ``, ``MQ+SQ``, ``MQ+RC``, default the full ``MQ+SQ+RC``); ``rerank`` None or a reranker of the registry
+completion stage, reasoning over the unmasked chain, no ``<UNCERTAIN>`` in the query). It keeps ``<FILL>`` as the last
+tail: Table 8 measures ``<FILL>`` generation in both variants, while Figs. 10–11 print w/o-mask chains that end in a
+guessed answer; we follow Table 8 (our reading), so the guessed answer never reaches the query in either variant.
+``unrolling=False`` queries with the raw question and answers from the documents alone (Table 16's MQ row);
+``query_parts`` keeps only some parts of U (Table 16: ``MQ``, ``MQ+SQ``, ``MQ+RC``, default the full ``MQ+SQ+RC``;
+the paper's rows prompt for only those parts, ours drop the others from the full unrolling — our approximation, one
+unrolling for every row); ``rerank`` None or a reranker of the registry
 (:data:`multihop.retrievers.RERANKERS`: "rala-eq4", "rala-eq3", "maxsim") with ``omega`` and ``buckets`` for RaLa
 (Tables 5, 17, 23); ``unified=True`` completes and answers in one call (App. D.2, Table 15: 2 LLM calls per question
 instead of 3). The reranker's encoder keeps the unrolling markers whole (``SPECIAL_TOKENS``); it shares the first
@@ -19,8 +23,8 @@ stage's encoder and token cache when the index was built with them (``multihop i
 an encoder fine-tuned with them), and otherwise loads the same model with them and encodes the candidates.
 
 Defaults the paper leaves open: k = 5 reranked documents (the top-5 its App. G examples show) and n = 20 first-stage
-candidates (20 keeps the RaLa rerank under 50 ms with cached states), 4 buckets (App. F.3's choice), seed 0 for the
-per-bucket layer draw.
+candidates (20 keeps the RaLa rerank under 50 ms with cached states); RaLa's buckets and layer-draw ``seed`` default
+to those the encoder was fine-tuned with, else 4 buckets (App. F.3's choice) and seed 0.
 
 Robustness (small models): an unrolling that cannot be parsed, or that returns neither sub-questions nor a chain, is
 retried once (sampled), then the raw question is used (counted as ``unrolling_fallback``); a chain whose last tail is
@@ -35,7 +39,6 @@ import dspy
 from multihop.retrievers import RERANKERS, Retriever, make_reranker
 from multihop.signatures.cooprag import (
     SPECIAL_TOKENS,
-    UNCERTAIN,
     CompletionAndReasoning,
     QuestionUnrolling,
     QuestionUnrollingWithoutMask,
@@ -61,9 +64,9 @@ class CoopRAG(MultihopProgram):
         unrolling: bool = True,
         rerank: str | None = "rala-eq4",
         omega: bool = True,
-        buckets: int = 4,
+        buckets: int | None = None,
         unified: bool = False,
-        seed: int = 0,
+        seed: int | None = None,
         query_parts: str = "MQ+SQ+RC",
     ):
         if rerank is not None and rerank not in RERANKERS:
@@ -116,9 +119,9 @@ class CoopRAG(MultihopProgram):
                                    query=question, fallback=False)
         unrolled = self.run_stage(self.unroll, {}, retries=1, question=question)
         sub_questions = [str(s).strip() for s in (unrolled.get("sub_questions") or []) if str(s).strip()]
-        chain = normalize_chain(unrolled.get("reasoning_chain"), missing=UNCERTAIN if self.uncertainty_mask else "")
+        chain = normalize_chain(unrolled.get("reasoning_chain"), mask=self.uncertainty_mask)
         fallback = not sub_questions and not chain
-        chain, repaired = repair_fill(chain) if self.uncertainty_mask else (chain, False)  # no markers without the mask
+        chain, repaired = repair_fill(chain)
         count("unrolling_fallback", int(fallback))
         count("fill_repaired", int(repaired))
         return dspy.Prediction(sub_questions=sub_questions, chain=chain, hop_count=unrolled.get("hop_count"),
