@@ -62,22 +62,23 @@ def questions_with_corpus(source: str | Path = "musique", split: str = "dev", li
 
 
 def cached_index(corpus, encoder: str = "mpnet", token_layers: tuple[int, ...] | None = None,
-                 special_tokens: tuple[str, ...] = ()) -> Path:
+                 special_tokens: tuple[str, ...] = (), pooling: str = "mean") -> Path:
     """The folder of ``corpus``'s dense index under ``MULTIHOP_HOME/indexes``: built on first use (the encoding
     resumes if interrupted), then reused. ``token_layers=()`` keeps the last layer's token states for reranking;
-    ``special_tokens`` are the markers a program's queries carry (``program.special_tokens``)."""
+    ``special_tokens`` are the markers a program's queries carry (``program.special_tokens``), ``pooling`` its index's
+    first-stage pooling (``program.index_pooling``)."""
     from multihop.retrievers import DenseRetriever
 
     return DenseRetriever.build_cached(corpus, encoder=encoder, token_layers=token_layers,
-                                       special_tokens=special_tokens)
+                                       special_tokens=special_tokens, pooling=pooling)
 
 
 def cached_retriever(corpus, encoder: str = "mpnet", token_layers: tuple[int, ...] | None = None,
-                     special_tokens: tuple[str, ...] = ()):
+                     special_tokens: tuple[str, ...] = (), pooling: str = "mean"):
     """The :func:`cached_index` of ``corpus`` loaded as a dense retriever (its ``corpus`` attribute is ``corpus``)."""
     from multihop.retrievers import DenseRetriever
 
-    return DenseRetriever.load(cached_index(corpus, encoder, token_layers, special_tokens))
+    return DenseRetriever.load(cached_index(corpus, encoder, token_layers, special_tokens, pooling))
 
 
 @dataclass(frozen=True)

@@ -3,20 +3,21 @@
     python benchmarks/cooprag.py [--data FILE] [--limit 20] [--lm local:smollm2 | --lm openai/<model> --api-base URL]
 
 The corpus is the union of the questions' paragraphs (IRCoT style), indexed once (cached under ``MULTIHOP_HOME``) with
-MPNet (CoopRAG's unrolling markers added as special tokens) and the token states RaLa Eq. 4 reads.
+MPNet (CoopRAG's unrolling markers added as special tokens) and the token states RaLa Eq. 4 reads, twice: pooled by
+[CLS] (Eq. 2, CoopRAG's own index) and by mean (the model's own pooling).
 
 Table 1 (Tables 7 and 9 of the paper, in small): Recall@2/5 of three queries — the raw question, the unrolled query
-U = Q ‖ S ‖ R (Eq. 1) with ``<UNCERTAIN>``, and U from the unrolling without it (§4.6) — each against the dense
-first stage alone and reranked by RaLa Eq. 4 (top-``n`` → top-5). The unrollings come from ``--lm`` and are kept in
+U = Q ‖ S ‖ R (Eq. 1) with ``<UNCERTAIN>``, and U from the unrolling without it (§4.6) — each against both dense
+first stages alone and reranked by RaLa Eq. 4 (top-``n`` → top-5). The unrollings come from ``--lm`` and are kept in
 ``--out`` as ``multihop cooprag unroll`` writes them (a rerun resumes); the share that fell back to the raw question
 is reported.
 
 Table 2: EM/F1/Acc, Recall, LLM calls, tokens and seconds per question of SingleStepRAG and CoopRAG (three-call and
-unified) with the same retriever (MPNet + RaLa Eq. 4) and the same LM; stages that write only the answer are capped
-at ``--answer-tokens``, the others at ``--max-tokens`` (a small local model that rambles then costs less time).
-Results are saved under ``--out`` per program and a rerun resumes them. With the 135M local model the QA numbers are
-low in absolute terms (it rarely writes a parsable unrolling, so CoopRAG mostly falls back to the raw question);
-``--lm`` with an OpenAI-compatible ``--api-base`` runs the same script against a served model.
+unified) with the same retriever (CoopRAG's: MPNet [CLS] + RaLa Eq. 4) and the same LM; stages that write only the
+answer are capped at ``--answer-tokens``, the others at ``--max-tokens`` (a small local model that rambles then costs
+less time). Results are saved under ``--out`` per program and a rerun resumes them. With the 135M local model the QA
+numbers are low in absolute terms (it rarely writes a parsable unrolling, so CoopRAG mostly falls back to the raw
+question); ``--lm`` with an OpenAI-compatible ``--api-base`` runs the same script against a served model.
 """
 
 from __future__ import annotations
@@ -60,15 +61,19 @@ def recall(retriever, queries: list[str], examples, k: int) -> float:
     return 100 * float(np.mean(values))
 
 
-def retrieval_table(examples, dense: DenseRetriever, rala: Retriever, out: Path) -> Table:
+def retrieval_table(examples, firsts: dict[str, DenseRetriever], n: int, out: Path) -> Table:
     queries = {"raw question": ([e.question for e in examples], 0.0, None)}
     queries["unrolled U, with <UNCERTAIN>"] = unrolled_queries(examples, True, out / "unrolled.jsonl")
     queries["unrolled U, without <UNCERTAIN>"] = unrolled_queries(examples, False, out / "unrolled-no-mask.jsonl")
-    table = Table(title=f"Recall of the query kinds ({len(examples)} questions, {len(dense.corpus)} passages)")
+    passages = len(next(iter(firsts.values())).corpus)
+    table = Table(title=f"Recall of the query kinds ({len(examples)} questions, {passages} passages)")
     for column in ("query", "retriever", "R@2", "R@5", "fallbacks %", "unrolling s/q"):
         table.add_column(column, justify="left" if column in ("query", "retriever") else "right")
+    retrievers = [pair for name, dense in firsts.items()
+                  for pair in ((f"dense MPNet {name}", dense),
+                               (f"MPNet {name} + RaLa Eq. 4 (top-{n})", Retriever(dense, RaLa("eq4"), n=n)))]
     for name, (texts, fallbacks, seconds) in queries.items():
-        for label, retriever in (("dense MPNet", dense), (f"+ RaLa Eq. 4 (top-{rala.n})", rala)):
+        for label, retriever in retrievers:
             table.add_row(name, label, f"{recall(retriever, texts, examples, 2):.1f}",
                           f"{recall(retriever, texts, examples, 5):.1f}", f"{100 * fallbacks:.0f}",
                           f"{seconds:.1f}" if seconds is not None else "-")
@@ -88,8 +93,9 @@ def main() -> None:
 
     data = question_file(args.data)
     examples, corpus = questions_with_corpus(data, limit=args.limit)
-    dense = cached_retriever(corpus, token_layers=(), special_tokens=CoopRAG.special_tokens)
-    rala = Retriever(dense, RaLa("eq4"), n=args.n, k=5)
+    firsts = {pooling: cached_retriever(corpus, token_layers=(), special_tokens=CoopRAG.special_tokens,
+                                        pooling=pooling) for pooling in (CoopRAG.index_pooling, "mean")}
+    rala = Retriever(firsts[CoopRAG.index_pooling], RaLa("eq4"), n=args.n, k=5)
     options = LMOptions.from_args(args)
     lm = options.configure()
     console.print(f"{len(examples)} questions from {Path(data).name}, {len(corpus)} passages, LM {lm.model}")
@@ -105,7 +111,7 @@ def main() -> None:
     summaries = {name: evaluate(program, examples, out / name.split(" (")[0].replace(" ", "_"), threads=args.threads,
                                 name=name) for name, program in programs.items()}
     qa = render_table(summaries, title=f"QA on {Path(data).name} with {lm.model} (same retriever and LM)")
-    console.print(retrieval_table(examples, dense, rala, out))
+    console.print(retrieval_table(examples, firsts, args.n, out))
     console.print(qa)
 
 

@@ -3,8 +3,11 @@
     python benchmarks/retrieval.py [--data musique | FILE] --limit 25
 
 The corpus is the union of the questions' paragraphs and the raw question is the query. One table lists BM25,
-hybrid, dense MiniLM, dense MPNet, MPNet + MaxSim, MPNet + RaLa Eq. 4 and Eq. 3 (top-20 reranked to top-5), and,
-with ``--finetuned DIR`` (from ``multihop retriever train``), the fine-tuned MPNet alone and with RaLa Eq. 4.
+hybrid, dense MiniLM, dense MPNet (mean pooling and Eq. 2's [CLS]), MPNet + MaxSim, MPNet + RaLa Eq. 4 and Eq. 3
+(top-20 reranked to top-5), and, with ``--finetuned DIR`` (from ``multihop retriever train``), the fine-tuned MPNet
+alone and with RaLa Eq. 4. Three rows set our readings of CoopRAG against the alternatives: RaLa Eq. 4 with ω
+floored against the bare product a negative ω reverses, and the candidate layers drawn from 1..L−1 against the
+earlier draw from 0..L−1 (which can pick the embedding output), each averaged over the layer-draw seeds 0–3.
 A second table compares the MPNet index build with the raw encoder throughput measured in the same run and gives
 query latency p50/p95 of the first stage and of the rerank, with the cached and with recomputed token states.
 A third compares IVF and HNSW with exact search on ``--scale`` synthetic clustered vectors (recall@10, latency).
@@ -53,6 +56,21 @@ def recall_row(name: str, retriever, examples) -> list[str]:
     r2 = [r for r in r2 if r is not None]
     r5 = [r for r in r5 if r is not None]
     return [name, f"{100 * np.mean(r2):.1f}", f"{100 * np.mean(r5):.1f}", ms(np.median(latency))]
+
+
+def mean_row(name: str, retrievers: list, examples) -> list[str]:
+    """:func:`recall_row` averaged over ``retrievers`` (one per layer-draw seed)."""
+    rows = np.array([[float(value) for value in recall_row(name, r, examples)[1:]] for r in retrievers])
+    return [name, *(f"{value:.1f}" for value in rows.mean(axis=0))]
+
+
+class RaLaFromEmbeddings(RaLa):
+    """RaLa drawing its candidate layers from hidden states 0..L−1, as before our Eq. 7 reading (1 ≤ l < L)."""
+
+    def candidate_layers(self, num_layers: int) -> tuple[int, ...]:
+        buckets, seed = self.settings()
+        rng = random.Random(seed)
+        return tuple(int(rng.choice(bucket)) for bucket in np.array_split(np.arange(num_layers), buckets))
 
 
 def ms(seconds: float) -> str:
@@ -139,15 +157,23 @@ def main() -> None:
                                          args.sample)
     bm25 = BM25Retriever(corpus)
     minilm = DenseRetriever.build(corpus, encoder="minilm", work_dir=work / "minilm")
+    cls = DenseRetriever.build(corpus, encoder=Encoder("mpnet", pooling="cls"), work_dir=work / "mpnet-cls",
+                               token_layers=())
     systems = [
         ("BM25", bm25),
         ("Hybrid (MPNet + BM25, RRF)", HybridRetriever(dense, bm25)),
         ("Dense MiniLM", minilm),
-        ("Dense MPNet", dense),
+        ("Dense MPNet (mean pooling)", dense),
+        ("Dense MPNet [CLS] (Eq. 2)", cls),
         ("MPNet + MaxSim rerank", Retriever(dense, MaxSim(), n=args.n)),
         ("MPNet + RaLa Eq. 4", Retriever(dense, RaLa("eq4"), n=args.n)),
+        ("MPNet [CLS] + RaLa Eq. 4", Retriever(cls, RaLa("eq4"), n=args.n)),
         ("MPNet + RaLa Eq. 3", Retriever(dense, eq3, n=args.n)),
     ]
+    seeds = range(4)
+    variants = [("MPNet + RaLa Eq. 4, ω floored, layers 1..L−1 (seeds 0–3)", RaLa),
+                ("MPNet + RaLa Eq. 4, bare ω product (seeds 0–3)", lambda **kw: RaLa(omega_floor=None, **kw)),
+                ("MPNet + RaLa Eq. 4, layers 0..L−1 (seeds 0–3)", RaLaFromEmbeddings)]
     if args.finetuned:
         tuned = DenseRetriever.build(corpus, encoder=args.finetuned, work_dir=work / Path(args.finetuned).name,
                                      token_layers=())
@@ -161,6 +187,9 @@ def main() -> None:
         table.add_column(column, justify="left" if column == "retriever" else "right")
     for name, retriever in systems:
         table.add_row(*recall_row(name, retriever, examples))
+    for name, make in variants:
+        table.add_row(*mean_row(name, [Retriever(dense, make(scoring="eq4", seed=seed), n=args.n) for seed in seeds],
+                                examples))
     console.print(table)
 
     cached = stage_latency(Retriever(dense, RaLa("eq4"), n=args.n), examples)

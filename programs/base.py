@@ -43,6 +43,7 @@ class MultihopProgram(dspy.Module):
     count_display: ClassVar[dict[str, str]] = {}
     special_tokens: ClassVar[tuple[str, ...]] = ()  # markers the program writes into its queries, which the encoder of
     # an index built for it keeps whole (``multihop index build --markers PROGRAM``; an index built on the fly for it)
+    index_pooling: ClassVar[str] = "mean"  # the first-stage pooling of an index built for it (same two ways)
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

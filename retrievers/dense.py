@@ -6,8 +6,9 @@
 queries returns one per query. :meth:`DenseRetriever.search_vectors` searches with query vectors already encoded,
 so a reranker on the same encoder can take the search vector and its token states from one forward pass.
 
-The manifest records the encoder's special tokens: a saved index loads its query encoder with the ones it was built
-with, and refuses an encoder handed in with other ones.
+The manifest records the encoder's special tokens and pooling: a saved index loads its query encoder with the ones it
+was built with, and refuses an encoder handed in with other ones (an index from before pooling was recorded pooled by
+mean).
 """
 
 from __future__ import annotations
@@ -60,10 +61,12 @@ class DenseRetriever(RetrieverModule):
         if len(corpus) == 0:
             raise ValueError("cannot build an index over an empty corpus")
         encoder = encoder if isinstance(encoder, Encoder) else Encoder(encoder)
-        work = Path(work_dir) if work_dir else home() / "shards" / f"{Path(encoder.name).name}-{corpus.checksum()[:16]}"
+        name = Path(encoder.name).name + ("" if encoder.pooling == "mean" else f"-{encoder.pooling}")
+        work = Path(work_dir) if work_dir else home() / "shards" / f"{name}-{corpus.checksum()[:16]}"
         vectors, shards = encode_corpus(corpus, encoder, work, token_layers=token_layers)
         manifest = {"retriever": cls.kind, "encoder": encoder.name, "encoder_sha256": encoder.checksum(),
-                    "special_tokens": list(encoder.special_tokens), "corpus_sha256": corpus.checksum(),
+                    "special_tokens": list(encoder.special_tokens), "pooling": encoder.pooling,
+                    "corpus_sha256": corpus.checksum(),
                     "truncated": encoder.truncated}
         tokens = None
         if token_layers is not None:
@@ -72,15 +75,16 @@ class DenseRetriever(RetrieverModule):
 
     @classmethod
     def build_cached(cls, corpus: Corpus, encoder: str = "mpnet", token_layers: tuple[int, ...] | None = None,
-                     kind: str = "auto", special_tokens: tuple[str, ...] = ()) -> Path:
+                     kind: str = "auto", special_tokens: tuple[str, ...] = (), pooling: str = "mean") -> Path:
         """The folder of ``corpus``'s index under ``MULTIHOP_HOME/indexes``, built (resumably) on first use."""
-        suffix = "" if token_layers is None else "-tokens" + "".join(f"-{layer}" for layer in token_layers)
+        suffix = "" if pooling == "mean" else f"-{pooling}"
+        suffix += "" if token_layers is None else "-tokens" + "".join(f"-{layer}" for layer in token_layers)
         if special_tokens:
             suffix += "-special-" + hashlib.sha256("\n".join(special_tokens).encode()).hexdigest()[:8]
         target = home() / "indexes" / f"{Path(encoder).name}-{kind}-{corpus.checksum()[:16]}{suffix}"
         with locked(target, file=True, wait=True):  # two runs needing the same index: one builds, the other waits
             if not (target / "manifest.json").exists():
-                built = Encoder(encoder, special_tokens=special_tokens)
+                built = Encoder(encoder, special_tokens=special_tokens, pooling=pooling)
                 cls.build(corpus, encoder=built, kind=kind, token_layers=token_layers).save(target)
         return target
 
@@ -106,12 +110,15 @@ class DenseRetriever(RetrieverModule):
             logger.warning("%s was built before indexes recorded their encoder's special tokens (every encoder then "
                            "added the unrolling markers); it loads with none: rebuild it with `--markers "
                            "PROGRAM` if the queries carry markers", directory)
-        special_tokens = manifest.get("special_tokens", [])
+        special_tokens, pooling = manifest.get("special_tokens", []), manifest.get("pooling", "mean")
         if not isinstance(encoder, Encoder):
-            encoder = Encoder(encoder or manifest["encoder"], special_tokens=special_tokens)
+            encoder = Encoder(encoder or manifest["encoder"], special_tokens=special_tokens, pooling=pooling)
         if list(encoder.special_tokens) != special_tokens:
             raise IndexMismatchError(f"{directory}: the index was built with special tokens {special_tokens}, the "
                                      f"encoder has {list(encoder.special_tokens)}")
+        if encoder.pooling != pooling:
+            raise IndexMismatchError(f"{directory}: the index was built with {pooling} pooling, the encoder pools by "
+                                     f"{encoder.pooling}")
         index = FaissIndex.load(
             directory,
             expect={"encoder_sha256": encoder.checksum(), "corpus_sha256": corpus.checksum(), "count": len(corpus)},

@@ -6,8 +6,11 @@ are L2-normalised so an inner-product index ranks by cosine similarity. Runs on 
 
 Besides the pooled embedding used for first-stage search, :meth:`Encoder.states` returns in one forward pass the
 L2-normalised token states of the last layer (Eq. 2), the ``[CLS]`` state of every layer (the gap-aware weight of
-Eq. 4) and, on request, the token states of premature layers (Eq. 3). The first-stage embedding is the encoder's own
-pooling (mean pooling for MPNet, as it was trained); the paper's ``[CLS]`` appears in the reranking scores.
+Eq. 4) and, on request, the token states of premature layers (Eq. 3). The first-stage embedding is set by ``pooling``:
+``"mean"`` is the model's own pooling (mean pooling for MPNet and MiniLM, as they were trained), ``"cls"`` the
+last-layer ``[CLS]`` state, CoopRAG's Eq. 2 ⟨q0, d0⟩. Pooling changes the pooled embedding only (the token and
+``[CLS]`` states rerankers read are the same), so an index records it (:meth:`Encoder.config`) and refuses a query
+encoder that pools otherwise.
 
 ``special_tokens`` are markers a method writes into its queries (CoopRAG's unrolling placeholders, for one), added
 to the tokenizer so a query never splits them into word pieces. None are added by default. Their new embedding
@@ -33,6 +36,7 @@ from multihop import models
 from multihop.folders import verify_inventory
 
 MAX_LENGTH = 512
+POOLINGS = ("mean", "cls")
 
 logger = logging.getLogger(__name__)
 
@@ -54,11 +58,14 @@ class EncodedStates:
 
 class Encoder:
     """``Encoder(name, special_tokens=())``: ``special_tokens`` are added to the ones a fine-tuned folder was trained
-    with; ``sha256``, when given (a manifest's record), refuses weights with another checksum."""
+    with; ``sha256``, when given (a manifest's record), refuses weights with another checksum; ``pooling`` one of
+    :data:`POOLINGS`."""
 
     def __init__(self, name: str = "mpnet", device: str | None = None, batch_size: int = 8,
-                 special_tokens: Sequence[str] = (), sha256: str | None = None):
-        self.name = str(name)
+                 special_tokens: Sequence[str] = (), sha256: str | None = None, pooling: str = "mean"):
+        if pooling not in POOLINGS:
+            raise ValueError(f"pooling must be one of {', '.join(POOLINGS)}, not {pooling!r}")
+        self.name, self.pooling = str(name), pooling
         self.path = models.resolve_encoder(self.name)
         verify_inventory(self.path)  # a fine-tuned folder: every file as it was saved
         self.special_tokens = tuple(dict.fromkeys((*trained_special_tokens(self.path), *special_tokens)))
@@ -89,10 +96,12 @@ class Encoder:
 
     def config(self) -> dict:
         """What an index records of its encoder and rebuilds it from: ``Encoder(**config)``."""
-        return {"name": self.name, "special_tokens": list(self.special_tokens), "sha256": self.checksum()}
+        return {"name": self.name, "special_tokens": list(self.special_tokens), "sha256": self.checksum(),
+                "pooling": self.pooling}
 
     def same_as(self, other: Encoder) -> bool:
-        """Whether ``other`` encodes every text as this one does: the same model and the same special tokens."""
+        """Whether ``other`` gives every text the same token and ``[CLS]`` states: the same model and the same special
+        tokens (pooling aside, which only the pooled embedding depends on)."""
         return (self.name, self.special_tokens) == (other.name, other.special_tokens)
 
     @property
@@ -118,17 +127,18 @@ class Encoder:
         return self._checksum
 
     def encode(self, texts: list[str], progress: bool = False) -> np.ndarray:
-        """Normalised float32 pooled embeddings, shape ``(len(texts), dimension)``."""
+        """Normalised float32 pooled embeddings (:attr:`pooling`), shape ``(len(texts), dimension)``."""
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
         self._count_truncated(texts)
-        vectors = self.model.encode(
-            texts,
-            batch_size=self.batch_size,
-            normalize_embeddings=True,
-            convert_to_numpy=True,
-            show_progress_bar=progress,
-        )
+        if self.pooling == "cls":
+            states = self.model.encode(texts, batch_size=self.batch_size, output_value="token_embeddings",
+                                       show_progress_bar=progress)
+            vectors = np.stack([state[0].float().cpu().numpy() for state in states])
+            vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        else:
+            vectors = self.model.encode(texts, batch_size=self.batch_size, normalize_embeddings=True,
+                                        convert_to_numpy=True, show_progress_bar=progress)
         return np.ascontiguousarray(vectors, dtype=np.float32)
 
     def forward(self, texts: list[str], token_layers: tuple[int, ...] = ()) -> dict:
@@ -150,7 +160,7 @@ class Encoder:
         finally:
             transformer.config.output_hidden_states = False
         hidden = out["all_layer_embeddings"]
-        pooled = out["sentence_embedding"]
+        pooled = hidden[-1][:, 0] if self.pooling == "cls" else out["sentence_embedding"]
         return {
             "pooled": F.normalize(pooled, dim=-1),
             "tokens": F.normalize(hidden[-1], dim=-1),

@@ -10,12 +10,16 @@ against all ``3b`` documents with score_o (Eq. 4), and the loss is Eq. 5 with th
 with ``|S_i|`` the number of sub-questions the unrolling stage wrote (§3.6; from ``multihop cooprag unroll``; one for
 a question without an unrolling — our reading), τ = 0.05, b = 40 (App. F) and 5 epochs (App. A). ``alpha=False`` and
 ``omega=False`` are the "w/o α" and "w/o ω" ablations (App. E.7, §4.4); ``alpha_from="chain"`` counts the chain's
-triples instead (Table 19).
+triples instead (Table 19); ``loss="bce"`` is Table 20's cross-entropy baseline; ``score="eq3"`` trains with Eq. 3,
+the token-level gap, in place of Eq. 4 (Table 17; it reads the token states of the candidate layers, so a step holds
+|C| more token tensors, and the encoder is then reranked with ``rala-eq3``). Without an unrolling file every question
+counts one step, α is the constant log 2 and the difficulty weighting does nothing: :func:`training_questions` warns.
 
 Each question makes one sample per epoch, with a positive drawn from its supporting paragraphs (so every question
 weighs the same, whatever its number of hops), and its other supporting paragraphs are left out of its denominator:
-they are no negatives of it. The paper gives neither learning rate nor schedule; AdamW at 2e-5 (constant) is the
-usual choice for MPNet.
+they are no negatives of it. Both are our reading: Eq. 5 writes one positive D_i per question and sums over the batch
+without saying what a question with several supporting paragraphs contributes. The paper gives neither learning rate
+nor schedule; AdamW at 2e-5 (constant) is the usual choice for MPNet.
 
 A batch of 40 questions and 120 documents does not fit a CPU's memory with gradients, so a step runs as GradCache
 (Gao et al., 2021): states of the whole batch are computed without gradients in micro-batches, the exact batch loss
@@ -32,6 +36,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import random
 from collections.abc import Iterable
@@ -50,9 +55,10 @@ from multihop.paths import atomic_write_text
 
 from . import scoring
 from .encoder import Encoder
-from .rala import RaLa
+from .rala import SCORINGS, RaLa
 
 CHECKPOINT = "checkpoint.pt"
+logger = logging.getLogger(__name__)
 
 
 ALPHA_FROM = ("sub_questions", "chain")  # what |S| counts in α = log(1 + |S|): Eq. 6, or Table 19's chain length
@@ -112,6 +118,11 @@ def training_questions(examples: Iterable[dspy.Example], unrolled: dict[str, dic
                                           max(1, len(steps))))
     if not questions:
         raise ValueError("no question has both a supporting and a non-supporting paragraph")
+    unrolled_count = sum(example.id in (unrolled or {}) for example in examples)
+    if unrolled_count < len(examples):
+        logger.warning("%d of %d training questions have no unrolling: each counts one step (α = log 2), so they "
+                       "train on the raw question with no difficulty weighting; unroll them first (`multihop cooprag "
+                       "unroll`, then --unrolled)", len(examples) - unrolled_count, len(examples))
     return questions
 
 
@@ -141,19 +152,26 @@ LOSSES = ("infonce", "bce")  # Eq. 5, or Table 20's cross-entropy variant
 
 
 def batch_loss(queries: dict, documents: dict, weights: torch.Tensor, tau: float = 0.05,
-               omega: bool = True, exclude: torch.Tensor | None = None, loss: str = "infonce") -> torch.Tensor:
+               omega: bool = True, exclude: torch.Tensor | None = None, loss: str = "infonce",
+               score: str = "eq4") -> torch.Tensor:
     """Eq. 5 over one mini-batch: ``queries`` (``tokens``, ``mask``) of ``b`` questions, ``documents`` (``tokens``,
-    ``mask``, ``cls_layers`` ``[3b, |C|, d]``) ordered positives, distractors, random negatives; question ``i``'s
-    positive is document ``i``. ``exclude`` (``[b, 3b]``) leaves documents out of a question's denominator: its other
-    supporting paragraphs, which are no negatives of it.
+    ``mask``, and ``cls_layers`` ``[3b, |C|, d]`` for Eq. 4 or ``layer_tokens`` ``[3b, |C|, T, d]`` for ``score="eq3"``)
+    ordered positives, distractors, random negatives; question ``i``'s positive is document ``i``. ``exclude``
+    (``[b, 3b]``) leaves documents out of a question's denominator: its other supporting paragraphs, which are no
+    negatives of it.
 
     ``loss="bce"`` is Table 20's cross-entropy baseline, in our reading (the paper names the loss only): each
     question–document pair a binary decision, σ(score/τ) against 1 for the question's positive and 0 for every other
     document of the batch (the excluded ones aside), averaged over the pairs and weighted by α."""
     if loss not in LOSSES:
         raise ValueError(f"loss must be one of {', '.join(LOSSES)}, not {loss!r}")
-    scores = scoring.score_eq4(queries["tokens"], queries["mask"], documents["tokens"], documents["mask"],
-                               documents["cls_layers"], omega=omega)
+    if score not in SCORINGS:
+        raise ValueError(f"score must be one of {', '.join(SCORINGS)}, not {score!r}")
+    q, qm, d, dm = queries["tokens"], queries["mask"], documents["tokens"], documents["mask"]
+    if score == "eq3":
+        scores = scoring.score_eq3(q, qm, d, dm, documents["layer_tokens"])
+    else:
+        scores = scoring.score_eq4(q, qm, d, dm, documents["cls_layers"], omega=omega)
     weights = weights.to(scores.device)
     positives = torch.arange(scores.shape[0], device=scores.device)
     if loss == "bce":
@@ -180,10 +198,17 @@ class TrainConfig:
     alpha: bool = True
     omega: bool = True
     loss: str = "infonce"  # or "bce": Table 20
+    score: str = "eq4"  # or "eq3": Table 17
     buckets: int = 4
     seed: int = 0
     checkpoint_every: int = 50
     special_tokens: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        if self.loss not in LOSSES:
+            raise ValueError(f"loss must be one of {', '.join(LOSSES)}, not {self.loss!r}")
+        if self.score not in SCORINGS:
+            raise ValueError(f"score must be one of {', '.join(SCORINGS)}, not {self.score!r}")
 
 
 def train(questions: list[TrainingQuestion], out_dir: str | Path, config: TrainConfig | None = None) -> Path:
@@ -236,17 +261,18 @@ def grad_cache_step(encoder: Encoder, batch: list[TrainingSample], layers: list[
             q_reps.append(_leaf(_query_rep(encoder.forward(chunk))))
         for chunk in d_chunks:
             rng_states.append(_rng_state())
-            d_reps.append(_leaf(_document_rep(encoder.forward(chunk), layers)))
+            d_reps.append(_leaf(_document_rep(encoder.forward(chunk, _token_layers(layers, config)), layers)))
     weights = difficulty_weights([s.sub_questions for s in batch], config.alpha)
     exclude = torch.tensor([[j != i and text in sample.gold for j, text in enumerate(documents)]
                             for i, sample in enumerate(batch)])
-    loss = batch_loss(_concat(q_reps), _concat(d_reps), weights, config.tau, config.omega, exclude, config.loss)
+    loss = batch_loss(_concat(q_reps), _concat(d_reps), weights, config.tau, config.omega, exclude, config.loss,
+                      config.score)
     loss.backward()
     reps = [(chunk, rep, _query_rep, ()) for chunk, rep in zip(q_chunks, q_reps, strict=True)]
     reps += [(chunk, rep, _document_rep, (layers,)) for chunk, rep in zip(d_chunks, d_reps, strict=True)]
     for (chunk, rep, make, extra), state in zip(reps, rng_states, strict=True):
         _set_rng_state(state)
-        fresh = make(encoder.forward(chunk), *extra)
+        fresh = make(encoder.forward(chunk, _token_layers(layers, config) if extra else ()), *extra)
         surrogate = sum((fresh[key] * rep[key].grad).sum() for key in fresh if rep[key].grad is not None)
         surrogate.backward()
     return float(loss.detach())
@@ -267,8 +293,16 @@ def _query_rep(out: dict) -> dict:
     return {"tokens": out["tokens"], "mask": out["mask"]}
 
 
+def _token_layers(layers: list[int], config: TrainConfig) -> tuple[int, ...]:
+    """The premature layers whose token states a document's score reads: Eq. 3's only."""
+    return tuple(layers) if config.score == "eq3" else ()
+
+
 def _document_rep(out: dict, layers: list[int]) -> dict:
-    return {"tokens": out["tokens"], "mask": out["mask"], "cls_layers": out["cls"][:, layers]}
+    rep = {"tokens": out["tokens"], "mask": out["mask"], "cls_layers": out["cls"][:, layers]}
+    if out["layer_tokens"]:
+        rep["layer_tokens"] = torch.stack([out["layer_tokens"][layer] for layer in layers], dim=1)
+    return rep
 
 
 def _leaf(rep: dict) -> dict:
@@ -279,14 +313,16 @@ def _concat(reps: list[dict]) -> dict:
     """Join micro-batch states padded to different lengths into one batch (padding masked out)."""
     longest = max(rep["tokens"].shape[1] for rep in reps)
 
-    def widen(x, value=0.0):
-        return torch.nn.functional.pad(x, (0, 0, 0, longest - x.shape[1]) if x.dim() == 3 else
-                                       (0, longest - x.shape[1]), value=value)
+    def widen(x, value=0.0):  # the token axis: the last of a mask, the one before the features otherwise
+        pads = (0, longest - x.shape[1]) if x.dim() == 2 else (0, 0, 0, longest - x.shape[-2])
+        return torch.nn.functional.pad(x, pads, value=value)
 
     out = {"tokens": torch.cat([widen(r["tokens"]) for r in reps]),
            "mask": torch.cat([widen(r["mask"], False) for r in reps])}
     if "cls_layers" in reps[0]:
         out["cls_layers"] = torch.cat([r["cls_layers"] for r in reps])
+    if "layer_tokens" in reps[0]:  # [m, |C|, T, d]
+        out["layer_tokens"] = torch.cat([widen(r["layer_tokens"]) for r in reps])
     return out
 
 

@@ -56,7 +56,8 @@ def encode_corpus(
     work_dir.mkdir(parents=True, exist_ok=True)
     stamp = work_dir / "build.json"
     key = {"corpus": corpus.checksum(), "encoder": encoder.checksum(), "special_tokens": list(encoder.special_tokens),
-           "shard_size": shard_size, "token_layers": None if token_layers is None else list(token_layers)}
+           "pooling": encoder.pooling, "shard_size": shard_size,
+           "token_layers": None if token_layers is None else list(token_layers)}
     if not stamp.exists() or json.loads(stamp.read_text()) != key:
         for old in work_dir.glob("shard-*.npz"):
             old.unlink()

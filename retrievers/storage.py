@@ -29,14 +29,16 @@ def build_retriever(
     special_tokens: Sequence[str] = (),
     token_cache: bool = True,
     reranker_options: dict | None = None,
+    pooling: str = "mean",
 ) -> RetrieverModule:
     """Build any retriever from a corpus: ``first_stage`` one of :data:`FIRST_STAGES`, ``rerank`` None or a reranker
     name, built with ``reranker_options`` (RaLa: ``buckets``, ``omega``, ``seed``). ``encoder`` (with
     ``special_tokens`` added to its tokenizer) serves the dense index and the reranker alike; a dense index keeps the
-    token states the reranker reads when ``token_cache`` is set."""
+    token states the reranker reads when ``token_cache`` is set; ``pooling`` is the dense index's
+    (:data:`~.encoder.POOLINGS`)."""
     if first_stage not in FIRST_STAGES:
         raise ValueError(f"unknown first stage {first_stage!r}; choose one of {', '.join(FIRST_STAGES)}")
-    shared = Encoder(encoder, special_tokens=special_tokens)  # one loaded model for the index, cache and reranker
+    shared = Encoder(encoder, special_tokens=special_tokens, pooling=pooling)  # one model: index, cache, reranker
     reranker = make_reranker(rerank, encoder=shared, **(reranker_options or {})) if rerank is not None else None
     token_layers = None
     if hasattr(reranker, "token_layers") and token_cache:

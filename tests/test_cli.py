@@ -178,10 +178,15 @@ def test_index_build_takes_the_registry_names_and_the_markers(tmp_path):
     assert isinstance(loaded, Retriever) and type(loaded.reranker) is MaxSim
     assert isinstance(loaded.first_stage, DenseRetriever)
     assert loaded.first_stage.encoder.special_tokens == SPECIAL_TOKENS
+    assert loaded.first_stage.encoder.pooling == "cls"  # an index for CoopRAG pools as its Eq. 2
     assert loaded.reranker.encoder is loaded.first_stage.encoder
+    mean = runner.invoke(app, ["index", "build", str(corpus), "--out", str(tmp_path / "mean"), "--encoder", "minilm",
+                               "--markers", "CoopRAG", "--pooling", "mean"])
+    assert mean.exit_code == 0 and load_retriever(tmp_path / "mean").encoder.pooling == "mean"
     for bad, message in ((["--rerank", "colbert"], "unknown reranker 'colbert'"),
                          (["--rerank", "maxsim", "--buckets", "2"], "'maxsim': got an unexpected keyword"),
-                         (["--markers", "SingleStepRAG"], "writes no query markers")):
+                         (["--markers", "SingleStepRAG"], "writes no query markers"),
+                         (["--pooling", "max"], "pooling must be one of mean, cls")):
         refused = runner.invoke(app, ["index", "build", str(corpus), "--out", str(tmp_path / "x"), "--encoder",
                                       "minilm", *bad])
         assert refused.exit_code == 2 and message in refused.output and not (tmp_path / "x").exists(), bad
@@ -207,7 +212,7 @@ def test_set_passes_constructor_switches_and_refuses_bad_ones(tmp_path):
         build_program("ComposeRAG", str(tmp_path / "bm25"), None, None, 3, "minilm", ["simple_qa"])
 
 
-def test_an_index_built_for_a_program_keeps_its_query_markers(tmp_path, monkeypatch):
+def test_an_index_built_for_a_program_keeps_its_query_markers_and_pooling(tmp_path, monkeypatch):
     from multihop.cli.programs import build_program
     from multihop.signatures.cooprag import SPECIAL_TOKENS
 
@@ -215,9 +220,10 @@ def test_an_index_built_for_a_program_keeps_its_query_markers(tmp_path, monkeypa
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text('{"title": "Comet", "text": "An article about comets."}\n')
     program, folder = build_program("CoopRAG", None, str(corpus), None, 1, "minilm", ["rerank=null"])
-    assert program.retriever.encoder.special_tokens == SPECIAL_TOKENS
+    assert program.retriever.encoder.special_tokens == SPECIAL_TOKENS and program.retriever.encoder.pooling == "cls"
     plain, plain_folder = build_program("SingleStepRAG", None, str(corpus), None, 1, "minilm")
     assert plain.retriever.encoder.special_tokens == () and plain_folder != folder
+    assert plain.retriever.encoder.pooling == "mean"
 
 
 def test_distill_help_names_every_registered_preset():

@@ -69,6 +69,34 @@ def test_a_questions_other_supporting_paragraphs_leave_its_denominator():
     assert loss.item() == pytest.approx(expected, rel=1e-4)
 
 
+def test_eq3_as_the_training_score_is_the_token_level_gap_on_a_hand_computed_batch():
+    queries = {"tokens": torch.tensor([[[1.0, 0.0]]]), "mask": torch.ones(1, 1, dtype=torch.bool)}
+    documents = {"tokens": torch.tensor([[[1.0, 0.0]], [[0.6, 0.8]]]), "mask": torch.ones(2, 1, dtype=torch.bool),
+                 "cls_layers": torch.zeros(2, 1, 2),
+                 "layer_tokens": torch.tensor([[[[0.0, 1.0]]], [[[0.8, 0.6]]]])}  # [m, |C|, T, d]
+    # g = <q, d^L> − <q, d^l>: 1 − 0 = 1 for the positive, 0.6 − 0.8 = −0.2 for the other (Eq. 3; no ω)
+    expected = -(1 - math.log(math.exp(1) + math.exp(-0.2)))  # τ = 1
+    assert batch_loss(queries, documents, torch.ones(1), tau=1, score="eq3").item() == pytest.approx(expected, rel=1e-4)
+    eq4 = -(1 - math.log(math.exp(1) + math.exp(0.6 * 0.6)))  # Eq. 4: ω = the cosine against zero premature states
+    assert batch_loss(queries, documents, torch.ones(1), tau=1).item() == pytest.approx(eq4, rel=1e-4)
+    with pytest.raises(ValueError, match="score must be one of eq4, eq3"):
+        batch_loss(queries, documents, torch.ones(1), score="eq5")
+    with pytest.raises(ValueError, match="score must be one of eq4, eq3, not 'eq5'"):
+        TrainConfig(score="eq5")  # refused before any model loads
+
+
+def test_training_without_unrollings_warns_that_alpha_is_constant(musique_dev, caplog):
+    unrolled = {musique_dev[0].id: {"unrolled": "unrolled form", "sub_questions": ["a", "b"]}}
+    with caplog.at_level("WARNING", logger="multihop.retrievers.finetune"):
+        ft.training_questions(musique_dev[:3], unrolled=unrolled)
+    assert "2 of 3 training questions have no unrolling" in caplog.text and "α = log 2" in caplog.text
+    caplog.clear()
+    everything = {e.id: {"unrolled": e.question, "sub_questions": ["a"]} for e in musique_dev[:3]}
+    with caplog.at_level("WARNING", logger="multihop.retrievers.finetune"):
+        ft.training_questions(musique_dev[:3], unrolled=everything)
+    assert caplog.text == ""
+
+
 @pytest.fixture(scope="module")
 def tiny_encoder(tmp_path_factory) -> str:
     """A random 4-layer BERT (hidden size 32, a character vocabulary) saved as a sentence-transformers folder: the
@@ -94,19 +122,20 @@ def _samples(musique_dev, n=3):
     return ft._batches(ft.training_questions(musique_dev[:3]), TrainConfig(batch_size=n, epochs=1))[0]
 
 
-@pytest.mark.parametrize("omega", [True, False])
-def test_grad_cache_step_gives_the_full_batch_gradient(musique_dev, tiny_encoder, omega):
+@pytest.mark.parametrize(("omega", "score"), [(True, "eq4"), (False, "eq4"), (True, "eq3")])
+def test_grad_cache_step_gives_the_full_batch_gradient(musique_dev, tiny_encoder, omega, score):
     encoder = Encoder(tiny_encoder)
     encoder.model.eval()  # no dropout, so both passes see the same network
     batch, layers = _samples(musique_dev), [1, 4]
     encoder.model.zero_grad()
-    loss = ft.grad_cache_step(encoder, batch, layers, TrainConfig(micro_batch=3, omega=omega))
+    loss = ft.grad_cache_step(encoder, batch, layers, TrainConfig(micro_batch=3, omega=omega, score=score))
     cached = {n: p.grad.clone() for n, p in encoder.model.named_parameters() if p.grad is not None}
     encoder.model.zero_grad()
     q = encoder.forward([s.query for s in batch])
-    d = encoder.forward([s.positive for s in batch] + [s.distractor for s in batch] + [s.negative for s in batch])
-    full = batch_loss(q, {**d, "cls_layers": d["cls"][:, layers]}, difficulty_weights([s.sub_questions for s in batch]),
-                      omega=omega)
+    d = encoder.forward([s.positive for s in batch] + [s.distractor for s in batch] + [s.negative for s in batch],
+                        token_layers=tuple(layers))
+    d = {**d, "cls_layers": d["cls"][:, layers], "layer_tokens": torch.stack([d["layer_tokens"][i] for i in layers], 1)}
+    full = batch_loss(q, d, difficulty_weights([s.sub_questions for s in batch]), omega=omega, score=score)
     full.backward()
     assert loss == pytest.approx(full.item(), rel=1e-5)
     for name, param in encoder.model.named_parameters():

@@ -160,6 +160,34 @@ def test_encoder_states_match_its_embeddings():
     np.testing.assert_allclose(np.linalg.norm(states.tokens[0], axis=1), 1.0, atol=1e-5)
 
 
+def test_cls_pooling_embeds_the_last_layers_cls_state_in_search_states_and_training_alike():
+    texts = ["Who directed the film that won the prize?", "x"]
+    mean, cls = Encoder("minilm"), Encoder("minilm", pooling="cls")
+    states = cls.states(texts)
+    np.testing.assert_allclose(cls.encode(texts), [t[0] for t in states.tokens], atol=1e-5)  # Eq. 2's d0
+    np.testing.assert_allclose(states.pooled, cls.encode(texts), atol=1e-5)
+    np.testing.assert_allclose(cls.forward(texts)["pooled"].detach().numpy(), cls.encode(texts), atol=1e-5)
+    assert np.abs(mean.encode(texts) - cls.encode(texts)).max() > 0.1  # mean pooling is another embedding
+    np.testing.assert_allclose(mean.states(texts).cls, states.cls, atol=1e-6)  # the reranking states are alike
+    assert cls.same_as(mean) and cls.config()["pooling"] == "cls"
+    with pytest.raises(ValueError, match="pooling must be one of mean, cls"):
+        Encoder("minilm", pooling="max")
+
+
+def test_an_index_records_its_pooling_and_refuses_a_query_encoder_that_pools_otherwise(tmp_path, monkeypatch):
+    monkeypatch.setenv("MULTIHOP_HOME", str(tmp_path))
+    corpus = Corpus([Passage.make(f"T{i}", f"the passage about topic {i}") for i in range(6)])
+    folder = DenseRetriever.build_cached(corpus, encoder="minilm", pooling="cls")
+    assert folder != DenseRetriever.build_cached(corpus, encoder="minilm")  # one cached index per pooling
+    assert json.loads((folder / "manifest.json").read_text())["pooling"] == "cls"
+    loaded = DenseRetriever.load(folder)
+    assert loaded.encoder.pooling == "cls" and loaded("the passage about topic 4", k=1).ids == [corpus[4].id]
+    with pytest.raises(IndexMismatchError, match="built with cls pooling, the encoder pools by mean"):
+        DenseRetriever.load(folder, encoder=Encoder("minilm"))
+    assert sorted(p.name for p in (tmp_path / "shards").iterdir()) == [f"minilm-{corpus.checksum()[:16]}",
+                                                                      f"minilm-cls-{corpus.checksum()[:16]}"]
+
+
 UNROLLED = "Who directed <FILL>? [Question] (<UNCERTAIN>, directed, <FILL>) [Passage]"
 
 

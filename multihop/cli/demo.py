@@ -2,8 +2,8 @@
 
 1. install/verify the offline models (MPNet encoder, SmolLM2 LM);
 2. load MuSiQue train and dev from ``MULTIHOP_DATA`` and build the IRCoT corpus of the questions used (the union of
-   their paragraphs) and its MPNet FAISS index with the token states RaLa reranks from and CoopRAG's query markers
-   (cached, resumable);
+   their paragraphs) and two MPNet FAISS indexes of it (cached, resumable): the baselines' (mean pooling) and
+   CoopRAG's own ([CLS] pooling, Eq. 2, with its query markers and the token states RaLa reranks from);
 3. compile ``SingleStepRAG`` with BootstrapFewShot on the train questions and save it (one bootstrapped demo);
 4. evaluate the compiled ``SingleStepRAG``, ``NoRetrieval`` and ``CoopRAG`` (unroll → RaLa-reranked retrieval of the
    unrolled query → chain completion → answer; three LLM calls) on the dev questions (resumable);
@@ -61,10 +61,13 @@ def run_demo(out: Path, train: int = 20, dev: int = 20, lm: LMOptions | None = N
     trainset = load_questions("musique", "train", limit=train)
     devset = load_questions("musique", "dev", limit=dev)
     corpus = build_corpus([*trainset, *devset], source="musique train+dev questions in use")
-    console.print(f"MPNet index of {len(corpus)} passages (built once, resumes if interrupted, then cached)")
-    index_dir = cached_index(corpus, encoder="mpnet", token_layers=(), special_tokens=CoopRAG.special_tokens)
+    console.print(f"MPNet indexes of {len(corpus)} passages (built once, resume if interrupted, then cached)")
+    index_dir = cached_index(corpus, encoder="mpnet")
+    cooprag_dir = cached_index(corpus, encoder="mpnet", token_layers=(), special_tokens=CoopRAG.special_tokens,
+                               pooling=CoopRAG.index_pooling)
     retriever = load_retriever(index_dir)
-    console.print(f"{len(trainset)} train / {len(devset)} dev questions, {len(corpus)} passages, index {index_dir}")
+    console.print(f"{len(trainset)} train / {len(devset)} dev questions, {len(corpus)} passages, indexes {index_dir} "
+                  f"and (CoopRAG) {cooprag_dir}")
     step("data + index", t0)
 
     t0 = time.perf_counter()
@@ -81,7 +84,7 @@ def run_demo(out: Path, train: int = 20, dev: int = 20, lm: LMOptions | None = N
     console.print(f"demos per stage: { {n: len(p.demos) for n, p in rag.named_predictors()} } → {compiled_dir}")
     step("compile", t0)
 
-    cooprag = CoopRAG(retriever=retriever)
+    cooprag = CoopRAG(retriever=load_retriever(cooprag_dir))
     chain_lm = lm.make(max_tokens=max(lm.max_tokens or 0, CHAIN_MAX_TOKENS))
     for stage in cooprag.stage_names():
         cooprag.set_stage_lm(stage, chain_lm)
@@ -94,7 +97,7 @@ def run_demo(out: Path, train: int = 20, dev: int = 20, lm: LMOptions | None = N
 
     console.rule("5/5 results")
     console.print(render_table(summaries, title=f"MuSiQue dev ({len(devset)} questions), LM {lm.lm}, MPNet top-5 "
-                                                f"(CoopRAG: top-20 reranked by RaLa Eq. 4)"))
+                                                f"(CoopRAG: [CLS] top-20 reranked by RaLa Eq. 4)"))
     console.print(f"rows and traces: {out}/<program>/results.jsonl, traces/<id>.json — "
                   f"`multihop trace show {out}/SingleStepRAG` lists them")
     console.print(f"total {time.perf_counter() - started:.0f} s; steps: {timings}")

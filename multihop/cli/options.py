@@ -127,6 +127,13 @@ def program_special_tokens(program: str | None) -> tuple[str, ...]:
     return marking[program].special_tokens
 
 
+def program_index_pooling(program: str | None) -> str:
+    """The first-stage pooling of an index built for ``--markers PROGRAM`` (the program's ``index_pooling``)."""
+    from multihop.programs import PROGRAMS
+
+    return PROGRAMS[program].index_pooling if program in PROGRAMS else "mean"
+
+
 def question_path(data: str, split: str) -> Path:
     """A ``--data`` value as a file: a question file, or a dataset name for its ``split`` file in MULTIHOP_DATA."""
     try:

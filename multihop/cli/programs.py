@@ -66,7 +66,7 @@ def build_program(name: str, retriever_dir: str | None, corpus: str | None, data
             return cls(**switches), None
         except (TypeError, ValueError) as exc:
             raise typer.BadParameter(f"{name}: {exc}", param_hint="--set") from exc
-    retriever_path = retriever_folder(retriever_dir, corpus, data, encoder, cls.special_tokens)
+    retriever_path = retriever_folder(retriever_dir, corpus, data, encoder, cls.special_tokens, cls.index_pooling)
     from multihop.retrievers import load_retriever
 
     try:
@@ -76,10 +76,10 @@ def build_program(name: str, retriever_dir: str | None, corpus: str | None, data
 
 
 def retriever_folder(retriever_dir: str | None, corpus: str | None, data: str | None, encoder: str,
-                     special_tokens: tuple[str, ...] = ()) -> Path:
-    """An index folder: the one given, or one built (once, cached by corpus checksum and special tokens) from --corpus
-    or the questions (a question file's paragraphs form the IRCoT corpus), its encoder keeping the program's query
-    markers (``special_tokens``) whole."""
+                     special_tokens: tuple[str, ...] = (), pooling: str = "mean") -> Path:
+    """An index folder: the one given, or one built (once, cached by corpus checksum, special tokens and pooling) from
+    --corpus or the questions (a question file's paragraphs form the IRCoT corpus), its encoder keeping the program's
+    query markers (``special_tokens``) whole and pooling as the program's index does."""
     if retriever_dir:
         return Path(retriever_dir)
     from multihop.data import load_corpus
@@ -89,4 +89,4 @@ def retriever_folder(retriever_dir: str | None, corpus: str | None, data: str | 
         raise typer.BadParameter("give --retriever DIR, --corpus FILE or --data FILE to build an index from")
     passages = load_corpus(source)
     console.print(f"{encoder} index of {len(passages)} passages (built once, then cached)")
-    return cached_index(passages, encoder=encoder, special_tokens=special_tokens)
+    return cached_index(passages, encoder=encoder, special_tokens=special_tokens, pooling=pooling)

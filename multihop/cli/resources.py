@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from multihop.cli.console import console
-from multihop.cli.options import MARKERS_OPT, program_special_tokens
+from multihop.cli.options import MARKERS_OPT, program_index_pooling, program_special_tokens
 
 models_app = typer.Typer(help="Offline models from the package registry.", no_args_is_help=True)
 data_app = typer.Typer(help="Benchmark files in MULTIHOP_DATA.", no_args_is_help=True)
@@ -74,6 +74,8 @@ def index_build(
     buckets: int = typer.Option(None, help="RaLa layer buckets (default: the fine-tuned encoder's, else 4)", min=1),
     seed: int = typer.Option(None, help="RaLa's per-bucket layer draw (default: the fine-tuned encoder's, else 0)"),
     markers: str = MARKERS_OPT,
+    pooling: str = typer.Option(None, help="first-stage embedding: mean or cls (default: the --markers program's, "
+                                "CoopRAG's cls of Eq. 2, else mean)"),
     token_cache: bool = typer.Option(True, help="keep token states with a dense index so reranking skips encoding"),
 ):
     """Build a retriever (resumable encoding) and save it with its manifest and corpus."""
@@ -87,6 +89,7 @@ def index_build(
             retriever = build_retriever(passages, first_stage=first_stage, encoder=encoder, index=index,
                                         rerank=None if rerank == "none" else rerank, n=n, k=k,
                                         special_tokens=program_special_tokens(markers), token_cache=token_cache,
+                                        pooling=pooling or program_index_pooling(markers),
                                         reranker_options={key: value for key, value in
                                                           {"buckets": buckets, "seed": seed}.items()
                                                           if value is not None})

@@ -42,6 +42,7 @@ def retriever_train(
                                    "(Table 19)"),
     omega: bool = typer.Option(True, help="gap-aware weight ω in the score (--no-omega: the w/o ω ablation)"),
     loss: str = typer.Option("infonce", help="infonce (Eq. 5) or bce (Table 20's cross-entropy baseline)"),
+    score: str = typer.Option("eq4", help="training score: eq4 (score_o) or eq3 (Table 17; rerank with rala-eq3)"),
     markers: str = MARKERS_OPT,
     buckets: int = typer.Option(4, min=1, help="RaLa layer buckets contrasted in training (Table 23; rerank with the "
                                 "same)"),
@@ -57,7 +58,7 @@ def retriever_train(
                                    alpha_from=alpha_from)
     config = TrainConfig(encoder=encoder, batch_size=batch_size, micro_batch=micro_batch, epochs=epochs,
                          max_steps=max_steps, lr=lr, tau=tau, alpha=alpha, omega=omega, seed=seed,
-                         buckets=buckets, loss=loss,
+                         buckets=buckets, loss=loss, score=score,
                          special_tokens=program_special_tokens(markers))
     console.print(f"{len(questions)} training questions of {len(examples)}")
     train(questions, out, config)

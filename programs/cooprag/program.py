@@ -3,7 +3,9 @@ completion → reasoning (§3.1, Fig. 1).
 
 1. ``unroll`` (§3.2, App. H.1): hop count, reasoning structure, sub-questions S and a triple chain R whose uncertain
    entities are ``<UNCERTAIN>`` and whose last tail is ``<FILL>``.
-2. Retrieval (§3.3): the unrolled query U = Q ‖ S ‖ R (Eq. 1) goes to the first stage for the top ``n``.
+2. Retrieval (§3.3): the unrolled query U = Q ‖ S ‖ R (Eq. 1) goes to the first stage for the top ``n``. Eq. 2 scores
+   ⟨q0, d0⟩, the ``[CLS]`` states: an index built for CoopRAG (on the fly by the CLI, or ``multihop index build
+   --markers CoopRAG``) pools by ``[CLS]`` (``index_pooling``); any retriever handed in is used as it is.
 3. Reranking (§3.4): RaLa (Eq. 4 by default, Eq. 3 or plain MaxSim as switches) keeps the top ``k``.
 4. ``complete`` (§3.5, App. H.2): the placeholders are replaced by verbatim document text.
 5. ``reason`` (§3.5, App. H.3): the shortest answer from the documents, question, sub-questions and completed chain.
@@ -54,6 +56,7 @@ from .chain import QUERY_PARTS, normalize_chain, repair_fill, unrolled_query
 
 class CoopRAG(MultihopProgram):
     special_tokens = SPECIAL_TOKENS
+    index_pooling = "cls"  # Eq. 2's first stage ⟨q0, d0⟩
 
     def __init__(
         self,
