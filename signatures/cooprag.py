@@ -1,6 +1,8 @@
-"""CoopRAG's stages (seed 000, §3.2 and §3.5); each docstring is the paper's prompt (App. H.1–H.3) rewritten as
-DSPy instructions. The output formats the prompts spell out by hand ("Hop Count: …", ``<<ANS>>`` delimiters) are
-typed output fields here, so the adapter formats and parses them.
+"""CoopRAG's stages (seed 000, §3.2, §3.5 and App. H.4's KeyExtract); each docstring is the paper's prompt (App.
+H.1–H.4) rewritten as DSPy instructions. The output formats the prompts spell out by hand ("Hop Count: …", ``<<ANS>>``
+delimiters, H.4's ``([i], "Key Sentence"). So the answer is: …`` with ``False`` for an undetermined answer) are typed
+output fields here, so the adapter formats and parses them. H.4's prompt says both "top-10" and "all 5" documents; the
+key extraction sees the ``k`` documents the program retrieves.
 
 A reasoning chain is a list of ``[head, relation, tail]`` triples; ``<UNCERTAIN>`` marks an entity the LM is not
 sure of and ``<FILL>`` is the tail of the last triple, the answer to find (Eq. 1). :data:`SPECIAL_TOKENS` are the
@@ -102,3 +104,19 @@ document text. Then answer the question from the documents and the completed cha
     reasoning_chain: list[list[str]] = dspy.InputField(desc="triples with <UNCERTAIN> and <FILL> placeholders")
     completed_chain: list[list[str]] = dspy.OutputField(desc="triples [head, relation, tail], placeholders replaced")
     answer: str = dspy.OutputField(desc="the shortest answer term, or yes/no")
+
+
+class KeyExtraction(dspy.Signature):
+    """You are an expert reasoning agent for multi-hop question answering, iteratively selecting and analysing the
+    most relevant document at each step, in order to deduce the final answer. At each iteration you receive the
+    question and the retrieved documents, each numbered "Document [i]".
+    1. Analyse all the documents and select the one that contains the most relevant information.
+    2. From the selected document, choose a single key sentence that best contributes to deducing the answer; it must
+       be exactly the sentence you consider most informative, copied from the document.
+    3. Give the final answer if it is fully determined by the documents; if it cannot be deduced yet, answer False."""
+
+    question: str = dspy.InputField()
+    documents: list[str] = dspy.InputField(desc='numbered "Document [i]: title: text"')
+    document: int = dspy.OutputField(desc="the number i of the selected document")
+    key_sentence: str = dspy.OutputField(desc="the most informative sentence of the selected document, verbatim")
+    answer: str = dspy.OutputField(desc='the final answer when fully determined, else "False"')

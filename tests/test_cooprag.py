@@ -10,11 +10,11 @@ from multihop.optimize.compile import compile_program
 from multihop.programs import CoopRAG, load, save
 from multihop.programs.cooprag.chain import normalize_chain, repair_fill, unrolled_query
 from multihop.programs.cooprag.training import unroll_questions
-from multihop.retrievers import DenseRetriever, Encoder, MaxSim, RaLa, Retriever
+from multihop.retrievers import DenseRetriever, Encoder, Hits, MaxSim, RaLa, Retriever
 from multihop.retrievers.finetune import read_unrolled
 from multihop.signatures.cooprag import SPECIAL_TOKENS
 
-from helpers import StageScript, data_root, example, scripted_lm
+from helpers import StageScript, StaticRetriever, data_root, example, scripted_lm
 
 QUESTION = "Who founded the company that makes the Xbox?"
 SUBS = ["Which company makes the Xbox?", "Who founded Microsoft?"]
@@ -273,3 +273,71 @@ def test_query_parts_reach_the_retriever(static_retriever):
     assert static_retriever.calls[0][0] == " ".join([QUESTION, *SUBS])
     with pytest.raises(ValueError, match="query_parts"):
         CoopRAG(retriever=static_retriever, query_parts="RC")
+
+
+class ShiftingRetriever(StaticRetriever):
+    """Each retrieval one passage further down the list than the one before, as a new query finds new passages."""
+
+    def forward(self, query, k=5):
+        shift = len(self.calls)
+        self.calls.append((query, k))
+        hits = self.passages[shift : shift + k]
+        return Hits(passages=[p.render() for p in hits], ids=[p.id for p in hits], scores=[1.0] * len(hits))
+
+
+@pytest.fixture
+def shifting_retriever():
+    return ShiftingRetriever([Passage.make(f"T{i}", f"text {i}") for i in range(8)])
+
+
+def key_extract_script(program: CoopRAG, replies: list[dict]) -> tuple[CoopRAG, StageScript]:
+    """``program`` scripted as by :func:`scripted`, its KeyExtract rounds answered by ``replies`` in turn."""
+    program, script = scripted(program)
+    rounds = iter(replies)
+    script.replies["key_extract"] = lambda prompt: next(rounds)
+    return program, script
+
+
+def test_key_extract_appends_the_key_sentence_and_retrieves_again_until_an_answer(shifting_retriever):
+    program, script = key_extract_script(
+        CoopRAG(retriever=shifting_retriever, rerank=None, k=3, key_extract_rounds=3),
+        [{"document": "2", "key_sentence": "Xbox is made by Microsoft.", "answer": "False"},
+         {"document": "3", "key_sentence": "Microsoft was founded by Bill Gates.", "answer": "Bill Gates"}])
+    prediction = program(question=QUESTION)
+    assert script.seen == ["unroll", "key_extract", "key_extract", "complete", "reason"]
+    query = unrolled_query(QUESTION, SUBS, MASKED)
+    assert shifting_retriever.calls == [(query, 3), (f"{query} Xbox is made by Microsoft.", 3)]  # no third: answered
+    assert prediction.query == f"{query} Xbox is made by Microsoft."
+    first_round, second_round = script.engine.requests[1], script.engine.requests[2]
+    assert "Document [1]: T0: text 0" in first_round and "Document [3]: T2: text 2" in first_round
+    assert "Document [1]: T1: text 1" in second_round and "Document [3]: T3: text 3" in second_round
+    ids = [p.id for p in shifting_retriever.passages]
+    assert prediction.passage_ids == [ids[1], ids[3], ids[2]]  # the selected documents first, then the last retrieval
+    assert [step["document"] for step in prediction.key_extraction] == [2, 3]
+    assert prediction.counts["key_extract_rounds"] == 2 and prediction.counts["key_extract_answered"] == 1
+    assert prediction.counts["llm_calls"] == 5 and prediction.answer == "Bill Gates"  # the reasoning stage answers
+
+
+def test_key_extract_stops_after_its_rounds(shifting_retriever):
+    undetermined = [{"document": "9", "key_sentence": f"sentence {i}", "answer": "False."} for i in range(5)]
+    program, script = key_extract_script(CoopRAG(retriever=shifting_retriever, rerank=None, k=3, key_extract_rounds=2),
+                                         undetermined)
+    prediction = program(question=QUESTION)
+    assert script.seen.count("key_extract") == 2 and len(shifting_retriever.calls) == 3  # U, then one per round
+    assert prediction.counts["key_extract_answered"] == 0
+    assert prediction.passage_ids == [p.id for p in shifting_retriever.passages[2:5]]  # document 9 does not exist
+
+
+@pytest.mark.parametrize("sentence", ["", "Which company makes the Xbox?"])
+def test_key_extract_stops_when_the_key_sentence_adds_nothing_to_the_query(shifting_retriever, sentence):
+    program, script = key_extract_script(CoopRAG(retriever=shifting_retriever, rerank=None, k=3, key_extract_rounds=3),
+                                         [{"document": "1", "key_sentence": sentence, "answer": "False"}] * 3)
+    program(question=QUESTION)
+    assert script.seen.count("key_extract") == 1 and len(shifting_retriever.calls) == 1
+
+
+def test_key_extract_exists_only_when_switched_on():
+    assert "key_extract" not in CoopRAG(rerank=None).stage_names()
+    assert CoopRAG(rerank=None, key_extract_rounds=2).stage_names() == ["unroll", "key_extract", "complete", "reason"]
+    with pytest.raises(ValueError, match="key_extract_rounds"):
+        CoopRAG(key_extract_rounds=-1)

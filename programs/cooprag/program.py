@@ -20,9 +20,20 @@ the paper's rows prompt for only those parts, ours drop the others from the full
 unrolling for every row); ``rerank`` None or a reranker of the registry
 (:data:`multihop.retrievers.RERANKERS`: "rala-eq4", "rala-eq3", "maxsim") with ``omega`` and ``buckets`` for RaLa
 (Tables 5, 17, 23); ``unified=True`` completes and answers in one call (App. D.2, Table 15: 2 LLM calls per question
-instead of 3). The reranker's encoder keeps the unrolling markers whole (``SPECIAL_TOKENS``); it shares the first
-stage's encoder and token cache when the index was built with them (``multihop index build --markers CoopRAG``, or
-an encoder fine-tuned with them), and otherwise loads the same model with them and encodes the candidates.
+instead of 3); ``key_extract_rounds`` > 0 adds App. H.4's KeyExtract (below). The reranker's encoder keeps the
+unrolling markers whole (``SPECIAL_TOKENS``); it shares the first stage's encoder and token cache when the index was
+built with them (``multihop index build --markers CoopRAG``, or an encoder fine-tuned with them), and otherwise loads
+the same model with them and encodes the candidates.
+
+KeyExtract (App. H.4, Tables 12–13; the paper's iterative variant against IRCoT): after retrieving with U, the
+``key_extract`` stage (Fig. 15's prompt) selects the most helpful of the retrieved documents, copies its key sentence
+and gives the answer when the documents determine it, else False. While it answers False, the key sentence is
+appended to the query and the retrieval runs again, at most ``key_extract_rounds`` times. The paper gives neither the
+number of rounds nor which documents the later stages read; our reading: the rounds are a setting (0, off, by
+default; 3 in the benchmark), the loop also stops when the key sentence is empty or already in the query, and the
+documents are the ones selected in the rounds, in order, then the last retrieval's, without repeats, cut at ``k``.
+Its answer only ends the loop: the completion and reasoning stages answer as without it. Counted:
+``key_extract_rounds`` (LLM calls of the stage) and ``key_extract_answered`` (the loop ended with an answer).
 
 Defaults the paper leaves open: k = 5 reranked documents (the top-5 its App. G examples show) and n = 20 first-stage
 candidates (20 keeps the RaLa rerank under 50 ms with cached states); RaLa's buckets and layer-draw ``seed`` default
@@ -42,6 +53,7 @@ from multihop.retrievers import RERANKERS, Retriever, make_reranker
 from multihop.signatures.cooprag import (
     SPECIAL_TOKENS,
     CompletionAndReasoning,
+    KeyExtraction,
     QuestionUnrolling,
     QuestionUnrollingWithoutMask,
     Reasoning,
@@ -71,13 +83,17 @@ class CoopRAG(MultihopProgram):
         unified: bool = False,
         seed: int | None = None,
         query_parts: str = "MQ+SQ+RC",
+        key_extract_rounds: int = 0,
     ):
         if rerank is not None and rerank not in RERANKERS:
             raise ValueError(f"unknown rerank {rerank!r}; choose None or one of {', '.join(RERANKERS)} (the registry "
                              "of multihop.retrievers.RERANKERS; rala_eq4 and rala_eq3 are now spelled with a hyphen)")
         if query_parts not in QUERY_PARTS:
             raise ValueError(f"unknown query_parts {query_parts!r}; choose one of {', '.join(QUERY_PARTS)}")
+        if key_extract_rounds < 0:
+            raise ValueError("key_extract_rounds must be 0 (no KeyExtract) or more")
         super().__init__(retriever=retriever)
+        self.key_extract_rounds = key_extract_rounds
         self.n, self.k, self.seed, self.query_parts = n, k, seed, query_parts
         self.uncertainty_mask, self.unrolling, self.unified = uncertainty_mask, unrolling, unified
         self.rerank, self.omega, self.buckets = rerank, omega, buckets
@@ -85,6 +101,8 @@ class CoopRAG(MultihopProgram):
         self._settings_search: tuple[dspy.Module, dspy.Module] | None = None  # (dspy.settings.rm, its reranked search)
         if unrolling:
             self.unroll = dspy.Predict(QuestionUnrolling if uncertainty_mask else QuestionUnrollingWithoutMask)
+        if key_extract_rounds:
+            self.key_extract = dspy.Predict(KeyExtraction)
         completes = unrolling and uncertainty_mask
         if completes and unified:
             self.complete_and_reason = dspy.Predict(CompletionAndReasoning)
@@ -132,12 +150,42 @@ class CoopRAG(MultihopProgram):
                                query=unrolled_query(question, sub_questions, chain, self.query_parts),
                                fallback=fallback)
 
+    def extract_keys(self, question: str, query: str, hits, search) -> tuple[dspy.Prediction, str, list[dict]]:
+        """App. H.4's loop from the first retrieval ``hits`` of ``query`` (U): the documents for the later stages, the
+        last query and one record per round (``document``, ``key_sentence``, ``answer``)."""
+        steps, selected = [], []
+        for _ in range(self.key_extract_rounds):
+            documents = [f"Document [{i}]: {passage}" for i, passage in enumerate(hits.passages, start=1)]
+            result = self.run_stage(self.key_extract, {"document": None, "key_sentence": "", "answer": "False"},
+                                    question=question, documents=documents)
+            choice = result.get("document")
+            sentence = str(result.get("key_sentence") or "").strip()
+            step = {"document": choice, "key_sentence": sentence, "answer": str(result.get("answer") or "").strip()}
+            steps.append(step)
+            if isinstance(choice, int) and 1 <= choice <= len(hits.ids):
+                selected.append((hits.ids[choice - 1], hits.passages[choice - 1], hits.scores[choice - 1]))
+            if answer_determined(step["answer"]) or not sentence or sentence in query:
+                break
+            query = f"{query} {sentence}"
+            hits = search(query, k=self.k)
+        count("key_extract_rounds", len(steps))
+        count("key_extract_answered", int(bool(steps) and answer_determined(steps[-1]["answer"])))
+        merged = {}
+        for hit in [*selected, *zip(hits.ids, hits.passages, hits.scores, strict=True)]:
+            merged.setdefault(hit[0], hit)
+        kept = list(merged.values())[: self.k]
+        return dspy.Prediction(ids=[h[0] for h in kept], passages=[h[1] for h in kept], scores=[h[2] for h in kept],
+                               candidates=list(hits.get("candidates") or hits.ids)), query, steps
+
     def forward(self, question: str) -> dspy.Prediction:
         unrolled = self.unroll_question(question)
         completion_failed = False
         chain = unrolled.chain
         search = self.search if self.search is not None else self.settings_search()
         hits = search(unrolled.query, k=self.k)
+        query, key_steps = unrolled.query, []
+        if self.key_extract_rounds:
+            hits, query, key_steps = self.extract_keys(question, unrolled.query, hits, search)
         completed = chain
         inputs = {"documents": hits.passages, "question": question, "sub_questions": unrolled.sub_questions}
         if hasattr(self, "complete_and_reason"):
@@ -159,9 +207,15 @@ class CoopRAG(MultihopProgram):
             sub_questions=unrolled.sub_questions,
             masked_chain=chain,
             completed_chain=completed,
-            query=unrolled.query,
+            query=query,
+            key_extraction=key_steps,
             passages=hits.passages,
             passage_ids=hits.ids,
             scores=list(hits.scores),
             candidates=list(hits.get("candidates") or hits.ids),
         )
+
+
+def answer_determined(answer: str) -> bool:
+    """Whether a KeyExtract answer is one: Fig. 15 writes False (or nothing) when the documents do not determine it."""
+    return answer.strip().rstrip(".").lower() not in ("", "false", "none")
