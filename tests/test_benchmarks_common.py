@@ -76,6 +76,8 @@ def test_composerag_rows_keep_the_retrieval_decision_fixed_in_table_3_and_upgrad
     assert {program.retrieval_decision for program in table3} == {False}  # the same in every Table 3 row
     all_modules = table3[-1].config()
     assert all_modules["simple_qa"] is False and all_modules["max_reflections"] == 0
+    table6 = [program.config() for name, _, program in rows if "Table 6" in name]
+    assert table6 == [all_modules, {**all_modules, "simple_qa": True}]  # Table 3's last row without and with the path
     table5 = {name: program for name, _, program in rows if "decision" in name}
     assert [p.retrieval_decision for p in table5.values()] == [False, True, True]  # off, on, upgraded
     upgraded_rd = next(p for name, p in table5.items() if "upgraded" in name)
