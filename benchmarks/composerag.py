@@ -5,24 +5,24 @@ path (Table 6) on real dev sets, with the same retriever and LM for every row, a
         --lm openai/<model> --api-base URL] [--judge-lm SPEC]
 
 Each dataset's corpus is the union of its questions' paragraphs (IRCoT style), indexed once with MPNet (cached under
-``MULTIHOP_HOME``). The rows add the modules in the order of Table 3 (QR acts on failed verifications, so it comes
-after AV), on the multi-hop pipeline without reflection and with the retrieval decision off in every row (it is Table
-5's module); then Table 6's simple-QA path in front of Table 3's last row (Table 6's "no" row is Table 3's all-modules
-row: the same Hotpot numbers); then Table 5's decision on; then self-reflection (≤ ``--reflections`` rounds, Fig. 5);
-then the default program (decision, reflection and the simple path). Table 5's "no" row matches no Table 3 row, so the
-paper ran it on a setting it does not name; ours is Table 3's all-modules setting with the decision switched on (our
-reading), and likewise Fig. 5's reflections are added to that setting. With ``--upgrade-lm``, Table 5's upgraded decision and Table
-4's rows follow: Table 3's all-modules setting with QD, QC, QR, PR, AG, AV moved to the stronger LM one after
-another. Reported per row: Cover-EM,
-EM, F1 (and LLM Eval with ``--judge-lm``), the abstention rate, the share of questions the simple path answered,
-reflections, rewrites, LLM calls, tokens and seconds per question. Every row is an evaluation folder under ``--out``,
-so a rerun resumes. Each row has its own cache entries (a rollout id per row), so its tokens and seconds are what
-it costs run alone, never calls served from another row's cache.
-"""
+``MULTIHOP_HOME``). The rows add the modules in the order of Table 3 (QR acts on failed verifications, so it comes after
+AV), on the multi-hop pipeline without reflection and with the retrieval decision off in every row (it is Table 5's
+module); then Table 6's simple-QA path in front of Table 3's last row (Table 6's "no" row is Table 3's all-modules row:
+the same Hotpot numbers); then Table 5's decision on; then Fig. 5's curve: the default program (decision, the simple
+path in front — §6.1's 0-reflection baseline is "a single pass through the multi-hop pipeline or an early exit via the
+Simple QA pathway" — and reflection) with 0, 1, … ``--reflections`` rounds, the last being the default program. Table
+5's "no" row matches no Table 3 row, so the paper ran it on a setting it does not name; ours is Table 3's all-modules
+setting with the decision switched on (our reading). With ``--upgrade-lm``, Table 5's upgraded decision and
+Table 4's rows follow: Table 3's all-modules setting with QD, QC, QR, PR, AG, AV moved to the stronger LM one after
+another. Reported per row: Cover-EM, EM, F1 (and LLM Eval with ``--judge-lm``), the abstention rate, the share of
+questions the simple path answered, reflections, rewrites, LLM calls, tokens and seconds per question. Every row is an
+evaluation folder under ``--out``, so a rerun resumes. Each row has its own cache entries (a rollout id per row), so its
+tokens and seconds are what it costs run alone, never calls served from another row's cache."""
 
 from __future__ import annotations
 
 import argparse
+import inspect
 from pathlib import Path
 
 import dspy
@@ -44,9 +44,8 @@ ROWS = {  # Table 3 (the retrieval decision off in every row: it is Table 5's mo
     "+ QR (all modules; Table 5 decision off, Table 6 simple QA off)": {},
     "all modules + simple QA (Table 6 on)": {"simple_qa": True},
     "all modules + retrieval decision (Table 5 on)": {"retrieval_decision": True},
-    "+ self-reflection (Fig. 5)": {"retrieval_decision": True, "max_reflections": 3},
-    "+ simple QA (the default program)": {"retrieval_decision": True, "max_reflections": 3, "simple_qa": True},
 }
+REFLECTING = {"retrieval_decision": True, "simple_qa": True}  # Fig. 5's rows: the default program, reflections aside
 ROW_DEFAULTS = {**ALL_MODULES, "retrieval_decision": False}
 UPGRADES = ("QD", "QC", "QR", "PR", "AG", "AV")  # Table 4's order
 COLUMNS = [("cover_em", "Cover-EM"), ("em", "EM"), ("f1", "F1"), ("llm_eval", "LLM Eval"),
@@ -55,15 +54,18 @@ COLUMNS = [("cover_em", "Cover-EM"), ("em", "EM"), ("f1", "F1"), ("llm_eval", "L
 
 
 def row_programs(retriever, reflections: int, upgrade_lm=None) -> list[tuple[str, str, ComposeRAG]]:
-    """(row name, evaluation folder, program) of every row: Table 3 → Table 6 → Table 5 (decision on) → Fig. 5 → the
-    default program,
-    then with ``upgrade_lm`` Table 5's upgraded decision and Table 4's rows: Table 3's all-modules setting with its
-    modules moved to the stronger LM one after another, cumulatively."""
+    """(row name, evaluation folder, program) of every row: Table 3 → Table 6 → Table 5 (decision on) → Fig. 5 (0 to
+    ``reflections`` rounds, the last the default program), then with ``upgrade_lm`` Table 5's upgraded decision and
+    Table 4's rows: Table 3's all-modules setting with its modules moved to the stronger LM one after another,
+    cumulatively."""
     rows = []
     for number, (name, switches) in enumerate(ROWS.items(), 1):
-        settings = {**ROW_DEFAULTS, **switches}
-        settings["max_reflections"] = reflections if settings["max_reflections"] else 0
-        rows.append((name, f"row{number}", ComposeRAG(retriever=retriever, **settings)))
+        rows.append((name, f"row{number}", ComposeRAG(retriever=retriever, **{**ROW_DEFAULTS, **switches})))
+    default = inspect.signature(ComposeRAG.__init__).parameters["max_reflections"].default
+    for rounds in range(reflections + 1):
+        name = f"decision + simple QA, {rounds} reflection rounds (Fig. 5{'; default' if rounds == default else ''})"
+        rows.append((name, f"reflections{rounds}", ComposeRAG(retriever=retriever, **{**ROW_DEFAULTS, **REFLECTING,
+                                                                                     "max_reflections": rounds})))
     if upgrade_lm is not None:
         upgraded = ComposeRAG(retriever=retriever, **ALL_MODULES, retrieval_decision=True)
         upgraded.set_module_lm("RD", upgrade_lm)

@@ -6,19 +6,19 @@ The corpus is the union of the questions' paragraphs (IRCoT style), indexed once
 MPNet (CoopRAG's unrolling markers added as special tokens) and the token states RaLa Eq. 4 reads, twice: pooled by
 [CLS] (Eq. 2, CoopRAG's own index) and by mean (the model's own pooling).
 
-Table 1 (Tables 7 and 9 of the paper, in small): Recall@2/5 of three queries — the raw question, the unrolled query
+Table 1 (Tables 7, 9 and 16 of the paper, in small): Recall@2/5 of three queries — the raw question, the unrolled query
 U = Q ‖ S ‖ R (Eq. 1) with ``<UNCERTAIN>``, and U from the unrolling without it (§4.6) — each against both dense
 first stages alone and reranked by RaLa Eq. 4 (top-``n`` → top-5). The unrollings come from ``--lm`` and are kept in
 ``--out`` as ``multihop cooprag unroll`` writes them (a rerun resumes); the share that fell back to the raw question
 is reported.
 
-Table 2: EM/F1/Acc, Recall, LLM calls, tokens and seconds per question of SingleStepRAG and CoopRAG (three-call and
-unified) with the same retriever (CoopRAG's: MPNet [CLS] + RaLa Eq. 4) and the same LM; stages that write only the
-answer are capped at ``--answer-tokens``, the others at ``--max-tokens`` (a small local model that rambles then costs
-less time). Results are saved under ``--out`` per program and a rerun resumes them. With the 135M local model the QA
-numbers are low in absolute terms (it rarely writes a parsable unrolling, so CoopRAG mostly falls back to the raw
-question); ``--lm`` with an OpenAI-compatible ``--api-base`` runs the same script against a served model.
-"""
+Table 2: EM/F1/Acc, Recall, LLM calls, tokens and seconds per question of SingleStepRAG and CoopRAG (three-call,
+unified, and with App. H.4's KeyExtract for up to ``--key-extract-rounds`` rounds, Table 13) with the same retriever
+(CoopRAG's: MPNet [CLS] + RaLa Eq. 4) and the same LM; stages that write only the answer are capped at
+``--answer-tokens``, the others at ``--max-tokens`` (a small local model that rambles then costs less time). Results are
+saved under ``--out`` per program and a rerun resumes them. With the 135M local model the QA numbers are low in absolute
+terms (it rarely writes a parsable unrolling, so CoopRAG mostly falls back to the raw question); ``--lm`` with an
+OpenAI-compatible ``--api-base`` runs the same script against a served model."""
 
 from __future__ import annotations
 
@@ -88,6 +88,7 @@ def main() -> None:
     parser.add_argument("--answer-tokens", type=int, default=64, help="generation cap of the answer-only stages")
     parser.add_argument("--n", type=int, default=20, help="first-stage passages RaLa reranks")
     parser.add_argument("--threads", type=int, default=1, help="questions at once (for served LMs)")
+    parser.add_argument("--key-extract-rounds", type=int, default=3, help="KeyExtract rounds of its row (0: no row)")
     parser.add_argument("--out", default="runs/bench-cooprag", help="evaluation folders (a rerun resumes)")
     args = parser.parse_args()
 
@@ -104,6 +105,9 @@ def main() -> None:
     programs = {"SingleStepRAG (MPNet + RaLa)": SingleStepRAG(retriever=rala, k=5),
                 "CoopRAG": CoopRAG(retriever=rala, n=args.n),
                 "CoopRAG unified (App. D.2)": CoopRAG(retriever=rala, n=args.n, unified=True)}
+    if args.key_extract_rounds:
+        programs["CoopRAG + KeyExtract (App. H.4)"] = CoopRAG(retriever=rala, n=args.n,
+                                                              key_extract_rounds=args.key_extract_rounds)
     short = options.make(max_tokens=args.answer_tokens)
     for program in programs.values():
         for stage in ANSWER_STAGES & {name.split(".")[0] for name in program.stage_names()}:

@@ -6,6 +6,7 @@ import dspy
 import pytest
 
 from multihop.benchmarks.common import DATASETS, LMOptions, question_file, questions_with_corpus
+from multihop.programs import ComposeRAG
 
 from helpers import data_root
 
@@ -78,6 +79,10 @@ def test_composerag_rows_keep_the_retrieval_decision_fixed_in_table_3_and_upgrad
     assert all_modules["simple_qa"] is False and all_modules["max_reflections"] == 0
     table6 = [program.config() for name, _, program in rows if "Table 6" in name]
     assert table6 == [all_modules, {**all_modules, "simple_qa": True}]  # Table 3's last row without and with the path
+    figure5 = [program for name, _, program in rows if "Fig. 5" in name]
+    assert [p.max_reflections for p in figure5] == [0, 1, 2, 3]  # the curve's points
+    assert figure5[-1].config() == ComposeRAG(retriever=static_retriever).config()  # its last point: the default
+    assert all(p.simple_qa and p.retrieval_decision for p in figure5)  # §6.1: the simple path is on at 0 rounds
     table5 = {name: program for name, _, program in rows if "decision" in name}
     assert [p.retrieval_decision for p in table5.values()] == [False, True, True]  # off, on, upgraded
     upgraded_rd = next(p for name, p in table5.items() if "upgraded" in name)
