@@ -83,7 +83,7 @@ def test_composerag_rows_keep_the_retrieval_decision_fixed_in_table_3_and_upgrad
     assert [p.max_reflections for p in figure5] == [0, 1, 2, 3]  # the curve's points
     assert figure5[-1].config() == ComposeRAG(retriever=static_retriever).config()  # its last point: the default
     assert all(p.simple_qa and p.retrieval_decision for p in figure5)  # §6.1: the simple path is on at 0 rounds
-    table5 = {name: program for name, _, program in rows if "decision" in name}
+    table5 = {name: program for name, _, program in rows if "Table 5" in name}
     assert [p.retrieval_decision for p in table5.values()] == [False, True, True]  # off, on, upgraded
     upgraded_rd = next(p for name, p in table5.items() if "upgraded" in name)
     assert upgraded_rd.decide.lm is upgrade and upgraded_rd.answer.lm is None
