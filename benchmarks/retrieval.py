@@ -172,14 +172,18 @@ def main() -> None:
     ]
     seeds = range(4)
     variants = [("MPNet + RaLa Eq. 4, ω floored, layers 1..L−1 (seeds 0–3)", RaLa),
-                ("MPNet + RaLa Eq. 4, bare ω product (seeds 0–3)", lambda **kw: RaLa(omega_floor=None, **kw)),
+                ("MPNet + RaLa Eq. 4, bare ω product at inference (seeds 0–3)",
+                 lambda **kw: RaLa(omega_floor=None, **kw)),
                 ("MPNet + RaLa Eq. 4, layers 0..L−1 (seeds 0–3)", RaLaFromEmbeddings)]
     if args.finetuned:
         tuned = DenseRetriever.build(corpus, encoder=args.finetuned, work_dir=work / Path(args.finetuned).name,
                                      token_layers=())
         base = json.loads((Path(args.finetuned) / FINETUNED_STAMP).read_text())["config"]["encoder"]
+        tuned_cls = DenseRetriever.build(corpus, encoder=Encoder(args.finetuned, pooling="cls"),
+                                         work_dir=work / f"{Path(args.finetuned).name}-cls", token_layers=())
         systems += [(f"Fine-tuned {base}", tuned),
-                    (f"Fine-tuned {base} + RaLa Eq. 4", Retriever(tuned, RaLa("eq4"), n=args.n))]
+                    (f"Fine-tuned {base} + RaLa Eq. 4", Retriever(tuned, RaLa("eq4"), n=args.n)),
+                    (f"Fine-tuned {base} [CLS] + RaLa Eq. 4", Retriever(tuned_cls, RaLa("eq4"), n=args.n))]
 
     name = question_file(args.data).name
     table = Table(title=f"Recall on {name} ({len(examples)} questions, {len(corpus)} passages)")

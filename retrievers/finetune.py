@@ -105,24 +105,24 @@ def training_questions(examples: Iterable[dspy.Example], unrolled: dict[str, dic
     pool = [(i, _render(p)) for i, e in enumerate(examples) for p in e.paragraphs]
     if len({i for i, _ in pool}) < 2:
         raise ValueError("fine-tuning needs at least two questions with paragraphs")
-    questions = []
+    questions, without = [], 0
     for i, example in enumerate(examples):
         gold = tuple(_render(p) for p in example.paragraphs if p.get("is_supporting"))
         others = tuple(_render(p) for p in example.paragraphs if not p.get("is_supporting"))
         if not gold or not others:
             continue
         record = (unrolled or {}).get(example.id, {})
+        without += not record or bool(record.get("fallback"))
         steps = record.get("sub_questions" if alpha_from == "sub_questions" else "reasoning_chain") or []
         negatives = tuple(_draw_other(rng, pool, i, gold) for _ in range(NEGATIVES))
         questions.append(TrainingQuestion(record.get("unrolled", example.question), gold, others, negatives,
                                           max(1, len(steps))))
     if not questions:
         raise ValueError("no question has both a supporting and a non-supporting paragraph")
-    unrolled_count = sum(example.id in (unrolled or {}) for example in examples)
-    if unrolled_count < len(examples):
-        logger.warning("%d of %d training questions have no unrolling: each counts one step (α = log 2), so they "
-                       "train on the raw question with no difficulty weighting; unroll them first (`multihop cooprag "
-                       "unroll`, then --unrolled)", len(examples) - unrolled_count, len(examples))
+    if without:
+        logger.warning("%d of %d training questions have no unrolling (or one that fell back): each counts one step "
+                       "(α = log 2), so they train with no difficulty weighting; unroll them first (`multihop cooprag "
+                       "unroll`, then --unrolled)", without, len(questions))
     return questions
 
 

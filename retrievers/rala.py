@@ -16,6 +16,7 @@ cache and the ranking of candidate texts are those of every late-interaction rer
 
 from __future__ import annotations
 
+import logging
 import random
 from collections.abc import Sequence
 
@@ -27,6 +28,7 @@ from .encoder import Encoder, trained_layers
 from .late_interaction import LateInteraction
 
 SCORINGS = ("eq4", "eq3")
+logger = logging.getLogger(__name__)
 DEFAULT_BUCKETS, DEFAULT_SEED = 4, 0
 
 
@@ -72,7 +74,8 @@ class RaLa(LateInteraction):
 
     def layers(self, num_layers: int) -> tuple[int, ...]:
         """:meth:`candidate_layers`, checked against the layers the encoder was fine-tuned with (its
-        ``multihop-encoder.json``): training and inference contrast the same layers, or the reranker refuses."""
+        ``multihop-encoder.json``): training and inference contrast the same layers, or the reranker refuses. A score
+        other than the training's (``--score``, ``--no-omega``) is allowed, with a warning."""
         drawn = self.candidate_layers(num_layers)
         if self._checked == (self.encoder.path, drawn):
             return drawn
@@ -81,7 +84,13 @@ class RaLa(LateInteraction):
             config = trained[1]
             raise ValueError(f"{self.encoder.path} was fine-tuned contrasting layers {list(trained[0])} (buckets "
                              f"{config.get('buckets')}, seed {config.get('seed')}); this RaLa draws {list(drawn)}: "
-                             "rerank with the training's buckets and seed")
+                             "rerank with the training's buckets and seed (or, if no seed draws those layers, "
+                             "fine-tune again)")
+        if trained is not None:
+            trained_score = (trained[1].get("score", "eq4"), trained[1].get("omega", True))
+            if trained_score[0] != self.scoring or (self.scoring == "eq4" and trained_score[1] != self.omega):
+                logger.warning("%s was fine-tuned with score %s (ω %s); this reranker scores with %s (ω %s)",
+                               self.encoder.path, *trained_score, self.scoring, self.omega)
         self._checked = (self.encoder.path, drawn)
         return drawn
 

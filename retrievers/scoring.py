@@ -34,7 +34,9 @@ def score_eq4(q, qm, d, dm, d_cls_layers, omega: bool = True, floor: float | Non
     ω is floored at ``floor`` (:data:`OMEGA_FLOOR`), so a document with ω ≤ floor scores floor · MaxSim: among such
     documents MaxSim decides, never reversed, and they rank below any document whose ω · MaxSim is larger. Training
     (the Eq. 5 loss) and inference share this function and so the rule. The floor is straight-through: its value is
-    max(ω, floor) but its gradient is ω's, so training can still raise a floored ω (a clamp would give it none).
+    max(ω, floor) but its gradient is ω's, so training can still raise a floored ω (a clamp would give it none). For a
+    negative the same gradient keeps lowering a floored ω without changing the loss: the direction training wants
+    for negatives anyway, so the floor stays a floor there.
     ``floor=None`` is the paper's bare product (the benchmark's comparison row)."""
     sim = maxsim(q, qm, d, dm)
     if not omega:

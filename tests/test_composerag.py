@@ -147,14 +147,14 @@ def test_an_ungrounded_abstention_is_not_counted_as_a_substitution(static_retrie
                     finalize=lambda p: {"reasoning": "nothing fits", "answer": "I don't know."})
     _, prediction, _ = run(static_retriever, script, **MULTIHOP, max_reflections=0)
     assert prediction.answer == "I don't know." and prediction.grounded is False
-    assert prediction.counts.get("abstained_ungrounded", 0) == 0 and prediction.counts["abstained"] == 1
+    assert prediction.counts["abstained_ungrounded"] == 0 and prediction.counts["abstained"] == 1
 
 
 def test_an_ungrounded_answer_is_kept_when_asked(static_retriever):
     script = Script(verify_final=lambda p: {"reason": "unsupported", "valid": "false"})
     _, prediction, _ = run(static_retriever, script, **MULTIHOP, abstain_ungrounded=False)
     assert prediction.answer == "Seattle" and prediction.grounded is False
-    assert prediction.counts.get("abstained_ungrounded", 0) == 0
+    assert prediction.counts["abstained_ungrounded"] == 0
 
 
 def test_a_passing_reflection_stops_early_and_reruns_the_new_decomposition(static_retriever):
@@ -409,3 +409,5 @@ def test_a_long_decomposition_keeps_its_last_step_and_counts_the_cut(static_retr
     assert program.max_sub_questions == 6
     assert prediction.sub_questions[-1] == "Which is older, #4 or #5?" and len(prediction.sub_questions) == 6
     assert prediction.counts["decomposition_cut"] == 1
+    with pytest.raises(ValueError, match="max_sub_questions must be at least 1"):
+        ComposeRAG(retriever=static_retriever, max_sub_questions=0)

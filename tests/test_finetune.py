@@ -86,7 +86,8 @@ def test_eq3_as_the_training_score_is_the_token_level_gap_on_a_hand_computed_bat
 
 
 def test_training_without_unrollings_warns_that_alpha_is_constant(musique_dev, caplog):
-    unrolled = {musique_dev[0].id: {"unrolled": "unrolled form", "sub_questions": ["a", "b"]}}
+    unrolled = {musique_dev[0].id: {"unrolled": "unrolled form", "sub_questions": ["a", "b"]},
+                musique_dev[1].id: {"unrolled": musique_dev[1].question, "fallback": True}}
     with caplog.at_level("WARNING", logger="multihop.retrievers.finetune"):
         ft.training_questions(musique_dev[:3], unrolled=unrolled)
     assert "2 of 3 training questions have no unrolling" in caplog.text and "α = log 2" in caplog.text
@@ -156,7 +157,8 @@ def test_one_real_training_step_lowers_the_loss(musique_dev, tiny_encoder):
     assert after < before
 
 
-def test_training_resumes_and_writes_a_folder_the_registry_checks(musique_dev, tiny_encoder, tmp_path, monkeypatch):
+def test_training_resumes_and_writes_a_folder_the_registry_checks(musique_dev, tiny_encoder, tmp_path, monkeypatch,
+                                                                  caplog):
     samples = ft.training_questions(musique_dev[:6])
     config = TrainConfig(encoder=tiny_encoder, batch_size=4, micro_batch=4, max_steps=2, checkpoint_every=1, buckets=3,
                          special_tokens=SPECIAL_TOKENS)
@@ -196,6 +198,9 @@ def test_training_resumes_and_writes_a_folder_the_registry_checks(musique_dev, t
     assert list(same.layers(tuned.num_layers)) == stamp["layers"]
     stamped = RaLa(encoder=str(tmp_path))  # buckets and seed left out: the training's
     assert stamped.settings() == (3, 0) and list(stamped.layers(tuned.num_layers)) == stamp["layers"]
+    assert "fine-tuned with score" not in caplog.text  # the training's score: no warning
+    RaLa("eq3", encoder=str(tmp_path)).layers(tuned.num_layers)
+    assert "fine-tuned with score eq4 (ω True); this reranker scores with eq3" in caplog.text
     with pytest.raises(ValueError, match=r"fine-tuned contrasting layers .* \(buckets 3, seed 0\)"):
         RaLa(encoder=str(tmp_path), buckets=2, seed=0).layers(tuned.num_layers)
     (tmp_path / "model.safetensors").write_bytes(b"tampered")

@@ -113,6 +113,8 @@ class ComposeRAG(MultihopProgram):
                              "pass query_rewriting=False, simple_qa=False, max_reflections=0")
         if max_reflections and not decomposition:
             raise ValueError("self-reflection re-decomposes the question: it needs decomposition=True")
+        if max_sub_questions < 1:
+            raise ValueError("max_sub_questions must be at least 1")
         super().__init__(retriever=retriever)
         self.k, self.n, self.paper_examples = k, n, paper_examples
         self.decomposition, self.retrieval_decision = decomposition, retrieval_decision
@@ -175,8 +177,9 @@ class ComposeRAG(MultihopProgram):
                 count("reflection_fallback")
                 break
             run.decompositions.append(sub_questions)
-        if grounded is False and self.abstain_ungrounded and not is_abstention(answer):  # §4.1.3: none verifiable
-            count("abstained_ungrounded")
+        abstains = grounded is False and self.abstain_ungrounded and not is_abstention(answer)  # §4.1.3
+        count("abstained_ungrounded", int(abstains))
+        if abstains:
             answer = ABSTENTION
         return self.prediction(run, answer, grounded)
 

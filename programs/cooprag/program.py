@@ -30,14 +30,22 @@ KeyExtract (App. H.4, Tables 12–13; the paper's iterative variant against IRCo
 and gives the answer when the documents determine it, else False. While it answers False, the key sentence is
 appended to the query and the retrieval runs again, at most ``key_extract_rounds`` times. The paper gives neither the
 number of rounds nor which documents the later stages read; our reading: the rounds are a setting (0, off, by
-default; 3 in the benchmark), the loop also stops when the key sentence is empty or already in the query, and the
-documents are the ones selected in the rounds, in order, then the last retrieval's, without repeats, cut at ``k``.
+default; ``benchmarks/cooprag.py`` uses 3), the loop also stops when the key sentence is empty or already in the query,
+and the documents are the ones selected in the rounds, in order, then the last retrieval's, without repeats, cut at
+``k`` (each keeps the score of the retrieval that found it, so scores of different rounds are not comparable). The
+paper prompts with three shots, which are not printed: the stage has no demos until an optimizer gives it some.
+Fig. 15's "Beam Retrieval framework" wording and ``(Title: …)`` layout are dropped (documents are numbered
+``Document [i]: title: text``).
 Its answer only ends the loop: the completion and reasoning stages answer as without it. Counted:
 ``key_extract_rounds`` (LLM calls of the stage) and ``key_extract_answered`` (the loop ended with an answer).
 
 Defaults the paper leaves open: k = 5 reranked documents (the top-5 its App. G examples show) and n = 20 first-stage
 candidates (20 keeps the RaLa rerank under 50 ms with cached states); RaLa's buckets and layer-draw ``seed`` default
 to those the encoder was fine-tuned with, else 4 buckets (App. F.3's choice) and seed 0.
+
+Not rebuilt: Table 17's third strategy (contrasting token embeddings, Eq. 7 applied to the embeddings themselves),
+which the paper reports as the weakest and does not adopt, and Table 8's entropy measurement, an analysis of the LM's
+token distributions rather than a stage of the method.
 
 Robustness (small models): an unrolling that cannot be parsed, or that returns neither sub-questions nor a chain, is
 retried once (sampled), then the raw question is used (counted as ``unrolling_fallback``); a chain whose last tail is
