@@ -45,6 +45,14 @@ def question_file(source: str | Path = "musique", split: str = "dev") -> Path:
     return data_dir() / relative if relative else Path(source)
 
 
+def held_apart_ids() -> set[str]:
+    """The ids of every dev question file in ``MULTIHOP_DATA``: the questions measured, never trained on."""
+    from multihop.data import load_dataset
+
+    files = [data_dir() / relative for relative in QUESTION_SETS["dev"].values()]
+    return {str(example.get("id")) for path in files if path.exists() for example in load_dataset(path)}
+
+
 def load_questions(source: str | Path = "musique", split: str = "dev", limit: int | None = None) -> list:
     """The first ``limit`` questions (all by default) of :func:`question_file`\\ ``(source, split)``."""
     from multihop.data import load_dataset

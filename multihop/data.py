@@ -1,9 +1,12 @@
 """Loaders for MuSiQue, HotpotQA, 2WikiMultihopQA, HippoRAG corpus files and a generic JSONL format.
 
 Questions become ``dspy.Example(id, question, answer, answers, gold_passage_ids, decomposition, hops, type, dataset,
-paragraphs).with_inputs("question")``; corpora become a :class:`~multihop.corpus.Corpus`. Files are read with the
-standard ``json`` module rather than ``datasets``: the native schemas mix lists and nested lists per row (HotpotQA's
-``context`` is ``[[title, [sentences]]]``), which Arrow cannot type, and errors must name the file, line and field.
+paragraphs).with_inputs("question")`` and keep the annotations that build stage targets (:mod:`multihop.optimize.gold`):
+MuSiQue's ``decomposition_answers`` and ``decomposition_support`` (each hop's supporting passage id), HotpotQA's and
+2Wiki's ``supporting_sentences``, 2Wiki's ``evidences`` (``[head, relation, tail]`` triples); corpora become a
+:class:`~multihop.corpus.Corpus`. Files are read with the standard ``json`` module rather than ``datasets``: the native
+schemas mix lists and nested lists per row (HotpotQA's ``context`` is ``[[title, [sentences]]]``), which Arrow cannot
+type, and errors must name the file, line and field.
 
 Generic JSONL format (one question per line)::
 
@@ -147,6 +150,8 @@ def _musique(rec: dict, where: str) -> dspy.Example:
             gold.append(passage.id)
     decomposition = _items(rec, "question_decomposition", where, dict)
     steps = [f"{where} question_decomposition[{i}]" for i in range(len(decomposition))]
+    support = [_field(step, "paragraph_support_idx", at, (int, type(None)), None)
+               for step, at in zip(decomposition, steps, strict=True)]
     hops = re.match(r"(\d+)hop", qid)
     return _example(
         id=qid,
@@ -156,6 +161,8 @@ def _musique(rec: dict, where: str) -> dspy.Example:
         decomposition=[_field(step, "question", at) for step, at in zip(decomposition, steps, strict=True)],
         decomposition_answers=[_field(step, "answer", at, str, "") for step, at in zip(decomposition, steps,
                                                                                        strict=True)],
+        decomposition_support=[paragraphs[i]["id"] if i is not None and 0 <= i < len(paragraphs) else None
+                               for i in support],
         hops=int(hops.group(1)) if hops else len(decomposition),
         type="answerable" if _field(rec, "answerable", where, bool, True) else "unanswerable",
         dataset="musique",
@@ -163,26 +170,33 @@ def _musique(rec: dict, where: str) -> dspy.Example:
     )
 
 
-def _context_paragraphs(rec: dict, where: str) -> tuple[list[dict], list[str]]:
+def _context_paragraphs(rec: dict, where: str) -> tuple[list[dict], list[str], list[str]]:
+    """The paragraphs (supporting ones marked), the gold passage ids and the supporting sentences, in the order of
+    ``supporting_facts``."""
     facts = _items(rec, "supporting_facts", where, list)
     if not all(fact and isinstance(fact[0], str) for fact in facts):
         raise DataFormatError(f"{where}: field 'supporting_facts' should hold [title, sentence index] pairs")
     supporting = {fact[0] for fact in facts}
+    sentences_of: dict[str, list[str]] = {}
     paragraphs, gold = [], []
     for i, item in enumerate(_field(rec, "context", where, list)):
         if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], str) and isinstance(item[1], list)
                 and all(isinstance(sentence, str) for sentence in item[1])):
             raise DataFormatError(f"{where}: field 'context'[{i}] should be [title, [sentences]]")
         title, sentences = item
+        sentences_of.setdefault(title, sentences)
         passage = Passage.make(title, join_sentences(sentences))
         paragraphs.append({**passage.to_dict(), "is_supporting": title in supporting})
         if title in supporting and passage.id not in gold:
             gold.append(passage.id)
-    return paragraphs, gold
+    cited = [sentences_of.get(fact[0], []) for fact in facts]
+    sentences = [text[fact[1]].strip() for text, fact in zip(cited, facts, strict=True)
+                 if len(fact) > 1 and isinstance(fact[1], int) and 0 <= fact[1] < len(text)]
+    return paragraphs, gold, sentences
 
 
 def _hotpotqa(rec: dict, where: str) -> dspy.Example:
-    paragraphs, gold = _context_paragraphs(rec, where)
+    paragraphs, gold, sentences = _context_paragraphs(rec, where)
     return _example(
         id=_field(rec, "_id", where),
         question=_field(rec, "question", where),
@@ -191,14 +205,18 @@ def _hotpotqa(rec: dict, where: str) -> dspy.Example:
         decomposition=[],
         hops=2,
         type=_field(rec, "type", where, str, ""),
+        supporting_sentences=sentences,
         dataset="hotpotqa",
         paragraphs=paragraphs,
     )
 
 
 def _2wiki(rec: dict, where: str) -> dspy.Example:
-    paragraphs, gold = _context_paragraphs(rec, where)
+    paragraphs, gold, sentences = _context_paragraphs(rec, where)
     qa_pairs = _items(rec, "qa_pairs", where, dict, [])
+    evidences = _items(rec, "evidences", where, list, [])
+    if not all(len(triple) == 3 and all(isinstance(item, str) for item in triple) for triple in evidences):
+        raise DataFormatError(f"{where}: field 'evidences' should hold [head, relation, tail] triples of strings")
     return _example(
         id=_field(rec, "_id", where),
         question=_field(rec, "question", where),
@@ -207,6 +225,8 @@ def _2wiki(rec: dict, where: str) -> dspy.Example:
         decomposition=[_field(pair, "question", f"{where} qa_pairs[{i}]") for i, pair in enumerate(qa_pairs)],
         hops=len(qa_pairs) or len(_field(rec, "evidences", where, list, [])) or 2,
         type=_field(rec, "type", where, str, ""),
+        supporting_sentences=sentences,
+        evidences=[list(triple) for triple in evidences],
         dataset="2wiki",
         paragraphs=paragraphs,
     )

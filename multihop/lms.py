@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import logging
 import os
 import threading
@@ -44,6 +45,7 @@ DEFAULT_MAX_TOKENS = 384
 RETRIES = 2  # retries of a served LM's request that timed out or got HTTP 429/5xx (DSPy backs off between them)
 CONFIG_FIELDS = frozenset(field.name for field in dataclasses.fields(Config))
 WEIGHT_FILES = ("model.safetensors", "adapter_model.safetensors", "multihop.json")
+STUDENT_MANIFEST = "distill.json"  # what `multihop distill` writes beside its adapter
 
 logger = logging.getLogger(__name__)
 
@@ -93,6 +95,32 @@ def resolve_local(target: str) -> Path:
     if not (path / "config.json").exists():
         raise FileNotFoundError(f"{target!r} is neither a known model ({', '.join(models.REGISTRY)}) nor an HF folder")
     return path
+
+
+def base_checksum(target: str) -> str:
+    """The sha256 that identifies a local target's weights: a registry model's published checksum, a ``.gguf``
+    file's, an HF folder's ``model.safetensors``' ("" when it has none). A student's manifest records its base's."""
+    if target in models.REGISTRY:
+        return models.REGISTRY[target].sha256
+    path = Path(target).expanduser()
+    weights = path if path.suffix == ".gguf" else path / "model.safetensors"
+    return models.sha256_file(weights) if weights.is_file() else ""
+
+
+def check_adapter_base(adapter: Path, target: str) -> None:
+    """Refuse a student (an adapter with ``multihop distill``'s manifest) trained on another base model than
+    ``target``."""
+    manifest = adapter / STUDENT_MANIFEST
+    if not manifest.exists():
+        return
+    try:
+        trained = json.loads(manifest.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{manifest} is not a distillation manifest ({exc})") from None
+    expected = trained.get("base_sha256") or ""
+    if expected and expected != base_checksum(target):
+        raise ValueError(f"the adapter {adapter} was trained on {trained.get('base')!r}, not local:{target} (other "
+                         f"weights): run it with --lm local:{trained.get('base')}")
 
 
 def make_lm(
@@ -147,6 +175,7 @@ def _local_lm(target: str, adapter: Path | None, engine: str, constrained: bool,
         raise FileNotFoundError(f"{adapter} is not a LoRA adapter folder (no adapter_config.json)")
     if adapter is not None:
         verify_inventory(adapter)
+        check_adapter_base(adapter, target)
     name = local_name(target)
     gguf = local_gguf(target)  # checked after the adapter: resolving verifies the weights first
     if engine == "auto":

@@ -25,13 +25,13 @@ from tqdm.auto import tqdm
 from multihop import models
 from multihop.checkpoints import load_checkpoint
 from multihop.folders import locked, write_inventory
-from multihop.lms import resolve_local
+from multihop.lms import STUDENT_MANIFEST, base_checksum, resolve_local
 from multihop.paths import atomic_dir, atomic_write_text
 from multihop.programs import DISTILL_PRESETS  # the package: every method has registered its preset
 
 from .trajectories import EmptyTrajectoriesError
 
-MANIFEST = "distill.json"
+MANIFEST = STUDENT_MANIFEST
 CHECKPOINT = "checkpoint"
 
 
@@ -92,14 +92,6 @@ def encode_row(tokenizer, row: dict, max_length: int) -> tuple[list[int], list[i
     return prompt + completion, [-100] * len(prompt) + completion
 
 
-def base_checksum(base: str, folder: Path) -> str:
-    spec = models.REGISTRY.get(base)
-    if spec is not None:
-        return spec.sha256
-    weights = folder / "model.safetensors"
-    return models.sha256_file(weights) if weights.exists() else ""
-
-
 def load_student(config: DistillConfig):
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -133,7 +125,7 @@ def distill(files: list[str | Path], out_dir: str | Path, config: DistillConfig 
     out_dir = Path(out_dir)
     with locked(out_dir):
         rows = read_rows(files, stages)
-        folder, tokenizer, model = load_student(config)
+        _, tokenizer, model = load_student(config)
         encoded = [encode_row(tokenizer, row, config.max_length) for row in rows]
         order = [i for epoch in range(config.epochs) for i in _shuffled(len(encoded), config.seed + epoch)]
         steps = -(-len(order) // config.batch_size)
@@ -162,7 +154,7 @@ def distill(files: list[str | Path], out_dir: str | Path, config: DistillConfig 
         seconds = time.perf_counter() - began
         model.save_pretrained(str(out_dir))
         manifest = {
-            "base": config.base, "base_sha256": base_checksum(config.base, folder),
+            "base": config.base, "base_sha256": base_checksum(config.base),
             "stages": sorted({row["stage"] for row in rows}),
             "files": inputs,
             "config": asdict(config), "rows": len(rows), "steps": steps, "loss": history,

@@ -44,12 +44,31 @@ def stage_calls(program: dspy.Module, example: dspy.Example) -> tuple[dspy.Predi
         name = names.get(id(predictor))
         if name is None:  # a predictor outside this program (a nested, separately owned module)
             continue
-        messages = adapter.format(predictor.signature, predictor.demos, dict(inputs))
-        completion = adapter.format_assistant_message_content(predictor.signature, outputs.toDict())
-        calls.append({"stage": name, "call": counts.get(name, 0), "messages": messages, "completion": completion,
-                      "adapter": type(adapter).__name__})
+        calls.append({"stage": name, "call": counts.get(name, 0), **render_call(predictor, dict(inputs),
+                                                                              outputs.toDict(), adapter)})
         counts[name] = counts.get(name, 0) + 1
     return prediction, calls
+
+
+def render_call(predictor: dspy.Predict, inputs: dict, outputs: dict, adapter: dspy.Adapter) -> dict:
+    """One stage call as a training row: the chat ``messages`` the adapter sends for ``inputs`` (with the
+    predictor's demos) and the ``completion`` in the adapter's output format for ``outputs``."""
+    return {"messages": adapter.format(predictor.signature, predictor.demos, inputs),
+            "completion": adapter.format_assistant_message_content(predictor.signature, outputs),
+            "adapter": type(adapter).__name__}
+
+
+def write_trajectories(out_dir: Path, rows: dict[str, list[dict]], manifest: dict) -> dict:
+    """Write one ``<stage>.jsonl`` per stage and the manifest, replacing a collection already in ``out_dir``."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for stale in [*out_dir.glob("*.jsonl"), out_dir / MANIFEST]:  # a collection is written whole: none of the
+        stale.unlink(missing_ok=True)                                # last one's files stay beside it
+    for stage, stage_rows in rows.items():
+        text = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in stage_rows)
+        atomic_write_text(out_dir / f"{stage}.jsonl", text)
+    manifest = {**manifest, "stages": {stage: len(stage_rows) for stage, stage_rows in rows.items()}}
+    atomic_write_text(out_dir / MANIFEST, json.dumps(manifest, indent=2))
+    return manifest
 
 
 def collect(
@@ -89,13 +108,6 @@ def _collect(program: dspy.Module, examples: list[dspy.Example], out_dir: Path, 
         raise EmptyTrajectoriesError(
             f"none of {len(examples)} questions reached {metric} >= {min_score}: no trajectory to distill"
         )
-    for stale in [*out_dir.glob("*.jsonl"), out_dir / MANIFEST]:  # a collection is written whole: none of the
-        stale.unlink(missing_ok=True)                                # last one's files stay beside it
-    for stage, stage_rows in rows.items():
-        text = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in stage_rows)
-        atomic_write_text(out_dir / f"{stage}.jsonl", text)
-    manifest = {"teacher": lm.model, "metric": metric, "min_score": min_score, "questions": len(examples),
-                "kept": kept, "failed": failed, "program": type(program).__name__,
-                "stages": {stage: len(stage_rows) for stage, stage_rows in rows.items()}}
-    atomic_write_text(out_dir / MANIFEST, json.dumps(manifest, indent=2))
-    return manifest
+    return write_trajectories(out_dir, rows, {"teacher": lm.model, "metric": metric, "min_score": min_score,
+                                              "questions": len(examples), "kept": kept, "failed": failed,
+                                              "program": type(program).__name__})

@@ -11,6 +11,7 @@ import dspy
 from multihop.signatures import AnswerFromPassages, DirectAnswer
 
 from .base import MultihopProgram
+from .gold import GoldContext, Pairs, gold_documents, register_gold_builder, register_no_gold
 from .text import safe_answer
 
 
@@ -40,3 +41,16 @@ class SingleStepRAG(MultihopProgram):
         return dspy.Prediction(
             answer=safe_answer(result.answer), passages=hits.passages, passage_ids=hits.ids, scores=hits.scores
         )
+
+
+@register_gold_builder("SingleStepRAG", "answer")
+def _reader_target(program: SingleStepRAG, example: dspy.Example, context: GoldContext) -> Pairs:
+    """The reader: the gold passages among the question's distractors (``k`` of the program's) → the gold answer."""
+    if not example.get("answer") or not example.get("gold_passage_ids"):
+        return []
+    documents = [p.render() for p in gold_documents(example, GoldContext(k=program.k, seed=context.seed))]
+    return [({"passages": documents, "question": example.question}, {"answer": example.answer})]
+
+
+register_no_gold("NoRetrieval", "answer", "a closed-book answer has no evidence to learn from: training it on the "
+                 "train answers would only memorise them")

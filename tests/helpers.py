@@ -149,3 +149,31 @@ def examples(n: int, **fields) -> list[dspy.Example]:
 def echo_examples(n: int) -> list[dspy.Example]:
     """Questions for :class:`Echo` (answer "x"): the even ones are right, each has two gold passages."""
     return [example(i, answer="x" if i % 2 == 0 else "y", gold_passage_ids=["g1", "g2"]) for i in range(n)]
+
+
+def tiny_causal_lm(folder, texts: list[str], seed: int = 0):
+    """A 2-layer Llama with a byte-level BPE tokenizer trained on ``texts`` and SmolLM2's ChatML chat template, saved
+    to ``folder``: the real code paths of local models and students in seconds on a CPU, without converting the
+    SmolLM2 GGUF. ``seed`` draws its weights (another seed: another base model)."""
+    import torch
+    from tokenizers import Tokenizer, decoders, pre_tokenizers, trainers
+    from tokenizers.models import BPE
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    bpe = Tokenizer(BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    bpe.train_from_iterator(texts, trainers.BpeTrainer(special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+                                                       initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=bpe, bos_token="<|im_start|>", eos_token="<|im_end|>",
+                                        pad_token="<|endoftext|>")
+    tokenizer.chat_template = ("{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + "
+                               "'<|im_end|>\\n' }}{% endfor %}{% if add_generation_prompt %}"
+                               "{{ '<|im_start|>assistant\\n' }}{% endif %}")
+    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, eos_token_id=tokenizer.eos_token_id,
+                         initializer_range=0.5)  # wide logits, so a small adapter can move them
+    torch.manual_seed(seed)
+    LlamaForCausalLM(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return str(folder)

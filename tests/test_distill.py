@@ -9,35 +9,15 @@ from multihop.optimize.distill import DistillConfig
 from multihop.optimize.trajectories import EmptyTrajectoriesError
 from multihop.programs import DISTILL_PRESETS, register_distill_preset
 
+from helpers import tiny_causal_lm
+
 PROMPT = [{"role": "system", "content": "Answer the question."}, {"role": "user", "content": "question 7"}]
 
 
 @pytest.fixture(scope="module")
 def tiny_student(tmp_path_factory):
-    """A 2-layer Llama with a byte-level BPE tokenizer trained here and SmolLM2's ChatML chat template: the real
-    code paths in seconds on a CPU, without converting the SmolLM2 GGUF."""
-    from tokenizers import Tokenizer, decoders, pre_tokenizers, trainers
-    from tokenizers.models import BPE
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
-
-    bpe = Tokenizer(BPE())
-    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    bpe.decoder = decoders.ByteLevel()
     texts = [m["content"] for m in PROMPT] + ["system user assistant", "answer seven"]
-    bpe.train_from_iterator(texts, trainers.BpeTrainer(special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
-                                                       initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=bpe, bos_token="<|im_start|>", eos_token="<|im_end|>",
-                                        pad_token="<|endoftext|>")
-    tokenizer.chat_template = ("{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + "
-                               "'<|im_end|>\\n' }}{% endfor %}{% if add_generation_prompt %}"
-                               "{{ '<|im_start|>assistant\\n' }}{% endif %}")
-    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, eos_token_id=tokenizer.eos_token_id,
-                         initializer_range=0.5)  # wide logits, so a small adapter can move them
-    folder = tmp_path_factory.mktemp("tiny")
-    LlamaForCausalLM(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return str(folder)
+    return tiny_causal_lm(tmp_path_factory.mktemp("tiny"), texts)
 
 
 def trajectory_file(path, stage="answer", n=4):

@@ -31,6 +31,10 @@ class ProgramOptions:
         return build_program(self.program, self.retriever, self.corpus, str(questions), self.k, self.encoder,
                              self.settings)
 
+    def build_unindexed(self):
+        """The program with no retriever (its stages only: gold rows need no search)."""
+        return build_program(self.program, None, None, None, self.k, self.encoder, self.settings, index=False)[0]
+
 
 def program_options() -> Callable:
     """Give a command the program options: ``--program``, ``--set``, ``--retriever``, ``--corpus``, ``--k`` and
@@ -48,8 +52,8 @@ def program_options() -> Callable:
 
 
 def build_program(name: str, retriever_dir: str | None, corpus: str | None, data: str | None, k: int, encoder: str,
-                  settings: list[str] | None = None):
-    """``(program, retriever folder or None)``."""
+                  settings: list[str] | None = None, index: bool = True):
+    """``(program, retriever folder or None)``; ``index=False`` builds a retrieving program without its index."""
     from multihop.programs import PROGRAMS, takes_retriever
 
     if name not in PROGRAMS:
@@ -66,11 +70,13 @@ def build_program(name: str, retriever_dir: str | None, corpus: str | None, data
             return cls(**switches), None
         except (TypeError, ValueError) as exc:
             raise typer.BadParameter(f"{name}: {exc}", param_hint="--set") from exc
-    retriever_path = retriever_folder(retriever_dir, corpus, data, encoder, cls.special_tokens, cls.index_pooling)
+    retriever_path = retriever_folder(retriever_dir, corpus, data, encoder, cls.special_tokens, cls.index_pooling
+                                      ) if index else None
     from multihop.retrievers import load_retriever
 
     try:
-        return cls(retriever=load_retriever(retriever_path), k=k, **switches), str(retriever_path)
+        retriever = load_retriever(retriever_path) if retriever_path else None
+        return cls(retriever=retriever, k=k, **switches), str(retriever_path) if retriever_path else None
     except (TypeError, ValueError) as exc:
         raise typer.BadParameter(f"{name}: {exc}") from exc
 

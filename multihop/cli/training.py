@@ -147,16 +147,35 @@ def trajectories_cmd(
     load_dir: Path = typer.Option(None, "--load", help="a compiled program folder (instead of --program)"),
     metric: str = typer.Option("f1"),
     min_score: float = typer.Option(1.0, help="keep questions scoring at least this"),
-    limit: int = typer.Option(20, min=1),
+    limit: int = typer.Option(None, min=1, help="questions read (default: 20 with a teacher, all with --gold)"),
+    gold: bool = typer.Option(False, "--gold", help="build the rows from the data's annotations, no teacher LM "
+                              "(the stages with a gold builder; the dev files' questions are refused)"),
+    seed: int = typer.Option(0, help="--gold: the draw of the distractor passages shown with the gold ones"),
 ):
-    """Record every stage call of a program run by a teacher LM, keeping the questions that pass the metric."""
+    """Record every stage call of a program run by a teacher LM, keeping the questions that pass the metric; or,
+    with --gold, the stages' targets built from the train file's annotations."""
     from multihop.data import load_dataset
     from multihop.optimize.trajectories import collect
     from multihop.programs import load
 
-    teacher = lm.configure()
     data_file = question_path(data, "train")
-    examples = load_dataset(data_file, limit=limit)
+    examples = load_dataset(data_file, limit=limit if limit or gold else 20)
+    if gold:
+        import dspy
+
+        from multihop.benchmarks.common import held_apart_ids
+        from multihop.lms import default_adapter
+        from multihop.optimize.gold import gold_trajectories
+        from multihop.programs.gold import GoldContext
+
+        instance = load(load_dir) if load_dir else spec.build_unindexed()
+        with dspy.context(adapter=default_adapter(lm.lm)):  # the rows are rendered as the student's LM is prompted
+            manifest = gold_trajectories(instance, examples, out, GoldContext(seed=seed),
+                                         held_apart=held_apart_ids())
+        console.print(f"gold rows from {manifest['kept']} of {manifest['questions']} questions; rows per stage "
+                      f"{manifest['stages']}; without gold: {manifest['without_gold'] or 'none'} → {out}")
+        return
+    teacher = lm.configure()
     instance = load(load_dir) if load_dir else spec.build(data_file)[0]
     manifest = collect(instance, examples, out, teacher_lm=teacher, metric=metric, min_score=min_score)
     console.print(f"kept {manifest['kept']} of {manifest['questions']} questions; rows per stage "

@@ -1,0 +1,101 @@
+"""Gold stage targets from the data's annotations: the registry each method's package fills, and the pure helpers its
+builders share (:mod:`multihop.optimize.gold` renders and writes the rows).
+
+A builder turns one annotated train example into zero or more ``(inputs, outputs)`` pairs for one stage of one program,
+given the program (whose switches shape the targets): the stage's input fields as the program would pass them and the
+target output fields. It returns ``[]`` when the example carries no annotation for that stage (a HotpotQA question has
+no decomposition, say). A stage no annotation can supervise is registered with :func:`register_no_gold` and the reason,
+and is left to teacher trajectories (``multihop trajectories`` without ``--gold``).
+
+Documents shown to a stage are the example's supporting paragraphs among its own distractor paragraphs (the IRCoT corpus
+of the question), ``k`` in all, shuffled with a seed drawn from the question id, so a student learns to find the
+evidence among retrieved-looking noise, as it will at inference."""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import dspy
+
+from multihop.corpus import Passage
+
+Pairs = list[tuple[dict, dict]]
+Builder = Callable[[dspy.Module, dspy.Example, "GoldContext"], Pairs]  # (program, example, context): its switches
+# decide the targets (CoopRAG without the mask writes no <UNCERTAIN>, say)
+GOLD_BUILDERS: dict[str, dict[str, Builder]] = {}  # program class name -> stage -> builder
+NO_GOLD: dict[str, dict[str, str]] = {}  # program class name -> stage -> why no annotation supervises it
+
+PLACEHOLDER = re.compile(r"#(\d+)")
+SENTENCE_END = re.compile(r"(?<=[a-z0-9)\"'][.!?])\s+(?=[A-Z0-9\"'(])")  # not after an initial ("G. Stanley")
+
+
+@dataclass(frozen=True)
+class GoldContext:
+    """What every builder shares: ``k`` documents shown to a reading stage, and the seed of their draw."""
+
+    k: int = 5
+    seed: int = 0
+
+    def rng(self, example: dspy.Example) -> random.Random:
+        """A generator seeded by the question: the same rows however many questions are built, in any order."""
+        return random.Random(f"{self.seed}:{example.get('id')}")
+
+
+def register_gold_builder(program: str, stage: str) -> Callable[[Builder], Builder]:
+    """Decorator: register the builder of ``program``'s ``stage``; a second builder for the same stage is refused."""
+
+    def add(builder: Builder) -> Builder:
+        stages = GOLD_BUILDERS.setdefault(program, {})
+        if stages.get(stage, builder) is not builder:
+            raise ValueError(f"{program}.{stage} has a gold builder already ({stages[stage].__qualname__})")
+        stages[stage] = builder
+        return builder
+
+    return add
+
+
+def register_no_gold(program: str, stage: str, why: str) -> None:
+    """Record that no annotation supervises ``program``'s ``stage``, and why."""
+    NO_GOLD.setdefault(program, {})[stage] = why
+
+
+def gold_documents(example: dspy.Example, context: GoldContext, gold_ids: list[str] | None = None,
+                   salt: str = "") -> list[Passage]:
+    """The gold paragraphs (``gold_ids``, default the example's supporting ones; every one, even past ``k``) and
+    enough of its unsupporting paragraphs to make ``k``, shuffled with the question's seed (and ``salt``, which gives
+    each hop of a question its own draw)."""
+    paragraphs = example.get("paragraphs") or []
+    wanted = set(gold_ids) if gold_ids is not None else {p.get("id") for p in paragraphs if p.get("is_supporting")}
+    gold = [p for p in paragraphs if p.get("id") in wanted]
+    others = [p for p in paragraphs if not p.get("is_supporting")]
+    rng = random.Random(f"{context.rng(example).random()}:{salt}") if salt else context.rng(example)
+    chosen = gold + rng.sample(others, min(len(others), max(0, context.k - len(gold))))
+    rng.shuffle(chosen)
+    return [Passage.make(p["title"], p["text"], p.get("id")) for p in chosen]
+
+
+def hop_question(hop: str) -> str:
+    """A MuSiQue hop as a question: ``"E >> relation"`` is "What is the relation of E?"; a question stays as it is
+    (``#n`` kept)."""
+    if ">>" not in hop:
+        return hop
+    entity, relation = (part.strip() for part in hop.split(">>", 1))
+    return f"What is the {relation} of {entity}?"
+
+
+def evidence_sentence(text: str, answer: str) -> str:
+    """The first sentence of ``text`` that states ``answer`` (case-insensitive), else its first sentence."""
+    sentences = [s.strip() for s in SENTENCE_END.split(text) if s.strip()]
+    return next((s for s in sentences if answer.lower() in s.lower()), sentences[0] if sentences else "")
+
+
+def substitute(question: str, answers: list[str]) -> str:
+    """``question`` with every ``#n`` replaced by the answer of hop ``n`` (left as it is when there is none)."""
+    def answer(match: re.Match) -> str:
+        n = int(match.group(1))
+        return answers[n - 1] if 0 < n <= len(answers) and answers[n - 1] else match.group(0)
+
+    return " ".join(PLACEHOLDER.sub(answer, question).split())

@@ -1,0 +1,262 @@
+import json
+
+import dspy
+import pytest
+
+from multihop.data import load_dataset
+from multihop.optimize.gold import HeldApartError, gold_trajectories
+from multihop.optimize.trajectories import EmptyTrajectoriesError
+from multihop.programs import ComposeRAG, CoopRAG, SingleStepRAG
+from multihop.programs.gold import GOLD_BUILDERS, GoldContext, evidence_sentence, gold_documents, substitute
+from multihop.signatures.cooprag import FILL, UNCERTAIN
+
+from helpers import data_root
+
+DISTRACTORS = [{"title": f"Town {c}", "paragraph_text": f"Town {c} is a town in a valley. It has a mill.",
+                "is_supporting": False} for c in "ABCD"]
+MUSIQUE = {
+    "id": "2hop__1_2", "question": "Who founded the publisher of Journal X?", "answer": "Ann Lee",
+    "answer_aliases": [], "answerable": True,
+    "paragraphs": [{"idx": 0, "title": "Journal X", "paragraph_text": "Journal X is a journal about rivers. It is "
+                    "published by Acme Press.", "is_supporting": True},
+                   {"idx": 1, "title": "Acme Press", "paragraph_text": "Acme Press is a publisher in Leeds. It was "
+                    "founded by Ann Lee in 1990.", "is_supporting": True}, *DISTRACTORS],
+    "question_decomposition": [{"id": 1, "question": "Journal X >> publisher", "answer": "Acme Press",
+                                "paragraph_support_idx": 0},
+                               {"id": 2, "question": "Who founded #1?", "answer": "Ann Lee",
+                                "paragraph_support_idx": 1}],
+}
+WIKI = {
+    "_id": "w1", "question": "Who was born first, Al Roe or Bo Kay?", "answer": "Al Roe", "type": "comparison",
+    "context": [["Al Roe", ["Al Roe (born 1950) is a painter."]], ["Bo Kay", ["Bo Kay is a poet.", "He was born in "
+                                                                              "1960."]],
+                ["Town A", ["Town A is a town."]]],
+    "supporting_facts": [["Al Roe", 0], ["Bo Kay", 1]],
+    "evidences": [["Al Roe", "date of birth", "1950"], ["Bo Kay", "date of birth", "1960"]],
+    "qa_pairs": [{"question": "When was Al Roe born?"}, {"question": "When was Bo Kay born?"}],
+}
+
+
+def annotated(tmp_path, record, name="train.json"):
+    path = tmp_path / name
+    path.write_text(json.dumps([record]))
+    return load_dataset(path)[0]
+
+
+@pytest.fixture
+def musique(tmp_path):
+    return annotated(tmp_path, MUSIQUE)
+
+
+def rows(tmp_path, program, examples, **kwargs):
+    """The gold rows per stage, rendered by the JSON adapter local models run with."""
+    with dspy.context(adapter=dspy.JSONAdapter()):
+        manifest = gold_trajectories(program, examples, tmp_path / "rows", **kwargs)
+    return manifest, {stage: [json.loads(line) for line in (tmp_path / "rows" / f"{stage}.jsonl").open()]
+                      for stage in manifest["stages"]}
+
+
+def parsed(program, stage, row):
+    """A row's completion parsed back by the adapter into the stage's output fields."""
+    predictor = dict(program.named_predictors())[stage]
+    return dspy.JSONAdapter().parse(predictor.signature, row["completion"])
+
+
+def shown(row, field):
+    """An input field's value as the row's prompt shows it (the last user message)."""
+    text = row["messages"][-1]["content"]
+    return text.split(f"[[ ## {field} ## ]]\n", 1)[1].split("\n\n[[ ## ", 1)[0].split("\n\nRespond with", 1)[0]
+
+
+def test_the_loader_keeps_the_annotations_the_builders_read(tmp_path, musique):
+    acme = next(p for p in musique.paragraphs if p["title"] == "Acme Press")
+    assert musique.decomposition_answers == ["Acme Press", "Ann Lee"]
+    assert musique.decomposition_support[1] == acme["id"]
+    wiki = annotated(tmp_path, WIKI, "wiki.json")
+    assert wiki.evidences == WIKI["evidences"]
+    assert wiki.supporting_sentences == ["Al Roe (born 1950) is a painter.", "He was born in 1960."]
+
+
+def test_pure_helpers_on_hand_computed_values(musique):
+    assert substitute("Who founded #1 in #2?", ["Acme Press"]) == "Who founded Acme Press in #2?"
+    assert evidence_sentence("It was by G. Stanley Hall in 1904. Later.", "G. Stanley Hall") == \
+        "It was by G. Stanley Hall in 1904."
+    assert evidence_sentence("No answer here. None.", "x") == "No answer here."
+    shown_docs = gold_documents(musique, GoldContext(k=4))
+    assert len(shown_docs) == 4 and {"Journal X", "Acme Press"} <= {p.title for p in shown_docs}
+    assert gold_documents(musique, GoldContext(k=4)) == shown_docs  # the same draw for the same question and seed
+    assert {p.title for p in gold_documents(musique, GoldContext(k=1))} == {"Journal X", "Acme Press"}  # past k
+
+
+def test_cooprag_unrolling_masks_bridge_entities_and_fills_the_last_tail(tmp_path, musique):
+    program = CoopRAG(k=3)
+    manifest, stage_rows = rows(tmp_path, program, [musique])
+    assert manifest["stages"] == {"unroll": 1, "complete": 1, "reason": 1} and manifest["teacher"] == "gold"
+    gold_chain = [["Journal X", "publisher", "Acme Press"], ["Acme Press", "Who founded", "Ann Lee"]]
+    unrolled = parsed(program, "unroll", stage_rows["unroll"][0])
+    assert unrolled["hop_count"] == 2
+    assert unrolled["sub_questions"] == ["What is the publisher of Journal X?", "Who founded Acme Press?"]
+    assert unrolled["reasoning_chain"] == [["Journal X", "publisher", UNCERTAIN], [UNCERTAIN, "Who founded", FILL]]
+    assert "Acme Press" not in unrolled["reasoning_structure"]  # the structure names no answer
+    completion = stage_rows["complete"][0]
+    assert parsed(program, "complete", completion) == {"completed_chain": gold_chain}
+    assert json.loads(shown(completion, "reasoning_chain")) == unrolled["reasoning_chain"]
+    documents = json.loads(shown(completion, "documents"))
+    assert len(documents) == 3 and sum(d.startswith(("Journal X:", "Acme Press:")) for d in documents) == 2
+    reasoning = stage_rows["reason"][0]
+    assert json.loads(shown(reasoning, "reasoning_chain")) == gold_chain
+    assert parsed(program, "reason", reasoning) == {"answer": "Ann Lee"}
+
+
+def test_cooprag_switches_decide_the_stages_and_targets(tmp_path, musique):
+    _, stage_rows = rows(tmp_path, CoopRAG(uncertainty_mask=False), [musique])
+    assert set(stage_rows) == {"unroll", "reason"}
+    chain = parsed(CoopRAG(uncertainty_mask=False), "unroll", stage_rows["unroll"][0])["reasoning_chain"]
+    assert chain == [["Journal X", "publisher", "Acme Press"], ["Acme Press", "Who founded", FILL]]
+    assert json.loads(shown(stage_rows["reason"][0], "reasoning_chain")) == chain  # nothing completes it
+    manifest, stage_rows = rows(tmp_path, CoopRAG(unified=True), [musique])
+    assert set(stage_rows) == {"unroll", "complete_and_reason"}
+    assert parsed(CoopRAG(unified=True), "complete_and_reason", stage_rows["complete_and_reason"][0])["answer"] == \
+        "Ann Lee"
+
+
+def test_cooprag_chains_from_2wiki_evidences_end_in_the_answer(tmp_path):
+    wiki = annotated(tmp_path, WIKI, "wiki.json")
+    program = CoopRAG()
+    _, stage_rows = rows(tmp_path, program, [wiki])
+    unrolled = parsed(program, "unroll", stage_rows["unroll"][0])
+    assert unrolled["sub_questions"] == ["When was Al Roe born?", "When was Bo Kay born?"]
+    assert unrolled["reasoning_chain"] == [["Al Roe", "date of birth", UNCERTAIN], ["Bo Kay", "date of birth",
+                                                                                    UNCERTAIN],
+                                           ["Who was born first, Al Roe or Bo Kay", "answer", FILL]]
+    assert parsed(program, "complete", stage_rows["complete"][0])["completed_chain"][-1][2] == "Al Roe"
+
+
+def test_composerag_solves_each_hop_from_its_supporting_paragraph(tmp_path, musique):
+    program = ComposeRAG(k=3)
+    manifest, stage_rows = rows(tmp_path, program, [musique])
+    assert manifest["stages"] == {"decompose": 1, "construct": 1, "answer": 3, "verify": 4, "finalize": 1,
+                                  "verify_final": 2}
+    assert set(manifest["without_gold"]) == {"decide", "rewrite", "rerank", "improve_analysis",
+                                             "improve_decomposition"}
+    assert parsed(program, "decompose", stage_rows["decompose"][0])["sub_questions"] == \
+        ["What is the publisher of Journal X?", "Who founded #1?"]
+    assert "[[ ## question ## ]]" in stage_rows["decompose"][0]["messages"][1]["content"]  # the paper's demos first
+    construct = stage_rows["construct"][0]
+    assert shown(construct, "new_question") == "Who founded #1?" and "Answer #1: Acme Press" in construct[
+        "messages"][-1]["content"]
+    assert parsed(program, "construct", construct) == {"rewritten_question": "Who founded Acme Press?"}
+    first, second, whole = stage_rows["answer"]
+    for row, title, answer in ((first, "Journal X", "Acme Press"), (second, "Acme Press", "Ann Lee")):
+        target = parsed(program, "answer", row)
+        number = int(target["answer"].rsplit("[", 1)[1].rstrip("]"))
+        assert target["answer"] == f"{answer} [{number}]"
+        assert json.loads(shown(row, "context"))[number - 1].startswith(f"[{number}] {title}:")
+        assert target["reasoning"].startswith(f"[{number}] says: \"") and answer in target["reasoning"]
+    assert shown(first, "background") == "Original question: Who founded the publisher of Journal X?"
+    assert "Previous sub-questions and answers:\nWhat is the publisher of Journal X? Acme Press" in shown(
+        second, "background")
+    assert shown(whole, "background") == "none" and parsed(program, "answer", whole)["answer"].startswith("Ann Lee [")
+    verdicts = [(shown(row, "answer"), parsed(program, "verify", row)["valid"]) for row in stage_rows["verify"]]
+    assert [valid for _, valid in verdicts] == [True, False, True, False]
+    assert verdicts[1][0].startswith("Ann Lee [") and verdicts[3][0].startswith("Acme Press [")
+    assert parsed(program, "finalize", stage_rows["finalize"][0])["answer"] == "Ann Lee"
+    final = [(shown(row, "answer"), parsed(program, "verify_final", row)["valid"])
+             for row in stage_rows["verify_final"]]
+    assert final == [("Ann Lee", True), ("Acme Press", False)]
+
+
+def test_composerag_without_simple_qa_has_no_whole_question_answer_row(tmp_path, musique):
+    _, stage_rows = rows(tmp_path, ComposeRAG(simple_qa=False), [musique])
+    assert len(stage_rows["answer"]) == 2
+
+
+def test_the_reader_sees_the_gold_passages_among_distractors(tmp_path, musique):
+    program = SingleStepRAG(k=4)
+    _, stage_rows = rows(tmp_path, program, [musique])
+    row = stage_rows["answer"][0]
+    passages = json.loads(shown(row, "passages"))
+    assert len(passages) == 4 and {p.split(":")[0] for p in passages} >= {"Journal X", "Acme Press"}
+    assert parsed(program, "answer", row) == {"answer": "Ann Lee"}
+    assert row["teacher"] == "gold" and row["adapter"] == "JSONAdapter"
+
+
+def test_held_apart_questions_never_enter_a_training_set(tmp_path, musique):
+    with pytest.raises(HeldApartError, match="held apart"):
+        gold_trajectories(SingleStepRAG(), [musique], tmp_path / "rows", held_apart={"2hop__1_2"})
+    assert not (tmp_path / "rows").exists()
+
+
+def test_the_dev_files_are_held_apart_and_the_train_files_are_not():
+    from multihop.benchmarks.common import QUESTION_SETS, held_apart_ids
+
+    held = held_apart_ids()
+    dev = load_dataset(data_root() / QUESTION_SETS["dev"]["musique"])
+    assert {e.id for e in dev} <= held
+    for relative in QUESTION_SETS["train"].values():
+        assert not {e.id for e in load_dataset(data_root() / relative)} & held
+
+
+def test_a_question_without_annotations_gives_no_rows(tmp_path):
+    hotpot = annotated(tmp_path, {"_id": "h1", "question": "Q?", "answer": "A", "type": "bridge",
+                                  "context": [["T", ["A is here."]]], "supporting_facts": [["T", 0]]}, "hotpot.json")
+    with pytest.raises(EmptyTrajectoriesError):
+        gold_trajectories(CoopRAG(), [hotpot], tmp_path / "rows")
+
+
+def test_every_builder_is_for_a_stage_its_program_can_have():
+    from multihop.programs import PROGRAMS
+
+    for name, builders in GOLD_BUILDERS.items():
+        cls = PROGRAMS[name]
+        configurations = [cls(), *([cls(unified=True)] if name == "CoopRAG" else [])]
+        stages = {stage for program in configurations for stage in program.stage_names()}
+        assert set(builders) <= stages, name
+
+
+def test_gold_trajectories_cli_builds_rows_without_an_index_and_refuses_dev_questions(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    import multihop.cli.programs
+    from multihop.cli import app
+    from multihop.cli.errors import run
+
+    monkeypatch.setattr(multihop.cli.programs, "retriever_folder", lambda *args: pytest.fail("built an index"))
+    train = tmp_path / "train.json"
+    train.write_text(json.dumps([MUSIQUE]))
+    result = CliRunner().invoke(app, ["trajectories", "--gold", "--program", "ComposeRAG", "--data", str(train),
+                                      "--out", str(tmp_path / "rows")])
+    assert result.exit_code == 0, result.output
+    manifest = json.loads((tmp_path / "rows" / "manifest.json").read_text())
+    assert manifest["teacher"] == "gold" and manifest["stages"]["verify"] == 4
+    assert json.loads((tmp_path / "rows" / "answer.jsonl").read_text().splitlines()[0])["adapter"] == "JSONAdapter"
+    assert "rerank" in manifest["without_gold"]
+    dev = data_root() / "musique/dev/musique_qa_100.json"
+    code = run(app, ["trajectories", "--gold", "--data", str(dev), "--out", str(tmp_path / "dev")])
+    assert code != 0 and not (tmp_path / "dev").exists()
+
+
+def test_a_gold_student_runs_as_its_stage_and_refuses_another_base(tmp_path, musique):
+    from multihop.lms import make_lm
+    from multihop.models import sha256_file
+    from multihop.optimize.distill import MANIFEST, DistillConfig, distill
+
+    from helpers import StaticRetriever, scripted_lm, tiny_causal_lm
+
+    tiny = tiny_causal_lm(tmp_path / "tiny", ["Ann Lee answer passages question Journal X Acme Press"])
+    program = SingleStepRAG(retriever=StaticRetriever([]), k=4)
+    rows(tmp_path, program, [musique])
+    student = distill([tmp_path / "rows" / "answer.jsonl"], tmp_path / "student",
+                      DistillConfig(base=tiny, r=4, epochs=1, batch_size=1, max_length=512))
+    trained = json.loads((student / MANIFEST).read_text())
+    assert trained["stages"] == ["answer"] and trained["rows"] == 1
+    assert trained["base_sha256"] == sha256_file(tmp_path / "tiny" / "model.safetensors")
+    lm = make_lm(f"local:{tiny}", adapter=student, max_tokens=4, engine="transformers", constrained=False)
+    base, base_engine = scripted_lm(lambda prompt: {"answer": "base"})
+    dspy.configure(lm=base, adapter=dspy.JSONAdapter())
+    program.set_stage_lm("answer", lm)
+    program(question=musique.question)
+    assert len(lm.history) == 1 and base_engine.requests == []
+    other = tiny_causal_lm(tmp_path / "other", ["Ann Lee answer"], seed=1)
+    with pytest.raises(ValueError, match="was trained on"):
+        make_lm(f"local:{other}", adapter=student)
