@@ -10,7 +10,7 @@ from multihop.programs import ComposeRAG, CoopRAG, SingleStepRAG
 from multihop.programs.gold import GOLD_BUILDERS, GoldContext, evidence_sentence, gold_documents, substitute
 from multihop.signatures.cooprag import FILL, UNCERTAIN
 
-from helpers import data_root
+from helpers import data_root, scripted_lm
 
 DISTRACTORS = [{"title": f"Town {c}", "paragraph_text": f"Town {c} is a town in a valley. It has a mill.",
                 "is_supporting": False} for c in "ABCD"]
@@ -260,3 +260,27 @@ def test_a_gold_student_runs_as_its_stage_and_refuses_another_base(tmp_path, mus
     other = tiny_causal_lm(tmp_path / "other", ["Ann Lee answer"], seed=1)
     with pytest.raises(ValueError, match="was trained on"):
         make_lm(f"local:{other}", adapter=student)
+
+
+def test_the_students_benchmark_scores_each_stage_and_counts_format_failures(musique):
+    from multihop.benchmarks.students import per_stage, stage_table
+
+    program = ComposeRAG()
+    right, _ = scripted_lm(lambda prompt: {"reasoning": "r", "reason": "r", "valid": "Acme Press [" not in prompt,
+                                           "rewritten_question": "Who founded Acme Press?", "answer": "Ann Lee",
+                                           "sub_questions": '["What is the publisher of Journal X?", "Who founded '
+                                                            '#1?"]'})
+    unparsable, _ = scripted_lm(lambda prompt: {"nothing": "here"}, name="unparsable")
+    lms = {"base": dict.fromkeys(program.stage_names(), unparsable),
+           "student": dict.fromkeys(program.stage_names(), right)}
+    results = per_stage(program, [musique], lms, per_stage_cap=10, adapter=dspy.ChatAdapter())
+    assert {stage for stage, _ in results} == {"decompose", "construct", "answer", "verify", "finalize",
+                                               "verify_final"}
+    assert all(row["format_failures"] == row["n"] and row["score"] == 0 for (_, m), row in results.items()
+               if m == "base")
+    student = {stage: row for (stage, m), row in results.items() if m == "student"}
+    assert student["decompose"]["score"] == 1.0 and student["construct"]["score"] == 1.0
+    assert student["finalize"]["score"] == 1.0 and student["verify"]["n"] == 4
+    # the scripted verdict rejects every "Acme Press [n]": right on hop 2's pair, wrong on hop 1's
+    assert student["verify"]["score"] == 2
+    assert "sub-question overlap" in str(stage_table({("ComposeRAG", "musique"): results}).columns[4]._cells)
