@@ -23,7 +23,16 @@ import dspy
 
 from multihop.signatures.cooprag import FILL, UNCERTAIN
 
-from ..gold import PLACEHOLDER, GoldContext, Pairs, gold_documents, hop_question, register_gold_builder, substitute
+from ..gold import (
+    PLACEHOLDER,
+    GoldContext,
+    Pairs,
+    gold_documents,
+    hop_question,
+    register_gold_builder,
+    register_no_gold,
+    substitute,
+)
 from .program import CoopRAG
 
 
@@ -127,3 +136,7 @@ def _unified_target(program: CoopRAG, example: dspy.Example, context: GoldContex
     if not chain:
         return []
     return [({**inputs, "reasoning_chain": masked_chain}, {"completed_chain": chain, "answer": example.answer})]
+
+
+register_no_gold("CoopRAG", "key_extract", "not built yet: the supporting sentences HotpotQA and 2Wiki annotate could "
+                 "supervise App. H.4's key sentence")
