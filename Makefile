@@ -12,7 +12,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: run test test-fast lint setup clean bench-retrieval
+.PHONY: run test test-fast lint setup clean bench-retrieval student bench-students
 
 setup: $(STAMP)
 
@@ -41,6 +41,23 @@ BENCH_LIMIT ?= 100
 bench-retrieval: $(STAMP)
 	$(BIN)/python benchmarks/retrieval.py --data $(MULTIHOP_DATA)/musique/dev/musique_qa_100.json \
 		--limit $(BENCH_LIMIT) --sample 256 $(if $(FINETUNED),--finetuned $(FINETUNED),)
+
+# The gold-trained student of SingleStepRAG, CoopRAG and ComposeRAG (README "Students from the data"): gold rows from
+# the first questions of the train files, then one multi-task LoRA adapter (~45 min on 2 CPU cores; resumes).
+STUDENT ?= runs/student
+GOLD    := $(BIN)/multihop trajectories --gold
+student: $(STAMP)
+	$(GOLD) --program CoopRAG --data musique --limit 40 --out $(STUDENT)-rows/cooprag_musique
+	$(GOLD) --program CoopRAG --data 2wiki --limit 30 --out $(STUDENT)-rows/cooprag_2wiki
+	$(GOLD) --program ComposeRAG --data musique --limit 12 --out $(STUDENT)-rows/composerag_musique
+	$(GOLD) --program SingleStepRAG --data hotpotqa --limit 50 --out $(STUDENT)-rows/reader_hotpotqa
+	$(GOLD) --program SingleStepRAG --data 2wiki --limit 30 --out $(STUDENT)-rows/reader_2wiki
+	LC_ALL=C; rows=$(STUDENT)-rows; $(BIN)/multihop distill $$rows/cooprag_musique/*.jsonl $$rows/cooprag_2wiki/*.jsonl \
+		$$rows/composerag_musique/*.jsonl $$rows/reader_hotpotqa/*.jsonl $$rows/reader_2wiki/*.jsonl --out $(STUDENT)
+
+# Base LM vs the student, per stage and end to end, on the dev files.
+bench-students: $(STAMP)
+	$(BIN)/python benchmarks/students.py --student $(STUDENT)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -48,7 +48,7 @@ def _reader_target(program: SingleStepRAG, example: dspy.Example, context: GoldC
     """The reader: the gold passages among the question's distractors (``k`` of the program's) → the gold answer."""
     if not example.get("answer") or not example.get("gold_passage_ids"):
         return []
-    documents = [p.render() for p in gold_documents(example, GoldContext(k=program.k, seed=context.seed))]
+    documents = [p.render() for p in gold_documents(example, program.k, context)]
     return [({"passages": documents, "question": example.question}, {"answer": example.answer})]
 
 

@@ -23,8 +23,8 @@ import dspy
 from multihop.corpus import Passage
 
 Pairs = list[tuple[dict, dict]]
-Builder = Callable[[dspy.Module, dspy.Example, "GoldContext"], Pairs]  # (program, example, context): its switches
-# decide the targets (CoopRAG without the mask writes no <UNCERTAIN>, say)
+Builder = Callable[[dspy.Module, dspy.Example, "GoldContext"], Pairs]  # (program, example, context): the program's
+# switches decide the targets
 GOLD_BUILDERS: dict[str, dict[str, Builder]] = {}  # program class name -> stage -> builder
 NO_GOLD: dict[str, dict[str, str]] = {}  # program class name -> stage -> why no annotation supervises it
 
@@ -34,9 +34,8 @@ SENTENCE_END = re.compile(r"(?<=[a-z0-9)\"'][.!?])\s+(?=[A-Z0-9\"'(])")  # not a
 
 @dataclass(frozen=True)
 class GoldContext:
-    """What every builder shares: ``k`` documents shown to a reading stage, and the seed of their draw."""
+    """What every builder shares: the seed of the distractors drawn beside the gold paragraphs."""
 
-    k: int = 5
     seed: int = 0
 
     def rng(self, example: dspy.Example) -> random.Random:
@@ -62,17 +61,17 @@ def register_no_gold(program: str, stage: str, why: str) -> None:
     NO_GOLD.setdefault(program, {})[stage] = why
 
 
-def gold_documents(example: dspy.Example, context: GoldContext, gold_ids: list[str] | None = None,
+def gold_documents(example: dspy.Example, k: int, context: GoldContext, gold_ids: list[str] | None = None,
                    salt: str = "") -> list[Passage]:
     """The gold paragraphs (``gold_ids``, default the example's supporting ones; every one, even past ``k``) and
     enough of its unsupporting paragraphs to make ``k``, shuffled with the question's seed (and ``salt``, which gives
-    each hop of a question its own draw)."""
-    paragraphs = example.get("paragraphs") or []
+    each hop of a question its own draw). A paragraph the example repeats is shown once, as a merged corpus has it."""
+    paragraphs = list({p.get("id"): p for p in example.get("paragraphs") or []}.values())
     wanted = set(gold_ids) if gold_ids is not None else {p.get("id") for p in paragraphs if p.get("is_supporting")}
     gold = [p for p in paragraphs if p.get("id") in wanted]
     others = [p for p in paragraphs if not p.get("is_supporting")]
     rng = random.Random(f"{context.rng(example).random()}:{salt}") if salt else context.rng(example)
-    chosen = gold + rng.sample(others, min(len(others), max(0, context.k - len(gold))))
+    chosen = gold + rng.sample(others, min(len(others), max(0, k - len(gold))))
     rng.shuffle(chosen)
     return [Passage.make(p["title"], p["text"], p.get("id")) for p in chosen]
 

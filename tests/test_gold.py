@@ -7,7 +7,14 @@ from multihop.data import load_dataset
 from multihop.optimize.gold import HeldApartError, gold_trajectories
 from multihop.optimize.trajectories import EmptyTrajectoriesError
 from multihop.programs import ComposeRAG, CoopRAG, SingleStepRAG
-from multihop.programs.gold import GOLD_BUILDERS, GoldContext, evidence_sentence, gold_documents, substitute
+from multihop.programs.gold import (
+    GOLD_BUILDERS,
+    GoldContext,
+    evidence_sentence,
+    gold_documents,
+    hop_question,
+    substitute,
+)
 from multihop.signatures.cooprag import FILL, UNCERTAIN
 
 from helpers import data_root, scripted_lm
@@ -35,6 +42,22 @@ WIKI = {
     "evidences": [["Al Roe", "date of birth", "1950"], ["Bo Kay", "date of birth", "1960"]],
     "qa_pairs": [{"question": "When was Al Roe born?"}, {"question": "When was Bo Kay born?"}],
 }
+
+
+def olympic(tmp_path):
+    """A MuSiQue record whose second hop puts the first answer inside a longer entity."""
+    return annotated(tmp_path, {
+        "id": "2hop__3_4", "question": "Who bore the flag of Erik Berg's country at the 1920 Summer Olympics?",
+        "answer": "Ole Lilloe", "answer_aliases": [], "answerable": True,
+        "paragraphs": [{"idx": 0, "title": "Erik Berg", "paragraph_text": "Erik Berg was a Swedish sailor.",
+                        "is_supporting": True},
+                       {"idx": 1, "title": "Sweden at the 1920 Summer Olympics", "paragraph_text": "Ole Lilloe was "
+                        "the flag bearer.", "is_supporting": True}, *DISTRACTORS],
+        "question_decomposition": [
+            {"id": 3, "question": "Erik Berg >> country of citizenship", "answer": "Sweden",
+             "paragraph_support_idx": 0},
+            {"id": 4, "question": "#1 at the 1920 Summer Olympics >> flag bearer", "answer": "Ole Lilloe",
+             "paragraph_support_idx": 1}]}, "olympic.json")
 
 
 def annotated(tmp_path, record, name="train.json"):
@@ -82,19 +105,31 @@ def test_pure_helpers_on_hand_computed_values(musique):
     assert evidence_sentence("It was by G. Stanley Hall in 1904. Later.", "G. Stanley Hall") == \
         "It was by G. Stanley Hall in 1904."
     assert evidence_sentence("No answer here. None.", "x") == "No answer here."
-    shown_docs = gold_documents(musique, GoldContext(k=4))
+    assert hop_question("#1 >> country of citizenship") == "What is the country of citizenship of #1?"
+    assert hop_question("Who founded #1?") == "Who founded #1?"
+    shown_docs = gold_documents(musique, 4, GoldContext())
     assert len(shown_docs) == 4 and {"Journal X", "Acme Press"} <= {p.title for p in shown_docs}
-    assert gold_documents(musique, GoldContext(k=4)) == shown_docs  # the same draw for the same question and seed
-    assert {p.title for p in gold_documents(musique, GoldContext(k=1))} == {"Journal X", "Acme Press"}  # past k
+    assert gold_documents(musique, 4, GoldContext()) == shown_docs  # the same draw for the same question and seed
+    assert {p.title for p in gold_documents(musique, 1, GoldContext())} == {"Journal X", "Acme Press"}  # past k
+    hops = [[p.title for p in gold_documents(musique, 4, GoldContext(), salt=f"hop {i}")] for i in range(8)]
+    assert len({tuple(titles) for titles in hops}) > 1  # each hop its own draw
 
 
 def test_cooprag_unrolling_masks_bridge_entities_and_fills_the_last_tail(tmp_path, musique):
     program = CoopRAG(k=3)
+    manifest, stage_rows = rows(tmp_path, program, [olympic(tmp_path), musique])
+    embedded = parsed(program, "unroll", stage_rows["unroll"][0])  # an answer inside a head is masked there too
+    assert embedded["reasoning_chain"] == [["Erik Berg", "country of citizenship", UNCERTAIN],
+                                           [f"{UNCERTAIN} at the 1920 Summer Olympics", "flag bearer", FILL]]
+    assert embedded["sub_questions"][1] == "What is the flag bearer of Sweden at the 1920 Summer Olympics?"
+    assert parsed(program, "complete", stage_rows["complete"][0])["completed_chain"][1][0] == \
+        "Sweden at the 1920 Summer Olympics"
     manifest, stage_rows = rows(tmp_path, program, [musique])
     assert manifest["stages"] == {"unroll": 1, "complete": 1, "reason": 1} and manifest["teacher"] == "gold"
     gold_chain = [["Journal X", "publisher", "Acme Press"], ["Acme Press", "Who founded", "Ann Lee"]]
     unrolled = parsed(program, "unroll", stage_rows["unroll"][0])
-    assert unrolled["hop_count"] == 2
+    assert unrolled["hop_count"] == 2 and unrolled["reasoning_structure"] == \
+        "2 steps: find the publisher of Journal X; then answer: Who founded the answer of step 1"
     assert unrolled["sub_questions"] == ["What is the publisher of Journal X?", "Who founded Acme Press?"]
     assert unrolled["reasoning_chain"] == [["Journal X", "publisher", UNCERTAIN], [UNCERTAIN, "Who founded", FILL]]
     assert "Acme Press" not in unrolled["reasoning_structure"]  # the structure names no answer
@@ -129,6 +164,7 @@ def test_cooprag_chains_from_2wiki_evidences_end_in_the_answer(tmp_path):
     assert unrolled["reasoning_chain"] == [["Al Roe", "date of birth", UNCERTAIN], ["Bo Kay", "date of birth",
                                                                                     UNCERTAIN],
                                            ["Who was born first, Al Roe or Bo Kay", "answer", FILL]]
+    assert unrolled["hop_count"] == 3 and unrolled["reasoning_structure"].endswith("then answer the question from them")
     assert parsed(program, "complete", stage_rows["complete"][0])["completed_chain"][-1][2] == "Al Roe"
 
 
@@ -214,7 +250,8 @@ def test_every_builder_is_for_a_stage_its_program_can_have():
         assert set(builders) <= stages, name
 
 
-def test_gold_trajectories_cli_builds_rows_without_an_index_and_refuses_dev_questions(tmp_path, monkeypatch):
+def test_gold_trajectories_cli_builds_rows_without_an_index_and_refuses_dev_questions(tmp_path, monkeypatch,
+                                                                                        capsys):
     from typer.testing import CliRunner
 
     import multihop.cli.programs
@@ -234,6 +271,7 @@ def test_gold_trajectories_cli_builds_rows_without_an_index_and_refuses_dev_ques
     dev = data_root() / "musique/dev/musique_qa_100.json"
     code = run(app, ["trajectories", "--gold", "--data", str(dev), "--out", str(tmp_path / "dev")])
     assert code != 0 and not (tmp_path / "dev").exists()
+    assert "held apart for measuring" in capsys.readouterr().err
 
 
 def test_a_gold_student_runs_as_its_stage_and_refuses_another_base(tmp_path, musique):
@@ -284,3 +322,37 @@ def test_the_students_benchmark_scores_each_stage_and_counts_format_failures(mus
     # the scripted verdict rejects every "Acme Press [n]": right on hop 2's pair, wrong on hop 1's
     assert student["verify"]["score"] == 2
     assert "sub-question overlap" in str(stage_table({("ComposeRAG", "musique"): results}).columns[4]._cells)
+
+
+@pytest.mark.parametrize("program", [SingleStepRAG(k=4), CoopRAG(k=4, rerank=None), CoopRAG(k=4, rerank=None,
+                                                                                              unified=True),
+                                     CoopRAG(k=4, rerank=None, uncertainty_mask=False)],
+                         ids=["SingleStepRAG", "CoopRAG", "CoopRAG-unified", "CoopRAG-no-mask"])
+def test_gold_rows_are_the_prompts_the_program_sends(tmp_path, musique, program):
+    """The program run on the gold documents by an LM that replies with the gold targets sends, stage by stage,
+    exactly the messages of the gold rows."""
+    from multihop.optimize.gold import gold_targets
+    from multihop.optimize.trajectories import render_call, stage_calls
+
+    from helpers import StaticRetriever
+
+    targets = {target.stage: target for target in gold_targets(program, [musique])}
+    fields = {stage: set(target.outputs) for stage, target in targets.items()}
+
+    def respond(prompt: str) -> dict:
+        asked = {stage for stage, names in fields.items() if all(f"[[ ## {name} ## ]]" in prompt for name in names)}
+        stage = max(asked, key=lambda s: len(fields[s]))
+        return {name: json.dumps(value) if isinstance(value, list) else value
+                for name, value in targets[stage].outputs.items()}
+
+    program.retriever = StaticRetriever(gold_documents(musique, program.k, GoldContext()))
+    if isinstance(program, CoopRAG):
+        program.search = program.reranked(program.retriever)
+    dspy.configure(lm=scripted_lm(respond)[0], adapter=dspy.ChatAdapter())
+    prediction, calls = stage_calls(program, musique)
+    predictors = dict(program.named_predictors())
+    assert [call["stage"] for call in calls] == list(targets) and prediction.answer == "Ann Lee"
+    for call in calls:
+        target = targets[call["stage"]]
+        gold = render_call(predictors[target.stage], target.inputs, target.outputs, dspy.ChatAdapter())
+        assert call["messages"] == gold["messages"], call["stage"]

@@ -44,10 +44,12 @@ from .state import Hop
 
 @dataclass(frozen=True)
 class GoldSolving:
-    """A question solved as the annotations say: its decomposition (``#n`` kept) and one answered hop per step."""
+    """A question solved as the annotations say: its decomposition (``#n`` kept), one answered hop per step and the
+    sentence of each hop's cited paragraph that states its answer."""
 
     sub_questions: list[str]
     hops: list[Hop]
+    quotes: list[str]
 
 
 def gold_solving(example: dspy.Example, k: int, context: GoldContext) -> GoldSolving | None:
@@ -60,33 +62,32 @@ def gold_solving(example: dspy.Example, k: int, context: GoldContext) -> GoldSol
             or not all(support in paragraphs for support in supports):
         return None
     sub_questions = [hop_question(step) for step in steps]
-    hops = []
+    hops, quotes = [], []
     for i, (sub_question, answer, support) in enumerate(zip(sub_questions, answers, supports, strict=True)):
-        passages = gold_documents(example, GoldContext(k=k, seed=context.seed), gold_ids=[support], salt=f"hop {i}")
+        passages = gold_documents(example, k, context, gold_ids=[support], salt=f"hop {i}")
         number = [p.id for p in passages].index(support) + 1
-        hops.append(_hop(substitute(sub_question, answers[:i]), passages, {number: answer}, answer))
-    return GoldSolving(sub_questions, hops)
+        hops.append(_hop(substitute(sub_question, answers[:i]), passages, [(number, answer)], answer))
+        quotes.append(evidence_sentence(passages[number - 1].text, answer))
+    return GoldSolving(sub_questions, hops, quotes)
 
 
-def _hop(question: str, passages: list[Passage], stated: dict[int, str], answer: str) -> Hop:
-    """A hop answered from the passages whose (1-based) numbers ``stated`` maps to the fact each states, quoted in
-    the reasoning; the answer cites the last of them."""
-    numbers = list(stated)
+def _hop(question: str, passages: list[Passage], stated: list[tuple[int, str]], answer: str) -> Hop:
+    """A hop answered from passages: each ``(number, fact)`` of ``stated`` (1-based) quoted in the reasoning by the
+    sentence that states the fact; the answer cites the passage of the last fact."""
+    numbers = list(dict.fromkeys(n for n, _ in stated))
     cited = [passages[n - 1] for n in numbers]
-    quotes = " ".join(f'[{n}] says: "{evidence_sentence(passages[n - 1].text, fact)}"' for n, fact in stated.items())
+    quotes = " ".join(f'[{n}] says: "{evidence_sentence(passages[n - 1].text, fact)}"' for n, fact in stated)
     return Hop(question=question, passages=[p.render() for p in passages], passage_ids=[p.id for p in passages],
-               reasoning=f"{quotes} So the answer is {answer}.", answer=f"{answer} [{numbers[-1]}]", abstained=False,
-               cited=[p.render() for p in cited], cited_ids=[p.id for p in cited], cited_numbers=list(numbers))
-
-
-def _solving(program: ComposeRAG, example: dspy.Example, context: GoldContext) -> GoldSolving | None:
-    return gold_solving(example, program.k, context)
+               reasoning=f"{quotes} So the answer is {answer}.", answer=f"{answer} [{stated[-1][0]}]",
+               abstained=False, cited=[p.render() for p in cited], cited_ids=[p.id for p in cited],
+               cited_numbers=numbers)
 
 
 def _mismatched(hops: list[Hop], i: int) -> str | None:
-    """An answer of another hop that differs from hop ``i``'s (a wrong answer with a plausible type), or None."""
+    """The answer of another hop that neither contains hop ``i``'s answer nor is contained in it (so it is wrong for
+    hop ``i``), or None."""
     own = _bare(hops[i]).lower()
-    return next((_bare(hop) for hop in hops if _bare(hop).lower() != own), None)
+    return next((_bare(hop) for hop in hops if own not in _bare(hop).lower() and _bare(hop).lower() not in own), None)
 
 
 def _bare(hop: Hop) -> str:
@@ -95,7 +96,7 @@ def _bare(hop: Hop) -> str:
 
 @register_gold_builder("ComposeRAG", "decompose")
 def _decomposition_target(program: ComposeRAG, example: dspy.Example, context: GoldContext) -> Pairs:
-    solving = _solving(program, example, context)
+    solving = gold_solving(example, program.k, context)
     if solving is None:
         return []
     n = len(solving.sub_questions)
@@ -107,7 +108,7 @@ def _decomposition_target(program: ComposeRAG, example: dspy.Example, context: G
 @register_gold_builder("ComposeRAG", "construct")
 def _construction_target(program: ComposeRAG, example: dspy.Example, context: GoldContext) -> Pairs:
     """One row per hop after the first (the program constructs once earlier hops are answered)."""
-    solving = _solving(program, example, context)
+    solving = gold_solving(example, program.k, context)
     if solving is None:
         return []
     return [({"original_question": example.question, "question_answer_pairs": qa_pairs(solving.hops[:i]),
@@ -119,18 +120,19 @@ def _construction_target(program: ComposeRAG, example: dspy.Example, context: Go
 def _answer_target(program: ComposeRAG, example: dspy.Example, context: GoldContext) -> Pairs:
     """Every hop with its background, and, when the simple pipeline runs first, the whole question from all the gold
     paragraphs (no background)."""
-    solving = _solving(program, example, context)
+    solving = gold_solving(example, program.k, context)
     if solving is None:
         return []
     rows = [({"question": hop.question, "context": numbered(hop.passages),
               "background": background(example.question, solving.hops[:i])},
-             {"reasoning": hop.reasoning, "answer": hop.answer}) for i, hop in enumerate(solving.hops)]
-    if program.simple_qa:
+             {"reasoning": hop.reasoning, "answer": hop.answer}) for i, hop in enumerate(solving.hops)
+            ] if program.decomposition else []
+    if program.simple_qa or not program.decomposition:  # the question answered whole, with no background
         supports = list(example.decomposition_support)
-        passages = gold_documents(example, GoldContext(k=program.k, seed=context.seed), gold_ids=supports)
+        passages = gold_documents(example, program.k, context, gold_ids=supports)
         ids = [p.id for p in passages]
-        stated = {ids.index(support) + 1: answer for support, answer in zip(supports, example.decomposition_answers,
-                                                                              strict=True)}
+        stated = [(ids.index(support) + 1, answer)
+                  for support, answer in zip(supports, example.decomposition_answers, strict=True)]
         whole = _hop(example.question, passages, stated, example.answer)
         rows.append(({"question": example.question, "context": numbered(whole.passages), "background": "none"},
                      {"reasoning": whole.reasoning, "answer": whole.answer}))
@@ -140,13 +142,12 @@ def _answer_target(program: ComposeRAG, example: dspy.Example, context: GoldCont
 @register_gold_builder("ComposeRAG", "verify")
 def _verification_target(program: ComposeRAG, example: dspy.Example, context: GoldContext) -> Pairs:
     """Per hop: true on its cited answer, false on another hop's answer against the same cited passage."""
-    solving = _solving(program, example, context)
+    solving = gold_solving(example, program.k, context)
     if solving is None:
         return []
     rows = []
-    for i, hop in enumerate(solving.hops):
+    for i, (hop, quote) in enumerate(zip(solving.hops, solving.quotes, strict=True)):
         source, number = numbered(hop.cited, hop.cited_numbers), hop.cited_numbers[-1]
-        quote = evidence_sentence(hop.cited[-1].split(": ", 1)[-1], _bare(hop))
         rows.append(({"question": hop.question, "answer": hop.answer, "source": source},
                      {"reason": f'The answer is specific and [{number}] states it: "{quote}"', "valid": True}))
         wrong = _mismatched(solving.hops, i)
@@ -158,7 +159,7 @@ def _verification_target(program: ComposeRAG, example: dspy.Example, context: Go
 
 @register_gold_builder("ComposeRAG", "finalize")
 def _final_answer_target(program: ComposeRAG, example: dspy.Example, context: GoldContext) -> Pairs:
-    solving = _solving(program, example, context)
+    solving = gold_solving(example, program.k, context)
     if solving is None:
         return []
     steps = "; ".join(f"sub-question {i} gives {_bare(hop)}" for i, hop in enumerate(solving.hops, 1))
@@ -170,7 +171,7 @@ def _final_answer_target(program: ComposeRAG, example: dspy.Example, context: Go
 @register_gold_builder("ComposeRAG", "verify_final")
 def _final_verification_target(program: ComposeRAG, example: dspy.Example, context: GoldContext) -> Pairs:
     """True on the gold answer against the passages the hops cited; false on an intermediate hop's answer."""
-    solving = _solving(program, example, context)
+    solving = gold_solving(example, program.k, context)
     if solving is None:
         return []
     passages = unique(p for hop in solving.hops for p in hop.cited)
