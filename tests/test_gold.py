@@ -356,3 +356,50 @@ def test_gold_rows_are_the_prompts_the_program_sends(tmp_path, musique, program)
         target = targets[call["stage"]]
         gold = render_call(predictors[target.stage], target.inputs, target.outputs, dspy.ChatAdapter())
         assert call["messages"] == gold["messages"], call["stage"]
+
+
+def test_composerag_gold_rows_are_the_prompts_its_pipeline_sends(tmp_path, musique):
+    """ComposeRAG's multi-hop pipeline, each hop retrieving its gold documents and every stage replying its gold
+    target, sends exactly the gold rows' messages: decomposition, construction, per-hop answers and verdicts, final
+    answer and final verdict."""
+    from multihop.optimize.gold import gold_targets
+    from multihop.optimize.trajectories import render_call, stage_calls
+    from multihop.programs.composerag.gold import gold_solving
+    from multihop.retrievers.query import Hits
+
+    program = ComposeRAG(k=3, simple_qa=False, passage_reranking=False, retrieval_decision=False,
+                         query_rewriting=False)
+    targets = list(gold_targets(program, [musique]))
+    solving = gold_solving(musique, program.k, GoldContext())
+    by_query = {hop.question: hop for hop in solving.hops}
+
+    class GoldRetriever(dspy.Module):
+        def forward(self, query, k=5):
+            hop = by_query[query]
+            return Hits(passages=hop.passages[:k], ids=hop.passage_ids[:k], scores=[1.0] * len(hop.passages[:k]))
+
+    def values(target):
+        return [str(item) for value in target.inputs.values() for item in (value if isinstance(value, list) else
+                                                                           [value])]
+
+    def target_of(prompt: str):
+        sent = [t for t in targets if all(f"[[ ## {name} ## ]]" in prompt for name in [*t.inputs, *t.outputs])
+                and all(v in prompt for v in values(t)) and t.outputs.get("valid", True) is not False]
+        return max(sent, key=lambda t: sum(len(v) for v in values(t)))
+
+    def respond(prompt: str) -> dict:
+        return {name: json.dumps(value) if isinstance(value, list) else value
+                for name, value in target_of(prompt).outputs.items()}
+
+    program.retriever = GoldRetriever()
+    dspy.configure(lm=scripted_lm(respond)[0], adapter=dspy.ChatAdapter())
+    prediction, calls = stage_calls(program, musique)
+    assert prediction.answer == "Ann Lee" and prediction.grounded is True
+    assert [call["stage"] for call in calls] == ["decompose", "answer", "verify", "construct", "answer", "verify",
+                                                 "finalize", "verify_final"]
+    predictors = dict(program.named_predictors())
+    for call in calls:
+        target = target_of(call["messages"][-1]["content"])
+        assert target.stage == call["stage"]
+        gold = render_call(predictors[target.stage], target.inputs, target.outputs, dspy.ChatAdapter())
+        assert call["messages"] == gold["messages"], call["stage"]
