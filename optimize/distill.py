@@ -102,6 +102,7 @@ def load_student(config: DistillConfig):
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).to(device)
     lora = LoraConfig(task_type="CAUSAL_LM", r=config.r, lora_alpha=config.alpha, lora_dropout=config.dropout,
                       target_modules=_targets(config.target_modules))
+    torch.manual_seed(config.seed)  # LoRA's initial A matrices and the dropout masks: the same rows rebuild the adapter
     return folder, tokenizer, get_peft_model(model, lora)
 
 
@@ -178,7 +179,7 @@ def _save_checkpoint(directory: Path, identity: dict, model, optimizer, schedule
     with atomic_dir(directory) as tmp:
         model.save_pretrained(str(tmp))
         torch.save({"identity": identity, "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
-                    "step": step, "history": history}, tmp / "state.pt")
+                    "step": step, "history": history, "rng": torch.get_rng_state()}, tmp / "state.pt")
 
 
 def _resume(directory: Path, identity: dict, model, optimizer, scheduler, history: list[float]) -> int:
@@ -195,4 +196,6 @@ def _resume(directory: Path, identity: dict, model, optimizer, scheduler, histor
     optimizer.load_state_dict(state["optimizer"])
     scheduler.load_state_dict(state["scheduler"])
     history.extend(state["history"])
+    if "rng" in state:  # the dropout masks go on as if never interrupted
+        torch.set_rng_state(state["rng"])
     return int(state["step"])

@@ -51,7 +51,7 @@ def test_lora_lowers_the_loss_saves_reloads_and_changes_the_output(tiny_student,
     assert student != base and student.startswith("answer")
 
 
-def test_training_resumes_from_its_checkpoint(tiny_student, tmp_path, monkeypatch):
+def test_training_resumes_from_its_checkpoint_and_rebuilds_the_same_adapter(tiny_student, tmp_path, monkeypatch):
     data = trajectory_file(tmp_path / "answer.jsonl")
     config = DistillConfig(base=tiny_student, r=4, epochs=1, batch_size=1, checkpoint_every=1)
     real, calls = ds.completion_loss, []
@@ -70,6 +70,12 @@ def test_training_resumes_from_its_checkpoint(tiny_student, tmp_path, monkeypatc
     ds.distill([data], tmp_path / "a", config)
     assert len(calls) == 2  # steps 1-2 came from the checkpoint
     assert len(json.loads((tmp_path / "a" / ds.MANIFEST).read_text())["loss"]) == 4
+    # the same rows rebuild the adapter byte for byte, interrupted or not (seeded LoRA init, dropout state resumed)
+    ds.distill([data], tmp_path / "b", config)
+    weights = "adapter_model.safetensors"
+    assert (tmp_path / "a" / weights).read_bytes() == (tmp_path / "b" / weights).read_bytes()
+    ds.distill([data], tmp_path / "c", DistillConfig(base=tiny_student, r=4, epochs=1, batch_size=1, seed=1))
+    assert (tmp_path / "c" / weights).read_bytes() != (tmp_path / "b" / weights).read_bytes()
 
 
 def test_bad_trajectory_input_is_refused(tmp_path):
