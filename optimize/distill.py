@@ -29,6 +29,7 @@ from multihop.lms import STUDENT_MANIFEST, base_checksum, resolve_local
 from multihop.paths import atomic_dir, atomic_write_text
 from multihop.programs import DISTILL_PRESETS  # the package: every method has registered its preset
 
+from .trajectories import MANIFEST as ROWS_MANIFEST
 from .trajectories import EmptyTrajectoriesError
 
 MANIFEST = STUDENT_MANIFEST
@@ -157,7 +158,7 @@ def distill(files: list[str | Path], out_dir: str | Path, config: DistillConfig 
         manifest = {
             "base": config.base, "base_sha256": base_checksum(config.base),
             "stages": sorted({row["stage"] for row in rows}),
-            "files": inputs,
+            "files": inputs, "data": _sources(files),
             "config": asdict(config), "rows": len(rows), "steps": steps, "loss": history,
             "final_loss": history[-1] if history else None, "seconds": round(seconds, 1),
             "examples_per_second": round(len(order[start * config.batch_size :]) / max(seconds, 1e-9), 2),
@@ -166,6 +167,20 @@ def distill(files: list[str | Path], out_dir: str | Path, config: DistillConfig 
         shutil.rmtree(out_dir / CHECKPOINT, ignore_errors=True)
         write_inventory(out_dir)
         return out_dir
+
+
+def _sources(files: list[str | Path]) -> list[dict]:
+    """The question files the trajectory ``files`` were built from, with their checksums: the ``data`` records of
+    the collections' manifests (beside each file), once each."""
+    records = []
+    for manifest in dict.fromkeys(Path(path).parent / ROWS_MANIFEST for path in files):
+        try:
+            record = json.loads(manifest.read_text(encoding="utf-8")).get("data") if manifest.is_file() else None
+        except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
+            record = None
+        if record and record not in records:
+            records.append(record)
+    return records
 
 
 def _shuffled(n: int, seed: int) -> list[int]:

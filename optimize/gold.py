@@ -62,9 +62,11 @@ def gold_targets(program: dspy.Module, examples: Iterable[dspy.Example],
 
 
 def gold_trajectories(program: dspy.Module, examples: list[dspy.Example], out_dir: str | Path,
-                      context: GoldContext | None = None, held_apart: set[str] | frozenset[str] = frozenset()) -> dict:
+                      context: GoldContext | None = None, held_apart: set[str] | frozenset[str] = frozenset(),
+                      data: dict | None = None) -> dict:
     """Build the gold rows of ``program``'s stages from ``examples`` into ``out_dir`` (one ``<stage>.jsonl`` each,
-    replacing an earlier collection there, and ``manifest.json``); returns the manifest."""
+    replacing an earlier collection there, and ``manifest.json``, which keeps ``data``: the file's path and checksum);
+    returns the manifest."""
     leaked = sorted({str(e.get("id")) for e in examples} & set(held_apart))
     if leaked:
         raise HeldApartError(f"{len(leaked)} of the training questions are held apart for measuring (e.g. "
@@ -91,4 +93,5 @@ def gold_trajectories(program: dspy.Module, examples: list[dspy.Example], out_di
     with locked(out_dir):
         return write_trajectories(out_dir, rows, {"teacher": GOLD, "program": name, "config": program.config(),
                                                   "questions": len(examples), "kept": len(used),
-                                                  "seed": context.seed, "without_gold": no_builder})
+                                                  "seed": context.seed, "without_gold": no_builder,
+                                                  "data": data})

@@ -78,18 +78,20 @@ def collect(
     teacher_lm: dspy.LM | None = None,
     metric: str = "f1",
     min_score: float = 1.0,
+    data: dict | None = None,
 ) -> dict:
     """Collect the passing trajectories of ``examples`` into ``out_dir`` (locked while it runs; a collection replaces
-    the files of the one before it there); returns the manifest."""
+    the files of the one before it there); returns the manifest, which keeps ``data`` (the questions' file and
+    checksum)."""
     lm = teacher_lm or dspy.settings.lm
     if lm is None:
         raise ValueError("no teacher LM: pass teacher_lm= or dspy.configure(lm=...)")
     with locked(out_dir):
-        return _collect(program, examples, Path(out_dir), lm, metric, min_score)
+        return _collect(program, examples, Path(out_dir), lm, metric, min_score, data)
 
 
 def _collect(program: dspy.Module, examples: list[dspy.Example], out_dir: Path, lm: dspy.LM, metric: str,
-             min_score: float) -> dict:
+             min_score: float, data: dict | None) -> dict:
     score_of = dspy_metric(metric)
     rows: dict[str, list[dict]] = {}
     kept = failed = 0
@@ -110,4 +112,4 @@ def _collect(program: dspy.Module, examples: list[dspy.Example], out_dir: Path, 
         )
     return write_trajectories(out_dir, rows, {"teacher": lm.model, "metric": metric, "min_score": min_score,
                                               "questions": len(examples), "kept": kept, "failed": failed,
-                                              "program": type(program).__name__})
+                                              "program": type(program).__name__, "data": data})

@@ -257,6 +257,7 @@ def test_gold_trajectories_cli_builds_rows_without_an_index_and_refuses_dev_ques
     import multihop.cli.programs
     from multihop.cli import app
     from multihop.cli.errors import run
+    from multihop.models import sha256_file
 
     monkeypatch.setattr(multihop.cli.programs, "retriever_folder", lambda *args: pytest.fail("built an index"))
     train = tmp_path / "train.json"
@@ -266,6 +267,7 @@ def test_gold_trajectories_cli_builds_rows_without_an_index_and_refuses_dev_ques
     assert result.exit_code == 0, result.output
     manifest = json.loads((tmp_path / "rows" / "manifest.json").read_text())
     assert manifest["teacher"] == "gold" and manifest["stages"]["verify"] == 4
+    assert manifest["data"] == {"path": str(train), "sha256": sha256_file(train), "questions": 1}
     assert json.loads((tmp_path / "rows" / "answer.jsonl").read_text().splitlines()[0])["adapter"] == "JSONAdapter"
     assert "rerank" in manifest["without_gold"]
     dev = data_root() / "musique/dev/musique_qa_100.json"
@@ -283,11 +285,12 @@ def test_a_gold_student_runs_as_its_stage_and_refuses_another_base(tmp_path, mus
 
     tiny = tiny_causal_lm(tmp_path / "tiny", ["Ann Lee answer passages question Journal X Acme Press"])
     program = SingleStepRAG(retriever=StaticRetriever([]), k=4)
-    rows(tmp_path, program, [musique])
+    source = {"path": "musique_train.json", "sha256": "5e1f", "questions": 1}
+    rows(tmp_path, program, [musique], data=source)
     student = distill([tmp_path / "rows" / "answer.jsonl"], tmp_path / "student",
                       DistillConfig(base=tiny, r=4, epochs=1, batch_size=1, max_length=512))
     trained = json.loads((student / MANIFEST).read_text())
-    assert trained["stages"] == ["answer"] and trained["rows"] == 1
+    assert trained["stages"] == ["answer"] and trained["rows"] == 1 and trained["data"] == [source]
     assert trained["base_sha256"] == sha256_file(tmp_path / "tiny" / "model.safetensors")
     lm = make_lm(f"local:{tiny}", adapter=student, max_tokens=4, engine="transformers", constrained=False)
     base, base_engine = scripted_lm(lambda prompt: {"answer": "base"})

@@ -171,13 +171,14 @@ def trajectories_cmd(
         instance = load(load_dir) if load_dir else spec.build_unindexed()
         with dspy.context(adapter=default_adapter(lm.lm)):  # the rows are rendered as the student's LM is prompted
             manifest = gold_trajectories(instance, examples, out, GoldContext(seed=seed),
-                                         held_apart=held_apart_ids())
+                                         held_apart=held_apart_ids(), data=_file_info(data_file, examples))
         console.print(f"gold rows from {manifest['kept']} of {manifest['questions']} questions; rows per stage "
                       f"{manifest['stages']}; without gold: {manifest['without_gold'] or 'none'} → {out}")
         return
     teacher = lm.configure()
     instance = load(load_dir) if load_dir else spec.build(data_file)[0]
-    manifest = collect(instance, examples, out, teacher_lm=teacher, metric=metric, min_score=min_score)
+    manifest = collect(instance, examples, out, teacher_lm=teacher, metric=metric, min_score=min_score,
+                       data=_file_info(data_file, examples))
     console.print(f"kept {manifest['kept']} of {manifest['questions']} questions; rows per stage "
                   f"{manifest['stages']} → {out}")
 
