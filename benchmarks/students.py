@@ -39,8 +39,8 @@ from multihop.lms import default_adapter
 from multihop.optimize.distill import MANIFEST
 from multihop.optimize.gold import gold_targets
 from multihop.optimize.stage_scores import SCORE_NAMES, scored_field, stage_score
+from multihop.optimize.students import trained_stages
 from multihop.programs import ComposeRAG, CoopRAG, SingleStepRAG
-from multihop.programs.gold import GOLD_BUILDERS
 from multihop.retrievers import RaLa, Retriever
 
 console = Console(width=160)
@@ -54,12 +54,6 @@ def answer_only(predictor: dspy.Predict) -> bool:
 def stage_lms(program: dspy.Module, lm: dspy.LM, short: dspy.LM) -> dict[str, dspy.LM]:
     """The LM each stage runs on: ``short`` (the answer cap) for the stages that write only the answer."""
     return {stage: short if answer_only(predictor) else lm for stage, predictor in program.named_predictors()}
-
-
-def student_stages(program: dspy.Module, trained: list[str]) -> list[str]:
-    """The program's stages the student was trained for: a gold builder of this program and rows in the manifest."""
-    builders = GOLD_BUILDERS.get(type(program).__name__, {})
-    return [stage for stage in program.stage_names() if stage in builders and stage in trained]
 
 
 def per_stage(program: dspy.Module, examples: list, lms: dict[str, dict[str, dspy.LM]], per_stage_cap: int,
@@ -153,7 +147,7 @@ def main() -> None:
         for model, (lm, short) in {"base": (base, base_short), "student": (student, student_short)}.items():
             program = PROGRAMS[name](retriever=retriever)
             own, base_lms = stage_lms(program, lm, short), stage_lms(program, base, base_short)
-            chosen = student_stages(program, trained["stages"]) if model == "student" else []
+            chosen = trained_stages(program, args.student) if model == "student" else []
             for stage in program.stage_names():  # the student only where it was trained; the base LM elsewhere
                 program.set_stage_lm(stage, own[stage] if stage in chosen else base_lms[stage])
             label = f"{name} ({model})"

@@ -158,7 +158,7 @@ def distill(files: list[str | Path], out_dir: str | Path, config: DistillConfig 
         manifest = {
             "base": config.base, "base_sha256": base_checksum(config.base),
             "stages": sorted({row["stage"] for row in rows}),
-            "files": inputs, "data": _sources(files),
+            "files": inputs, **_provenance(files),
             "config": asdict(config), "rows": len(rows), "steps": steps, "loss": history,
             "final_loss": history[-1] if history else None, "seconds": round(seconds, 1),
             "examples_per_second": round(len(order[start * config.batch_size :]) / max(seconds, 1e-9), 2),
@@ -169,18 +169,24 @@ def distill(files: list[str | Path], out_dir: str | Path, config: DistillConfig 
         return out_dir
 
 
-def _sources(files: list[str | Path]) -> list[dict]:
-    """The question files the trajectory ``files`` were built from, with their checksums: the ``data`` records of
-    the collections' manifests (beside each file), once each."""
-    records = []
-    for manifest in dict.fromkeys(Path(path).parent / ROWS_MANIFEST for path in files):
+def _provenance(files: list[str | Path]) -> dict:
+    """What the collections' manifests (beside each trajectory file) say of the rows: ``data``, the question files
+    they were built from with their checksums, once each; ``programs``, each program's stages trained, so a student
+    is set only on the stages of the programs it learnt (two programs may name a stage alike)."""
+    data: list[dict] = []
+    programs: dict[str, set[str]] = {}
+    for path in map(Path, files):
         try:
-            record = json.loads(manifest.read_text(encoding="utf-8")).get("data") if manifest.is_file() else None
-        except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
-            record = None
-        if record and record not in records:
-            records.append(record)
-    return records
+            manifest = json.loads((path.parent / ROWS_MANIFEST).read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+            continue
+        if not isinstance(manifest, dict):
+            continue
+        if manifest.get("data") and manifest["data"] not in data:
+            data.append(manifest["data"])
+        if manifest.get("program"):
+            programs.setdefault(manifest["program"], set()).update(row["stage"] for row in read_rows([path]))
+    return {"data": data, "programs": {name: sorted(stages) for name, stages in sorted(programs.items())}}
 
 
 def _shuffled(n: int, seed: int) -> list[int]:

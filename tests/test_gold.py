@@ -6,7 +6,7 @@ import pytest
 from multihop.data import load_dataset
 from multihop.optimize.gold import HeldApartError, gold_trajectories
 from multihop.optimize.trajectories import EmptyTrajectoriesError
-from multihop.programs import ComposeRAG, CoopRAG, SingleStepRAG
+from multihop.programs import ComposeRAG, CoopRAG, NoRetrieval, SingleStepRAG
 from multihop.programs.gold import (
     GOLD_BUILDERS,
     GoldContext,
@@ -280,6 +280,7 @@ def test_a_gold_student_runs_as_its_stage_and_refuses_another_base(tmp_path, mus
     from multihop.lms import make_lm
     from multihop.models import sha256_file
     from multihop.optimize.distill import MANIFEST, DistillConfig, distill
+    from multihop.optimize.students import use_student
 
     from helpers import StaticRetriever, scripted_lm, tiny_causal_lm
 
@@ -291,16 +292,24 @@ def test_a_gold_student_runs_as_its_stage_and_refuses_another_base(tmp_path, mus
                       DistillConfig(base=tiny, r=4, epochs=1, batch_size=1, max_length=512))
     trained = json.loads((student / MANIFEST).read_text())
     assert trained["stages"] == ["answer"] and trained["rows"] == 1 and trained["data"] == [source]
+    assert trained["programs"] == {"SingleStepRAG": ["answer"]}
     assert trained["base_sha256"] == sha256_file(tmp_path / "tiny" / "model.safetensors")
     lm = make_lm(f"local:{tiny}", adapter=student, max_tokens=4, engine="transformers", constrained=False)
     base, base_engine = scripted_lm(lambda prompt: {"answer": "base"})
     dspy.configure(lm=base, adapter=dspy.JSONAdapter())
-    program.set_stage_lm("answer", lm)
+    assert use_student(program, lm, student) == ["answer"]
     program(question=musique.question)
     assert len(lm.history) == 1 and base_engine.requests == []
+    closed_book = NoRetrieval()  # an "answer" stage too, but of a program whose rows the student never saw
+    assert use_student(closed_book, lm, student) == []
+    closed_book(question=musique.question)
+    assert len(lm.history) == 1 and len(base_engine.requests) == 1
     other = tiny_causal_lm(tmp_path / "other", ["Ann Lee answer"], seed=1)
     with pytest.raises(ValueError, match="was trained on"):
         make_lm(f"local:{other}", adapter=student)
+    (student / MANIFEST).write_text("{}")
+    with pytest.raises(ValueError, match="not a distillation manifest"):
+        use_student(program, lm, student)
 
 
 def test_the_students_benchmark_scores_each_stage_and_counts_format_failures(musique):
