@@ -54,14 +54,16 @@ def test_api_key_flag_wins_over_the_environment_and_the_teacher_lm_takes_the_opt
     assert "kept 1 of 1 questions" in result.output
 
 
-def test_the_demo_caps_generation_at_32_tokens_unless_told(monkeypatch):
+def test_the_demo_caps_generation_at_32_tokens_and_runs_the_student_on_the_local_lm_unless_told(monkeypatch):
     import multihop.cli.demo as demo
 
     seen = []
-    monkeypatch.setattr(demo, "run_demo", lambda out, train, dev, lm, console: seen.append(lm))
+    monkeypatch.setattr(demo, "run_demo", lambda out, train, dev, lm, console, student: seen.append((lm, student)))
     assert runner.invoke(app, ["demo"]).exit_code == 0
     assert runner.invoke(app, ["demo", "--max-tokens", "100", "--lm", "openai/x"]).exit_code == 0
-    assert [(lm.lm, lm.max_tokens) for lm in seen] == [("local:smollm2", 32), ("openai/x", 100)]
+    assert runner.invoke(app, ["demo", "--no-student"]).exit_code == 0
+    assert [(lm.lm, lm.max_tokens, student) for lm, student in seen] == [
+        ("local:smollm2", 32, demo.SHIPPED_STUDENT), ("openai/x", 100, None), ("local:smollm2", 32, None)]
 
 
 def _error(result) -> str:

@@ -4,7 +4,7 @@ import dspy
 import pytest
 
 from multihop.data import load_dataset
-from multihop.optimize.gold import HeldApartError, gold_trajectories
+from multihop.optimize.gold import HeldApartError, gold_targets, gold_trajectories
 from multihop.optimize.trajectories import EmptyTrajectoriesError
 from multihop.programs import ComposeRAG, CoopRAG, NoRetrieval, SingleStepRAG
 from multihop.programs.gold import (
@@ -166,6 +166,13 @@ def test_cooprag_chains_from_2wiki_evidences_end_in_the_answer(tmp_path):
                                            ["Who was born first, Al Roe or Bo Kay", "answer", FILL]]
     assert unrolled["hop_count"] == 3 and unrolled["reasoning_structure"].endswith("then answer the question from them")
     assert parsed(program, "complete", stage_rows["complete"][0])["completed_chain"][-1][2] == "Al Roe"
+
+
+def test_2wiki_records_without_sub_questions_ask_for_each_evidence_triple(tmp_path):
+    bare = {key: value for key, value in WIKI.items() if key != "qa_pairs"}  # as in the 2Wiki dev file
+    target = next(t for t in gold_targets(CoopRAG(), [annotated(tmp_path, bare, "dev.json")]) if t.stage == "unroll")
+    assert target.outputs["sub_questions"] == ["What is the date of birth of Al Roe?",
+                                               "What is the date of birth of Bo Kay?"]
 
 
 def test_composerag_solves_each_hop_from_its_supporting_paragraph(tmp_path, musique):

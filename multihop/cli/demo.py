@@ -6,7 +6,9 @@
    CoopRAG's own ([CLS] pooling, Eq. 2, with its query markers and the token states RaLa reranks from);
 3. compile ``SingleStepRAG`` with BootstrapFewShot on the train questions and save it (one bootstrapped demo);
 4. evaluate the compiled ``SingleStepRAG``, ``NoRetrieval`` and ``CoopRAG`` (unroll → RaLa-reranked retrieval of the
-   unrolled query → chain completion → answer; three LLM calls) on the dev questions (resumable);
+   unrolled query → chain completion → answer; three LLM calls) on the dev questions (resumable), and CoopRAG again
+   with the shipped gold-trained student on its stages (:data:`SHIPPED_STUDENT`, README "Students from the data":
+   the base model alone cannot unroll a question; ``--student DIR`` another, ``--no-student`` none);
 5. print one metrics table and where the rows and traces are.
 
 The embedded LM runs on llama.cpp when it is built, decoding every stage under its signature's JSON schema, so the
@@ -16,6 +18,7 @@ default); CoopRAG's unrolling writes sub-questions and a triple chain, so its st
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 
@@ -31,14 +34,16 @@ from multihop.cli.options import lm_options
 # bootstrapped demo (with its five passages) keeps the compiled prompt near 1,500 tokens.
 DEMO_MAX_TOKENS = 32
 CHAIN_MAX_TOKENS = 256
+SHIPPED_STUDENT = Path(__file__).resolve().parents[1] / "students" / "gold-smollm2"
 
 
 def run_demo(out: Path, train: int = 20, dev: int = 20, lm: LMOptions | None = None,
-             console: Console | None = None) -> dict:
+             console: Console | None = None, student: Path | None = None) -> dict:
     from multihop import models
     from multihop.data import build_corpus
     from multihop.evaluation import evaluate, render_table
     from multihop.optimize.compile import compile_program
+    from multihop.optimize.students import use_student
     from multihop.programs import CoopRAG, NoRetrieval, SingleStepRAG, load, save
     from multihop.retrievers import load_retriever
 
@@ -84,15 +89,28 @@ def run_demo(out: Path, train: int = 20, dev: int = 20, lm: LMOptions | None = N
     console.print(f"demos per stage: { {n: len(p.demos) for n, p in rag.named_predictors()} } → {compiled_dir}")
     step("compile", t0)
 
-    cooprag = CoopRAG(retriever=load_retriever(cooprag_dir))
-    chain_lm = lm.make(max_tokens=max(lm.max_tokens or 0, CHAIN_MAX_TOKENS))
-    for stage in cooprag.stage_names():
-        cooprag.set_stage_lm(stage, chain_lm)
+    chain_tokens = max(lm.max_tokens or 0, CHAIN_MAX_TOKENS)
+    chain_lm = lm.make(max_tokens=chain_tokens)
+
+    def cooprag() -> CoopRAG:
+        program = CoopRAG(retriever=load_retriever(cooprag_dir))
+        for stage in program.stage_names():
+            program.set_stage_lm(stage, chain_lm)
+        return program
+
+    programs = {"SingleStepRAG (compiled)": rag, "NoRetrieval": NoRetrieval(), "CoopRAG": cooprag()}
+    if student is not None:
+        with_student = cooprag()
+        student_lm = dataclasses.replace(lm, adapter=str(student)).make(max_tokens=chain_tokens)
+        stages = use_student(with_student, student_lm, student)
+        console.print(f"CoopRAG (student): stages {', '.join(stages)} on the student {student}")
+        programs["CoopRAG (student)"] = with_student
     summaries = {}
-    for name, program in (("SingleStepRAG (compiled)", rag), ("NoRetrieval", NoRetrieval()), ("CoopRAG", cooprag)):
+    for name, program in programs.items():
         t0 = time.perf_counter()
         console.rule(f"4/5 evaluate {name} on {len(devset)} MuSiQue dev questions")
-        summaries[name] = evaluate(program, devset, out / name.split()[0], name=name)
+        folder = name.split()[0] + ("-student" if name.endswith("(student)") else "")
+        summaries[name] = evaluate(program, devset, out / folder, name=name)
         step(f"eval {name}", t0)
 
     console.rule("5/5 results")
@@ -110,6 +128,12 @@ def demo_cmd(
     out: Path = typer.Option(Path("runs/demo"), help="output folder"),
     train: int = typer.Option(20, help="train questions to compile on", min=1),
     dev: int = typer.Option(20, help="dev questions to evaluate", min=1),
+    student: Path = typer.Option(SHIPPED_STUDENT, help="a `multihop distill` student of the LM for CoopRAG's stages "
+                                 "(default: the shipped gold-trained one)"),
+    no_student: bool = typer.Option(False, "--no-student", help="CoopRAG on the LM alone only"),
 ):
-    """The main job: install models, index MuSiQue, compile SingleStepRAG, evaluate it, NoRetrieval and CoopRAG."""
-    run_demo(out, train=train, dev=dev, lm=lm, console=console)
+    """The main job: install models, index MuSiQue, compile SingleStepRAG, evaluate it, NoRetrieval and CoopRAG (on
+    the LM alone and with its student)."""
+    if no_student or lm.adapter or lm.api_base or not lm.lm.startswith("local:"):
+        student = None  # a student is a LoRA of one local model
+    run_demo(out, train=train, dev=dev, lm=lm, console=console, student=student)

@@ -6,16 +6,17 @@ hop about one earlier answer ``#n`` is ``[answer n, the question without #n and 
 hop is ``[the question, "answer", answer]``. Earlier answers replace ``#n`` everywhere. A chain whose last tail is
 none of the question's answers (2Wiki comparisons) ends with ``[the question, "answer", answer]``.
 
-The unrolling's target masks the chain as §3.2 asks of an LM that cannot know the facts: the last tail is ``<FILL>``
-and every intermediate answer — which the 135M student cannot know — is ``<UNCERTAIN>`` wherever it appears, inside
-a head too ("<UNCERTAIN> at the 1920 Summer Olympics"; our reading: the paper masks what the LM is unsure of, and a
-gold target cannot know that). Without the mask (``uncertainty_mask=False``) only ``<FILL>`` is written.
-Sub-questions are the hops with the earlier answers substituted, as issue 18 asks and the prompt's self-contained
-sub-questions with spelled-out names suggest (``"E >> relation"`` becomes "What is the relation of E?"); 2Wiki's
-are its own. The hop count is the number of triples and the reasoning structure names each step without its answer.
-Completion gets the masked chain and the question's gold paragraphs among its distractors and returns the gold chain;
-reasoning gets the completed chain (the unrolled one without completion, none without unrolling) and returns the
-answer. HotpotQA carries no decomposition: its questions give CoopRAG rows only for reasoning without unrolling.
+The unrolling's target masks the chain as §3.2 asks of an LM that cannot know the facts: the last tail is ``<FILL>`` and
+every intermediate answer — which the 135M student cannot know — is ``<UNCERTAIN>`` wherever it appears, inside a head
+too ("<UNCERTAIN> at the 1920 Summer Olympics"; our reading: the paper masks what the LM is unsure of, and a gold target
+cannot know that). Without the mask (``uncertainty_mask=False``) only ``<FILL>`` is written. Sub-questions are the hops
+with the earlier answers substituted, as issue 18 asks and the prompt's self-contained sub-questions with spelled-out
+names suggest (``"E >> relation"`` becomes "What is the relation of E?"); 2Wiki's are its own, or, in files without them
+(the dev file), "What is the relation of E?" of each evidence triple, whose head already names the earlier answer. The
+hop count is the number of triples and the reasoning structure names each step without its answer. Completion gets the
+masked chain and the question's gold paragraphs among its distractors and returns the gold chain; reasoning gets the
+completed chain (the unrolled one without completion, none without unrolling) and returns the answer. HotpotQA carries
+no decomposition: its questions give CoopRAG rows only for reasoning without unrolling.
 """
 
 from __future__ import annotations
@@ -63,7 +64,10 @@ def gold_hops(example: dspy.Example) -> GoldHops | None:
                   for bridge, (head, relation, _) in zip(earlier, chain, strict=True)]
         steps = [f"find the {relation} of " + (f"the answer of step {found[head]}" if bridge else head)
                  for bridge, (head, relation, _) in zip(earlier, chain, strict=True)]
-        return _ending(example, GoldHops(list(example.get("decomposition") or []), chain, hidden, steps))
+        own = list(example.get("decomposition") or [])
+        sub_questions = own if len(own) == len(chain) else [f"What is the {relation} of {head}?"
+                                                            for head, relation, _ in chain]
+        return _ending(example, GoldHops(sub_questions, chain, hidden, steps))
     questions, answers = example.get("decomposition") or [], example.get("decomposition_answers") or []
     if not questions or len(answers) != len(questions) or not all(answers):
         return None
