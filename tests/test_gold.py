@@ -422,3 +422,27 @@ def test_composerag_gold_rows_are_the_prompts_its_pipeline_sends(tmp_path, musiq
         assert target.stage == call["stage"]
         gold = render_call(predictors[target.stage], target.inputs, target.outputs, dspy.ChatAdapter())
         assert call["messages"] == gold["messages"], call["stage"]
+
+
+@pytest.mark.slow
+def test_the_shipped_student_is_smollm2s_learnt_from_train_files_and_reads_dev_questions():
+    from multihop.benchmarks.common import load_questions, question_file
+    from multihop.cli.demo import SHIPPED_STUDENT
+    from multihop.lms import base_checksum, default_adapter, make_lm
+    from multihop.metrics import f1
+    from multihop.models import sha256_file
+    from multihop.optimize.distill import MANIFEST
+    from multihop.optimize.students import use_student
+
+    trained = json.loads((SHIPPED_STUDENT / MANIFEST).read_text())
+    assert trained["base_sha256"] == base_checksum("smollm2")
+    assert {record["sha256"] for record in trained["data"]} == {
+        sha256_file(question_file(name, "train")) for name in ("musique", "2wiki", "hotpotqa")}
+    lm = make_lm("local:smollm2", adapter=SHIPPED_STUDENT, max_tokens=32)
+    program = SingleStepRAG()
+    assert use_student(program, lm, SHIPPED_STUDENT) == ["answer"]
+    targets = list(gold_targets(program, load_questions("2wiki", limit=3)))
+    with dspy.context(adapter=default_adapter("local:smollm2")):
+        answers = [program.answer(**target.inputs).answer for target in targets]
+    assert len(lm.history) == 3 and all(answers)  # one call each, every reply parsed
+    assert sum(f1(answer, target.outputs["answer"]) for answer, target in zip(answers, targets, strict=True)) > 0
