@@ -1,7 +1,7 @@
 """Students benchmark (issue 18): the embedded LM alone vs with its gold-trained LoRA student, per stage and end to end,
 on dev questions no student was trained on.
 
-    python benchmarks/students.py --student DIR [--data musique 2wiki hotpotqa] [--per-stage 12] [--limit 20]
+    python benchmarks/students.py --student DIR [--data musique 2wiki hotpotqa] [--per-stage 8] [--limit 20]
 
 Table 1, per program and stage: the dev questions' gold targets (:func:`multihop.optimize.gold.gold_targets`, the
 same builders that trained the student, here on held-apart questions) are sent to the stage as the program would
@@ -15,8 +15,8 @@ the first ``--compose-limit``): EM/F1/Acc/R@5 of SingleStepRAG, CoopRAG and Comp
 student on every stage it was trained for (``set_stage_lm``), with one retriever (MPNet [CLS] + RaLa Eq. 4 over the
 questions' paragraphs, as ``benchmarks/cooprag.py``). Stages that write only the answer are capped at
 ``--answer-tokens``, the others at ``--max-tokens``. Evaluations resume from ``--out``; LM calls are cached by DSPy.
-The student is any ``multihop distill`` folder; README "Students from the data" gives the commands that build the
-shipped one."""
+The student is any ``multihop distill`` folder (``make bench-students`` measures the shipped one); README "Students
+from the data" gives the command that builds it and the measured tables."""
 
 from __future__ import annotations
 
@@ -99,9 +99,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--student", required=True, help="a `multihop distill` adapter folder")
     parser.add_argument("--data", nargs="+", default=["musique", "2wiki", "hotpotqa"], help="dev sets per stage")
-    parser.add_argument("--per-stage", type=int, default=12, help="gold targets per stage and dataset")
+    parser.add_argument("--per-stage", type=int, default=8, help="gold targets per stage and dataset")
     parser.add_argument("--limit", type=int, default=20, help="MuSiQue dev questions end to end")
-    parser.add_argument("--compose-limit", type=int, default=10, help="of them for ComposeRAG")
+    parser.add_argument("--compose-limit", type=int, default=6, help="of them for ComposeRAG")
     LMOptions.add_arguments(parser, max_tokens=256)
     parser.add_argument("--answer-tokens", type=int, default=64, help="generation cap of the answer-only stages")
     parser.add_argument("--programs", nargs="+", default=list(PROGRAMS), choices=list(PROGRAMS))
