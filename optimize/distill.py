@@ -155,6 +155,7 @@ def distill(files: list[str | Path], out_dir: str | Path, config: DistillConfig 
                 _save_checkpoint(out_dir / CHECKPOINT, identity, model, optimizer, scheduler, step + 1, history)
         seconds = time.perf_counter() - began
         model.save_pretrained(str(out_dir))
+        (out_dir / "README.md").unlink(missing_ok=True)  # peft's model card template: the manifest says what it is
         manifest = {
             "base": config.base, "base_sha256": base_checksum(config.base),
             "stages": sorted({row["stage"] for row in rows}),

@@ -62,8 +62,10 @@ def test_the_demo_caps_generation_at_32_tokens_and_runs_the_student_on_the_local
     assert runner.invoke(app, ["demo"]).exit_code == 0
     assert runner.invoke(app, ["demo", "--max-tokens", "100", "--lm", "openai/x"]).exit_code == 0
     assert runner.invoke(app, ["demo", "--no-student"]).exit_code == 0
+    assert runner.invoke(app, ["demo", "--lm", "local:qwen-coder-0.5b"]).exit_code == 0  # the shipped one is SmolLM2's
     assert [(lm.lm, lm.max_tokens, student) for lm, student in seen] == [
-        ("local:smollm2", 32, demo.SHIPPED_STUDENT), ("openai/x", 100, None), ("local:smollm2", 32, None)]
+        ("local:smollm2", 32, demo.SHIPPED_STUDENT), ("openai/x", 100, None), ("local:smollm2", 32, None),
+        ("local:qwen-coder-0.5b", 32, None)]
 
 
 def _error(result) -> str:

@@ -46,6 +46,8 @@ def test_lora_lowers_the_loss_saves_reloads_and_changes_the_output(tiny_student,
     assert manifest["stages"] == ["answer"] and manifest["rows"] == 4 and manifest["steps"] == 16
     assert manifest["loss"][-1] < manifest["loss"][0] / 2
     assert manifest["files"][str(data)] == models.sha256_file(data)
+    assert sorted(path.name for path in out.iterdir() if not path.name.startswith(".")) == [
+        "adapter_config.json", "adapter_model.safetensors", "distill.json", "files.json"]  # no empty model card
     base = make_lm(f"local:{tiny_student}", max_tokens=4)(messages=PROMPT)[0]
     student = make_lm(f"local:{tiny_student}", adapter=out, max_tokens=4)(messages=PROMPT)[0]
     assert student != base and student.startswith("answer")

@@ -26,7 +26,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from multihop.benchmarks.common import QUESTION_SETS, LMOptions, cached_index, load_questions
+from multihop.benchmarks.common import DEFAULT_LM, QUESTION_SETS, LMOptions, cached_index, load_questions
 from multihop.cli.console import console
 from multihop.cli.options import lm_options
 
@@ -129,6 +129,6 @@ def demo_cmd(
 ):
     """The main job: install models, index MuSiQue, compile SingleStepRAG, evaluate it, NoRetrieval, CoopRAG and
     SingleStepRAG with the gold-trained student as its reader."""
-    if no_student or lm.adapter or lm.api_base or not lm.lm.startswith("local:"):
-        student = None  # a student is a LoRA of one local model
+    if no_student or lm.adapter or lm.api_base or (student == SHIPPED_STUDENT and lm.lm != DEFAULT_LM):
+        student = None  # a student is a LoRA of one local model: the shipped one, of the default LM
     run_demo(out, train=train, dev=dev, lm=lm, console=console, student=student)
