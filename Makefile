@@ -52,7 +52,7 @@ student: $(STAMP)
 	$(GOLD) --program ComposeRAG --data musique --limit 12 --out $(STUDENT)-rows/composerag_musique
 	$(GOLD) --program SingleStepRAG --data hotpotqa --limit 50 --out $(STUDENT)-rows/reader_hotpotqa
 	$(GOLD) --program SingleStepRAG --data 2wiki --limit 30 --out $(STUDENT)-rows/reader_2wiki
-	LC_ALL=C; rows=$(STUDENT)-rows; $(BIN)/multihop distill $$rows/cooprag_musique/*.jsonl $$rows/cooprag_2wiki/*.jsonl \
+	export LC_ALL=C; rows=$(STUDENT)-rows; $(BIN)/multihop distill $$rows/cooprag_musique/*.jsonl $$rows/cooprag_2wiki/*.jsonl \
 		$$rows/composerag_musique/*.jsonl $$rows/reader_hotpotqa/*.jsonl $$rows/reader_2wiki/*.jsonl --out $(STUDENT)
 
 # Base LM vs a student (default: the shipped one), per stage and end to end, on the dev files (~40 min).

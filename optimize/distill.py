@@ -137,8 +137,8 @@ def distill(files: list[str | Path], out_dir: str | Path, config: DistillConfig 
         history: list[float] = []
         inputs = {str(path): models.sha256_file(Path(path)) for path in files}
         identity = {"config": asdict(config), "files": inputs}  # what a checkpoint resumes
-        start = _resume(out_dir / CHECKPOINT, identity, model, optimizer, scheduler, history)
-        began = time.perf_counter()
+        start, earlier = _resume(out_dir / CHECKPOINT, identity, model, optimizer, scheduler, history)
+        began = time.perf_counter() - earlier  # training time over every run of a resumed training
         model.train()
         for step in tqdm(range(start, steps), desc="distilling", unit="step", initial=start, total=steps):
             batch = order[step * config.batch_size : (step + 1) * config.batch_size]
@@ -152,7 +152,8 @@ def distill(files: list[str | Path], out_dir: str | Path, config: DistillConfig 
             optimizer.zero_grad()
             history.append(total)
             if (step + 1) % config.checkpoint_every == 0 and step + 1 < steps:
-                _save_checkpoint(out_dir / CHECKPOINT, identity, model, optimizer, scheduler, step + 1, history)
+                _save_checkpoint(out_dir / CHECKPOINT, identity, model, optimizer, scheduler, step + 1, history,
+                                 time.perf_counter() - began)
         seconds = time.perf_counter() - began
         model.save_pretrained(str(out_dir))
         (out_dir / "README.md").unlink(missing_ok=True)  # peft's model card template: the manifest says what it is
@@ -162,7 +163,7 @@ def distill(files: list[str | Path], out_dir: str | Path, config: DistillConfig 
             "files": inputs, **_provenance(files),
             "config": asdict(config), "rows": len(rows), "steps": steps, "loss": history,
             "final_loss": history[-1] if history else None, "seconds": round(seconds, 1),
-            "examples_per_second": round(len(order[start * config.batch_size :]) / max(seconds, 1e-9), 2),
+            "examples_per_second": round(len(order) / max(seconds, 1e-9), 2),
         }
         atomic_write_text(out_dir / MANIFEST, json.dumps(manifest, indent=2))
         shutil.rmtree(out_dir / CHECKPOINT, ignore_errors=True)
@@ -197,16 +198,18 @@ def _shuffled(n: int, seed: int) -> list[int]:
 
 
 def _save_checkpoint(directory: Path, identity: dict, model, optimizer, scheduler, step: int,
-                     history: list[float]) -> None:
+                     history: list[float], seconds: float) -> None:
     with atomic_dir(directory) as tmp:
         model.save_pretrained(str(tmp))
         torch.save({"identity": identity, "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
-                    "step": step, "history": history, "rng": torch.get_rng_state()}, tmp / "state.pt")
+                    "step": step, "history": history, "rng": torch.get_rng_state(), "seconds": seconds},
+                   tmp / "state.pt")
 
 
-def _resume(directory: Path, identity: dict, model, optimizer, scheduler, history: list[float]) -> int:
+def _resume(directory: Path, identity: dict, model, optimizer, scheduler, history: list[float]) -> tuple[int, float]:
+    """The step to go on from and the seconds trained before it (0, 0.0 without a checkpoint)."""
     if not (directory / "state.pt").exists():
-        return 0
+        return 0, 0.0
     from peft import set_peft_model_state_dict
     from safetensors.torch import load_file
 
@@ -220,4 +223,4 @@ def _resume(directory: Path, identity: dict, model, optimizer, scheduler, histor
     history.extend(state["history"])
     if "rng" in state:  # the dropout masks go on as if never interrupted
         torch.set_rng_state(state["rng"])
-    return int(state["step"])
+    return int(state["step"]), float(state.get("seconds", 0.0))

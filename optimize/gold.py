@@ -4,8 +4,8 @@ For each stage of a program that a method's package gave a builder (:data:`multi
 every annotated train example becomes the stage's inputs and target outputs, rendered exactly as the program's
 adapter sends and expects them (:func:`~.trajectories.render_call`, with the predictor's demos). The rows have the
 fields ``multihop trajectories`` writes for a teacher (``teacher`` is ``"gold"``), so ``multihop distill`` trains on
-either. Only the stages the program has are built, so its switches decide them (CoopRAG ``unified=True`` gets
-``complete_and_reason`` rows, not ``complete`` and ``reason``); the manifest lists the stages without a builder and
+either. Only the stages the program has are built, so its switches decide them (a switch that merges two stages
+into one gets the merged stage's rows); the manifest lists the stages without a builder and
 why (:data:`~multihop.programs.gold.NO_GOLD`).
 
 Train on train files only: a question whose id is among ``held_apart`` (the dev files' ids) is refused, so no
@@ -24,13 +24,11 @@ from tqdm.auto import tqdm
 from multihop.folders import locked
 from multihop.programs.gold import GOLD_BUILDERS, NO_GOLD, GoldContext
 
-from .trajectories import EmptyTrajectoriesError, render_call, write_trajectories
+from .trajectories import EmptyTrajectoriesError, HeldApartError, refuse_held_apart, render_call, write_trajectories
+
+__all__ = ["GoldTarget", "HeldApartError", "gold_targets", "gold_trajectories"]
 
 GOLD = "gold"
-
-
-class HeldApartError(ValueError):
-    """A question meant for measuring was given as training data."""
 
 
 @dataclass(frozen=True)
@@ -67,10 +65,7 @@ def gold_trajectories(program: dspy.Module, examples: list[dspy.Example], out_di
     """Build the gold rows of ``program``'s stages from ``examples`` into ``out_dir`` (one ``<stage>.jsonl`` each,
     replacing an earlier collection there, and ``manifest.json``, which keeps ``data``: the file's path and checksum);
     returns the manifest."""
-    leaked = sorted({str(e.get("id")) for e in examples} & set(held_apart))
-    if leaked:
-        raise HeldApartError(f"{len(leaked)} of the training questions are held apart for measuring (e.g. "
-                             f"{leaked[0]}): build gold rows from train files only")
+    refuse_held_apart(examples, held_apart)
     name = type(program).__name__
     context = context or GoldContext()
     adapter = dspy.settings.adapter or dspy.ChatAdapter()

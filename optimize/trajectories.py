@@ -71,6 +71,18 @@ def write_trajectories(out_dir: Path, rows: dict[str, list[dict]], manifest: dic
     return manifest
 
 
+class HeldApartError(ValueError):
+    """A question meant for measuring was given as training data."""
+
+
+def refuse_held_apart(examples: list[dspy.Example], held_apart: set[str] | frozenset[str]) -> None:
+    """Raise :class:`HeldApartError` when any of ``examples`` has an id among ``held_apart`` (the dev files' ids)."""
+    leaked = sorted({str(e.get("id")) for e in examples} & set(held_apart))
+    if leaked:
+        raise HeldApartError(f"{len(leaked)} of the training questions are held apart for measuring (e.g. "
+                             f"{leaked[0]}): build training rows from train files only")
+
+
 def collect(
     program: dspy.Module,
     examples: list[dspy.Example],
@@ -79,10 +91,12 @@ def collect(
     metric: str = "f1",
     min_score: float = 1.0,
     data: dict | None = None,
+    held_apart: set[str] | frozenset[str] = frozenset(),
 ) -> dict:
     """Collect the passing trajectories of ``examples`` into ``out_dir`` (locked while it runs; a collection replaces
     the files of the one before it there); returns the manifest, which keeps ``data`` (the questions' file and
-    checksum)."""
+    checksum). A question among ``held_apart`` is refused before any call."""
+    refuse_held_apart(examples, held_apart)
     lm = teacher_lm or dspy.settings.lm
     if lm is None:
         raise ValueError("no teacher LM: pass teacher_lm= or dspy.configure(lm=...)")

@@ -1,4 +1,5 @@
 import json
+import time
 
 import pytest
 
@@ -6,8 +7,9 @@ from multihop import models
 from multihop.lms import make_lm
 from multihop.optimize import distill as ds
 from multihop.optimize.distill import DistillConfig
+from multihop.optimize.students import trained_stages
 from multihop.optimize.trajectories import EmptyTrajectoriesError
-from multihop.programs import DISTILL_PRESETS, register_distill_preset
+from multihop.programs import DISTILL_PRESETS, SingleStepRAG, register_distill_preset
 
 from helpers import tiny_causal_lm
 
@@ -51,6 +53,7 @@ def test_lora_lowers_the_loss_saves_reloads_and_changes_the_output(tiny_student,
     base = make_lm(f"local:{tiny_student}", max_tokens=4)(messages=PROMPT)[0]
     student = make_lm(f"local:{tiny_student}", adapter=out, max_tokens=4)(messages=PROMPT)[0]
     assert student != base and student.startswith("answer")
+    assert trained_stages(SingleStepRAG(), out) == ["answer"]  # rows without a collection manifest: by stage name
 
 
 def test_training_resumes_from_its_checkpoint_and_rebuilds_the_same_adapter(tiny_student, tmp_path, monkeypatch):
@@ -62,6 +65,7 @@ def test_training_resumes_from_its_checkpoint_and_rebuilds_the_same_adapter(tiny
         calls.append(1)
         if len(calls) == 3:
             raise RuntimeError("killed")
+        time.sleep(0.3)  # the interrupted run's steps take time the manifest must still count
         return real(*args)
 
     monkeypatch.setattr(ds, "completion_loss", crash_on_third)
@@ -71,7 +75,8 @@ def test_training_resumes_from_its_checkpoint_and_rebuilds_the_same_adapter(tiny
     monkeypatch.setattr(ds, "completion_loss", lambda *args: calls.append(1) or real(*args))
     ds.distill([data], tmp_path / "a", config)
     assert len(calls) == 2  # steps 1-2 came from the checkpoint
-    assert len(json.loads((tmp_path / "a" / ds.MANIFEST).read_text())["loss"]) == 4
+    resumed = json.loads((tmp_path / "a" / ds.MANIFEST).read_text())
+    assert len(resumed["loss"]) == 4 and resumed["seconds"] >= 0.6  # both runs' training time
     # the same rows rebuild the adapter byte for byte, interrupted or not (seeded LoRA init, dropout state resumed)
     ds.distill([data], tmp_path / "b", config)
     weights = "adapter_model.safetensors"

@@ -281,13 +281,16 @@ def test_gold_trajectories_cli_builds_rows_without_an_index_and_refuses_dev_ques
     code = run(app, ["trajectories", "--gold", "--data", str(dev), "--out", str(tmp_path / "dev")])
     assert code != 0 and not (tmp_path / "dev").exists()
     assert "held apart for measuring" in capsys.readouterr().err
+    code = run(app, ["trajectories", "--program", "SingleStepRAG", "--data", str(dev), "--out", str(tmp_path / "t")])
+    assert code != 0 and not (tmp_path / "t").exists()  # a teacher's rows too, before any index or LM call
+    assert "held apart for measuring" in capsys.readouterr().err
 
 
 def test_a_gold_student_runs_as_its_stage_and_refuses_another_base(tmp_path, musique):
     from multihop.lms import make_lm
     from multihop.models import sha256_file
     from multihop.optimize.distill import MANIFEST, DistillConfig, distill
-    from multihop.optimize.students import use_student
+    from multihop.optimize.students import trained_stages, use_student
 
     from helpers import StaticRetriever, scripted_lm, tiny_causal_lm
 
@@ -308,7 +311,9 @@ def test_a_gold_student_runs_as_its_stage_and_refuses_another_base(tmp_path, mus
     program(question=musique.question)
     assert len(lm.history) == 1 and base_engine.requests == []
     closed_book = NoRetrieval()  # an "answer" stage too, but of a program whose rows the student never saw
-    assert use_student(closed_book, lm, student) == []
+    assert trained_stages(closed_book, student) == []
+    with pytest.raises(ValueError, match="learnt no stage of NoRetrieval"):
+        use_student(closed_book, lm, student)
     closed_book(question=musique.question)
     assert len(lm.history) == 1 and len(base_engine.requests) == 1
     other = tiny_causal_lm(tmp_path / "other", ["Ann Lee answer"], seed=1)

@@ -154,16 +154,17 @@ def trajectories_cmd(
 ):
     """Record every stage call of a program run by a teacher LM, keeping the questions that pass the metric; or,
     with --gold, the stages' targets built from the train file's annotations."""
+    from multihop.benchmarks.common import held_apart_ids
     from multihop.data import load_dataset
-    from multihop.optimize.trajectories import collect
+    from multihop.optimize.trajectories import collect, refuse_held_apart
     from multihop.programs import load
 
     data_file = question_path(data, "train")
     examples = load_dataset(data_file, limit=limit if limit or gold else 20)
+    refuse_held_apart(examples, held_apart_ids())  # before any index or LM: dev questions are for measuring
     if gold:
         import dspy
 
-        from multihop.benchmarks.common import held_apart_ids
         from multihop.lms import default_adapter
         from multihop.optimize.gold import gold_trajectories
         from multihop.programs.gold import GoldContext
@@ -171,7 +172,7 @@ def trajectories_cmd(
         instance = load(load_dir) if load_dir else spec.build_unindexed()
         with dspy.context(adapter=default_adapter(lm.lm)):  # the rows are rendered as the student's LM is prompted
             manifest = gold_trajectories(instance, examples, out, GoldContext(seed=seed),
-                                         held_apart=held_apart_ids(), data=_file_info(data_file, examples))
+                                         data=_file_info(data_file, examples))
         console.print(f"gold rows from {manifest['kept']} of {manifest['questions']} questions; rows per stage "
                       f"{manifest['stages']}; without gold: {manifest['without_gold'] or 'none'} → {out}")
         return
