@@ -2,7 +2,6 @@
 
 import json
 
-import dspy
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -46,15 +45,25 @@ def replaced(record, path: tuple, value):
     return copy
 
 
-def load_or_refuse(path, format=None):
+def load_or_refuse(path, record: dict, format=None):
+    """Load ``path`` (holding only ``record``): a refusal names the file; a loaded question keeps the record's
+    question, labels its first answer, and its gold ids and annotations point into its own paragraphs."""
     try:
-        examples = load_dataset(path, format=format)
+        [example] = load_dataset(path, format=format)
     except DataFormatError as exc:
         assert str(path) in str(exc)  # the error names the file (and the line and field)
         return
-    for example in examples:
-        assert isinstance(example, dspy.Example) and isinstance(example.question, str)
-        assert all(isinstance(a, str) for a in example.answers) and isinstance(example.paragraphs, list)
+    assert example.question == record["question"]
+    assert example.answer == (example.answers[0] if example.answers else "")
+    ids = [paragraph["id"] for paragraph in example.paragraphs]
+    supporting = list(dict.fromkeys(p["id"] for p in example.paragraphs if p["is_supporting"]))
+    if example.dataset != "jsonl":  # a generic record may name its gold ids itself
+        assert example.gold_passage_ids == supporting
+    support = example.get("decomposition_support")
+    assert support is None or (len(support) == len(example.decomposition) and set(support) <= {*ids, None})
+    texts = [p["text"] for p in example.paragraphs if p["is_supporting"]]
+    assert all(any(sentence in text for text in texts) for sentence in example.get("supporting_sentences", []))
+    assert all(len(triple) == 3 for triple in example.get("evidences", []))
 
 
 @pytest.mark.parametrize("format", sorted(RECORDS))
@@ -64,9 +73,10 @@ def test_any_value_in_any_field_gives_a_data_format_error_or_a_valid_example(tmp
     record = RECORDS[format]
     path = data.draw(st.sampled_from(paths(record)))
     file = tmp_path / "q.jsonl"
-    file.write_text(json.dumps(replaced(record, path, value)) + "\n")
-    load_or_refuse(file, format)
-    load_or_refuse(file)  # the format detected from the record
+    fuzzed = replaced(record, path, value)
+    file.write_text(json.dumps(fuzzed) + "\n")
+    load_or_refuse(file, fuzzed, format)
+    load_or_refuse(file, fuzzed)  # the format detected from the record
 
 
 @FUZZ
