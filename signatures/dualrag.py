@@ -1,22 +1,27 @@
 """DualRAG's stages (seed 001, §3.1): the Reasoner and Entity Identifier of Reasoning-augmented Querying (RaQ), the
 Knowledge Summarizer of progressive Knowledge Aggregation (pKA), and the answer from the knowledge outline.
 
-The paper's prompts (App. A, Figs. 5–7) and the bodies of Eqs. 1–10 were lost from the seed's text; these
-instructions are our reading of the prose around them:
+The paper's prompts for the first three (App. A, Figs. 5–7) and the bodies of Eqs. 1–10 were lost from the seed's
+text; these instructions are our reading of the prose around them:
 
 - Reasoner (Eq. 3): one reasoning step over the outline K and the history H, and whether a knowledge gap interrupts
   it. Table 9 shows the step as one or two sentences ending in "Reason interrupt for retrieval" or "Reasoning
   completed"; here that end is the typed ``need_retrieval`` field. The rule to reason only from retrieved knowledge
-  and never to speculate is §3.1's "knowledge closure" read as an instruction.
+  and never to speculate is ours, against the hallucinations App. G reports (an inference the documents do not
+  state).
 - Entity Identifier (Eq. 5): the key entities of the current knowledge demand, each with a few queries for different
-  aspects of it (Table 9 shows one or two per entity), linked to the name an earlier iteration used for the same thing
-  (§3.1.1's entity linking).
-- Knowledge Summarizer (Eq. 9): a knowledge-demand-driven summary of one entity's new documents, kept in the
-  documents' wording (Table 9's fragments quote their documents), keeping the facts that link to the next hop (§3.2's
-  "latent information"), or nothing.
-- Answer (Eq. 4): the answer from the final outline and history, as short as the datasets' gold answers.
+  aspects of it (Table 9 shows one or two per entity; the cap of three is ours), linked to the name an earlier iteration
+  used for the same thing (§3.1.1's entity linking).
+- Knowledge Summarizer (Eq. 9): a summary of one entity's new documents driven by the knowledge demand the last
+  reasoning step names (§3: "RaQ provides explicit knowledge demands that guide pKA"), close to the documents'
+  wording (Table 9's fragments trim their documents to the demand), or nothing. Keeping the facts that link to other
+  entities is ours: §3.2 repairs the teacher's summaries against the gold documents so that "latent information is
+  preserved", which we turn into an instruction.
+- Answer (Eq. 4): the paper gives no prompt for it (its token tables count only the three modules; the final
+  Reasoner step may carry the answer); a separate short-answer call from the final outline and history is our design.
 
-Every stage runs through ``dspy.Predict``: the thought is already a field, and Tables 7–8 count no chain of thought.
+Every stage runs through ``dspy.Predict``: the thought is already a field, and the per-module output budgets of
+Tables 7–8 (about 200 tokens a question each) leave no room for a chain of thought on top.
 """
 
 import dspy
@@ -54,10 +59,10 @@ class EntityIdentifier(dspy.Signature):
 
 class KnowledgeSummarizer(dspy.Signature):
     """You are a dedicated assistant who keeps only the knowledge a multi-hop question needs. From the documents
-    retrieved for one entity, write a short knowledge fragment about that entity that serves the question and the
-    reasoning so far. Use the documents' own wording; add nothing they do not state. Keep the facts that connect to
-    other entities of the question (names, dates, places, relations), since later reasoning steps may need them. If
-    the documents hold nothing useful for the question, write an empty fragment."""
+    retrieved for one entity, write a short knowledge fragment about that entity that gives the knowledge the last
+    reasoning step says is missing. Stay close to the documents' own wording; add nothing they do not state. Keep the
+    facts that connect to other entities of the question (names, dates, places, relations), since later reasoning steps
+    may need them. If the documents hold nothing useful for the question, write an empty fragment."""
 
     question: str = dspy.InputField()
     reasoning_history: list[str] = dspy.InputField(desc="the reasoning steps so far")

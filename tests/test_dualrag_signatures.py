@@ -29,10 +29,11 @@ def test_each_stage_sees_its_inputs_and_the_papers_rules():
     assert list(KnowledgeSummarizer.input_fields) == ["question", "reasoning_history", "entity", "queries",
                                                       "documents"]
     assert list(OutlineAnswer.output_fields) == ["answer"]
-    assert "never guess or speculate" in Reasoner.instructions  # reasoning only from retrieved knowledge
-    assert "reuse that earlier name exactly" in EntityIdentifier.instructions  # entity linking (Eq. 5)
-    assert "documents' own wording" in KnowledgeSummarizer.instructions and "empty fragment" in \
-        KnowledgeSummarizer.instructions
+    reasoner, identifier, summarizer = (" ".join(signature.instructions.split()) for signature in (
+        Reasoner, EntityIdentifier, KnowledgeSummarizer))
+    assert "never guess or speculate" in reasoner  # reasoning only from retrieved knowledge
+    assert "reuse that earlier name exactly" in identifier  # entity linking (Eq. 5)
+    assert "the last reasoning step says is missing" in summarizer and "empty fragment" in summarizer
     inputs = {"question": "Who was born later?", "reasoning_history": ["I need the birth years."],
               "entity": "Charles Saunders", "queries": ["Charles Saunders birth year"],
               "documents": ["Charles Saunders (8 April 1904 – April 1997)"]}
