@@ -191,7 +191,7 @@ def _context_paragraphs(rec: dict, where: str) -> tuple[list[dict], list[str], l
             gold.append(passage.id)
     cited = [sentences_of.get(fact[0], []) for fact in facts]
     sentences = [text[fact[1]].strip() for text, fact in zip(cited, facts, strict=True)
-                 if len(fact) > 1 and isinstance(fact[1], int) and 0 <= fact[1] < len(text)]
+                 if len(fact) > 1 and isinstance(fact[1], int) and 0 <= fact[1] < len(text) and text[fact[1]].strip()]
     return paragraphs, gold, sentences
 
 
@@ -282,7 +282,13 @@ def load_dataset(path: str | Path, format: str | None = None, limit: int | None 
         seen[example.id] = where
         kept = [p for p in example.paragraphs if p["text"].strip()]
         empty += len(example.paragraphs) - len(kept)
+        dropped = {p["id"] for p in example.paragraphs} - {p["id"] for p in kept}
         example["paragraphs"] = kept
+        if dropped:  # a gold id or a hop's support never points to a paragraph that is not there
+            example["gold_passage_ids"] = [i for i in example.gold_passage_ids if i not in dropped]
+            if example.get("decomposition_support") is not None:
+                example["decomposition_support"] = [None if i in dropped else i
+                                                    for i in example.decomposition_support]
         examples.append(example)
         if limit is not None and len(examples) >= limit:
             break

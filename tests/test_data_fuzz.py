@@ -110,3 +110,16 @@ def test_json_lines_in_a_json_file_are_read_line_by_line(tmp_path):
     corpus = tmp_path / "corpus.json"
     corpus.write_text('{"title": "A", "text": "a"}\n{"title": "B", "text": "b"}\n')
     assert load_corpus(corpus).texts() == ["A: a", "B: b"]
+
+
+def test_an_empty_supporting_paragraph_leaves_no_gold_id_hop_support_or_sentence_behind(tmp_path):
+    file = tmp_path / "q.jsonl"
+    musique = {**MUSIQUE, "paragraphs": [{**MUSIQUE["paragraphs"][0], "paragraph_text": " "}]}
+    twowiki = {**TWOWIKI, "context": [["T", [""]], ["U", ["x."]]]}
+    file.write_text(json.dumps(musique) + "\n")
+    [first] = load_dataset(file)
+    file.write_text(json.dumps(twowiki) + "\n")
+    [second] = load_dataset(file)
+    assert first.paragraphs == [] and first.gold_passage_ids == [] and first.decomposition_support == [None]
+    assert [p["title"] for p in second.paragraphs] == ["U"] and second.gold_passage_ids == []
+    assert second.supporting_sentences == []
