@@ -89,7 +89,8 @@ class Trace:
 
     def counts(self) -> dict:
         """LLM calls, LM requests, retrievals, stage errors, tokens (with the prompt tokens an engine read from its
-        prefix cache instead of evaluating), the passages retrieved, and every event."""
+        prefix cache instead of evaluating, and the output tokens of each stage as ``completion_tokens.<stage>``),
+        the passages retrieved, and every event."""
         with self._lock:
             records, events = list(self.records), dict(self.events)
         lm_records = [r for r in records if r["kind"] == "lm"]
@@ -102,6 +103,9 @@ class Trace:
         prompt = sum(r.get("prompt_tokens", 0) for r in lm_records)
         completion = sum(r.get("completion_tokens", 0) for r in lm_records)
         cached = sum(r.get("cached_tokens", 0) for r in lm_records)
+        by_stage: Counter = Counter()  # output tokens per stage (DualRAG Tables 7-8's per-module budget)
+        for record in lm_records:
+            by_stage[f"completion_tokens.{record['stage'].split('.')[0]}"] += record.get("completion_tokens", 0)
         return {
             "llm_calls": len(lm_records),
             "lm_requests": sum(r.get("lm_requests", 0) for r in lm_records),
@@ -112,6 +116,7 @@ class Trace:
             "tokens": prompt + completion,
             "cached_prompt_tokens": cached,
             "passage_ids": passage_ids,
+            **by_stage,
             **events,
         }
 

@@ -9,7 +9,7 @@ the metric are kept (DualRAG keeps only correct trajectories). Calls are attribu
 call — DSPy's ``BootstrapFinetune`` selects by trace position and mislabels rows of looping programs.
 
 The output folder holds one JSON-lines file per stage (``<stage>.jsonl``: ``stage``, ``question_id``, ``call``,
-``messages``, ``completion``, ``teacher``, ``adapter``, ``score``) and ``manifest.json``.
+``messages``, ``completion``, ``inputs``, ``outputs``, ``teacher``, ``adapter``, ``score``) and ``manifest.json``.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from tqdm.auto import tqdm
 from multihop.folders import locked
 from multihop.metrics import dspy_metric
 from multihop.paths import atomic_write_text
+from multihop.tracing import jsonable
 
 MANIFEST = "manifest.json"
 
@@ -52,10 +53,11 @@ def stage_calls(program: dspy.Module, example: dspy.Example) -> tuple[dspy.Predi
 
 def render_call(predictor: dspy.Predict, inputs: dict, outputs: dict, adapter: dspy.Adapter) -> dict:
     """One stage call as a training row: the chat ``messages`` the adapter sends for ``inputs`` (with the
-    predictor's demos) and the ``completion`` in the adapter's output format for ``outputs``."""
+    predictor's demos) and the ``completion`` in the adapter's output format for ``outputs``, with the ``inputs`` and
+    ``outputs`` themselves, so a method's post-processing can repair a row and render it again (DualRAG §3.2)."""
     return {"messages": adapter.format(predictor.signature, predictor.demos, inputs),
             "completion": adapter.format_assistant_message_content(predictor.signature, outputs),
-            "adapter": type(adapter).__name__}
+            "adapter": type(adapter).__name__, "inputs": jsonable(inputs), "outputs": jsonable(outputs)}
 
 
 def write_trajectories(out_dir: Path, rows: dict[str, list[dict]], manifest: dict) -> dict:
@@ -69,6 +71,29 @@ def write_trajectories(out_dir: Path, rows: dict[str, list[dict]], manifest: dic
     manifest = {**manifest, "stages": {stage: len(stage_rows) for stage, stage_rows in rows.items()}}
     atomic_write_text(out_dir / MANIFEST, json.dumps(manifest, indent=2))
     return manifest
+
+
+def read_collection(folder: str | Path) -> tuple[dict[str, list[dict]], dict]:
+    """A folder :func:`collect` wrote: its rows by stage, each with the ``inputs`` and ``outputs`` a post-processing
+    reads, and its manifest."""
+    folder = Path(folder)
+    try:
+        manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{folder}: no readable {MANIFEST} ({exc}); give a folder `multihop trajectories` wrote") from None
+    rows: dict[str, list[dict]] = {}
+    for stage in manifest.get("stages") or {}:
+        path = folder / f"{stage}.jsonl"
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+            stage_rows = [json.loads(line) for line in lines if line.strip()]
+        except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise ValueError(f"{path}: unreadable trajectory rows ({exc}); collect them again") from None
+        if any(not isinstance(row, dict) or "inputs" not in row or "outputs" not in row for row in stage_rows):
+            raise ValueError(f"{path}: rows without their inputs and outputs (collected by an older version): "
+                             "collect them again")
+        rows[stage] = stage_rows
+    return rows, manifest
 
 
 class HeldApartError(ValueError):

@@ -6,8 +6,9 @@ from .base import PROGRAMS, MultihopProgram, takes_retriever
 from .baselines import NoRetrieval, SingleStepRAG
 from .composerag import ComposeRAG
 from .cooprag import CoopRAG
+from .dualrag import DualRAG
 from .saved import load, save
 from .students import DISTILL_PRESETS, register_distill_preset
 
-__all__ = ["DISTILL_PRESETS", "PROGRAMS", "ComposeRAG", "CoopRAG", "MultihopProgram", "NoRetrieval", "SingleStepRAG",
+__all__ = ["DISTILL_PRESETS", "PROGRAMS", "ComposeRAG", "CoopRAG", "DualRAG", "MultihopProgram", "NoRetrieval", "SingleStepRAG",
            "load", "register_distill_preset", "save", "takes_retriever"]

@@ -17,6 +17,9 @@ text; these instructions are our reading of the prose around them:
   wording (Table 9's fragments trim their documents to the demand), or nothing. Keeping the facts that link to other
   entities is ours: §3.2 repairs the teacher's summaries against the gold documents so that "latent information is
   preserved", which we turn into an instruction.
+- Reasoning sentence ("w/o R", Table 3): the Reasoner without its retrieval flag, one sentence of a chain of thought
+  as IRCoT writes it, ending the chain with "So the answer is: …"; the program retrieves after every other sentence.
+  The paper names only the behaviour it mirrors; the instruction is ours.
 - Answer (Eq. 4): the paper gives no prompt for it (its token tables count only the three modules; the final
   Reasoner step may carry the answer); a separate short-answer call from the final outline and history is our design.
 
@@ -40,6 +43,17 @@ class Reasoner(dspy.Signature):
     reasoning_history: list[str] = dspy.InputField(desc="the earlier reasoning steps, in order")
     thought: str = dspy.OutputField(desc="the next reasoning step, one or two sentences")
     need_retrieval: bool = dspy.OutputField(desc="true when a needed fact is missing from the outline")
+
+
+class ReasoningSentence(dspy.Signature):
+    """You are answering a multi-hop question step by step. Read the knowledge outline and your reasoning so far, then
+    write the next sentence of the reasoning, using only knowledge the outline states. When the outline determines
+    the answer, write the last sentence as "So the answer is: <answer>."."""
+
+    question: str = dspy.InputField()
+    knowledge_outline: str = dspy.InputField(desc="retrieved knowledge; empty before the first retrieval")
+    reasoning_history: list[str] = dspy.InputField(desc="the earlier reasoning sentences, in order")
+    thought: str = dspy.OutputField(desc="the next reasoning sentence")
 
 
 class EntityIdentifier(dspy.Signature):

@@ -21,6 +21,7 @@ from multihop.cli.programs import ProgramOptions, program_options
 
 retriever_app = typer.Typer(help="Retriever fine-tuning.", no_args_is_help=True)
 cooprag_app = typer.Typer(help="CoopRAG's training loop (§3.6).", no_args_is_help=True)
+dualrag_app = typer.Typer(help="DualRAG-FT's training sets (§3.2).", no_args_is_help=True)
 
 
 @retriever_app.command("train")
@@ -85,6 +86,64 @@ def cooprag_unroll(
     rows = unroll_questions(CoopRAG(uncertainty_mask=uncertainty_mask, rerank=None), examples, out)
     fallbacks = sum(rows[ex.id]["fallback"] for ex in examples)
     console.print(f"unrolled {len(examples)} questions ({fallbacks} fell back to the raw question) → {out}")
+
+
+@dualrag_app.command("sft")
+def dualrag_sft(
+    teachers: list[Path] = typer.Argument(None, exists=True, file_okay=False,
+                                          help="teacher trajectory folders (`multihop trajectories --program DualRAG "
+                                          "--teacher-lm ...`); none with --gold"),
+    data: str = typer.Option(..., help=f"the train questions the teacher ran on: {TRAIN_QUESTIONS}"),
+    out: Path = typer.Option(..., help="folder for one JSON-lines file per stage, for `multihop distill`"),
+    gold: bool = typer.Option(False, "--gold", help="targets from the train file's annotations, no teacher"),
+    limit: int = typer.Option(None, min=1, help="questions read from --data"),
+    encoder: str = typer.Option("mpnet", help="the encoder that links entities to the gold titles"),
+    threshold: float = typer.Option(0.5, help="least cosine for an entity to link to a gold title"),
+    min_score: float = typer.Option(1.0, help="keep the questions the teacher scored at least this on"),
+    seed: int = typer.Option(0, help="--gold: the draw of the distractor documents shown with the gold ones"),
+):
+    """DualRAG-FT's per-module SFT rows: the teacher's right trajectories with entities linked to the gold titles and
+    empty summaries repaired from the gold documents, or (--gold) the targets derived from the annotations alone."""
+    import json
+
+    from multihop.benchmarks.common import held_apart_ids
+    from multihop.data import load_dataset
+    from multihop.optimize.trajectories import read_collection, refuse_held_apart, write_trajectories
+    from multihop.programs import DualRAG
+
+    data_file = question_path(data, "train")
+    examples = load_dataset(data_file, limit=limit)
+    refuse_held_apart(examples, held_apart_ids())
+    if gold == bool(teachers):
+        raise typer.BadParameter("give teacher trajectory folders, or --gold and none")
+    if gold:
+        from multihop.optimize.gold import gold_trajectories
+        from multihop.programs.gold import GoldContext
+
+        manifest = gold_trajectories(DualRAG(), examples, out, GoldContext(seed=seed),
+                                     data=_file_info(data_file, examples))
+        console.print(f"gold rows from {manifest['kept']} of {manifest['questions']} questions; rows per stage "
+                      f"{manifest['stages']} → {out}")
+        return
+    from multihop.programs.dualrag.sft import encoder_similarity, sft_rows
+    from multihop.retrievers import Encoder
+
+    rows, teacher_names = {}, []
+    for folder in teachers:
+        collection, manifest = read_collection(folder)
+        if manifest.get("program") != "DualRAG":
+            raise typer.BadParameter(f"{folder} holds {manifest.get('program')!r} trajectories, not DualRAG's")
+        teacher_names.append(manifest.get("teacher"))
+        for stage, stage_rows in collection.items():
+            rows.setdefault(stage, []).extend(stage_rows)
+    built, stats = sft_rows(rows, {str(e.id): e for e in examples}, encoder_similarity(Encoder(encoder)),
+                            threshold=threshold, min_score=min_score)
+    if not built:
+        raise typer.BadParameter("no teacher row is left: none of the teacher's questions is in --data or scored "
+                                 f"at least {min_score}")
+    manifest = write_trajectories(out, built, {"program": "DualRAG", "teacher": ",".join(map(str, teacher_names)),
+                                               "processing": dict(stats), "data": _file_info(data_file, examples)})
+    console.print(f"rows per stage {manifest['stages']}; {json.dumps(dict(stats))} → {out}")
 
 
 @lm_options()

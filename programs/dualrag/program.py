@@ -1,0 +1,271 @@
+"""DualRAG (seed 001): Reasoning-augmented Querying (RaQ) and progressive Knowledge Aggregation (pKA) in one loop
+(§3.1, Fig. 2).
+
+Each iteration (Eqs. 1–2): the ``reason`` stage (Reasoner, Eq. 3) writes the next reasoning step over the knowledge
+outline K and the history H, and says whether knowledge is missing. While it is: ``identify`` (Entity Identifier,
+Eq. 5) names the entities whose knowledge is missing, each with its queries, linked to earlier entities' names → every
+query retrieves the first stage's top ``n`` (Eq. 6) → each entity's documents are merged without repeats and reranked
+against the entity, keeping the top ``k`` (Eqs. 7–8) → ``summarize`` (Knowledge Summarizer, Eq. 9) writes one fragment
+per entity from the documents that entity has not been summarized from before → the fragments join the outline under
+their entity (Eq. 10); an empty fragment is dropped, so an entity with nothing never enters it. When the Reasoner says
+reasoning is complete, or after ``max_iterations`` Reasoner calls (a round asked for by the last call still retrieves
+and summarizes first), ``answer`` gives the answer from K and H (Eq. 4).
+
+The paper's: the two processes and their four roles, n = 50 and k = 10 (§4.3), five iterations at most (§4.3), the
+outline by entity, the ablations. Ours, where the text lost the equations and prompts (see
+:mod:`multihop.signatures.dualrag` for the prompts): the reranker reads the entity's name as its query (Eq. 8's
+"rerank per entity"); a document an entity's summary has seen is never summarized for it again (what "progressive"
+needs, so a fragment is not repeated each round); the answer is a call of its own; at most ``max_entities`` = 4
+entities a round and ``max_queries`` = 3 queries an entity (Table 9 shows two entities with two queries each), both
+bounds of ours on a small model's lists. The paper's reranker is bge-reranker-v2-m3, which does not ship offline:
+``rerank`` names any reranker of the project's registry (:data:`multihop.retrievers.RERANKERS`), MaxSim over MPNet by
+default.
+
+Switches (the paper's ablations): ``reasoner=False`` is Table 3's "w/o R", IRCoT's trigger: the stage writes one
+sentence of a chain of thought and retrieval follows every sentence until one says "So the answer is";
+``entity_identifier=False`` is "w/o EI": the latest reasoning step is the query (reranked against itself) and the
+documents are grouped by title, each title an entity; ``knowledge_outline=False`` is "w/o KO": no summarizer, the new
+raw documents join the outline, shown as one flat list; ``outline_structure=False`` is Table 14's "w/o KO*": summaries
+kept but shown as one flat list; ``rerank=None`` (or False) is Table 15's "w/o rerank": each query's top ``k`` straight
+from the first stage, merged and cut to ``k`` by score; ``max_iterations`` is Tables 12–13's cap (0: the answer from an
+empty outline, no other stage). DualRAG-FT's per-role students (Table 4) are ``set_stage_lm`` on ``reason``,
+``identify`` and ``summarize``.
+
+Counted per question: ``retrieval_iterations`` (Table 11), ``entities`` and ``queries`` (Fig. 4's redundant queries),
+``summaries``, ``empty_fragments``, ``entities_linked`` (names the linking mapped to an earlier entity),
+``entities_cut``; LLM calls and the output tokens of every stage come with every trace
+(``completion_tokens.<stage>``, Tables 7–8). Fallbacks, each counted: an unparsable Reasoner (after one sampled
+retry) stops the loop and answers (``reasoner_fallback``); unparsable or empty entities make the round a "w/o EI" one,
+the latest step as the query (``entity_fallback``); an unparsable summary keeps the entity's best new document as its
+fragment (``summary_fallback``); an unparsable answer is empty, never invented (``answer_fallback``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import dspy
+
+from multihop.retrievers import RERANKERS, Retriever, make_reranker
+from multihop.signatures.dualrag import (
+    EntityIdentifier,
+    KnowledgeSummarizer,
+    OutlineAnswer,
+    Reasoner,
+    ReasoningSentence,
+)
+from multihop.tracing import count
+
+from ..base import MultihopProgram
+from ..text import safe_answer, unique
+from .outline import Outline, by_title, concluded, link_entities, merge_hits
+
+
+@dataclass
+class EntityRecord:
+    """One entity of one retrieval round: its queries, the documents kept for it, those new to it, its fragment."""
+
+    iteration: int
+    entity: str
+    queries: list[str]
+    passage_ids: list[str]
+    new_ids: list[str]
+    knowledge: list[str] = field(default_factory=list)
+
+    def record(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass
+class Knowledge:
+    """What one question has gathered: the outline, the documents each entity was summarized from, the entities
+    searched for, and the documents behind the outline's fragments (in order)."""
+
+    outline: Outline = field(default_factory=Outline)
+    seen: dict[str, set[str]] = field(default_factory=dict)
+    searched: list[str] = field(default_factory=list)
+    outline_ids: list[str] = field(default_factory=list)
+
+
+class DualRAG(MultihopProgram):
+    count_display = {"retrieval_iterations": "mean", "entities": "mean"}
+
+    def __init__(
+        self,
+        retriever: dspy.Module | None = None,
+        n: int = 50,
+        k: int = 10,
+        max_iterations: int = 5,
+        rerank: str | None = "maxsim",
+        reasoner: bool = True,
+        entity_identifier: bool = True,
+        knowledge_outline: bool = True,
+        outline_structure: bool = True,
+        max_entities: int = 4,
+        max_queries: int = 3,
+    ):
+        rerank = rerank or None
+        if rerank is not None and rerank not in RERANKERS:
+            raise ValueError(f"unknown rerank {rerank!r}; choose None (w/o rerank) or one of {', '.join(RERANKERS)}")
+        if max_iterations < 0:
+            raise ValueError("max_iterations must be 0 (answer from an empty outline) or more")
+        if rerank is not None and n < k:
+            raise ValueError(f"the first stage must return at least k documents per query (n={n} < k={k})")
+        if min(max_entities, max_queries, k) < 1:
+            raise ValueError("k, max_entities and max_queries must be at least 1")
+        super().__init__(retriever=retriever)
+        self.n, self.k, self.max_iterations, self.rerank = n, k, max_iterations, rerank
+        self.reasoner, self.entity_identifier = reasoner, entity_identifier
+        self.knowledge_outline, self.outline_structure = knowledge_outline, outline_structure
+        self.max_entities, self.max_queries = max_entities, max_queries
+        self.search = self.reranked(retriever) if retriever is not None else None
+        self._settings_search: tuple[dspy.Module, dspy.Module] | None = None
+        if max_iterations:
+            self.reason = dspy.Predict(Reasoner if reasoner else ReasoningSentence)
+            if entity_identifier:
+                self.identify = dspy.Predict(EntityIdentifier)
+            if knowledge_outline:
+                self.summarize = dspy.Predict(KnowledgeSummarizer)
+        self.answer = dspy.Predict(OutlineAnswer)
+
+    def reranked(self, retriever: dspy.Module) -> dspy.Module:
+        """The first stage of ``retriever`` (itself, unless it is a reranked :class:`Retriever`) with this program's
+        reranker bound to it, or the first stage alone without reranking."""
+        first_stage = retriever.first_stage if isinstance(retriever, Retriever) else retriever
+        if self.rerank is None:
+            return first_stage
+        return Retriever(first_stage, make_reranker(self.rerank), n=self.n, k=self.k)
+
+    def searcher(self) -> dspy.Module:
+        if self.search is not None:
+            return self.search
+        rm = self.rm
+        if self._settings_search is None or self._settings_search[0] is not rm:
+            self._settings_search = (rm, self.reranked(rm))
+        return self._settings_search[1]
+
+    def forward(self, question: str) -> dspy.Prediction:
+        gathered, history, thoughts, entities = Knowledge(), [], [], []
+        outline, iterations = gathered.outline, 0
+        for _ in range(self.max_iterations):
+            thought, needs = self.step(question, outline, history)
+            thoughts.append({"thought": thought, "need_retrieval": needs})
+            if thought:
+                history.append(thought)
+            if not needs:
+                break
+            iterations += 1
+            entities += self.retrieval_round(question, gathered, history, iterations)
+        count("retrieval_iterations", iterations)
+        count("entities", len(unique(e.entity for e in entities)))
+        count("queries", sum(len(e.queries) for e in entities))
+        result = self.run_stage(self.answer, {"answer": ""}, question=question,
+                                knowledge_outline=self.shown(outline), reasoning_history=history)
+        count("answer_fallback", int(bool(result.get("failed"))))
+        return dspy.Prediction(
+            answer=safe_answer(result.answer),
+            outline={entity: list(fragments) for entity, fragments in outline.fragments.items()},
+            thoughts=thoughts,
+            reasoning_history=history,
+            entities=[e.record() for e in entities],
+            retrieval_iterations=iterations,
+            passage_ids=gathered.outline_ids,
+            retrieved_ids=unique(pid for e in entities for pid in e.passage_ids),
+        )
+
+    def shown(self, outline: Outline) -> str:
+        return outline.render(structured=self.knowledge_outline and self.outline_structure)
+
+    def step(self, question: str, outline: Outline, history: list[str]) -> tuple[str, bool]:
+        """One Reasoner call (Eq. 3): the thought and whether retrieval is needed. "w/o R": one IRCoT sentence,
+        retrieval unless it concludes. An unparsable reply stops the loop."""
+        fallback = {"thought": "", "need_retrieval": False} if self.reasoner else {"thought": ""}
+        result = self.run_stage(self.reason, fallback, retries=1, question=question,
+                                knowledge_outline=self.shown(outline), reasoning_history=list(history))
+        failed = bool(result.get("failed"))
+        count("reasoner_fallback", int(failed))
+        thought = (result.thought or "").strip()
+        if failed:
+            return thought, False
+        needs = result.need_retrieval is True if self.reasoner else not concluded(thought)
+        return thought, needs
+
+    def retrieval_round(self, question: str, gathered: Knowledge, history: list[str], iteration: int
+                        ) -> list[EntityRecord]:
+        """RaQ's retrieval and pKA's aggregation for one knowledge gap: entities → documents → fragments."""
+        outline = gathered.outline
+        demand = history[-1] if history else question
+        groups = self.entity_groups(question, gathered, history, demand)
+        records = []
+        for entity, (queries, ids, passages) in groups.items():
+            done = gathered.seen.setdefault(entity, set())
+            new = [(pid, passage) for pid, passage in zip(ids, passages, strict=True) if pid not in done]
+            done.update(pid for pid, _ in new)
+            record = EntityRecord(iteration, entity, queries, list(ids), [pid for pid, _ in new])
+            if new:
+                record.knowledge = self.knowledge(question, history, entity, queries, new)
+                added = [outline.add(entity, fragment) for fragment in record.knowledge]
+                count("empty_fragments", added.count(False))
+                if any(added):
+                    gathered.outline_ids.extend(pid for pid, _ in new if pid not in gathered.outline_ids)
+            records.append(record)
+        return records
+
+    def entity_groups(self, question: str, gathered: Knowledge, history: list[str], demand: str
+                      ) -> dict[str, tuple[list[str], list[str], list[str]]]:
+        """entity → (its queries, the ids and texts of its top ``k`` documents). With the Entity Identifier, one
+        group per identified entity; without it (or when its output is unusable) the latest step is the query and
+        the documents group by title."""
+        entities = self.identified(question, gathered, history) if self.entity_identifier else None
+        if entities:
+            return {entity: (queries, *self.documents(entity, queries)) for entity, queries in entities.items()}
+        ids, passages = self.documents(demand, [demand])
+        titles = [self.title(pid, passage) for pid, passage in zip(ids, passages, strict=True)]
+        return {title: ([demand], group_ids, group_passages)
+                for title, (group_ids, group_passages) in by_title(ids, passages, titles).items()}
+
+    def identified(self, question: str, gathered: Knowledge, history: list[str]) -> dict[str, list[str]]:
+        """Eq. 5 and the entity linking; empty when the output is unusable (counted ``entity_fallback``)."""
+        known = unique(list(gathered.outline.fragments) + gathered.searched)
+        result = self.run_stage(self.identify, {"entities": {}}, retries=1, question=question,
+                                knowledge_outline=self.shown(gathered.outline), reasoning_history=list(history),
+                                known_entities=known)
+        entities, linked, cut = link_entities(result.get("entities") or {}, known, self.max_entities,
+                                              self.max_queries)
+        count("entity_fallback", int(not entities))
+        count("entities_linked", linked)
+        count("entities_cut", int(cut))
+        gathered.searched.extend(e for e in entities if e not in gathered.searched)
+        return entities
+
+    def documents(self, anchor: str, queries: list[str]) -> tuple[list[str], list[str]]:
+        """Eqs. 6–8: every query's first-stage top ``n`` (``k`` without reranking), merged without repeats and
+        reranked against ``anchor`` (the entity) to the top ``k``."""
+        search = self.searcher()
+        first_stage = search.first_stage if isinstance(search, Retriever) else search
+        hits = [first_stage(query, k=self.n if self.rerank else self.k) for query in queries]
+        ids, passages, scores = merge_hits(hits)
+        if self.rerank is None or not ids:
+            return ids[: self.k], passages[: self.k]
+        reranked = search.reranker.rerank(anchor, dspy.Prediction(ids=ids, passages=passages, scores=scores),
+                                          self.k)
+        return list(reranked.ids), list(reranked.passages)
+
+    def knowledge(self, question: str, history: list[str], entity: str, queries: list[str],
+                  new: list[tuple[str, str]]) -> list[str]:
+        """Eq. 9: the entity's fragment from its new documents; "w/o KO": the documents themselves."""
+        passages = [passage for _, passage in new]
+        if not self.knowledge_outline:
+            return passages
+        result = self.run_stage(self.summarize, {"knowledge": passages[0]}, question=question,
+                                reasoning_history=list(history), entity=entity, queries=queries, documents=passages)
+        count("summary_fallback", int(bool(result.get("failed"))))
+        count("summaries")
+        return [result.knowledge or ""]
+
+    def title(self, pid: str, passage: str) -> str:
+        """A document's title: from the corpus when the retriever has one, else the text before ``": "``."""
+        corpus = getattr(self.searcher(), "corpus", None)
+        if corpus is not None and pid in corpus:
+            return corpus[pid].title or passage[:60]
+        return passage.split(": ", 1)[0] if ": " in passage else passage[:60]
