@@ -80,7 +80,8 @@ def read_collection(folder: str | Path) -> tuple[dict[str, list[dict]], dict]:
     try:
         manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{folder}: no readable {MANIFEST} ({exc}); give a folder `multihop trajectories` wrote") from None
+        raise ValueError(f"{folder}: no readable {MANIFEST} ({exc}); give a folder `multihop trajectories` "
+                         "wrote") from None
     rows: dict[str, list[dict]] = {}
     for stage in manifest.get("stages") or {}:
         path = folder / f"{stage}.jsonl"

@@ -10,5 +10,5 @@ from .dualrag import DualRAG
 from .saved import load, save
 from .students import DISTILL_PRESETS, register_distill_preset
 
-__all__ = ["DISTILL_PRESETS", "PROGRAMS", "ComposeRAG", "CoopRAG", "DualRAG", "MultihopProgram", "NoRetrieval", "SingleStepRAG",
-           "load", "register_distill_preset", "save", "takes_retriever"]
+__all__ = ["DISTILL_PRESETS", "PROGRAMS", "ComposeRAG", "CoopRAG", "DualRAG", "MultihopProgram", "NoRetrieval",
+           "SingleStepRAG", "load", "register_distill_preset", "save", "takes_retriever"]

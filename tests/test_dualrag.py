@@ -7,7 +7,6 @@ from collections import Counter
 import dspy
 import numpy as np
 import pytest
-from helpers import StageScript, field
 
 from multihop.corpus import Corpus, Passage
 from multihop.optimize.gold import gold_targets
@@ -16,6 +15,8 @@ from multihop.programs.dualrag.gold import gold_rounds
 from multihop.programs.dualrag.outline import Outline, link_entities, merge_hits
 from multihop.programs.dualrag.sft import gold_knowledge, link_to_titles, sft_rows
 from multihop.retrievers import RERANKERS, BM25Retriever, Hits
+
+from helpers import StageScript, field
 
 QUESTION = "Which film has the director who was born later, El Extraño Viaje or Love In Pawn?"
 DOCS = [

@@ -31,7 +31,15 @@ from dataclasses import dataclass
 
 import dspy
 
-from ..gold import GoldContext, Pairs, evidence_sentence, gold_documents, hop_question, register_gold_builder, substitute
+from ..gold import (
+    GoldContext,
+    Pairs,
+    evidence_sentence,
+    gold_documents,
+    hop_question,
+    register_gold_builder,
+    substitute,
+)
 from .outline import Outline
 from .program import DualRAG
 
