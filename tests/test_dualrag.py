@@ -10,6 +10,7 @@ import pytest
 
 from multihop.corpus import Corpus, Passage
 from multihop.optimize.gold import gold_targets
+from multihop.optimize.trajectories import render_call
 from multihop.programs import DualRAG, load, save
 from multihop.programs.dualrag.gold import gold_rounds
 from multihop.programs.dualrag.outline import Outline, link_entities, merge_hits
@@ -362,7 +363,12 @@ def test_the_sft_builder_keeps_right_questions_links_entities_to_gold_titles_and
         "reason": [teacher_row("reason", "w1", {}, {"thought": "t"}),
                    teacher_row("reason", "w2", {}, {"thought": "wrong"}, score=0.0)],
     }
-    built, stats = sft_rows(rows, {"w1": WIKI, "w2": WIKI}, similarity, threshold=0.3)
+    predictors = dict(DualRAG().named_predictors())
+
+    def render(row, inputs, outputs):
+        return render_call(predictors[row["stage"]], inputs, outputs, dspy.ChatAdapter())
+
+    built, stats = sft_rows(rows, {"w1": WIKI, "w2": WIKI}, similarity, render, threshold=0.3)
     identify, = built["identify"]
     assert identify["outputs"]["entities"] == {"Love in Pawn": ["who directed Love In Pawn", "Love In Pawn director"]}
     assert "Love in Pawn" in identify["completion"] and stats["entities_dropped"] == 1

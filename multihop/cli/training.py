@@ -106,9 +106,11 @@ def dualrag_sft(
     empty summaries repaired from the gold documents, or (--gold) the targets derived from the annotations alone."""
     import json
 
+    import dspy
+
     from multihop.benchmarks.common import held_apart_ids
     from multihop.data import load_dataset
-    from multihop.optimize.trajectories import read_collection, refuse_held_apart, write_trajectories
+    from multihop.optimize.trajectories import read_collection, refuse_held_apart, render_call, write_trajectories
     from multihop.programs import DualRAG
 
     data_file = question_path(data, "train")
@@ -136,7 +138,14 @@ def dualrag_sft(
         teacher_names.append(manifest.get("teacher"))
         for stage, stage_rows in collection.items():
             rows.setdefault(stage, []).extend(stage_rows)
-    built, stats = sft_rows(rows, {str(e.id): e for e in examples}, encoder_similarity(Encoder(encoder)),
+    predictors = dict(DualRAG().named_predictors())
+    adapters = {"ChatAdapter": dspy.ChatAdapter, "JSONAdapter": dspy.JSONAdapter}
+
+    def render(row: dict, inputs: dict, outputs: dict) -> dict:  # as the teacher's adapter sent and expected it
+        return render_call(predictors[row["stage"]], inputs, outputs, adapters.get(row.get("adapter"),
+                                                                                   dspy.ChatAdapter)())
+
+    built, stats = sft_rows(rows, {str(e.id): e for e in examples}, encoder_similarity(Encoder(encoder)), render,
                             threshold=threshold, min_score=min_score)
     if not built:
         raise typer.BadParameter("no teacher row is left: none of the teacher's questions is in --data or scored "

@@ -10,8 +10,9 @@ paper's two repairs.
    documents it read, becomes that document's supporting sentences (2Wiki, HotpotQA), or its sentence stating the
    hop's answer (MuSiQue), or the document itself.
 
-Every repaired row is rendered again by the stage's signature, as the program's adapter sends it
-(:func:`multihop.optimize.trajectories.render_call`); the others are kept as the teacher wrote them. The Reasoner's
+Every repaired row is rendered again by ``render`` (the command passes
+:func:`multihop.optimize.trajectories.render_call` with the program's predictor of the stage and the adapter the row
+was written with); the others are kept as the teacher wrote them. The Reasoner's
 rows are kept as they are (Table 1: 0 processed).
 """
 
@@ -23,14 +24,11 @@ from collections.abc import Callable
 import dspy
 import numpy as np
 
-from multihop.optimize.trajectories import render_call
-
 from ..gold import evidence_sentence
 from .outline import is_empty_fragment
-from .program import DualRAG
 
 Similarity = Callable[[list[str], list[str]], np.ndarray]  # (names, titles) -> cosine matrix
-ADAPTERS = {"ChatAdapter": dspy.ChatAdapter, "JSONAdapter": dspy.JSONAdapter}
+Render = Callable[[dict, dict, dict], dict]  # (row, new inputs, new outputs) -> the row's messages and completion
 
 
 def encoder_similarity(encoder) -> Similarity:
@@ -79,14 +77,11 @@ def gold_knowledge(example: dspy.Example, documents: list[str]) -> str:
     return ""
 
 
-def sft_rows(rows: dict[str, list[dict]], examples: dict[str, dspy.Example], similarity: Similarity,
-             threshold: float = 0.5, min_score: float = 1.0, program: DualRAG | None = None
-             ) -> tuple[dict[str, list[dict]], Counter]:
+def sft_rows(rows: dict[str, list[dict]], examples: dict[str, dspy.Example], similarity: Similarity, render: Render,
+             threshold: float = 0.5, min_score: float = 1.0) -> tuple[dict[str, list[dict]], Counter]:
     """The DualRAG-FT rows of the teacher's ``rows`` (stage → rows with ``inputs`` and ``outputs``): those of
     questions scoring at least ``min_score`` (a question not in ``examples`` is dropped: its gold is unknown),
     entities linked and summaries repaired. Returns the rows and what was done (``Counter``)."""
-    program = program or DualRAG()
-    predictors = dict(program.named_predictors())
     stats: Counter = Counter()
     kept = [(stage, row) for stage, stage_rows in rows.items() for row in stage_rows
             if float(row.get("score", 0.0)) >= min_score and row.get("question_id") in examples]
@@ -120,7 +115,6 @@ def sft_rows(rows: dict[str, list[dict]], examples: dict[str, dspy.Example], sim
             if entity != inputs.get("entity") or outputs != row["outputs"]:
                 repaired = ({**inputs, "entity": entity}, outputs)
         if repaired is not None:
-            adapter = ADAPTERS.get(row.get("adapter"), dspy.ChatAdapter)()
-            row = {**row, **render_call(predictors[stage], repaired[0], repaired[1], adapter)}
+            row = {**row, **render(row, *repaired)}
         out.setdefault(stage, []).append(row)
     return out, stats

@@ -1,0 +1,114 @@
+"""DualRAG benchmark (seed 001, §4): DualRAG vs ``SingleStepRAG`` (the paper's NativeRAG) vs each ablation of Tables
+3, 14 and 15, the iteration cap of Table 12, and with ``--student`` DualRAG-FT and Table 4's per-role rows, on the dev
+sets in ``MULTIHOP_DATA`` with one retriever and one LM for every row.
+
+    python benchmarks/dualrag.py [--datasets musique,2wiki,hotpotqa] [--limit 5] [--iterations 0,1,2]
+        [--student DIR] [--lm local:smollm2 | --lm openai/<model> --api-base URL] [--judge-lm SPEC]
+
+Each dataset's corpus is the union of its dev questions' paragraphs (IRCoT style, the paper's corpus for 2Wiki and
+MuSiQue), indexed once with MPNet (cached under ``MULTIHOP_HOME``); every DualRAG row reranks with MaxSim over the same
+encoder (the paper's bge-reranker does not ship offline), n = 50 → k = 10 per entity, and SingleStepRAG reads the same
+k = 10. Reported per row: Acc by the LLM judge (with ``--judge-lm``), EM, Acc (the gold answer contained), F1, R@2 and
+R@5 over the passages behind the outline, retrieval iterations, LLM calls, output tokens per module (Tables 7–8:
+Reasoner, Entity Identifier, Knowledge Summarizer, answer), the per-question fallbacks of each stage (its format
+failures) and seconds per question. Each row is an evaluation folder under ``--out``, so a rerun resumes; each row has
+its own cache entries (a rollout id per row), so its tokens and seconds are its own.
+
+DualRAG-FT (Table 4): ``--student`` is a ``multihop distill`` folder trained on DualRAG rows (``multihop dualrag sft``,
+from a teacher or ``--gold``). "DualRAG-FT" runs the Reasoner, Entity Identifier and Knowledge Summarizer on it (the
+answer stays on the base LM, as the paper fine-tunes those three); "w/o R-FT", "w/o EI-FT", "w/o KS-FT" put one of them
+back on the base LM; "w/o FT" is the plain DualRAG row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from pathlib import Path
+
+import dspy
+from rich.console import Console
+
+from multihop.benchmarks.common import DATASETS, LMOptions, cached_retriever, questions_with_corpus
+from multihop.evaluation import evaluate, render_table
+from multihop.models import sha256_file
+from multihop.programs import DualRAG, SingleStepRAG
+
+console = Console(width=200)
+K = 10  # §4.3: the top-10 documents after reranking the top-50
+ABLATIONS = {  # Table 3, Table 14, Table 15
+    "DualRAG": {},
+    "w/o R (IRCoT trigger)": {"reasoner": False},
+    "w/o EI (thought as query)": {"entity_identifier": False},
+    "w/o KO (raw documents)": {"knowledge_outline": False},
+    "w/o KO* (flat summaries)": {"outline_structure": False},
+    "w/o rerank": {"rerank": None},
+}
+ROLES = {"R": "reason", "EI": "identify", "KS": "summarize"}  # Table 4's fine-tuned roles
+COLUMNS = [("llm_eval", "Acc (LLM)"), ("em", "EM"), ("acc", "Acc"), ("f1", "F1"), ("recall@2", "R@2"),
+           ("recall@5", "R@5"), ("retrieval_iterations", "iter/q"), ("llm_calls", "LLM calls/q"),
+           ("completion_tokens.reason", "R out tok"), ("completion_tokens.identify", "EI out tok"),
+           ("completion_tokens.summarize", "KS out tok"), ("completion_tokens.answer", "answer out tok"),
+           ("reasoner_fallback", "R fail/q"), ("entity_fallback", "EI fail/q"), ("summary_fallback", "KS fail/q"),
+           ("seconds", "s/q")]
+
+
+def row_programs(retriever, iterations: list[int], student=None) -> list[tuple[str, str, dspy.Module]]:
+    """(row name, evaluation folder, program) of every row."""
+    rows = [("SingleStepRAG (NativeRAG)", "single-step", SingleStepRAG(retriever=retriever, k=K))]
+    for number, (name, switches) in enumerate(ABLATIONS.items(), 1):
+        rows.append((name, f"ablation{number}", DualRAG(retriever=retriever, k=K, **switches)))
+    for cap in iterations:
+        rows.append((f"max_iterations = {cap} (Table 12)", f"iterations{cap}",
+                     DualRAG(retriever=retriever, k=K, max_iterations=cap)))
+    if student is not None:
+        lm, weights = student
+        for name, base_role in [("DualRAG-FT", None), *((f"w/o {role}-FT", role) for role in ROLES)]:
+            program = DualRAG(retriever=retriever, k=K)
+            for role, stage in ROLES.items():
+                if role != base_role:
+                    program.set_stage_lm(stage, lm)
+            rows.append((name, f"student-{weights}-{base_role or 'all'}", program))
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--datasets", default="musique,2wiki,hotpotqa", help=f"comma-separated: {', '.join(DATASETS)}")
+    parser.add_argument("--limit", type=int, default=5, help="questions per dataset")
+    LMOptions.add_arguments(parser, max_tokens=160)  # the generation cap of every stage
+    parser.add_argument("--judge-lm", default=None, help="LM for Acc by an LLM judge; none: the column is left out")
+    parser.add_argument("--iterations", default="", help="comma-separated caps for Table 12's rows (e.g. 0,1,2)")
+    parser.add_argument("--student", default=None, help="a `multihop distill` folder trained on DualRAG rows")
+    parser.add_argument("--rows", default=None, help="comma-separated row numbers to run (default: all)")
+    parser.add_argument("--threads", type=int, default=1, help="questions at once (for served LMs)")
+    parser.add_argument("--out", default="runs/bench-dualrag", help="evaluation folders (a rerun resumes)")
+    args = parser.parse_args()
+
+    options = LMOptions.from_args(args)
+    lm = options.configure()
+    judge = options.make(args.judge_lm) if args.judge_lm else None
+    student = None
+    if args.student:
+        weights = sha256_file(Path(args.student) / "adapter_model.safetensors")[:8]
+        student = (dataclasses.replace(options, adapter=args.student).make(), weights)
+    iterations = [int(cap) for cap in args.iterations.split(",") if cap.strip()]
+    for dataset in args.datasets.split(","):
+        examples, corpus = questions_with_corpus(dataset, limit=args.limit)
+        retriever = cached_retriever(corpus, token_layers=())
+        console.print(f"{dataset}: {len(examples)} questions, {len(corpus)} passages, LM {lm.model}")
+        out = Path(args.out) / f"{Path(str(lm.model)).name}-{dataset}-{corpus.checksum()[:8]}"
+        rows = row_programs(retriever, iterations, student)
+        if args.rows:
+            rows = [rows[int(i) - 1] for i in args.rows.split(",")]
+        summaries = {}
+        for number, (name, folder, program) in enumerate(rows, 1):
+            with dspy.context(lm=lm.copy(rollout_id=number)):  # no row is served from another row's cache
+                summaries[name] = evaluate(program, examples, out / folder, threads=args.threads, name=name,
+                                           judge_lm=judge)
+        title = f"DualRAG on {dataset} ({len(examples)} questions), LM {lm.model}"
+        console.print(render_table(summaries, title=title, columns=COLUMNS, label="row"))
+
+
+if __name__ == "__main__":
+    main()
