@@ -22,7 +22,7 @@ class ProgramOptions:
     program: str = "SingleStepRAG"
     corpus: str | None = None
     retriever: str | None = None
-    k: int = 5
+    k: int | None = None
     encoder: str = "mpnet"
     settings: list[str] | None = None
 
@@ -45,14 +45,15 @@ def program_options() -> Callable:
                                             "paragraphs, IRCoT style)")),
         "retriever": (str | None, typer.Option(None, "--retriever", help="a saved retriever folder (overrides "
                                                "--corpus)")),
-        "k": (int, typer.Option(5, "--k", min=1, help="passages retrieved per query")),
+        "k": (int | None, typer.Option(None, "--k", min=1, help="passages retrieved per query (default: the "
+                                       "program's own: 5, DualRAG's 10 per entity)")),
         "encoder": (str, typer.Option("mpnet", "--encoder", help="encoder of an index built on the fly")),
         "settings": (list[str] | None, SET_OPT),
     }, ProgramOptions)
 
 
-def build_program(name: str, retriever_dir: str | None, corpus: str | None, data: str | None, k: int, encoder: str,
-                  settings: list[str] | None = None, index: bool = True):
+def build_program(name: str, retriever_dir: str | None, corpus: str | None, data: str | None, k: int | None,
+                  encoder: str, settings: list[str] | None = None, index: bool = True):
     """``(program, retriever folder or None)``; ``index=False`` builds a retrieving program without its index."""
     from multihop.programs import PROGRAMS, takes_retriever
 
@@ -76,7 +77,8 @@ def build_program(name: str, retriever_dir: str | None, corpus: str | None, data
 
     try:
         retriever = load_retriever(retriever_path) if retriever_path else None
-        return cls(retriever=retriever, k=k, **switches), str(retriever_path) if retriever_path else None
+        sized = {"k": k} if k is not None else {}
+        return cls(retriever=retriever, **sized, **switches), str(retriever_path) if retriever_path else None
     except (TypeError, ValueError) as exc:
         raise typer.BadParameter(f"{name}: {exc}") from exc
 
