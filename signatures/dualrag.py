@@ -11,7 +11,9 @@ text; these instructions are our reading of the prose around them:
   state).
 - Entity Identifier (Eq. 5): the key entities of the current knowledge demand, each with a few queries for different
   aspects of it (Table 9 shows one or two per entity; the cap of three is ours), linked to the name an earlier iteration
-  used for the same thing (§3.1.1's entity linking).
+  used for the same thing (§3.1.1's entity linking). The output is a list of entities, each with its queries, as
+  Table 9 prints it ("(1) El Extraño Viaje: [queries]"): a list has a length a constrained decoder can bound, where a
+  mapping of names to queries let a small model write entities until its token budget ran out.
 - Knowledge Summarizer (Eq. 9): a summary of one entity's new documents driven by the knowledge demand the last
   reasoning step names (§3: "RaQ provides explicit knowledge demands that guide pKA"), close to the documents'
   wording (Table 9's fragments trim their documents to the demand), or nothing. Keeping the facts that link to other
@@ -28,6 +30,7 @@ Tables 7–8 (about 200 tokens a question each) leave no room for a chain of tho
 """
 
 import dspy
+from pydantic import BaseModel
 
 
 class Reasoner(dspy.Signature):
@@ -56,6 +59,13 @@ class ReasoningSentence(dspy.Signature):
     thought: str = dspy.OutputField(desc="the next reasoning sentence")
 
 
+class EntityQueries(BaseModel):
+    """One key entity and the search queries for what is missing about it."""
+
+    entity: str
+    queries: list[str]
+
+
 class EntityIdentifier(dspy.Signature):
     """You identify what must be searched for to fill a knowledge gap in multi-hop reasoning. From the question, the
     knowledge outline, the reasoning so far (its last step names the missing knowledge) and the entities already
@@ -68,7 +78,7 @@ class EntityIdentifier(dspy.Signature):
     knowledge_outline: str = dspy.InputField(desc="retrieved knowledge, by entity")
     reasoning_history: list[str] = dspy.InputField(desc="the reasoning steps, the last one names the gap")
     known_entities: list[str] = dspy.InputField(desc="entities searched for in earlier iterations")
-    entities: dict[str, list[str]] = dspy.OutputField(desc="entity name → its search queries")
+    entities: list[EntityQueries] = dspy.OutputField(desc="each entity with its search queries")
 
 
 class KnowledgeSummarizer(dspy.Signature):

@@ -36,6 +36,11 @@ DOCS = [
 TABLE_9_ENTITIES = {"El Extraño Viaje": ["El Extraño Viaje director"], "Love In Pawn": ["Love In Pawn director"]}
 
 
+def listed(entities: dict) -> str:
+    """Entities as the Entity Identifier writes them: a JSON list of {entity, queries}."""
+    return json.dumps([{"entity": name, "queries": queries} for name, queries in entities.items()])
+
+
 class CountingRetriever(BM25Retriever):
     """BM25 that records every query and k it is asked."""
 
@@ -61,7 +66,7 @@ def reasoner(*needs: bool):
 
 
 def script(program, **replies) -> StageScript:
-    defaults = {"reason": reasoner(True), "identify": {"entities": json.dumps(TABLE_9_ENTITIES)},
+    defaults = {"reason": reasoner(True), "identify": {"entities": listed(TABLE_9_ENTITIES)},
                 "summarize": lambda p: {"knowledge": json.loads(field(p, "documents"))[0]},
                 "answer": {"answer": "El extraño viaje"}}
     return StageScript({**defaults, **replies}, program)
@@ -121,7 +126,7 @@ def test_every_query_is_retrieved_then_merged_deduplicated_and_reranked_against_
     bm25 = retriever()
     program = DualRAG(retriever=bm25, rerank="by-length", n=4, k=2)
     entities = {"Love In Pawn": ["Love in Pawn director", "Love in Pawn film", "Love in Pawn director"]}
-    prediction = run(program, script(program, identify={"entities": json.dumps(entities)}))
+    prediction = run(program, script(program, identify={"entities": listed(entities)}))
     assert bm25.asked == [("Love in Pawn director", 4), ("Love in Pawn film", 4)]  # the repeat is searched once
     (query, candidates), = calls
     assert query == "Love In Pawn" and len(candidates) == len(set(candidates)) > 4  # merged without repeats
@@ -140,7 +145,7 @@ def test_a_summarizer_sees_only_the_documents_new_to_its_entity():
 
     queries = iter([["Love in Pawn director"], ["Love in Pawn Charles Saunders director"]])
     stages = script(program, reason=reasoner(True, True), summarize=summarize,
-                    identify=lambda p: {"entities": json.dumps({"Love In Pawn": next(queries)})})
+                    identify=lambda p: {"entities": listed({"Love In Pawn": next(queries)})})
     prediction = run(program, stages)
     first, second = prediction.entities
     assert set(first["new_ids"]) == set(first["passage_ids"]) and len(first["new_ids"]) == 2
@@ -161,8 +166,9 @@ def test_empty_summaries_never_reach_the_outline_and_an_entity_with_nothing_is_l
 
 
 def test_entity_linking_reuses_an_earlier_name_and_merges_names_of_one_entity():
-    linked, relinked, cut = link_entities({"the love in pawn": ["q1"], "Love In Pawn!": ["q2", "q1"], "X": []},
-                                          ["Love in Pawn"], max_entities=4, max_queries=3)
+    written = [{"entity": "the love in pawn", "queries": ["q1"]}, {"entity": "Love In Pawn!", "queries": ["q2", "q1"]},
+               {"entity": "X", "queries": []}]
+    linked, relinked, cut = link_entities(written, ["Love in Pawn"], max_entities=4, max_queries=3)
     assert linked == {"Love in Pawn": ["q1", "q2"], "X": ["X"]} and relinked == 2 and not cut
     program = DualRAG(retriever=retriever(), rerank=None, k=2)
     names = iter([TABLE_9_ENTITIES, {"love in pawn": ["Love in Pawn cast"]}])
@@ -170,7 +176,7 @@ def test_entity_linking_reuses_an_earlier_name_and_merges_names_of_one_entity():
 
     def identify(prompt):
         known.append(json.loads(field(prompt, "known_entities")))
-        return {"entities": json.dumps(next(names))}
+        return {"entities": listed(next(names))}
 
     prediction = run(program, script(program, reason=reasoner(True, True), identify=identify))
     assert known == [[], ["El Extraño Viaje", "Love In Pawn"]]
@@ -329,7 +335,8 @@ def test_gold_targets_ask_for_retrieval_once_per_round_and_conclude_with_the_ans
     assert reason[2].inputs["knowledge_outline"] == ("Anna:\n- She played in Frozen Lake.\n\nFrozen Lake:\n- It was "
                                                       "directed by Karl Berg.")
     identify = [t for t in targets if t.stage == "identify"]
-    assert identify[1].outputs == {"entities": {"Frozen Lake": ["What is the director of Frozen Lake?"]}}
+    assert identify[1].outputs == {"entities": [{"entity": "Frozen Lake",
+                                                  "queries": ["What is the director of Frozen Lake?"]}]}
     assert identify[1].inputs["known_entities"] == ["Anna"]
     summaries = [t for t in targets if t.stage == "summarize"]
     assert summaries[-1].outputs == {"knowledge": ""} and all("Anna" not in d for d in summaries[-1].inputs[
@@ -354,9 +361,10 @@ def similarity(names, titles):
 def test_the_sft_builder_keeps_right_questions_links_entities_to_gold_titles_and_repairs_empty_summaries():
     documents = [DOCS[4].render(), DOCS[1].render()]
     rows = {
-        "identify": [teacher_row("identify", "w1", {"question": QUESTION}, {"entities": {
-            "Love In Pawn film": ["who directed Love In Pawn"], "love in pawn": ["Love In Pawn director"],
-            "cinema history": ["old films"]}})],
+        "identify": [teacher_row("identify", "w1", {"question": QUESTION}, {"entities": [
+            {"entity": "Love In Pawn film", "queries": ["who directed Love In Pawn"]},
+            {"entity": "love in pawn", "queries": ["Love In Pawn director"]},
+            {"entity": "cinema history", "queries": ["old films"]}]})],
         "summarize": [teacher_row("summarize", "w1", {"entity": "love in pawn", "documents": documents, "queries": [],
                                                       "question": QUESTION, "reasoning_history": []},
                                   {"knowledge": "None"})],
@@ -370,7 +378,8 @@ def test_the_sft_builder_keeps_right_questions_links_entities_to_gold_titles_and
 
     built, stats = sft_rows(rows, {"w1": WIKI, "w2": WIKI}, similarity, render, threshold=0.3)
     identify, = built["identify"]
-    assert identify["outputs"]["entities"] == {"Love in Pawn": ["who directed Love In Pawn", "Love In Pawn director"]}
+    assert identify["outputs"]["entities"] == [{"entity": "Love in Pawn",
+                                                "queries": ["who directed Love In Pawn", "Love In Pawn director"]}]
     assert "Love in Pawn" in identify["completion"] and stats["entities_dropped"] == 1
     assert stats["entities_merged"] == 1
     summary, = built["summarize"]

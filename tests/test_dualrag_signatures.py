@@ -10,16 +10,17 @@ from multihop.signatures.dualrag import EntityIdentifier, KnowledgeSummarizer, O
 def test_the_reasoner_flag_and_the_entity_queries_parse_into_their_types(adapter):
     if isinstance(adapter, dspy.JSONAdapter):
         reasoner = '{"thought": "I need the director of Love In Pawn.", "need_retrieval": "false"}'
-        entities = '{"entities": {"Love In Pawn": ["Love In Pawn director", "Love In Pawn release"]}}'
+        entities = ('{"entities": [{"entity": "Love In Pawn", "queries": ["Love In Pawn director", '
+                    '"Love In Pawn release"]}]}')
     else:
         reasoner = ("[[ ## thought ## ]]\nI need the director of Love In Pawn.\n\n[[ ## need_retrieval ## ]]\nfalse\n\n"
                     "[[ ## completed ## ]]")
-        entities = ('[[ ## entities ## ]]\n{"Love In Pawn": ["Love In Pawn director", "Love In Pawn release"]}\n\n'
-                    "[[ ## completed ## ]]")
+        entities = ('[[ ## entities ## ]]\n[{"entity": "Love In Pawn", "queries": ["Love In Pawn director", '
+                    '"Love In Pawn release"]}]\n\n[[ ## completed ## ]]')
     parsed = adapter.parse(Reasoner, reasoner)
     assert parsed["need_retrieval"] is False and parsed["thought"].startswith("I need")
-    assert adapter.parse(EntityIdentifier, entities)["entities"] == {
-        "Love In Pawn": ["Love In Pawn director", "Love In Pawn release"]}
+    parsed, = adapter.parse(EntityIdentifier, entities)["entities"]
+    assert (parsed.entity, parsed.queries) == ("Love In Pawn", ["Love In Pawn director", "Love In Pawn release"])
 
 
 def test_each_stage_sees_its_inputs_and_the_papers_rules():

@@ -89,7 +89,9 @@ def cooprag_unroll(
 
 
 @dualrag_app.command("sft")
+@lm_options(help="the student's LM: the rows are rendered as its adapter prompts it (local:smollm2 by default)")
 def dualrag_sft(
+    lm: LMOptions,
     teachers: list[Path] = typer.Argument(None, exists=True, file_okay=False,
                                           help="teacher trajectory folders (`multihop trajectories --program DualRAG "
                                           "--teacher-lm ...`); none with --gold"),
@@ -101,6 +103,7 @@ def dualrag_sft(
     threshold: float = typer.Option(0.5, help="least cosine for an entity to link to a gold title"),
     min_score: float = typer.Option(1.0, help="keep the questions the teacher scored at least this on"),
     seed: int = typer.Option(0, help="--gold: the draw of the distractor documents shown with the gold ones"),
+    k: int = typer.Option(10, min=1, help="--gold: documents a summarizer row shows (the program keeps 10 an entity)"),
 ):
     """DualRAG-FT's per-module SFT rows: the teacher's right trajectories with entities linked to the gold titles and
     empty summaries repaired from the gold documents, or (--gold) the targets derived from the annotations alone."""
@@ -119,11 +122,13 @@ def dualrag_sft(
     if gold == bool(teachers):
         raise typer.BadParameter("give teacher trajectory folders, or --gold and none")
     if gold:
+        from multihop.lms import default_adapter
         from multihop.optimize.gold import gold_trajectories
         from multihop.programs.gold import GoldContext
 
-        manifest = gold_trajectories(DualRAG(), examples, out, GoldContext(seed=seed),
-                                     data=_file_info(data_file, examples))
+        with dspy.context(adapter=default_adapter(lm.lm)):  # the rows are rendered as the student's LM is prompted
+            manifest = gold_trajectories(DualRAG(k=k), examples, out, GoldContext(seed=seed),
+                                         data=_file_info(data_file, examples))
         console.print(f"gold rows from {manifest['kept']} of {manifest['questions']} questions; rows per stage "
                       f"{manifest['stages']} → {out}")
         return
@@ -256,8 +261,8 @@ def distill_cmd(
     files: list[Path] = typer.Argument(..., exists=True, dir_okay=False,
                                        help="trajectory files (<stage>.jsonl), one or several stages"),
     out: Path = typer.Option(..., help="adapter folder"),
-    preset: str = typer.Option("default", help="a registered preset: default, cirag (CIRAG App. B.4) or hanrag "
-                               "(HANRAG App. D)"),
+    preset: str = typer.Option("default", help="a registered preset: default, dualrag (DualRAG App. B), cirag "
+                               "(CIRAG App. B.4) or hanrag (HANRAG App. D)"),
     base: str = typer.Option(None, help="student: registry name or HF folder (default smollm2)"),
     stages: list[str] = typer.Option(None, "--stage", help="refuse rows of other stages"),
     r: int = typer.Option(None, help="LoRA rank (overrides the preset)", min=1),

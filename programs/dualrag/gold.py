@@ -155,7 +155,8 @@ def _identify_target(program: DualRAG, example: dspy.Example, context: GoldConte
             entities.setdefault(hop.entity, []).append(hop.query)
         known = list(dict.fromkeys(hop.entity for earlier in rounds[:r] for hop in earlier))
         pairs.append(({"question": example.question, "knowledge_outline": gold_outline(program, rounds[:r]),
-                       "reasoning_history": steps[: r + 1], "known_entities": known}, {"entities": entities}))
+                       "reasoning_history": steps[: r + 1], "known_entities": known},
+                      {"entities": [{"entity": name, "queries": queries} for name, queries in entities.items()]}))
     return pairs
 
 

@@ -58,18 +58,32 @@ def entity_key(name: str) -> str:
     return _ARTICLE.sub("", words)
 
 
-def link_entities(entities: dict, known: list[str], max_entities: int, max_queries: int
+def entity_pairs(entities) -> list[tuple[str, list]]:
+    """The Entity Identifier's entities as ``(name, queries)`` pairs, from its typed output (a list of
+    ``EntityQueries``), the same as JSON dicts (``{"entity", "queries"}``, rows on disk) or a mapping of names to
+    queries; anything else gives no pair."""
+    if isinstance(entities, dict):
+        return [(str(name), queries) for name, queries in entities.items()]
+    pairs = []
+    for item in entities if isinstance(entities, list) else []:
+        item = item.model_dump() if hasattr(item, "model_dump") else item
+        if isinstance(item, dict) and item.get("entity") is not None:
+            pairs.append((str(item["entity"]), item.get("queries") or []))
+    return pairs
+
+
+def link_entities(entities, known: list[str], max_entities: int, max_queries: int
                   ) -> tuple[dict[str, list[str]], int, bool]:
-    """The Entity Identifier's output made usable: each name linked to a known entity's exact name when they share
-    :func:`entity_key` (the paper's entity linking, checked here as well as asked of the LM), names that link to one
-    entity merged, each entity's queries cleaned, deduplicated and cut to ``max_queries`` (none: the entity's name is
-    its query), at most ``max_entities`` entities. Returns the entities, how many names were linked to a known one,
-    and whether entities were cut."""
+    """The Entity Identifier's output (any form :func:`entity_pairs` reads) made usable: each name linked to a known
+    entity's exact name when they share :func:`entity_key` (the paper's entity linking, checked here as well as
+    asked of the LM), names that link to one entity merged, each entity's queries cleaned, deduplicated and cut to
+    ``max_queries`` (none: the entity's name is its query), at most ``max_entities`` entities. Returns the entities,
+    how many names were linked to a known one, and whether entities were cut."""
     known_by_key = {entity_key(name): name for name in known}
     linked: dict[str, list[str]] = {}
     relinked = 0
-    for name, queries in (entities or {}).items():
-        name = " ".join(str(name).split())
+    for name, queries in entity_pairs(entities):
+        name = " ".join(name.split())
         key = entity_key(name)
         if not key:
             continue

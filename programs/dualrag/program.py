@@ -227,10 +227,10 @@ class DualRAG(MultihopProgram):
     def identified(self, question: str, gathered: Knowledge, history: list[str]) -> dict[str, list[str]]:
         """Eq. 5 and the entity linking; empty when the output is unusable (counted ``entity_fallback``)."""
         known = unique(list(gathered.outline.fragments) + gathered.searched)
-        result = self.run_stage(self.identify, {"entities": {}}, retries=1, question=question,
+        result = self.run_stage(self.identify, {"entities": []}, retries=1, question=question,
                                 knowledge_outline=self.shown(gathered.outline), reasoning_history=list(history),
                                 known_entities=known)
-        entities, linked, cut = link_entities(result.get("entities") or {}, known, self.max_entities,
+        entities, linked, cut = link_entities(result.get("entities") or [], known, self.max_entities,
                                               self.max_queries)
         count("entity_fallback", int(not entities))
         count("entities_linked", linked)

@@ -25,7 +25,7 @@ import dspy
 import numpy as np
 
 from ..gold import evidence_sentence
-from .outline import is_empty_fragment
+from .outline import entity_pairs, is_empty_fragment
 
 Similarity = Callable[[list[str], list[str]], np.ndarray]  # (names, titles) -> cosine matrix
 Render = Callable[[dict, dict, dict], dict]  # (row, new inputs, new outputs) -> the row's messages and completion
@@ -36,11 +36,16 @@ def encoder_similarity(encoder) -> Similarity:
     return lambda names, titles: encoder.encode(names) @ encoder.encode(titles).T
 
 
-def link_to_titles(entities: dict[str, list[str]], titles: list[str], similarity: Similarity, threshold: float
+def link_to_titles(entities, titles: list[str], similarity: Similarity, threshold: float
                    ) -> tuple[dict[str, list[str]], dict[str, str], int]:
-    """Entities renamed to their most similar title (at least ``threshold``), merged when two share one, the others
-    dropped. Returns the linked entities, the renaming and how many were dropped."""
-    names = [name for name in entities if str(name).strip()]
+    """Entities (any form :func:`~.outline.entity_pairs` reads) renamed to their most similar title (at least
+    ``threshold``), merged when two share one, the others dropped. Returns the linked entities (title → queries),
+    the renaming and how many were dropped."""
+    queries_of: dict[str, list] = {}
+    for name, queries in entity_pairs(entities):
+        if name.strip():
+            queries_of.setdefault(name, []).extend(queries)
+    names = list(queries_of)
     if not names or not titles:
         return {}, {}, len(names)
     scores = np.asarray(similarity(names, titles))
@@ -52,7 +57,7 @@ def link_to_titles(entities: dict[str, list[str]], titles: list[str], similarity
             continue
         renamed[name] = titles[best]
         queries = linked.setdefault(titles[best], [])
-        queries.extend(q for q in entities[name] if q not in queries)
+        queries.extend(q for q in queries_of[name] if q not in queries)
     return linked, renamed, len(names) - len(renamed)
 
 
@@ -93,16 +98,17 @@ def sft_rows(rows: dict[str, list[dict]], examples: dict[str, dspy.Example], sim
         repaired = None
         if stage == "identify":
             titles = [p["title"] for p in example.get("paragraphs") or [] if p.get("is_supporting")]
-            entities = (row["outputs"] or {}).get("entities") or {}
+            entities = (row["outputs"] or {}).get("entities") or []
             linked, renamed, dropped = link_to_titles(entities, list(dict.fromkeys(titles)), similarity, threshold)
+            written = [{"entity": name, "queries": queries} for name, queries in linked.items()]
             renamings.setdefault(row["question_id"], {}).update(renamed)
             stats["entities_dropped"] += dropped
             stats["entities_merged"] += len(renamed) - len(linked)
             if not linked:
                 stats["identify_rows_dropped"] += 1
                 continue
-            if linked != entities:
-                repaired = (row["inputs"], {**row["outputs"], "entities": linked})
+            if written != entities:
+                repaired = (row["inputs"], {**row["outputs"], "entities": written})
                 stats["identify_rows_linked"] += 1
         elif stage == "summarize":
             inputs, outputs = dict(row["inputs"]), dict(row["outputs"])
