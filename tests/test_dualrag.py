@@ -389,3 +389,25 @@ def test_the_sft_builder_keeps_right_questions_links_entities_to_gold_titles_and
     assert gold_knowledge(MUSIQUE, ["Frozen Lake: " + MUSIQUE.paragraphs[1]["text"]]) == "It was directed by Karl Berg."
     assert gold_knowledge(MUSIQUE, ["Other: Other is a town."]) == ""
     assert link_to_titles({"x": []}, ["Love in Pawn"], similarity, 0.3) == ({}, {}, 1)
+
+
+@pytest.mark.slow
+def test_smollm2_runs_the_loop_on_a_real_question_with_maxsim_reranking(musique_dev, cached_retriever):
+    from multihop.lms import configure_lm
+
+    configure_lm("local:smollm2", max_tokens=64)  # the 135M model rambles: a short cap keeps this test near a minute
+    program = DualRAG(retriever=cached_retriever, n=20, k=3, max_iterations=2)
+    prediction = program(question=musique_dev[0].question)
+    lm_stages = [r["stage"] for r in prediction.stage_trace if r["kind"] == "lm"]
+    assert lm_stages[0] == "reason" and lm_stages[-1] == "answer" and lm_stages.count("answer") == 1
+    assert prediction.counts["llm_calls"] == len(lm_stages) and prediction.counts["stage_errors"] == 0
+    assert lm_stages.count("reason") <= 2 and prediction.retrieval_iterations == lm_stages.count("identify") <= 2
+    assert prediction.retrieval_iterations == sum(t["need_retrieval"] for t in prediction.thoughts)
+    corpus = {p.id for p in cached_retriever.corpus}
+    for record in prediction.entities:  # per entity: at most k reranked documents, the new ones among them
+        assert len(record["passage_ids"]) <= 3 and set(record["new_ids"]) <= set(record["passage_ids"]) <= corpus
+    assert set(prediction.outline) <= {record["entity"] for record in prediction.entities}
+    assert all(fragment.strip() for fragments in prediction.outline.values() for fragment in fragments)
+    assert set(prediction.passage_ids) <= set(prediction.retrieved_ids)
+    assert sum(v for k, v in prediction.counts.items() if k.startswith("completion_tokens.")) == \
+        prediction.counts["completion_tokens"]
