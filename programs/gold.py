@@ -77,12 +77,13 @@ def gold_documents(example: dspy.Example, k: int, context: GoldContext, gold_ids
 
 
 def hop_question(hop: str) -> str:
-    """A MuSiQue hop as a question: ``"E >> relation"`` is "What is the relation of E?"; a question stays as it is
-    (``#n`` kept)."""
+    """A MuSiQue hop as a question: ``"E >> relation"`` is "What is the relation of E?" ("What is the cast member of
+    E?" for a relation already ending in "of"); a question stays as it is (``#n`` kept)."""
     if ">>" not in hop:
         return hop
     entity, relation = (part.strip() for part in hop.split(">>", 1))
-    return f"What is the {relation} of {entity}?"
+    joined = "" if relation.lower().endswith(" of") else " of"
+    return f"What is the {relation}{joined} {entity}?"
 
 
 def evidence_sentence(text: str, answer: str) -> str:

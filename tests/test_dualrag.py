@@ -316,8 +316,12 @@ WIKI = dspy.Example(
 def test_gold_rounds_chain_musique_hops_and_search_a_comparisons_entities_together():
     rounds = gold_rounds(MUSIQUE)
     assert [[(h.entity, h.query, h.knowledge) for h in r] for r in rounds] == [
-        [("Anna", "What is the cast member of of Anna?", "She played in Frozen Lake.")],
+        [("Anna", "What is the cast member of Anna?", "She played in Frozen Lake.")],
         [("Frozen Lake", "What is the director of Frozen Lake?", "It was directed by Karl Berg.")]]
+    independent = MUSIQUE.copy(decomposition=["Anna >> cast member of", "Who founded Frozen Lake?", "Did #1 meet #2?"],
+                               decomposition_answers=["Frozen Lake", "Karl Berg", "yes"],
+                               decomposition_support=["p1", "p2", "p2"])
+    assert [len(r) for r in gold_rounds(independent)] == [2, 1]  # steps that read no earlier answer share a round
     wiki = gold_rounds(WIKI)
     assert [[h.entity for h in r] for r in wiki] == [["El extraño viaje", "Love in Pawn"],
                                                      ["Fernando Fernán Gómez", "Charles Saunders (director)"]]

@@ -107,6 +107,7 @@ def test_pure_helpers_on_hand_computed_values(musique):
     assert evidence_sentence("No answer here. None.", "x") == "No answer here."
     assert hop_question("#1 >> country of citizenship") == "What is the country of citizenship of #1?"
     assert hop_question("Who founded #1?") == "Who founded #1?"
+    assert hop_question("Anna >> cast member of") == "What is the cast member of Anna?"
     shown_docs = gold_documents(musique, 4, GoldContext())
     assert len(shown_docs) == 4 and {"Journal X", "Acme Press"} <= {p.title for p in shown_docs}
     assert gold_documents(musique, 4, GoldContext()) == shown_docs  # the same draw for the same question and seed

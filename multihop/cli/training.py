@@ -113,6 +113,7 @@ def dualrag_sft(
 
     from multihop.benchmarks.common import held_apart_ids
     from multihop.data import load_dataset
+    from multihop.lms import default_adapter
     from multihop.optimize.trajectories import read_collection, refuse_held_apart, render_call, write_trajectories
     from multihop.programs import DualRAG
 
@@ -121,12 +122,12 @@ def dualrag_sft(
     refuse_held_apart(examples, held_apart_ids())
     if gold == bool(teachers):
         raise typer.BadParameter("give teacher trajectory folders, or --gold and none")
+    student_adapter = default_adapter(lm.lm)  # every row is rendered as the student's LM will be prompted
     if gold:
-        from multihop.lms import default_adapter
         from multihop.optimize.gold import gold_trajectories
         from multihop.programs.gold import GoldContext
 
-        with dspy.context(adapter=default_adapter(lm.lm)):  # the rows are rendered as the student's LM is prompted
+        with dspy.context(adapter=student_adapter):
             manifest = gold_trajectories(DualRAG(k=k), examples, out, GoldContext(seed=seed),
                                          data=_file_info(data_file, examples))
         console.print(f"gold rows from {manifest['kept']} of {manifest['questions']} questions; rows per stage "
@@ -144,11 +145,9 @@ def dualrag_sft(
         for stage, stage_rows in collection.items():
             rows.setdefault(stage, []).extend(stage_rows)
     predictors = dict(DualRAG().named_predictors())
-    adapters = {"ChatAdapter": dspy.ChatAdapter, "JSONAdapter": dspy.JSONAdapter}
 
-    def render(row: dict, inputs: dict, outputs: dict) -> dict:  # as the teacher's adapter sent and expected it
-        return render_call(predictors[row["stage"]], inputs, outputs, adapters.get(row.get("adapter"),
-                                                                                   dspy.ChatAdapter)())
+    def render(row: dict, inputs: dict, outputs: dict) -> dict:
+        return render_call(predictors[row["stage"]], inputs, outputs, student_adapter)
 
     built, stats = sft_rows(rows, {str(e.id): e for e in examples}, encoder_similarity(Encoder(encoder)), render,
                             threshold=threshold, min_score=min_score)

@@ -4,9 +4,10 @@ a 72B teacher, which does not run offline).
 A question's gold run is a list of retrieval rounds, each a list of hops that can be searched for together
 (:func:`gold_rounds`). A hop is an entity, its query, its supporting paragraph and its knowledge:
 
-- MuSiQue: one round per decomposition step (each step reads the earlier answers); the entity is the title of the
-  step's supporting paragraph, the query the step as a question with the earlier answers substituted, the knowledge
-  the paragraph's sentence that states the step's answer.
+- MuSiQue: a decomposition step that reads an earlier answer (``#n``) comes one round after the last step it reads;
+  steps that read none share the first round (3hop2's and 4hop3's independent first steps are searched together).
+  The entity is the title of the step's supporting paragraph, the query the step as a question with the earlier
+  answers substituted, the knowledge the paragraph's sentence that states the step's answer.
 - 2Wiki: one hop per evidence triple ``[head, relation, tail]``; a triple whose head is an earlier tail waits for
   that triple's round, so a comparison's two triples share one round (as Table 9's first step searches both films)
   and a composition's steps follow each other. The entity is the supporting paragraph titled like the head (else the
@@ -14,7 +15,7 @@ A question's gold run is a list of retrieval rounds, each a list of hops that ca
   paragraph's supporting sentences (else its sentence stating the tail).
 - HotpotQA has no order of its two paragraphs: it gives summarizer and answer rows only.
 
-From the rounds (our reading of §3.2's trajectories, where the retrieval flag follows the hop count): the Reasoner
+From the rounds (issue 19's rule that the retrieval flag follows the hop count, and our reading): the Reasoner
 asks for retrieval before each round (its thought names the round's queries) and concludes after the last one (its
 thought states each query's answer and "So the answer is …", which also serves the IRCoT-style "w/o R" stage); the
 Entity Identifier names each round's entities with their queries, the earlier rounds' entities given as known; the
@@ -32,6 +33,7 @@ from dataclasses import dataclass
 import dspy
 
 from ..gold import (
+    PLACEHOLDER,
     GoldContext,
     Pairs,
     evidence_sentence,
@@ -63,15 +65,19 @@ def gold_rounds(example: dspy.Example) -> list[list[GoldHop]]:
     support = example.get("decomposition_support") or []
     if not questions or len(answers) != len(questions) or len(support) != len(questions) or not all(answers):
         return []
-    rounds = []
+    depth: list[int] = []
+    for i, question in enumerate(questions):
+        reads = [int(n) - 1 for n in PLACEHOLDER.findall(question) if 0 < int(n) <= i]
+        depth.append(1 + max(depth[n] for n in reads) if reads else 0)
+    rounds: list[list[GoldHop]] = [[] for _ in range(max(depth) + 1)]
     for i, (question, answer, pid) in enumerate(zip(questions, answers, support, strict=True)):
         paragraph = paragraphs.get(pid)
         if paragraph is None:
             return []
         query = substitute(hop_question(question), answers[:i])
-        rounds.append([GoldHop(paragraph["title"], query, answer, pid, _render(paragraph),
-                               evidence_sentence(paragraph["text"], answer))])
-    return rounds
+        rounds[depth[i]].append(GoldHop(paragraph["title"], query, answer, pid, _render(paragraph),
+                                        evidence_sentence(paragraph["text"], answer)))
+    return [round_ for round_ in rounds if round_]
 
 
 def _evidence_rounds(example: dspy.Example, paragraphs: dict) -> list[list[GoldHop]]:
@@ -111,7 +117,7 @@ def asking(round_: list[GoldHop]) -> str:
 def concluding(rounds: list[list[GoldHop]], answer: str) -> str:
     """The Reasoner's last thought: each query's answer, then the answer."""
     facts = "; ".join(f"{hop.query.rstrip('?')}: {hop.answer}" for round_ in rounds for hop in round_)
-    return f"From the known knowledge, {facts}. So the answer is {answer}."
+    return f"From the known knowledge, {facts}. So the answer is {answer}." if facts else f"So the answer is {answer}."
 
 
 def gold_outline(program: DualRAG, rounds: list[list[GoldHop]]) -> str:
@@ -165,7 +171,8 @@ def _summarize_target(program: DualRAG, example: dspy.Example, context: GoldCont
     """Each hop's paragraph among distractors → its knowledge; HotpotQA: each supporting paragraph → its supporting
     sentences; then one row of distractors alone → an empty fragment."""
     rounds = gold_rounds(example)
-    steps = thoughts(rounds, example.answer) if rounds and example.get("answer") else [example.question]
+    steps = thoughts(rounds, example.answer) if rounds and example.get("answer") else [
+        f"I need to find out: {example.question}"]
     hops = [(r, hop) for r, round_ in enumerate(rounds) for hop in round_] or [
         (0, hop) for hop in _supporting_hops(example)]
     pairs = []
@@ -207,4 +214,5 @@ def _answer_target(program: DualRAG, example: dspy.Example, context: GoldContext
     if not hops:
         return []
     return [({"question": example.question, "knowledge_outline": gold_outline(program, [hops]),
-              "reasoning_history": []}, {"answer": example.answer})]
+              "reasoning_history": [f"I need to find out: {example.question}", concluding([], example.answer)]},
+             {"answer": example.answer})]

@@ -20,6 +20,7 @@ CONCLUSION = re.compile(r"so the answer is", re.IGNORECASE)  # the end of an IRC
 _NOTHING = {"", "none", "n/a", "na", "nothing", "empty", "null", "no information", "no relevant information",
             "no useful information", "not mentioned", "unknown"}
 _ARTICLE = re.compile(r"^(the|a|an)\s+")
+SHORT_REPLY = 8  # words: a longer summary is not read as an abstention, whatever phrase it contains
 
 
 @dataclass
@@ -47,9 +48,10 @@ class Outline:
 
 
 def is_empty_fragment(text: str) -> bool:
-    """A summary that holds no knowledge: empty, "none" and its like, or an abstention ("no information")."""
+    """A summary that holds no knowledge: empty, "none" and its like, or a short abstention as the whole reply ("No
+    information about X."). A fragment that states a fact and then says what is missing is kept."""
     words = " ".join((text or "").lower().strip(string.punctuation + string.whitespace).split())
-    return words in _NOTHING or is_abstention(words)
+    return words in _NOTHING or (len(words.split()) <= SHORT_REPLY and is_abstention(words))
 
 
 def entity_key(name: str) -> str:
@@ -79,7 +81,8 @@ def link_entities(entities, known: list[str], max_entities: int, max_queries: in
     asked of the LM), names that link to one entity merged, each entity's queries cleaned, deduplicated and cut to
     ``max_queries`` (none: the entity's name is its query), at most ``max_entities`` entities. Returns the entities,
     how many names were linked to a known one, and whether entities were cut."""
-    known_by_key = {entity_key(name): name for name in known}
+    earlier = {entity_key(name): name for name in known}
+    known_by_key = dict(earlier)
     linked: dict[str, list[str]] = {}
     relinked = 0
     for name, queries in entity_pairs(entities):
@@ -88,7 +91,7 @@ def link_entities(entities, known: list[str], max_entities: int, max_queries: in
         if not key:
             continue
         target = known_by_key.get(key, name)
-        relinked += int(target != name)
+        relinked += int(key in earlier and target != name)
         known_by_key.setdefault(key, target)
         linked.setdefault(target, []).extend(clean(queries))
     kept = dict(list(linked.items())[:max_entities])
@@ -98,10 +101,11 @@ def link_entities(entities, known: list[str], max_entities: int, max_queries: in
 
 def merge_hits(hits: list[dspy.Prediction]) -> tuple[list[str], list[str], list[float]]:
     """The documents of several queries' hits (Eq. 7's grouping under one entity): each id once with its best score,
-    best first (ties keep the order found)."""
+    best first (ties keep the order found). A retriever that gives no scores is ranked by position (0, -1, -2, …)."""
     best: dict[str, tuple[str, float]] = {}
     for hit in hits:
-        for pid, passage, score in zip(hit.ids, hit.passages, hit.scores, strict=True):
+        scores = hit.get("scores") or [-float(rank) for rank in range(len(hit.ids))]
+        for pid, passage, score in zip(hit.ids, hit.passages, scores, strict=True):
             if pid not in best or score > best[pid][1]:
                 best[pid] = (passage, float(score))
     ordered = sorted(best.items(), key=lambda item: -item[1][1])

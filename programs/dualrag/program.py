@@ -11,33 +11,44 @@ their entity (Eq. 10); an empty fragment is dropped, so an entity with nothing n
 reasoning is complete, or after ``max_iterations`` Reasoner calls (a round asked for by the last call still retrieves
 and summarizes first), ``answer`` gives the answer from K and H (Eq. 4).
 
-The paper's: the two processes and their four roles, n = 50 and k = 10 (§4.3), five iterations at most (§4.3), the
-outline by entity, the ablations. Ours, where the text lost the equations and prompts (see
-:mod:`multihop.signatures.dualrag` for the prompts): the reranker reads the entity's name as its query (Eq. 8's
-"rerank per entity"); a document an entity's summary has seen is never summarized for it again (what "progressive"
-needs, so a fragment is not repeated each round); the answer is a call of its own; at most ``max_entities`` = 4
-entities a round and ``max_queries`` = 3 queries an entity (Table 9 shows two entities with two queries each), both
-bounds of ours on a small model's lists. The paper's reranker is bge-reranker-v2-m3, which does not ship offline:
-``rerank`` names any reranker of the project's registry (:data:`multihop.retrievers.RERANKERS`), MaxSim over MPNet by
+The paper's: the two processes and their three LLM modules (Reasoner, Entity Identifier, Knowledge Summarizer),
+the retrieval trigger, the entity-centred queries and linking, grouping the documents by entity and reranking them,
+summaries driven by the knowledge demand, the outline by entity, at most five iterations (§4.3), the top-50 → top-10
+retrieval (§4.3) and the ablations' names. Ours, where the text lost the equations and prompts (see
+:mod:`multihop.signatures.dualrag` for the prompts): the answer is a call of its own; n = 50 and k = 10 apply to each
+entity's documents (Eqs. 7–8: every query's top 50, merged, reranked to the entity's top 10); the reranker reads the
+entity's name as its query; a document an entity's summary has seen is never summarized for it again (what
+"progressive" needs, so a fragment is not repeated each round); at most ``max_entities`` = 4 entities a round and
+``max_queries`` = 3 queries an entity (Table 9 shows two entities with two queries each), both bounds of ours on a
+small model's lists. The paper's reranker is bge-reranker-v2-m3, which does not ship offline: ``rerank`` names any
+reranker of the project's registry (:data:`multihop.retrievers.RERANKERS`), MaxSim over the first stage's encoder by
 default.
 
-Switches (the paper's ablations): ``reasoner=False`` is Table 3's "w/o R", IRCoT's trigger: the stage writes one
-sentence of a chain of thought and retrieval follows every sentence until one says "So the answer is";
-``entity_identifier=False`` is "w/o EI": the latest reasoning step is the query (reranked against itself) and the
-documents are grouped by title, each title an entity; ``knowledge_outline=False`` is "w/o KO": no summarizer, the new
-raw documents join the outline, shown as one flat list; ``outline_structure=False`` is Table 14's "w/o KO*": summaries
+Switches, named after the paper's ablations; how each is carried out beyond its name is issue 19's and our reading:
+``reasoner=False`` is Table 3's "w/o R", IRCoT's trigger: the stage writes one sentence of a chain of thought and
+retrieval follows every sentence that does not say "So the answer is" (IRCoT also retrieves with the question before
+the first sentence; here, as in DualRAG, the first sentence is written over the empty outline and names what it
+lacks); ``entity_identifier=False`` is "w/o EI": the latest reasoning step is the query (its documents reranked
+against it) and the documents are grouped by title, each title an entity with its own summary (up to k summarizer
+calls a round); ``knowledge_outline=False`` is "w/o KO": no summarizer, the new raw documents join the outline, shown
+as one flat list ("unstructured retrieval results"); ``outline_structure=False`` is Table 14's "w/o KO*": summaries
 kept but shown as one flat list; ``rerank=None`` (or False) is Table 15's "w/o rerank": each query's top ``k`` straight
-from the first stage, merged and cut to ``k`` by score; ``max_iterations`` is Tables 12–13's cap (0: the answer from an
-empty outline, no other stage). DualRAG-FT's per-role students (Table 4) are ``set_stage_lm`` on ``reason``,
-``identify`` and ``summarize``.
+from the first stage, merged and cut to ``k`` by the first stage's scores; ``max_iterations`` is Tables 12–13's cap
+(0: the answer from an empty outline, no other stage). DualRAG-FT's per-role students (Table 4) are
+``set_stage_lm`` on ``reason``, ``identify`` and ``summarize``.
 
-Counted per question: ``retrieval_iterations`` (Table 11), ``entities`` and ``queries`` (Fig. 4's redundant queries),
-``summaries``, ``empty_fragments``, ``entities_linked`` (names the linking mapped to an earlier entity),
-``entities_cut``; LLM calls and the output tokens of every stage come with every trace
-(``completion_tokens.<stage>``, Tables 7–8). Fallbacks, each counted: an unparsable Reasoner (after one sampled
-retry) stops the loop and answers (``reasoner_fallback``); unparsable or empty entities make the round a "w/o EI" one,
-the latest step as the query (``entity_fallback``); an unparsable summary keeps the entity's best new document as its
-fragment (``summary_fallback``); an unparsable answer is empty, never invented (``answer_fallback``).
+Counted per question: ``retrieval_iterations`` (Table 11), ``entities`` (names, or titles without the Entity
+Identifier), ``queries`` (searches sent; Fig. 4's redundant queries), ``summaries``, ``empty_fragments``,
+``entities_linked`` (names the linking mapped to an entity of an earlier round), ``entities_cut``; LLM calls and the
+output tokens of every stage come with every trace (``completion_tokens.<stage>``, Tables 7–8). The prediction's
+``passage_ids`` (what recall is measured over) are the documents summarized into a fragment the outline kept, in
+order; ``retrieved_ids`` every document kept for an entity. Fallbacks, each counted: an unparsable Reasoner (after one
+sampled retry) stops the loop and answers (``reasoner_fallback``); an Entity Identifier reply that is unparsable after
+one sampled retry (``entity_unparsable``) or names no entity makes the round a "w/o EI" one, the latest step (else
+the question) as the query (``entity_fallback``, both cases); an unparsable summary keeps the entity's best new
+document as its fragment (``summary_fallback``); an unparsable answer is empty, never invented (``answer_fallback``).
+An exception a stage raises (a dead endpoint, a context overflow) is not a fallback: it ends the question, which
+evaluation records as an error and goes on.
 """
 
 from __future__ import annotations
@@ -155,10 +166,9 @@ class DualRAG(MultihopProgram):
             if not needs:
                 break
             iterations += 1
-            entities += self.retrieval_round(question, gathered, history, iterations)
+            entities += self.retrieval_round(question, gathered, history, iterations, demand=thought or question)
         count("retrieval_iterations", iterations)
         count("entities", len(unique(e.entity for e in entities)))
-        count("queries", sum(len(e.queries) for e in entities))
         result = self.run_stage(self.answer, {"answer": ""}, question=question,
                                 knowledge_outline=self.shown(outline), reasoning_history=history)
         count("answer_fallback", int(bool(result.get("failed"))))
@@ -190,11 +200,11 @@ class DualRAG(MultihopProgram):
         needs = result.need_retrieval is True if self.reasoner else not concluded(thought)
         return thought, needs
 
-    def retrieval_round(self, question: str, gathered: Knowledge, history: list[str], iteration: int
+    def retrieval_round(self, question: str, gathered: Knowledge, history: list[str], iteration: int, demand: str
                         ) -> list[EntityRecord]:
-        """RaQ's retrieval and pKA's aggregation for one knowledge gap: entities → documents → fragments."""
+        """RaQ's retrieval and pKA's aggregation for one knowledge gap (``demand``: the step that named it):
+        entities → documents → fragments."""
         outline = gathered.outline
-        demand = history[-1] if history else question
         groups = self.entity_groups(question, gathered, history, demand)
         records = []
         for entity, (queries, ids, passages) in groups.items():
@@ -232,6 +242,7 @@ class DualRAG(MultihopProgram):
                                 known_entities=known)
         entities, linked, cut = link_entities(result.get("entities") or [], known, self.max_entities,
                                               self.max_queries)
+        count("entity_unparsable", int(bool(result.get("failed"))))
         count("entity_fallback", int(not entities))
         count("entities_linked", linked)
         count("entities_cut", int(cut))
@@ -244,6 +255,7 @@ class DualRAG(MultihopProgram):
         search = self.searcher()
         first_stage = search.first_stage if isinstance(search, Retriever) else search
         hits = [first_stage(query, k=self.n if self.rerank else self.k) for query in queries]
+        count("queries", len(queries))
         ids, passages, scores = merge_hits(hits)
         if self.rerank is None or not ids:
             return ids[: self.k], passages[: self.k]
