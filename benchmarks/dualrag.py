@@ -6,13 +6,15 @@ sets in ``MULTIHOP_DATA`` with one retriever and one LM for every row.
         [--student DIR] [--lm local:smollm2 | --lm openai/<model> --api-base URL] [--judge-lm SPEC]
 
 Each dataset's corpus is the union of its dev questions' paragraphs (IRCoT style, the paper's corpus for 2Wiki and
-MuSiQue), indexed once with MPNet (cached under ``MULTIHOP_HOME``); every DualRAG row reranks with MaxSim over the same
-encoder (the paper's bge-reranker does not ship offline), n = 50 → k = 10 per entity, and SingleStepRAG reads the same
-k = 10. Reported per row: Acc by the LLM judge (with ``--judge-lm``), EM, Acc (the gold answer contained), F1, R@2 and
-R@5 over the passages behind the outline, retrieval iterations, LLM calls, output tokens per module (Tables 7–8:
-Reasoner, Entity Identifier, Knowledge Summarizer, answer), the per-question fallbacks of each stage (its format
-failures) and seconds per question. Each row is an evaluation folder under ``--out``, so a rerun resumes; each row has
-its own cache entries (a rollout id per row), so its tokens and seconds are its own.
+MuSiQue), indexed once with MPNet (cached under ``MULTIHOP_HOME``); every DualRAG row reranks with MaxSim over the
+same encoder (the paper's bge-reranker does not ship offline), n = 50 → k = 10 per entity, and SingleStepRAG reads the
+same k = 10. Reported per row: Acc by the LLM judge (with ``--judge-lm``), EM, Acc (the gold answer contained), F1,
+R@2 and R@5 over the passages behind the outline, retrieval iterations, LLM calls, output tokens per module (Tables
+7–8: Reasoner, Entity Identifier, Knowledge Summarizer, answer), searches sent, the unparsable replies of each stage
+per question (its format failures; the Entity Identifier's fallback also counts parsed replies that name no entity)
+and seconds per question. "w/o EI" summarizes each title of the round's documents on its own, so its summarizer calls
+and tokens grow with the titles found (up to k a round). Each row is an evaluation folder under ``--out``, so a rerun
+resumes; each row has its own cache entries (a rollout id per row), so its tokens and seconds are its own.
 
 DualRAG-FT (Table 4): ``--student`` is a ``multihop distill`` folder trained on DualRAG rows (``multihop dualrag sft``,
 from a teacher or ``--gold``). "DualRAG-FT" runs the Reasoner, Entity Identifier and Knowledge Summarizer on it (the
@@ -49,12 +51,14 @@ COLUMNS = [("llm_eval", "Acc (LLM)"), ("em", "EM"), ("acc", "Acc"), ("f1", "F1")
            ("recall@5", "R@5"), ("retrieval_iterations", "iter/q"), ("llm_calls", "LLM calls/q"),
            ("completion_tokens.reason", "R out tok"), ("completion_tokens.identify", "EI out tok"),
            ("completion_tokens.summarize", "KS out tok"), ("completion_tokens.answer", "answer out tok"),
-           ("reasoner_fallback", "R fail/q"), ("entity_fallback", "EI fail/q"), ("summary_fallback", "KS fail/q"),
-           ("seconds", "s/q")]
+           ("queries", "queries/q"), ("reasoner_fallback", "R unparsed/q"), ("entity_unparsable", "EI unparsed/q"),
+           ("entity_fallback", "EI fallback/q"), ("summary_fallback", "KS unparsed/q"),
+           ("answer_fallback", "answer unparsed/q"), ("seconds", "s/q")]
 
 
 def row_programs(retriever, iterations: list[int], student=None) -> list[tuple[str, str, dspy.Module]]:
-    """(row name, evaluation folder, program) of every row."""
+    """(row name, evaluation folder, program) of every row; a student row's student LM has a rollout id of its own,
+    so no row replays another's student calls from the cache."""
     rows = [("SingleStepRAG (NativeRAG)", "single-step", SingleStepRAG(retriever=retriever, k=K))]
     for number, (name, switches) in enumerate(ABLATIONS.items(), 1):
         rows.append((name, f"ablation{number}", DualRAG(retriever=retriever, k=K, **switches)))
@@ -63,11 +67,12 @@ def row_programs(retriever, iterations: list[int], student=None) -> list[tuple[s
                      DualRAG(retriever=retriever, k=K, max_iterations=cap)))
     if student is not None:
         lm, weights = student
-        for name, base_role in [("DualRAG-FT", None), *((f"w/o {role}-FT", role) for role in ROLES)]:
+        for number, (name, base_role) in enumerate([("DualRAG-FT", None), *((f"w/o {role}-FT", role)
+                                                                           for role in ROLES)], 1):
             program = DualRAG(retriever=retriever, k=K)
             for role, stage in ROLES.items():
                 if role != base_role:
-                    program.set_stage_lm(stage, lm)
+                    program.set_stage_lm(stage, lm.copy(rollout_id=number))
             rows.append((name, f"student-{weights}-{base_role or 'all'}", program))
     return rows
 

@@ -68,7 +68,8 @@ def run_question(program: dspy.Module, example: dspy.Example, judge: LLMJudge | 
         with record_trace(program) as recorded:
             prediction = program(**example.inputs())
         trace, counts = recorded.to_list(), recorded.counts()
-        ids = list(prediction.get("passage_ids") or counts.get("passage_ids") or [])
+        # a program's own passage_ids, even empty, are what it used; the retriever's outputs only when it names none
+        ids = list((prediction.passage_ids or []) if "passage_ids" in prediction else counts.get("passage_ids") or [])
         counts.pop("passage_ids", None)
         row.update(prediction=prediction.answer or "", passage_ids=ids, counts=counts, error=None)
         row["metrics"] = answer_scores(row["prediction"], example.answers)

@@ -20,7 +20,8 @@ text; these instructions are our reading of the prose around them:
   entities is ours: §3.2 repairs the teacher's summaries against the gold documents so that "latent information is
   preserved", which we turn into an instruction.
 - Reasoning sentence ("w/o R", Table 3): the Reasoner without its retrieval flag, one sentence of a chain of thought
-  as IRCoT writes it, ending the chain with "So the answer is: …"; the program retrieves after every other sentence.
+  as IRCoT writes it, ending the chain with "So the answer is: …"; the program retrieves after every sentence that
+  does not end it.
   The paper names only the behaviour it mirrors; the instruction is ours.
 - Answer (Eq. 4): the paper gives no prompt for it (its token tables count only the three modules; the final
   Reasoner step may carry the answer); a separate short-answer call from the final outline and history is our design.

@@ -94,10 +94,15 @@ def test_the_loop_stops_when_the_reasoner_says_so_and_answers_from_the_outline()
 
 def test_the_loop_never_exceeds_max_iterations_and_the_last_requested_round_still_retrieves():
     program = DualRAG(retriever=retriever(), rerank=None, k=2, max_iterations=3)
-    stages = script(program, reason=reasoner(*[True] * 10))
+    rounds = iter(["El extraño viaje", "Love in Pawn", "Charles Saunders"])
+    stages = script(program, reason=reasoner(*[True] * 10),
+                    identify=lambda p: {"entities": listed({next(rounds): ["director born"]})})
     prediction = run(program, stages)
     assert stages.seen.count("reason") == 3 and stages.seen[-1] == "answer"
     assert stages.seen.count("identify") == 3 and prediction.retrieval_iterations == 3
+    last = stages.seen[len(stages.seen) - 1 - stages.seen[::-1].index("identify"):]
+    assert last == ["identify", "summarize", "answer"]  # the third round retrieved and summarized before answering
+    assert prediction.counts["retrieval_calls"] == 3 and "Charles Saunders" in prediction.outline
 
 
 def test_max_iterations_zero_answers_from_an_empty_outline_with_no_other_stage():
@@ -165,6 +170,22 @@ def test_empty_summaries_never_reach_the_outline_and_an_entity_with_nothing_is_l
     assert prediction.passage_ids == love["new_ids"]  # only documents behind a fragment count for recall
 
 
+def test_a_summary_that_states_a_fact_and_what_is_missing_is_kept():
+    outline = Outline()
+    assert outline.add("A", "Gómez was born in 1921; there is no information about his death.")
+    assert not outline.add("A", "No information about the director.") and not outline.add("A", "N/A")
+
+
+def test_two_questions_in_a_row_share_no_outline_seen_documents_or_counts():
+    program = DualRAG(retriever=retriever(), rerank=None, k=2)
+    stages = script(program, reason=lambda p: {"thought": "t", "need_retrieval": str(
+        not field(p, "knowledge_outline")).lower()})  # retrieval once, while the outline is empty
+    first, second = run(program, stages), run(program, stages, question="Who directed Love in Pawn?")
+    assert first.outline == second.outline and first.entities == second.entities  # the same retrieval, nothing seen
+    assert stages.seen.count("summarize") == 4 and second.counts["retrieval_calls"] == 2
+    assert second.counts["queries"] == 2 and second.counts["entities"] == 2
+
+
 def test_entity_linking_reuses_an_earlier_name_and_merges_names_of_one_entity():
     written = [{"entity": "the love in pawn", "queries": ["q1"]}, {"entity": "Love In Pawn!", "queries": ["q2", "q1"]},
                {"entity": "X", "queries": []}]
@@ -203,6 +224,7 @@ def test_without_the_entity_identifier_the_thought_is_the_query_and_documents_gr
                                                "need_retrieval": str("Love in Pawn:" not in p).lower()})
     prediction = run(program, stages)
     assert bm25.asked == [("I need the director of Love in Pawn.", 3)]
+    assert prediction.counts["queries"] == 1  # one search, however many titles it gives
     titles = [e["entity"] for e in prediction.entities]
     assert len(titles) == 3 and titles[0] == "Love in Pawn" and stages.seen.count("summarize") == 3
     assert all(e["queries"] == ["I need the director of Love in Pawn."] for e in prediction.entities)
@@ -258,11 +280,17 @@ def test_malformed_outputs_take_their_documented_fallbacks_and_are_counted():
     assert counts["summary_fallback"] == 1  # a summary with no field keeps the entity's best new document
     assert prediction.outline == {"Love in Pawn": ["Summary."], "A Lover in Pawn": [DOCS[4].render()]}
     assert counts["answer_fallback"] == 0 and prediction.answer == ""  # an empty answer stays empty
+    assert counts["entity_unparsable"] == 1
     broken = DualRAG(retriever=retriever(), rerank=None, k=2)
-    stages = script(broken, reason={"thought": "x", "need_retrieval": "perhaps"})
+    stages = script(broken, reason={"thought": "x", "need_retrieval": "perhaps"}, answer={"answer": ["not", "text"]})
+    stages.replies["answer"] = lambda p: {}  # no answer field at all
     prediction = run(broken, stages)
     assert prediction.counts["reasoner_fallback"] == 1 and stages.seen[-1] == "answer"
     assert "identify" not in stages.seen and prediction.retrieval_iterations == 0
+    assert prediction.counts["answer_fallback"] == 1 and prediction.answer == ""
+    ircot = DualRAG(retriever=retriever(), rerank=None, k=2, reasoner=False)
+    prediction = run(ircot, script(ircot, reason=lambda p: {}))
+    assert prediction.counts["reasoner_fallback"] == 1 and prediction.retrieval_iterations == 0
 
 
 def test_switches_are_checked():
@@ -371,7 +399,16 @@ def test_the_sft_builder_keeps_right_questions_links_entities_to_gold_titles_and
             {"entity": "cinema history", "queries": ["old films"]}]})],
         "summarize": [teacher_row("summarize", "w1", {"entity": "love in pawn", "documents": documents, "queries": [],
                                                       "question": QUESTION, "reasoning_history": []},
-                                  {"knowledge": "None"})],
+                                  {"knowledge": "None"}),
+                      teacher_row("summarize", "w1", {"entity": "Love In Pawn film", "documents": [DOCS[4].render()],
+                                                      "queries": [], "question": QUESTION, "reasoning_history": []},
+                                  {"knowledge": ""}),
+                      teacher_row("summarize", "w1", {"entity": "love in pawn", "documents": documents, "queries": [],
+                                                      "question": QUESTION, "reasoning_history": []},
+                                  {"knowledge": "Directed by Charles Saunders."}),
+                      teacher_row("summarize", "w1", {"entity": "cinema history", "documents": documents,
+                                                      "queries": [], "question": QUESTION, "reasoning_history": []},
+                                  {"knowledge": "Old films."})],
         "reason": [teacher_row("reason", "w1", {}, {"thought": "t"}),
                    teacher_row("reason", "w2", {}, {"thought": "wrong"}, score=0.0)],
     }
@@ -386,11 +423,17 @@ def test_the_sft_builder_keeps_right_questions_links_entities_to_gold_titles_and
                                                 "queries": ["who directed Love In Pawn", "Love In Pawn director"]}]
     assert "Love in Pawn" in identify["completion"] and stats["entities_dropped"] == 1
     assert stats["entities_merged"] == 1
-    summary, = built["summarize"]
-    assert summary["outputs"]["knowledge"] == DOCS[1].text and summary["inputs"]["entity"] == "Love in Pawn"
-    assert DOCS[1].text in summary["completion"] and stats["summaries_repaired"] == 1
+    repaired, unrepaired, untouched = built["summarize"]  # the dropped entity's row is gone
+    assert repaired["outputs"]["knowledge"] == DOCS[1].text and repaired["inputs"]["entity"] == "Love in Pawn"
+    assert DOCS[1].text in repaired["completion"] and stats["summaries_repaired"] == 1
+    assert unrepaired["outputs"]["knowledge"] == ""  # no gold document was read: nothing to repair from
+    assert untouched["outputs"]["knowledge"] == "Directed by Charles Saunders."  # a written summary is kept
+    assert stats["summarize_rows_dropped"] == 1
+    assert all(row["completion"] != "teacher's" for rows in built.values() for row in rows)  # every row re-rendered
     assert [r["question_id"] for r in built["reason"]] == ["w1"]  # the wrong question's rows are dropped
     assert gold_knowledge(MUSIQUE, ["Frozen Lake: " + MUSIQUE.paragraphs[1]["text"]]) == "It was directed by Karl Berg."
+    both = [DOCS[0].render(), DOCS[1].render()]
+    assert gold_knowledge(WIKI, both, "Love in Pawn") == DOCS[1].text  # the entity's own gold document first
     assert gold_knowledge(MUSIQUE, ["Other: Other is a town."]) == ""
     assert link_to_titles({"x": []}, ["Love in Pawn"], similarity, 0.3) == ({}, {}, 1)
 

@@ -23,7 +23,7 @@ def test_the_reasoner_flag_and_the_entity_queries_parse_into_their_types(adapter
     assert (parsed.entity, parsed.queries) == ("Love In Pawn", ["Love In Pawn director", "Love In Pawn release"])
 
 
-def test_each_stage_sees_its_inputs_and_the_papers_rules():
+def test_each_stage_sees_its_inputs_and_its_rules():
     assert list(Reasoner.input_fields) == ["question", "knowledge_outline", "reasoning_history"]
     assert list(EntityIdentifier.input_fields) == ["question", "knowledge_outline", "reasoning_history",
                                                    "known_entities"]
