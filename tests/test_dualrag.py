@@ -17,7 +17,7 @@ from multihop.programs.dualrag.outline import Outline, link_entities, merge_hits
 from multihop.programs.dualrag.sft import gold_knowledge, link_to_titles, sft_rows
 from multihop.retrievers import RERANKERS, BM25Retriever, Hits
 
-from helpers import StageScript, field
+from helpers import StageScript, data_root, field
 
 QUESTION = "Which film has the director who was born later, El Extraño Viaje or Love In Pawn?"
 DOCS = [
@@ -458,3 +458,46 @@ def test_smollm2_runs_the_loop_on_a_real_question_with_maxsim_reranking(musique_
     assert set(prediction.passage_ids) <= set(prediction.retrieved_ids)
     assert sum(v for k, v in prediction.counts.items() if k.startswith("completion_tokens.")) == \
         prediction.counts["completion_tokens"]
+
+
+def test_dualrag_sft_builds_gold_rows_for_the_students_adapter_and_post_processes_teacher_rows(tmp_path):
+    from typer.testing import CliRunner
+
+    from multihop.cli import app
+    from multihop.data import load_dataset
+    from multihop.optimize.trajectories import write_trajectories
+
+    runner = CliRunner()
+    root = data_root()
+    gold = runner.invoke(app, ["dualrag", "sft", "--gold", "--data", "musique", "--limit", "2", "--k", "3", "--out",
+                               str(tmp_path / "gold")])
+    assert gold.exit_code == 0, gold.output
+    rows = [json.loads(line) for line in (tmp_path / "gold" / "identify.jsonl").read_text().splitlines()]
+    assert rows and all(row["adapter"] == "JSONAdapter" and row["completion"].startswith("{") for row in rows)
+    assert json.loads((tmp_path / "gold" / "manifest.json").read_text())["program"] == "DualRAG"
+
+    example = load_dataset(root / "musique/train/musique_ans_v1.0_train-200.jsonl", limit=1)[0]
+    title = next(p["title"] for p in example.paragraphs if p["is_supporting"])
+    entities = [{"entity": title, "queries": [f"What is {title}?"]}, {"entity": "qqqq zzzz", "queries": ["x"]}]
+    teacher = {"identify": [teacher_row("identify", example.id, {"question": example.question, "knowledge_outline": "",
+                                                                 "reasoning_history": ["t"], "known_entities": []},
+                                        {"entities": entities})]}
+    write_trajectories(tmp_path / "teacher", teacher, {"program": "DualRAG", "teacher": "big"})
+    train = str(root / "musique/train/musique_ans_v1.0_train-200.jsonl")
+    built = runner.invoke(app, ["dualrag", "sft", str(tmp_path / "teacher"), "--data", train, "--limit", "1",
+                                "--encoder", "minilm", "--out", str(tmp_path / "ft")])
+    assert built.exit_code == 0, built.output
+    row, = [json.loads(line) for line in (tmp_path / "ft" / "identify.jsonl").read_text().splitlines()]
+    assert row["outputs"]["entities"] == [entities[0]] and row["adapter"] == "JSONAdapter"
+    assert json.loads((tmp_path / "ft" / "manifest.json").read_text())["processing"]["entities_dropped"] == 1
+
+    write_trajectories(tmp_path / "other", teacher, {"program": "CoopRAG", "teacher": "big"})
+    wrong = runner.invoke(app, ["dualrag", "sft", str(tmp_path / "other"), "--data", "musique", "--out",
+                                str(tmp_path / "x")])
+    assert wrong.exit_code != 0 and "not DualRAG's" in wrong.output
+    both = runner.invoke(app, ["dualrag", "sft", str(tmp_path / "teacher"), "--gold", "--data", "musique", "--out",
+                               str(tmp_path / "y")])
+    assert both.exit_code != 0 and "--gold and none" in both.output
+    dev = runner.invoke(app, ["dualrag", "sft", "--gold", "--data", str(root / "musique/dev/musique_qa_100.json"),
+                              "--out", str(tmp_path / "z")])
+    assert "held apart" in str(dev.exception) and not (tmp_path / "z").exists()  # `multihop` prints it as one line
