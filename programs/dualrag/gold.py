@@ -32,6 +32,8 @@ from dataclasses import dataclass
 
 import dspy
 
+from multihop.corpus import Passage
+
 from ..gold import (
     PLACEHOLDER,
     GoldContext,
@@ -106,7 +108,7 @@ def _evidence_rounds(example: dspy.Example, paragraphs: dict) -> list[list[GoldH
 
 
 def _render(paragraph: dict) -> str:
-    return f"{paragraph['title']}: {paragraph['text']}" if paragraph.get("title") else paragraph["text"]
+    return Passage.make(paragraph.get("title") or "", paragraph["text"]).render()
 
 
 def asking(round_: list[GoldHop]) -> str:
