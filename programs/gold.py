@@ -33,6 +33,22 @@ SENTENCE_END = re.compile(r"(?<=[a-z0-9)\"'][.!?])\s+(?=[A-Z0-9\"'(])")  # not a
 
 
 @dataclass(frozen=True)
+class GoldHop:
+    """One annotated hop of a question: the title of its supporting paragraph (``entity``), the hop as a question with
+    the earlier answers substituted (``query``), its answer, the paragraph (id and rendered as a passage), the
+    paragraph's sentences that state the answer (``knowledge``), and ``depth``: 0 for a hop that reads no earlier
+    answer, else one more than the deepest hop it reads."""
+
+    entity: str
+    query: str
+    answer: str
+    paragraph_id: str | None
+    paragraph: str
+    knowledge: str
+    depth: int = 0
+
+
+@dataclass(frozen=True)
 class GoldContext:
     """What every builder shares: the seed of the distractors drawn beside the gold paragraphs."""
 
@@ -99,3 +115,61 @@ def substitute(question: str, answers: list[str]) -> str:
         return answers[n - 1] if 0 < n <= len(answers) and answers[n - 1] else match.group(0)
 
     return " ".join(PLACEHOLDER.sub(answer, question).split())
+
+
+def render_paragraph(paragraph: dict) -> str:
+    """A question's paragraph as the corpus renders it as a passage."""
+    return Passage.make(paragraph.get("title") or "", paragraph["text"]).render()
+
+
+def annotated_hops(example: dspy.Example) -> list[GoldHop]:
+    """The question's hops in annotation order, each with its supporting paragraph; empty when the question has no
+    decomposition or one hop cannot be tied to its paragraph.
+
+    - MuSiQue: one hop per decomposition step (a ``"E >> relation"`` step as :func:`hop_question` writes it, the
+      earlier answers substituted for ``#n``), its paragraph the step's supporting one, its knowledge the paragraph's
+      sentence that states the step's answer.
+    - 2Wiki: one hop per evidence triple ``[head, relation, tail]``, a triple whose head is an earlier tail one level
+      deeper; its query the record's own sub-question (else "What is the relation of head?"), its paragraph the
+      supporting one titled like the head (else the one that states the tail), its knowledge that paragraph's
+      supporting sentences (else its sentence stating the tail).
+    """
+    paragraphs = {p.get("id"): p for p in example.get("paragraphs") or []}
+    if example.get("evidences"):
+        return _evidence_hops(example, paragraphs)
+    questions, answers = example.get("decomposition") or [], example.get("decomposition_answers") or []
+    support = example.get("decomposition_support") or []
+    if not questions or len(answers) != len(questions) or len(support) != len(questions) or not all(answers):
+        return []
+    hops: list[GoldHop] = []
+    for i, (question, answer, pid) in enumerate(zip(questions, answers, support, strict=True)):
+        paragraph = paragraphs.get(pid)
+        if paragraph is None:
+            return []
+        reads = [int(n) - 1 for n in PLACEHOLDER.findall(question) if 0 < int(n) <= i]
+        depth = 1 + max(hops[n].depth for n in reads) if reads else 0
+        hops.append(GoldHop(paragraph["title"], substitute(hop_question(question), answers[:i]), answer, pid,
+                            render_paragraph(paragraph), evidence_sentence(paragraph["text"], answer), depth))
+    return hops
+
+
+def _evidence_hops(example: dspy.Example, paragraphs: dict) -> list[GoldHop]:
+    triples = example.evidences
+    own = list(example.get("decomposition") or [])
+    queries = own if len(own) == len(triples) else [f"What is the {relation} of {head}?"
+                                                    for head, relation, _ in triples]
+    supporting = [p for p in paragraphs.values() if p.get("is_supporting")]
+    sentences = example.get("supporting_sentences") or []
+    hops: list[GoldHop] = []
+    for i, (head, _, tail) in enumerate(triples):
+        paragraph = next((p for p in supporting if p["title"].lower() == head.lower()), None)
+        if paragraph is None:
+            paragraph = next((p for p in supporting if tail.lower() in p["text"].lower()), None)
+        if paragraph is None:
+            return []
+        before = [j for j in range(i) if triples[j][2] == head]
+        stated = [s for s in sentences if s in paragraph["text"]]
+        knowledge = " ".join(stated) if stated else evidence_sentence(paragraph["text"], tail)
+        hops.append(GoldHop(paragraph["title"], queries[i], tail, paragraph.get("id"), render_paragraph(paragraph),
+                            knowledge, hops[before[-1]].depth + 1 if before else 0))
+    return hops

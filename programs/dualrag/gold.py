@@ -28,87 +28,21 @@ without the summarizer).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import dspy
 
-from multihop.corpus import Passage
-
-from ..gold import (
-    PLACEHOLDER,
-    GoldContext,
-    Pairs,
-    evidence_sentence,
-    gold_documents,
-    hop_question,
-    register_gold_builder,
-    substitute,
-)
+from ..gold import GoldContext, GoldHop, Pairs, annotated_hops, gold_documents, register_gold_builder, render_paragraph
 from .outline import Outline
 from .program import DualRAG
 
 
-@dataclass(frozen=True)
-class GoldHop:
-    entity: str
-    query: str
-    answer: str
-    paragraph_id: str | None
-    paragraph: str
-    knowledge: str
-
-
 def gold_rounds(example: dspy.Example) -> list[list[GoldHop]]:
-    """The question's gold retrieval rounds (see the module docstring); empty without a decomposition."""
-    paragraphs = {p.get("id"): p for p in example.get("paragraphs") or []}
-    if example.get("evidences"):
-        return _evidence_rounds(example, paragraphs)
-    questions, answers = example.get("decomposition") or [], example.get("decomposition_answers") or []
-    support = example.get("decomposition_support") or []
-    if not questions or len(answers) != len(questions) or len(support) != len(questions) or not all(answers):
-        return []
-    depth: list[int] = []
-    for i, question in enumerate(questions):
-        reads = [int(n) - 1 for n in PLACEHOLDER.findall(question) if 0 < int(n) <= i]
-        depth.append(1 + max(depth[n] for n in reads) if reads else 0)
-    rounds: list[list[GoldHop]] = [[] for _ in range(max(depth) + 1)]
-    for i, (question, answer, pid) in enumerate(zip(questions, answers, support, strict=True)):
-        paragraph = paragraphs.get(pid)
-        if paragraph is None:
-            return []
-        query = substitute(hop_question(question), answers[:i])
-        rounds[depth[i]].append(GoldHop(paragraph["title"], query, answer, pid, _render(paragraph),
-                                        evidence_sentence(paragraph["text"], answer)))
+    """The question's gold retrieval rounds (see the module docstring): its annotated hops grouped by the depth of
+    the earlier hops they read; empty without a decomposition."""
+    hops = annotated_hops(example)
+    rounds: list[list[GoldHop]] = [[] for _ in range(max((hop.depth for hop in hops), default=-1) + 1)]
+    for hop in hops:
+        rounds[hop.depth].append(hop)
     return [round_ for round_ in rounds if round_]
-
-
-def _evidence_rounds(example: dspy.Example, paragraphs: dict) -> list[list[GoldHop]]:
-    triples = example.evidences
-    own = list(example.get("decomposition") or [])
-    queries = own if len(own) == len(triples) else [f"What is the {relation} of {head}?"
-                                                    for head, relation, _ in triples]
-    supporting = [p for p in paragraphs.values() if p.get("is_supporting")]
-    sentences = example.get("supporting_sentences") or []
-    depth: dict[int, int] = {}
-    for i, (head, _, _) in enumerate(triples):
-        before = [j for j in range(i) if triples[j][2] == head]
-        depth[i] = depth[before[-1]] + 1 if before else 0
-    rounds: list[list[GoldHop]] = [[] for _ in range(max(depth.values()) + 1)]
-    for i, (head, _, tail) in enumerate(triples):
-        paragraph = next((p for p in supporting if p["title"].lower() == head.lower()), None)
-        if paragraph is None:
-            paragraph = next((p for p in supporting if tail.lower() in p["text"].lower()), None)
-        if paragraph is None:
-            return []
-        stated = [s for s in sentences if s in paragraph["text"]]
-        knowledge = " ".join(stated) if stated else evidence_sentence(paragraph["text"], tail)
-        rounds[depth[i]].append(GoldHop(paragraph["title"], queries[i], tail, paragraph.get("id"),
-                                        _render(paragraph), knowledge))
-    return rounds
-
-
-def _render(paragraph: dict) -> str:
-    return Passage.make(paragraph.get("title") or "", paragraph["text"]).render()
 
 
 def asking(round_: list[GoldHop]) -> str:
@@ -200,7 +134,7 @@ def _supporting_hops(example: dspy.Example) -> list[GoldHop]:
         stated = [s for s in sentences if s in paragraph["text"]]
         if paragraph.get("is_supporting") and stated:
             hops.append(GoldHop(paragraph["title"], example.question, example.get("answer") or "", paragraph.get("id"),
-                                _render(paragraph), " ".join(stated)))
+                                render_paragraph(paragraph), " ".join(stated)))
     return hops
 
 
