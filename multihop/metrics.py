@@ -57,8 +57,17 @@ def f1(prediction: str, gold: str | Sequence[str]) -> float:
 
 
 def accuracy(prediction: str, gold: str | Sequence[str]) -> float:
+    """Whether a gold answer is contained in the prediction (after normalisation). A gold answer of several parts
+    joined by "&&" (a compound question's, HANRAG §6) scores the share of its parts the prediction contains; the best
+    gold answer counts."""
     pred = normalize_answer(prediction)
-    return float(any(normalize_answer(g) and normalize_answer(g) in pred for g in _golds(gold)))
+    return max((_share_contained(pred, g) for g in _golds(gold)), default=0.0)
+
+
+def _share_contained(pred: str, gold: str) -> float:
+    parts = [normalize_answer(part) for part in gold.split("&&")]
+    parts = [part for part in parts if part]
+    return sum(part in pred for part in parts) / len(parts) if parts else 0.0
 
 
 def _cover_tokens(text: str) -> list[str]:

@@ -1,14 +1,15 @@
 """The programs: one package per method, plus the baselines, saving/loading them, and the methods' distillation
 presets (each method package registers its own)."""
 
-from . import cirag, hanrag  # noqa: F401 - they register their papers' distillation presets
+from . import cirag  # noqa: F401 - registers its paper's distillation preset
 from .base import PROGRAMS, MultihopProgram, takes_retriever
 from .baselines import NoRetrieval, SingleStepRAG
 from .composerag import ComposeRAG
 from .cooprag import CoopRAG
 from .dualrag import DualRAG
+from .hanrag import HANRAG
 from .saved import load, save
 from .students import DISTILL_PRESETS, register_distill_preset
 
-__all__ = ["DISTILL_PRESETS", "PROGRAMS", "ComposeRAG", "CoopRAG", "DualRAG", "MultihopProgram", "NoRetrieval",
-           "SingleStepRAG", "load", "register_distill_preset", "save", "takes_retriever"]
+__all__ = ["DISTILL_PRESETS", "PROGRAMS", "HANRAG", "ComposeRAG", "CoopRAG", "DualRAG", "MultihopProgram",
+           "NoRetrieval", "SingleStepRAG", "load", "register_distill_preset", "save", "takes_retriever"]

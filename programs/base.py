@@ -44,6 +44,7 @@ class MultihopProgram(dspy.Module):
     special_tokens: ClassVar[tuple[str, ...]] = ()  # markers the program writes into its queries, which the encoder of
     # an index built for it keeps whole (``multihop index build --markers PROGRAM``; an index built on the fly for it)
     index_pooling: ClassVar[str] = "mean"  # the first-stage pooling of an index built for it (same two ways)
+    first_stage: ClassVar[str] = "dense"  # the first stage of an index built for it on the fly: dense or bm25
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

@@ -14,8 +14,8 @@ import bm25s
 
 from multihop.corpus import Corpus
 from multihop.data import load_corpus
-from multihop.folders import write_inventory
-from multihop.paths import atomic_dir, atomic_write_text
+from multihop.folders import locked, write_inventory
+from multihop.paths import atomic_dir, atomic_write_text, home
 
 from .dense import CORPUS_FILE
 from .index import MANIFEST, read_manifest
@@ -63,3 +63,12 @@ class BM25Retriever(RetrieverModule):
                                              "count": len(corpus)})
         index = bm25s.BM25.load(str(directory / INDEX_DIR), show_progress=False)
         return cls(corpus, k=k, k1=manifest["k1"], b=manifest["b"], index=index)
+
+    @classmethod
+    def build_cached(cls, corpus: Corpus) -> Path:
+        """The folder of ``corpus``'s BM25 index under ``MULTIHOP_HOME/indexes``, built on first use."""
+        target = home() / "indexes" / f"bm25-{corpus.checksum()[:16]}"
+        with locked(target, file=True, wait=True):
+            if not (target / MANIFEST).exists():
+                cls(corpus).save(target)
+        return target

@@ -71,8 +71,8 @@ def build_program(name: str, retriever_dir: str | None, corpus: str | None, data
             return cls(**switches), None
         except (TypeError, ValueError) as exc:
             raise typer.BadParameter(f"{name}: {exc}", param_hint="--set") from exc
-    retriever_path = retriever_folder(retriever_dir, corpus, data, encoder, cls.special_tokens, cls.index_pooling
-                                      ) if index else None
+    retriever_path = retriever_folder(retriever_dir, corpus, data, encoder, cls.special_tokens, cls.index_pooling,
+                                      cls.first_stage) if index else None
     from multihop.retrievers import load_retriever
 
     try:
@@ -84,10 +84,11 @@ def build_program(name: str, retriever_dir: str | None, corpus: str | None, data
 
 
 def retriever_folder(retriever_dir: str | None, corpus: str | None, data: str | None, encoder: str,
-                     special_tokens: tuple[str, ...] = (), pooling: str = "mean") -> Path:
+                     special_tokens: tuple[str, ...] = (), pooling: str = "mean", first_stage: str = "dense") -> Path:
     """An index folder: the one given, or one built (once, cached by corpus checksum, special tokens and pooling) from
     --corpus or the questions (a question file's paragraphs form the IRCoT corpus), its encoder keeping the program's
-    query markers (``special_tokens``) whole and pooling as the program's index does."""
+    query markers (``special_tokens``) whole and pooling as the program's index does; BM25 for a program whose
+    ``first_stage`` is (HANRAG's, the paper's retriever)."""
     if retriever_dir:
         return Path(retriever_dir)
     from multihop.data import load_corpus
@@ -96,5 +97,10 @@ def retriever_folder(retriever_dir: str | None, corpus: str | None, data: str | 
     if source is None:
         raise typer.BadParameter("give --retriever DIR, --corpus FILE or --data FILE to build an index from")
     passages = load_corpus(source)
+    if first_stage == "bm25":
+        from multihop.retrievers import BM25Retriever
+
+        console.print(f"BM25 index of {len(passages)} passages (built once, then cached)")
+        return BM25Retriever.build_cached(passages)
     console.print(f"{encoder} index of {len(passages)} passages (built once, then cached)")
     return cached_index(passages, encoder=encoder, special_tokens=special_tokens, pooling=pooling)

@@ -10,6 +10,7 @@ import typer
 from multihop.benchmarks.common import LMOptions
 from multihop.cli.console import console
 from multihop.cli.options import (
+    DATASETS,
     DEV_QUESTIONS,
     MARKERS_OPT,
     TRAIN_QUESTIONS,
@@ -22,6 +23,7 @@ from multihop.cli.programs import ProgramOptions, program_options
 retriever_app = typer.Typer(help="Retriever fine-tuning.", no_args_is_help=True)
 cooprag_app = typer.Typer(help="CoopRAG's training loop (§3.6).", no_args_is_help=True)
 dualrag_app = typer.Typer(help="DualRAG-FT's training sets (§3.2).", no_args_is_help=True)
+hanrag_app = typer.Typer(help="HANRAG's Revelator training data (§4.2, App. B).", no_args_is_help=True)
 
 
 @retriever_app.command("train")
@@ -86,6 +88,43 @@ def cooprag_unroll(
     rows = unroll_questions(CoopRAG(uncertainty_mask=uncertainty_mask, rerank=None), examples, out)
     fallbacks = sum(rows[ex.id]["fallback"] for ex in examples)
     console.print(f"unrolled {len(examples)} questions ({fallbacks} fell back to the raw question) → {out}")
+
+
+@hanrag_app.command("revelator-data")
+@lm_options(help="the Revelator's LM: the rows are rendered as its adapter prompts it (local:smollm2 by default)")
+def hanrag_revelator_data(
+    lm: LMOptions,
+    data: list[str] = typer.Option(["musique", "2wiki", "hotpotqa"], help=f"train questions: {TRAIN_QUESTIONS}; "
+                                   "repeat the option for several files"),
+    out: Path = typer.Option(..., help="folder for one sub-folder of JSON-lines files (one per stage) per --data"),
+    limit: int = typer.Option(None, min=1, help="questions read from each --data"),
+    seed: int = typer.Option(0, help="the draw of the single-step hop and the distractor paragraph of each question"),
+    paper_demos: bool = typer.Option(True, help="render the rows with the App. G examples as demos, as HANRAG's "
+                                     "default stages are prompted (--no-paper-demos for HANRAG(paper_demos=False))"),
+):
+    """The Revelator's router, decomposer, refiner, relevance and ending rows from the train files' annotations,
+    rendered as HANRAG's adapter sends them; train one multi-task LoRA Revelator on them with `multihop distill
+    OUT/*/*.jsonl --preset hanrag`."""
+    import dspy
+
+    from multihop.benchmarks.common import held_apart_ids
+    from multihop.data import load_dataset
+    from multihop.lms import default_adapter
+    from multihop.optimize.gold import gold_trajectories
+    from multihop.programs import HANRAG
+    from multihop.programs.gold import GoldContext
+
+    program, held_apart = HANRAG(paper_demos=paper_demos), held_apart_ids()
+    for source in data:
+        data_file = question_path(source, "train")
+        examples = load_dataset(data_file, limit=limit)
+        folder = out / (source if source in DATASETS else data_file.stem)
+        with dspy.context(adapter=default_adapter(lm.lm)):
+            manifest = gold_trajectories(program, examples, folder, GoldContext(seed=seed), held_apart=held_apart,
+                                         data=_file_info(data_file, examples))
+        console.print(f"{source}: rows from {manifest['kept']} of {manifest['questions']} questions; rows per stage "
+                      f"{manifest['stages']} → {folder}")
+    console.print(f"train the Revelator: multihop distill {out}/*/*.jsonl --out REVELATOR --preset hanrag")
 
 
 @dualrag_app.command("sft")

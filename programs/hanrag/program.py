@@ -1,0 +1,241 @@
+"""HANRAG (seed 003): the Revelator routes every question to its own path over ANRAG, the noise-resistant single-step
+RAG (§4.1, Fig. 2).
+
+``router`` (the Revelator's router, Prompt 11) names the question's route:
+
+- straightforward → ``direct_answer`` answers from the LM's knowledge (0 steps);
+- single-step → ANRAG(question) (1 step);
+- compound → ``decompose`` (Prompt 10) splits it into independent sub-questions, ANRAG answers every one of them
+  concurrently (``dspy.Parallel``, one retriever shared), and ``aggregate`` writes the answer from the sub-questions
+  and their answers (Eq. 5; 1 step, as App. C and F count it);
+- complex → up to ``max_steps`` rounds of {``refine`` (Prompt 12) writes the next seed question from the question and
+  the seed questions answered so far → ANRAG(seed) → ``ending`` judges whether the question is settled (Eq. 12)};
+  the answer is the last seed question's (Eq. 9).
+
+ANRAG(query) retrieves the top ``k`` passages, keeps those ``relevance`` (the relevance discriminator, Prompt 13,
+Eq. 13) judges relevant, and ``answer`` (the generator, Prompt 14) answers the query from them. The Revelator's five
+stages are ``router``, ``decompose``, ``refine``, ``relevance`` and ``ending`` (:data:`REVELATOR_STAGES`), which a
+LoRA Revelator serves with ``set_stage_lm`` while the generator's (``answer``, ``aggregate``, ``direct_answer``) stay on
+the base LM, as §4.1 keeps the generator untuned.
+
+The paper's: the four routes and their paths, ANRAG, concurrent sub-questions, the seed-question loop ending on the
+ending discriminator, the last seed answer as the answer, BM25 as the retriever (:attr:`HANRAG.first_stage`; any
+project retriever by argument), Steps (§5), the ablations' names (App. E) and HANRAG-Oracle (App. C). Ours, where the
+text lost Algorithm 1 and the equations or says nothing: ``k = 5`` (the paper's single-step baseline's top 5), at most
+``max_steps = 5`` seed questions (App. E's "-Ending" row averages 4.56 steps at the cap, so the cap is at least 5),
+at most ``max_subquestions = 6`` sub-questions (repeats dropped), the prompts of ``ending``, ``aggregate`` and
+``direct_answer`` (see :mod:`multihop.signatures.hanrag`), and the fallbacks below.
+
+Switches: ``relevance_filter=False`` ("-Relevance discriminator": every retrieved passage reaches the generator),
+``ending_judge=False`` ("-Ending discriminator": the loop runs to ``max_steps``), ``refiner=False`` ("-Refiner": the
+question itself is every round's query), ``route`` (None: the router; a route name: every question takes it;
+``"oracle"``: each question's ``gold_route`` input, HANRAG-Oracle, see :func:`.routes.with_gold_routes`),
+``max_steps``, and ``paper_demos`` (the App. G examples as the stages' demos). Predictors exist only for the stages
+the switches and reachable routes use.
+
+Counted per question: ``steps`` (the paper's Steps), ``route.<name>`` (the route taken), ``sub_questions``,
+``seed_repeats`` (a seed question asked before), ``all_rejected`` (ANRAG calls whose every passage was judged
+irrelevant: the best-ranked one is answered from, the paper being silent). Fallbacks, each counted: an unparsable
+route (after one sampled retry) takes the complex path, which subsumes the others (``route_fallback``); an
+unparsable decomposition asks the question whole (``decompose_fallback``); an unparsable or empty seed question is the
+question itself (``refine_fallback``); an unparsable relevance verdict keeps the passage (``relevance_fallback``); an
+unparsable ending verdict goes on (``ending_fallback``, bounded by ``max_steps``); an unparsable aggregate joins the
+sub-answers with " && " (``aggregate_fallback``); an unparsable answer is empty, never invented
+(``answer_fallback``). An exception a stage or a sub-question raises (a dead endpoint) ends the question, which
+evaluation records as an error and goes on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import dspy
+
+from multihop.signatures.hanrag import Aggregate, Answer, Decompose, DirectAnswer, JudgeEnding, JudgeRelevance, Refine
+from multihop.signatures.hanrag import Route as RouteQuestion
+from multihop.tracing import count
+
+from ..base import MultihopProgram
+from ..text import safe_answer, unique
+from .demos import PAPER_DEMOS
+from .routes import COMPLEX, COMPOUND, ROUTES, SINGLE_STEP, STRAIGHTFORWARD, render_steps, step_count
+
+ORACLE = "oracle"
+REVELATOR_STAGES = ("router", "decompose", "refine", "relevance", "ending")
+
+
+@dataclass
+class Hop:
+    """One ANRAG call: its query, the passages retrieved, those the relevance discriminator kept, and the answer."""
+
+    query: str
+    retrieved_ids: list[str]
+    kept_ids: list[str]
+    answer: str = ""
+    all_rejected: bool = False
+    passages: dict[str, str] = field(default_factory=dict, repr=False)
+
+    def record(self) -> dict:
+        return {"query": self.query, "answer": self.answer, "retrieved_ids": self.retrieved_ids,
+                "kept_ids": self.kept_ids,
+                "rejected_ids": [pid for pid in self.retrieved_ids if pid not in self.kept_ids],
+                "all_rejected": self.all_rejected}
+
+
+class HANRAG(MultihopProgram):
+    count_display = {"steps": "mean"}
+    first_stage: ClassVar[str] = "bm25"
+
+    def __init__(
+        self,
+        retriever: dspy.Module | None = None,
+        k: int = 5,
+        max_steps: int = 5,
+        route: str | None = None,
+        relevance_filter: bool = True,
+        ending_judge: bool = True,
+        refiner: bool = True,
+        max_subquestions: int = 6,
+        paper_demos: bool = True,
+    ):
+        if route is not None and route not in (*ROUTES, ORACLE):
+            raise ValueError(f"unknown route {route!r}; choose None (the router), {ORACLE!r} or one of "
+                             f"{', '.join(ROUTES)}")
+        if min(k, max_steps, max_subquestions) < 1:
+            raise ValueError("k, max_steps and max_subquestions must be at least 1")
+        super().__init__(retriever=retriever)
+        self.k, self.max_steps, self.route, self.max_subquestions = k, max_steps, route, max_subquestions
+        self.relevance_filter, self.ending_judge, self.refiner = relevance_filter, ending_judge, refiner
+        self.paper_demos = paper_demos
+        reachable = ROUTES if route in (None, ORACLE) else (route,)
+        stages = {
+            "router": (RouteQuestion, route is None),
+            "direct_answer": (DirectAnswer, STRAIGHTFORWARD in reachable),
+            "decompose": (Decompose, COMPOUND in reachable),
+            "aggregate": (Aggregate, COMPOUND in reachable),
+            "refine": (Refine, COMPLEX in reachable and refiner),
+            "ending": (JudgeEnding, COMPLEX in reachable and ending_judge),
+            "relevance": (JudgeRelevance, reachable != (STRAIGHTFORWARD,) and relevance_filter),
+            "answer": (Answer, reachable != (STRAIGHTFORWARD,)),
+        }
+        for name, (signature, present) in stages.items():
+            if present:
+                predictor = dspy.Predict(signature)
+                predictor.demos = [demo.copy() for demo in PAPER_DEMOS.get(name, [])] if paper_demos else []
+                setattr(self, name, predictor)
+
+    def forward(self, question: str, gold_route: str | None = None) -> dspy.Prediction:
+        route = self.choose_route(question, gold_route)
+        count(f"route.{route}")
+        hops, sub_questions = [], []
+        if route == STRAIGHTFORWARD:
+            result = self.run_stage(self.direct_answer, {"answer": ""}, question=question)
+            count("answer_fallback", int(bool(result.get("failed"))))
+            answer = result.answer
+        elif route == SINGLE_STEP:
+            hops = [self.anrag(question)]
+            answer = hops[0].answer
+        elif route == COMPOUND:
+            sub_questions = self.decomposition(question)
+            hops = self.concurrently(sub_questions)
+            answer = self.aggregated(question, hops)
+        else:
+            hops = self.seed_loop(question)
+            answer = hops[-1].answer
+        steps = step_count(route, len(hops))
+        count("steps", steps)
+        return dspy.Prediction(
+            answer=safe_answer(answer),
+            route=route,
+            steps=steps,
+            sub_questions=sub_questions,
+            hops=[hop.record() for hop in hops],
+            passage_ids=unique(pid for hop in hops for pid in hop.kept_ids),
+            retrieved_ids=unique(pid for hop in hops for pid in hop.retrieved_ids),
+        )
+
+    def choose_route(self, question: str, gold_route: str | None) -> str:
+        if self.route == ORACLE:
+            if gold_route not in ROUTES:
+                raise ValueError(f"HANRAG(route='oracle') follows each question's gold_route, got {gold_route!r}: "
+                                 "pass examples through multihop.programs.hanrag.with_gold_routes")
+            return gold_route
+        if self.route is not None:
+            return self.route
+        result = self.run_stage(self.router, {"route": COMPLEX}, retries=1, question=question)
+        count("route_fallback", int(bool(result.get("failed"))))
+        return result.route if result.route in ROUTES else COMPLEX
+
+    def anrag(self, query: str) -> Hop:
+        """ANRAG (§4.1): retrieve the top ``k``, keep the passages judged relevant, answer the query from them."""
+        hits = self.rm(query, k=self.k)
+        passages = dict(zip(hits.ids, hits.passages, strict=True))
+        kept = [pid for pid in hits.ids if self.relevant(query, passages[pid])] if self.relevance_filter else hits.ids
+        hop = Hop(query, list(hits.ids), list(kept), passages=passages)
+        if not kept and hits.ids:
+            hop.kept_ids, hop.all_rejected = list(hits.ids[:1]), True
+            count("all_rejected")
+        result = self.run_stage(self.answer, {"answer": ""}, question=query,
+                                documents=[passages[pid] for pid in hop.kept_ids])
+        count("answer_fallback", int(bool(result.get("failed"))))
+        hop.answer = safe_answer(result.answer)
+        return hop
+
+    def relevant(self, query: str, passage: str) -> bool:
+        result = self.run_stage(self.relevance, {"relevant": True}, question=query, document=passage)
+        count("relevance_fallback", int(bool(result.get("failed"))))
+        return result.relevant is not False
+
+    def decomposition(self, question: str) -> list[str]:
+        result = self.run_stage(self.decompose, {"thought": "", "sub_questions": [question]}, retries=1,
+                                question=question)
+        count("decompose_fallback", int(bool(result.get("failed"))))
+        sub_questions = unique(q.strip() for q in result.sub_questions or [] if str(q).strip())
+        sub_questions = sub_questions[: self.max_subquestions] or [question]
+        count("sub_questions", len(sub_questions))
+        return sub_questions
+
+    def concurrently(self, queries: list[str]) -> list[Hop]:
+        """ANRAG on every query at once (§4.1's "asynchronous execution"), in DSPy's parallel executor, which carries
+        the LM, the retriever and this trace into its threads. No straggler is re-run (``timeout=0``): a slow local
+        LM is not a hung one. The first exception a query raised is raised here."""
+        parallel = dspy.Parallel(num_threads=len(queries), max_errors=len(queries) + 1, timeout=0,
+                                 disable_progress_bar=True, return_failed_examples=True)
+        hops, _, exceptions = parallel([(self.anrag, {"query": query}) for query in queries])
+        if exceptions:
+            raise exceptions[0]
+        return hops
+
+    def aggregated(self, question: str, hops: list[Hop]) -> str:
+        joined = " && ".join(hop.answer for hop in hops)
+        result = self.run_stage(self.aggregate, {"answer": joined}, question=question,
+                                sub_questions=[hop.query for hop in hops], sub_answers=[hop.answer for hop in hops])
+        count("aggregate_fallback", int(bool(result.get("failed"))))
+        return result.answer
+
+    def seed_loop(self, question: str) -> list[Hop]:
+        """The complex route: seed question → ANRAG → ending judgement, at most ``max_steps`` times."""
+        hops: list[Hop] = []
+        for _ in range(self.max_steps):
+            seed = self.next_seed(question, hops)
+            count("seed_repeats", int(any(hop.query == seed for hop in hops)))
+            hops.append(self.anrag(seed))
+            if self.ending_judge and self.finished(question, hops):
+                break
+        return hops
+
+    def next_seed(self, question: str, hops: list[Hop]) -> str:
+        if not self.refiner:
+            return question
+        result = self.run_stage(self.refine, {"seed_question": ""}, retries=1, question=question,
+                                thought=render_steps([(hop.query, hop.answer) for hop in hops]))
+        seed = " ".join(str(result.seed_question or "").split())
+        count("refine_fallback", int(bool(result.get("failed")) or not seed))
+        return seed or question
+
+    def finished(self, question: str, hops: list[Hop]) -> bool:
+        result = self.run_stage(self.ending, {"finished": False}, question=question,
+                                thought=render_steps([(hop.query, hop.answer) for hop in hops]))
+        count("ending_fallback", int(bool(result.get("failed"))))
+        return result.finished is True

@@ -1,0 +1,306 @@
+"""HANRAG (issue 20): the Revelator's routes over ANRAG, its switches, fallbacks and Steps, the Revelator's gold
+training rows, on scripted LMs and a real BM25 index over App. F's documents."""
+
+import threading
+
+import dspy
+import pytest
+
+from multihop.corpus import Corpus, Passage
+from multihop.metrics import accuracy
+from multihop.optimize.gold import gold_targets
+from multihop.programs import HANRAG, load, save
+from multihop.programs.hanrag import gold_route, with_gold_routes
+from multihop.programs.hanrag.routes import render_steps, step_count
+from multihop.retrievers import BM25Retriever
+
+from helpers import StageScript, field
+
+DOCS = [
+    Passage.make("Danish Football Union", "The Danish Football Union is a member of FIFA and UEFA."),
+    Passage.make("FIFA", "FIFA stands for the International Federation of Association Football."),
+    Passage.make("Lionel Cranfield, 3rd Earl of Middlesex", "Lionel Cranfield succeeded his brother James as Earl "
+                 "of Middlesex in 1651. He married Rachael."),
+    Passage.make("UEFA", "UEFA is the Union of European Football Associations."),
+    Passage.make("Harold Godwinson", "Harold II was married to Edith Swan-neck."),
+    Passage.make("Pargeter", "Edith Mary Pargeter wrote novels."),
+]
+COMPLEX_Q = "What is the Danish Football Union an instance of?"
+COMPOUND_Q = ("When did Lionel Cranfield, 3rd Earl of Middlesex succeed his brother James as Earl of Middlesex and "
+              "who is his wife?")
+
+
+class CountingRetriever(BM25Retriever):
+    def search(self, queries, k):
+        self.asked = [*getattr(self, "asked", []), *((q, k) for q in queries)]
+        return super().search(queries, k)
+
+
+def program(**switches) -> HANRAG:
+    return HANRAG(retriever=CountingRetriever(Corpus(DOCS)), k=3, **switches)
+
+
+def seeds(*questions: str):
+    """A refiner writing ``questions`` in turn."""
+    replies = iter(questions)
+    return lambda prompt: {"seed_question": next(replies)}
+
+
+def ending_after(steps: int):
+    """An ending discriminator that says the question is settled once ``steps`` seed answers are in its Thought."""
+    return lambda prompt: {"finished": str(f"**answer-{steps}**" in field(prompt, "thought")).lower()}
+
+
+def script(prog, **replies) -> StageScript:
+    defaults = {"router": {"route": "complex"}, "direct_answer": {"answer": "George Washington"},
+                "decompose": {"thought": "two parts", "sub_questions": '["When did he succeed?", "Who is his wife?"]'},
+                "aggregate": {"answer": "1651 && Rachael"},
+                "refine": seeds("What is the Danish Football Union an instance of?", "What does the FIFA stand for?"),
+                "ending": ending_after(2),
+                "relevance": lambda p: {"relevant": str("FIFA stands" in field(p, "document")).lower()},
+                "answer": lambda p: {"answer": "FIFA" if "Danish" in field(p, "question") else "International "
+                                     "Federation of Association Football"}}
+    return StageScript({**defaults, **replies}, prog)
+
+
+def run(prog, stages, question=COMPLEX_Q, **inputs):
+    with dspy.context(lm=stages.lm):
+        return prog(question=question, **inputs)
+
+
+def test_the_complex_route_refines_seeds_until_the_ending_judge_stops_and_answers_with_the_last_seed():
+    prog = program()
+    stages = script(prog)
+    prediction = run(prog, stages)
+    assert prediction.route == "complex" and prediction.steps == 2 and prediction.counts["steps"] == 2
+    assert [h["query"] for h in prediction.hops] == [COMPLEX_Q, "What does the FIFA stand for?"]
+    assert prediction.answer == "International Federation of Association Football"  # Eq. 9: the last seed's answer
+    assert stages.seen == ["router"] + [stage for hop in prediction.hops for stage in (
+        "refine", *["relevance"] * len(hop["retrieved_ids"]), "answer", "ending")]
+    assert prog.retriever.asked == [(COMPLEX_Q, 3), ("What does the FIFA stand for?", 3)]
+    second = stages.engine.requests[stages.seen.index("refine", 2)]  # the second seed sees the first with its answer
+    assert field(second, "thought") == render_steps([(COMPLEX_Q, "FIFA")])
+    assert prediction.counts["route.complex"] == 1 and prediction.counts["llm_calls"] == len(stages.seen)
+
+
+def test_the_complex_loop_never_passes_max_steps():
+    prog = program(max_steps=3)
+    stages = script(prog, refine=lambda p: {"seed_question": "What is FIFA?"}, ending={"finished": "false"})
+    prediction = run(prog, stages)
+    assert prediction.steps == 3 and stages.seen.count("refine") == 3 == stages.seen.count("ending")
+    assert len(prog.retriever.asked) == 3 and prediction.counts["seed_repeats"] == 2
+
+
+def test_the_relevance_judge_keeps_only_relevant_passages_and_all_rejected_answers_from_the_best_one():
+    prog = program(route="single-step")
+    stages = script(prog)
+    prediction = run(prog, stages)
+    hop = prediction.hops[0]
+    assert set(hop["kept_ids"]) == {DOCS[1].id} and len(hop["retrieved_ids"]) == 3
+    assert set(hop["rejected_ids"]) == set(hop["retrieved_ids"]) - {DOCS[1].id} and prediction.passage_ids == \
+        hop["kept_ids"]
+    answer_prompt = stages.engine.requests[stages.seen.index("answer")]
+    assert "stands for" in field(answer_prompt, "documents") and "UEFA is" not in field(answer_prompt, "documents")
+    none = script(prog, relevance={"relevant": "false"})
+    rejected = run(prog, none, question="Who founded UEFA?")
+    assert rejected.hops[0]["kept_ids"] == rejected.hops[0]["retrieved_ids"][:1] and rejected.hops[0]["all_rejected"]
+    assert rejected.counts["all_rejected"] == 1
+
+
+def test_each_route_takes_its_path_and_only_its_path():
+    prog = program()
+    for route, calls, steps in [("straightforward", ["router", "direct_answer"], 0),
+                                ("single-step", ["router", "relevance", "relevance", "relevance", "answer"], 1)]:
+        stages = script(prog, router={"route": route})
+        prog.retriever.asked = []
+        prediction = run(prog, stages)
+        assert (stages.seen, prediction.steps, prediction.route) == (calls, steps, route)
+        assert len(prog.retriever.asked) == steps
+    stages = script(prog, router={"route": "compound"}, relevance={"relevant": "true"})
+    prediction = run(prog, stages, question=COMPOUND_Q)
+    assert prediction.route == "compound" and prediction.steps == 1  # both sub-questions are one step (App. C, F)
+    assert prediction.sub_questions == ["When did he succeed?", "Who is his wife?"]
+    retrieved = sum(len(h["retrieved_ids"]) for h in prediction.hops)
+    assert sorted(stages.seen) == sorted(["router", "decompose", "aggregate"] + ["relevance"] * retrieved
+                                         + ["answer"] * 2)
+    assert stages.seen[:2] == ["router", "decompose"] and stages.seen[-1] == "aggregate"
+    assert prediction.answer == "1651 && Rachael"
+
+
+def test_compound_sub_questions_run_concurrently_and_are_aggregated_in_order():
+    prog = program(route="compound", relevance_filter=False)
+    both_waiting = threading.Barrier(2, timeout=10)  # each sub-answer waits for the other: only concurrency finishes
+
+    def answer(prompt):
+        both_waiting.wait()
+        return {"answer": "1651" if "succeed" in field(prompt, "question") else "Rachael"}
+
+    stages = script(prog, answer=answer, aggregate=lambda p: {"answer": " && ".join(eval(field(p, "sub_answers")))})
+    prediction = run(prog, stages, question=COMPOUND_Q)
+    assert [h["answer"] for h in prediction.hops] == ["1651", "Rachael"] and prediction.answer == "1651 && Rachael"
+    assert prediction.counts["llm_calls"] == 4 and prediction.counts["retrieval_calls"] == 2  # traced from threads
+
+
+def test_a_sub_question_that_raises_ends_the_question_with_its_own_error():
+    prog = program(route="compound", relevance_filter=False)
+
+    def answer(prompt):
+        if "wife" in field(prompt, "question"):
+            raise ConnectionError("endpoint down")
+        return {"answer": "1651"}
+
+    with pytest.raises(Exception, match="endpoint down"):
+        run(prog, script(prog, answer=answer), question=COMPOUND_Q)
+
+
+def test_switches_change_the_calls_they_should():
+    no_filter = program(relevance_filter=False)
+    stages = script(no_filter)
+    prediction = run(no_filter, stages)
+    assert "relevance" not in stages.seen and "relevance" not in no_filter.stage_names()
+    assert prediction.hops[0]["kept_ids"] == prediction.hops[0]["retrieved_ids"]
+    no_ending = program(ending_judge=False, max_steps=4)
+    stages = script(no_ending, refine=lambda p: {"seed_question": "What does the FIFA stand for?"})
+    assert run(no_ending, stages).steps == 4 and "ending" not in stages.seen  # runs to the step limit
+    no_refiner = program(refiner=False)
+    stages = script(no_refiner, ending=ending_after(3))
+    prediction = run(no_refiner, stages)
+    assert [h["query"] for h in prediction.hops] == [COMPLEX_Q] * 3 and "refine" not in stages.seen
+    fixed = program(route="single-step")
+    assert fixed.stage_names() == ["relevance", "answer"]
+    assert program(route="straightforward").stage_names() == ["direct_answer"]
+    assert set(program().stage_names()) == {"router", "direct_answer", "decompose", "aggregate", "refine", "ending",
+                                            "relevance", "answer"}
+    assert all(p.demos for p in program().predictors() if p.signature.__name__ != "DirectAnswer")
+    assert not any(p.demos for p in program(paper_demos=False).predictors())
+
+
+def test_the_oracle_route_follows_each_questions_gold_route():
+    prog = program(route="oracle")
+    assert "router" not in prog.stage_names()
+    example = dspy.Example(question=COMPLEX_Q, type="comparison", hops=2).with_inputs("question")
+    routed = with_gold_routes([example])[0]
+    assert routed.inputs().toDict() == {"question": COMPLEX_Q, "gold_route": "compound"}
+    stages = script(prog)
+    assert run(prog, stages, **routed.inputs().toDict()).route == "compound" and "router" not in stages.seen
+    with pytest.raises(ValueError, match="gold_route"):
+        run(prog, stages)
+
+
+def test_malformed_outputs_take_their_documented_fallbacks_and_are_counted():
+    prog = program()
+    stages = script(prog, router={"route": "a hard one"}, refine={"nothing": "x"}, relevance={"relevant": "maybe"},
+                    ending={"finished": "perhaps"}, answer={"answer": "FIFA"})
+    prediction = run(prog, stages)
+    counts = prediction.counts
+    assert prediction.route == "complex" and counts["route_fallback"] == 1  # unparsable route → complex
+    assert [h["query"] for h in prediction.hops] == [COMPLEX_Q] * 5  # no seed → the question; no verdict → go on
+    assert counts["refine_fallback"] == 5 and counts["ending_fallback"] == 5 and counts["relevance_fallback"] == 15
+    assert all(h["kept_ids"] == h["retrieved_ids"] for h in prediction.hops)  # no verdict keeps the passage
+    compound = program(route="compound")
+    stages = script(compound, decompose={"thought": "?"}, relevance={"relevant": "true"}, aggregate={"x": "y"})
+    prediction = run(compound, stages, question=COMPOUND_Q)
+    assert prediction.sub_questions == [COMPOUND_Q] and prediction.counts["decompose_fallback"] == 1
+    assert prediction.answer == prediction.hops[0]["answer"] and prediction.counts["aggregate_fallback"] == 1
+
+
+def test_steps_count_as_the_paper_counts_them():
+    assert [step_count(r, 3) for r in ("straightforward", "single-step", "compound", "complex")] == [0, 1, 1, 3]
+    assert render_steps([]) == "nothing"
+    assert render_steps([("q1", "a1"), ("q2", "a2")]) == \
+        "**seed query-1**: q1\n**answer-1**: a1\n**seed query-2**: q2\n**answer-2**: a2"
+
+
+def test_compound_accuracy_counts_the_share_of_the_gold_parts_in_the_prediction():
+    assert accuracy("1651 && Rachael", "1651 && Rachael") == 1.0
+    assert accuracy("It was 1651.", "1651 && Rachael") == 0.5
+    assert accuracy("Rachael", ["1651 && Rachael", "Rachael"]) == 1.0
+    assert accuracy("nothing", "1651 && Rachael") == 0.0
+
+
+def test_switches_are_checked_and_saved(tmp_path):
+    with pytest.raises(ValueError, match="unknown route"):
+        HANRAG(route="simple")
+    with pytest.raises(ValueError, match="at least 1"):
+        HANRAG(max_steps=0)
+    prog = program(route="complex", ending_judge=False, max_steps=3)
+    prog.refine.demos = prog.refine.demos[:1]
+    save(prog, tmp_path / "p")
+    loaded = load(tmp_path / "p", retriever=prog.retriever)
+    assert loaded.config() == prog.config() and len(loaded.refine.demos) == 1
+
+
+def test_compile_with_bootstrap_few_shot_reaches_every_stage_of_the_route():
+    prog = program(paper_demos=False)
+    stages = script(prog)
+    trainset = [dspy.Example(question=COMPLEX_Q, answer="International Federation of Association Football")
+                .with_inputs("question")]
+    with dspy.context(lm=stages.lm):
+        compiled = dspy.BootstrapFewShot(metric=lambda e, p, trace=None: e.answer == p.answer,
+                                         max_bootstrapped_demos=1, max_labeled_demos=0).compile(prog,
+                                                                                                trainset=trainset)
+    demos = {name: len(p.demos) for name, p in compiled.named_predictors()}
+    assert demos == {"router": 1, "direct_answer": 0, "decompose": 0, "aggregate": 0, "refine": 1, "ending": 1,
+                     "relevance": 1, "answer": 1}
+
+
+WIKI = dspy.Example(
+    id="w1", question="Where was the director of film Pearls And Pigs born?", answer="Joensuu", type="compositional",
+    decomposition=["Who is the director of the film Pearls And Pigs?", "Where was Perttu Leppä born?"],
+    evidences=[["Pearls and Pigs", "director", "Perttu Leppä"], ["Perttu Leppä", "place of birth", "Joensuu"]],
+    supporting_sentences=[], hops=2, paragraphs=[
+        {"id": "p1", "title": "Pearls and Pigs", "text": "Pearls and Pigs is a film directed by Perttu Leppä.",
+         "is_supporting": True},
+        {"id": "p2", "title": "Perttu Leppä", "text": "Perttu Leppä was born in Joensuu.", "is_supporting": True},
+        {"id": "p3", "title": "Other", "text": "Other is a town.", "is_supporting": False},
+        {"id": "p4", "title": "Else", "text": "Else is a river.", "is_supporting": False}]).with_inputs("question")
+COMPARISON = dspy.Example(
+    id="w2", question="Which film came out first, Kiss or Kill?", answer="Kiss", type="comparison", hops=2,
+    decomposition=["When did Kiss come out?", "When did Kill come out?"],
+    evidences=[["Kiss", "publication date", "1950"], ["Kill", "publication date", "1960"]], supporting_sentences=[],
+    paragraphs=[{"id": "k1", "title": "Kiss", "text": "Kiss is a 1950 film.", "is_supporting": True},
+                {"id": "k2", "title": "Kill", "text": "Kill is a 1960 film.", "is_supporting": True},
+                {"id": "k3", "title": "Kin", "text": "Kin is a band.", "is_supporting": False}]).with_inputs("question")
+
+
+def test_the_revelator_rows_label_routes_refine_and_end_chains_and_pair_passages_with_hops():
+    targets = {}
+    for target in gold_targets(HANRAG(), [WIKI, COMPARISON]):
+        targets.setdefault((target.example.id, target.stage), []).append((target.inputs, target.outputs))
+    assert [gold_route(e) for e in (WIKI, COMPARISON)] == ["complex", "compound"]
+    router = targets[("w1", "router")]
+    assert router[0] == ({"question": WIKI.question}, {"route": "complex"})
+    assert router[1][1] == {"route": "single-step"} and router[1][0]["question"] in WIKI.decomposition
+    refine = targets[("w1", "refine")]
+    assert [(r[0]["thought"], r[1]["seed_question"]) for r in refine[:2]] == [
+        ("nothing", WIKI.decomposition[0]),
+        (render_steps([(WIKI.decomposition[0], "Perttu Leppä")]), WIKI.decomposition[1])]
+    assert refine[2][0]["thought"] == "nothing" and refine[2][1]["seed_question"] == refine[2][0]["question"]
+    assert [r[1]["finished"] for r in targets[("w1", "ending")]] == [False, True]
+    relevance = targets[("w1", "relevance")]
+    assert [r[1]["relevant"] for r in relevance] == [True, True, False, False]
+    assert relevance[0][0] == {"question": WIKI.decomposition[0],
+                               "document": "Pearls and Pigs: Pearls and Pigs is a film directed by Perttu Leppä."}
+    assert relevance[1][0]["document"] == "Perttu Leppä: Perttu Leppä was born in Joensuu."
+    assert {r[0]["document"].split(":")[0] for r in relevance[2:]} == {"Other", "Else"}  # one distractor per hop
+    assert targets[("w2", "router")][0][1] == {"route": "compound"}
+    assert targets[("w2", "decompose")][0][1]["sub_questions"] == COMPARISON.decomposition
+    assert ("w2", "ending") not in targets and ("w1", "decompose") not in targets  # a comparison has no seed chain
+    assert not any(stage in ("answer", "aggregate", "direct_answer") for _, stage in targets)
+
+
+@pytest.mark.slow
+def test_smollm2_routes_and_answers_a_real_question_over_bm25(musique_dev):
+    from multihop.data import build_corpus
+    from multihop.lms import configure_lm
+
+    configure_lm("local:smollm2", max_tokens=48)
+    prog = HANRAG(retriever=BM25Retriever(build_corpus(musique_dev[:5])), k=3, max_steps=2)
+    prediction = prog(question=musique_dev[0].question)
+    lm_stages = [r["stage"] for r in prediction.stage_trace if r["kind"] == "lm"]
+    assert lm_stages[0] == "router" and prediction.counts["llm_calls"] == len(lm_stages)
+    assert prediction.route in ("straightforward", "single-step", "compound", "complex")
+    assert prediction.steps == {"straightforward": 0, "complex": len(prediction.hops)}.get(prediction.route, 1)
+    assert prediction.steps <= 2 and lm_stages.count("answer") == len(prediction.hops)
+    assert lm_stages.count("relevance") == sum(len(h["retrieved_ids"]) for h in prediction.hops)
+    assert set(prediction.passage_ids) <= set(prediction.retrieved_ids)
