@@ -3,9 +3,9 @@ and target output fields, chosen by the fields a stage writes, so no method is n
 
 - sub-questions (``sub_questions``, ``new_decomposition``): :func:`sub_question_overlap` with the gold decomposition;
 - a completed chain (``completed_chain``): :func:`chain_accuracy`;
-- a verdict (``valid``): 1 when it agrees with the gold verdict;
-- a rewritten question (``rewritten_question``) or an answer (``answer``): token F1 (citations kept: a hop's answer
-  cites its passage).
+- a verdict (``valid``, ``relevant``, ``finished``) or a label (``route``): 1 when it agrees with the gold one;
+- a rewritten or next question (``rewritten_question``, ``seed_question``) or an answer (``answer``): token F1
+  (citations kept: a hop's answer cites its passage).
 """
 
 from __future__ import annotations
@@ -14,10 +14,13 @@ from collections.abc import Mapping, Sequence
 
 from multihop.metrics import exact_match, f1
 
-SCORED = ("sub_questions", "new_decomposition", "completed_chain", "valid", "rewritten_question", "answer")
+SCORED = ("sub_questions", "new_decomposition", "completed_chain", "valid", "relevant", "finished", "route",
+          "rewritten_question", "seed_question", "answer")
+AGREEMENTS = ("valid", "relevant", "finished", "route")  # scored 1 when the prediction is the gold value
 SCORE_NAMES = {"sub_questions": "sub-question overlap", "new_decomposition": "sub-question overlap",
-               "completed_chain": "chain accuracy", "valid": "verdict accuracy",
-               "rewritten_question": "question F1", "answer": "answer F1"}
+               "completed_chain": "chain accuracy", "valid": "verdict accuracy", "relevant": "verdict accuracy",
+               "finished": "verdict accuracy", "route": "label accuracy", "rewritten_question": "question F1",
+               "seed_question": "question F1", "answer": "answer F1"}
 
 
 def sub_question_overlap(predicted: Sequence[str], gold: Sequence[str]) -> float:
@@ -53,6 +56,6 @@ def stage_score(predicted: Mapping, target: Mapping) -> float:
         return sub_question_overlap([str(s) for s in got or []], want)
     if field == "completed_chain":
         return chain_accuracy(got if isinstance(got, list) else [], want)
-    if field == "valid":
-        return float(got is want)
+    if field in AGREEMENTS:
+        return float(got == want and type(got) is type(want))
     return f1(str(got or ""), str(want))

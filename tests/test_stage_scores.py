@@ -27,3 +27,12 @@ def test_stage_score_is_chosen_by_the_fields_a_stage_writes():
     assert stage_score({"completed_chain": "not a list"}, {"completed_chain": [["a", "b", "c"]]}) == 0.0
     with pytest.raises(ValueError, match="no stage score"):
         scored_field({"ranking": "[1] > [2]"})
+
+
+def test_labels_and_verdicts_score_agreement_and_a_next_question_scores_f1():
+    assert stage_score({"route": "complex"}, {"route": "complex"}) == 1.0
+    assert stage_score({"route": "compound"}, {"route": "complex"}) == 0.0
+    assert stage_score({"relevant": True}, {"relevant": True}) == 1.0
+    assert stage_score({"finished": 1}, {"finished": True}) == 0.0  # a verdict is a bool, not a truthy value
+    assert stage_score({"seed_question": "Who directed Kiss?"}, {"seed_question": "Who is the director of Kiss?"}) \
+        == pytest.approx(2 * (2 / 3) * (2 / 5) / (2 / 3 + 2 / 5))  # "who", "kiss"; "the" is dropped

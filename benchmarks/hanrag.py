@@ -1,0 +1,154 @@
+"""HANRAG benchmark (seed 003, §5–6, App. C and E): HANRAG vs the paper's "No retrieval" and "Single-step Approach"
+rows vs each ablation vs HANRAG-Oracle, and with ``--revelator`` the LoRA Revelator, on the dev sets in
+``MULTIHOP_DATA`` with one retriever (BM25, the paper's) and one LM for every row.
+
+    python benchmarks/hanrag.py [--datasets musique,2wiki,hotpotqa] [--limit 5] [--revelator DIR] [--per-stage 8]
+        [--lm local:smollm2 | --lm openai/<model> --api-base URL] [--judge-lm SPEC]
+
+Each dataset's corpus is the union of its dev questions' paragraphs (IRCoT style), indexed with BM25; every retrieving
+row reads the top k = 5. Reported per row: the paper's EM, F1, Acc (the gold answer contained; a gold answer joined
+by "&&" scores the share of its parts) and Steps (retrieval–generation cycles, §5), Acc by the LLM judge (with
+``--judge-lm``), R@2/R@5 over the passages the generator read, LLM calls, the route taken (shares), every stage's
+fallbacks per question (its format failures) and seconds per question. HANRAG-Oracle follows each question's gold
+route (:func:`multihop.programs.hanrag.gold_route`). Each row is an evaluation folder under ``--out``, so a rerun
+resumes; each row has its own cache entries (a rollout id per row).
+
+The Revelator (``--revelator``, a ``multihop distill`` folder trained on ``multihop hanrag revelator-data`` rows):
+"HANRAG (LoRA Revelator)" runs the stages it was trained for on it, the generator on the base LM (§5). Before the
+rows, the per-stage table compares the base LM with the Revelator on the gold targets of held-apart dev questions (at
+most ``--per-stage`` per stage and dataset): the share of unparsable replies and the stage score (router label
+accuracy, decomposition overlap, seed-question F1, relevance and ending verdict accuracy), then the router's accuracy
+per gold class (App. C).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections import Counter
+from pathlib import Path
+
+import dspy
+from dspy.utils.exceptions import AdapterParseError
+from rich.console import Console
+from rich.table import Table
+
+from multihop.benchmarks.common import DATASETS, LMOptions, load_questions, questions_with_corpus
+from multihop.benchmarks.students import per_stage, stage_table
+from multihop.evaluation import evaluate, render_table
+from multihop.lms import default_adapter
+from multihop.models import sha256_file
+from multihop.optimize.gold import gold_targets
+from multihop.optimize.students import trained_stages
+from multihop.programs import HANRAG, NoRetrieval, SingleStepRAG
+from multihop.programs.hanrag import REVELATOR_STAGES, with_gold_routes
+from multihop.retrievers import BM25Retriever
+
+console = Console(width=200)
+K = 5  # §5: the single-step approach's top 5 (HANRAG's own k is not given)
+ABLATIONS = {  # App. E's ablation table
+    "HANRAG": {},
+    "-Relevance discriminator": {"relevance_filter": False},
+    "-Ending discriminator": {"ending_judge": False},
+    "-Refiner": {"refiner": False},
+}
+FALLBACKS = ("route", "decompose", "refine", "relevance", "ending", "aggregate", "answer")
+COLUMNS = [("llm_eval", "Acc (LLM)"), ("em", "EM"), ("f1", "F1"), ("acc", "Acc"), ("steps", "Steps"),
+           ("recall@2", "R@2"), ("recall@5", "R@5"), ("llm_calls", "LLM calls/q"),
+           *((f"route.{route}", f"{route[:6]} %") for route in ("straightforward", "single-step", "compound",
+                                                                 "complex")),
+           ("all_rejected", "all rej./q"), *((f"{stage}_fallback", f"{stage[:6]} unp./q") for stage in FALLBACKS),
+           ("seconds", "s/q")]
+
+
+def row_programs(retriever, revelator=None) -> list[tuple[str, str, dspy.Module, bool]]:
+    """(row name, evaluation folder, program, whether it reads the gold routes) of every row; the Revelator's LM has
+    a rollout id of its own."""
+    rows = [("No retrieval", "no-retrieval", NoRetrieval(), False),
+            ("Single-step Approach", "single-step", SingleStepRAG(retriever=retriever, k=K), False)]
+    for number, (name, switches) in enumerate(ABLATIONS.items(), 1):
+        rows.append((name, f"ablation{number}", HANRAG(retriever=retriever, k=K, **switches), False))
+    rows.append(("HANRAG-Oracle", "oracle", HANRAG(retriever=retriever, k=K, route="oracle"), True))
+    if revelator is not None:
+        lm, folder, weights = revelator
+        program = HANRAG(retriever=retriever, k=K)
+        for stage in trained_stages(program, folder):
+            program.set_stage_lm(stage, lm.copy(rollout_id=99))
+        rows.append(("HANRAG (LoRA Revelator)", f"revelator-{weights}", program, False))
+    return rows
+
+
+def router_by_class(examples: list, lms: dict[str, dspy.LM], cap: int, adapter: dspy.Adapter) -> Table:
+    """The router's accuracy per gold class on ``examples``' router targets (at most ``cap`` a class), per LM."""
+    program = HANRAG(route=None)
+    seen, right = Counter(), Counter()
+    for target in gold_targets(program, examples):
+        gold = target.outputs.get("route")
+        if target.stage != "router" or seen[gold] >= cap:
+            continue
+        seen[gold] += 1
+        for model, lm in lms.items():
+            with dspy.context(lm=lm, adapter=adapter):
+                try:
+                    right[(model, gold)] += program.router(**target.inputs).route == gold
+                except AdapterParseError:
+                    pass
+    table = Table(title="Router accuracy per gold class (App. C), held-apart dev questions")
+    for column in ("class", "n", *lms):
+        table.add_column(column, justify="left" if column == "class" else "right")
+    for gold, n in seen.items():
+        table.add_row(gold, str(n), *(f"{100 * right[(model, gold)] / n:.1f}" for model in lms))
+    return table
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--datasets", default="musique,2wiki,hotpotqa", help=f"comma-separated: {', '.join(DATASETS)}")
+    parser.add_argument("--limit", type=int, default=5, help="questions per dataset")
+    LMOptions.add_arguments(parser, max_tokens=128)  # the generation cap of every stage
+    parser.add_argument("--judge-lm", default=None, help="LM for Acc by an LLM judge; none: the column is left out")
+    parser.add_argument("--revelator", default=None, help="a `multihop distill` folder trained on Revelator rows")
+    parser.add_argument("--per-stage", type=int, default=8, help="gold targets per stage and dataset (with "
+                        "--revelator); 0 skips the per-stage tables")
+    parser.add_argument("--rows", default=None, help="comma-separated row numbers to run (default: all)")
+    parser.add_argument("--threads", type=int, default=1, help="questions at once (for served LMs)")
+    parser.add_argument("--out", default="runs/bench-hanrag", help="evaluation folders (a rerun resumes)")
+    args = parser.parse_args()
+
+    options = LMOptions.from_args(args)
+    lm = options.configure()
+    judge = options.make(args.judge_lm) if args.judge_lm else None
+    datasets = args.datasets.split(",")
+    revelator = None
+    if args.revelator:
+        weights = sha256_file(Path(args.revelator) / "adapter_model.safetensors")[:8]
+        revelator = (dataclasses.replace(options, adapter=args.revelator).make(), args.revelator, weights)
+        if args.per_stage:
+            program, adapter = HANRAG(), default_adapter(args.lm)
+            stages = {stage: lm for stage in program.stage_names()}
+            lms = {"base": stages, "student": {**stages, **dict.fromkeys(REVELATOR_STAGES, revelator[0])}}
+            scored = {("HANRAG", dataset): per_stage(program, load_questions(dataset), lms, args.per_stage, adapter)
+                      for dataset in datasets}
+            console.print(stage_table({key: rows for key, rows in scored.items() if rows}))
+            dev = [example for dataset in datasets for example in load_questions(dataset)]
+            console.print(router_by_class(dev, {"base": lm, "Revelator": revelator[0]}, args.per_stage, adapter))
+    for dataset in datasets:
+        examples, corpus = questions_with_corpus(dataset, limit=args.limit)
+        retriever = BM25Retriever(corpus)
+        console.print(f"{dataset}: {len(examples)} questions, {len(corpus)} passages, LM {lm.model}")
+        out = Path(args.out) / f"{Path(str(lm.model)).name}-{dataset}-{corpus.checksum()[:8]}"
+        rows = row_programs(retriever, revelator)
+        if args.rows:
+            rows = [rows[int(i) - 1] for i in args.rows.split(",")]
+        summaries = {}
+        for number, (name, folder, program, oracle) in enumerate(rows, 1):
+            questions = with_gold_routes(examples) if oracle else examples
+            with dspy.context(lm=lm.copy(rollout_id=number)):  # no row is served from another row's cache
+                summaries[name] = evaluate(program, questions, out / folder, threads=args.threads, name=name,
+                                           judge_lm=judge)
+        title = f"HANRAG on {dataset} ({len(examples)} questions), LM {lm.model}, BM25 top {K}"
+        console.print(render_table(summaries, title=title, columns=COLUMNS, label="row"))
+
+
+if __name__ == "__main__":
+    main()
