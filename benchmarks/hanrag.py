@@ -41,7 +41,7 @@ from multihop.models import sha256_file
 from multihop.optimize.gold import gold_targets
 from multihop.optimize.students import trained_stages
 from multihop.programs import HANRAG, NoRetrieval, SingleStepRAG
-from multihop.programs.hanrag import REVELATOR_STAGES, with_gold_routes
+from multihop.programs.hanrag import REVELATOR_STAGES
 from multihop.retrievers import BM25Retriever
 
 console = Console(width=200)
@@ -61,20 +61,20 @@ COLUMNS = [("llm_eval", "Acc (LLM)"), ("em", "EM"), ("f1", "F1"), ("acc", "Acc")
            ("seconds", "s/q")]
 
 
-def row_programs(retriever, revelator=None) -> list[tuple[str, str, dspy.Module, bool]]:
-    """(row name, evaluation folder, program, whether it reads the gold routes) of every row; the Revelator's LM has
-    a rollout id of its own."""
-    rows = [("No retrieval", "no-retrieval", NoRetrieval(), False),
-            ("Single-step Approach", "single-step", SingleStepRAG(retriever=retriever, k=K), False)]
+def row_programs(retriever, revelator=None) -> list[tuple[str, str, dspy.Module]]:
+    """(row name, evaluation folder, program) of every row; the Revelator's LM has a rollout id of its own.
+    HANRAG-Oracle reads each question's gold route through evaluation (``HANRAG.prepare_examples``)."""
+    rows = [("No retrieval", "no-retrieval", NoRetrieval()),
+            ("Single-step Approach", "single-step", SingleStepRAG(retriever=retriever, k=K))]
     for number, (name, switches) in enumerate(ABLATIONS.items(), 1):
-        rows.append((name, f"ablation{number}", HANRAG(retriever=retriever, k=K, **switches), False))
-    rows.append(("HANRAG-Oracle", "oracle", HANRAG(retriever=retriever, k=K, route="oracle"), True))
+        rows.append((name, f"ablation{number}", HANRAG(retriever=retriever, k=K, **switches)))
+    rows.append(("HANRAG-Oracle", "oracle", HANRAG(retriever=retriever, k=K, route="oracle")))
     if revelator is not None:
         lm, folder, weights = revelator
         program = HANRAG(retriever=retriever, k=K)
         for stage in trained_stages(program, folder):
             program.set_stage_lm(stage, lm.copy(rollout_id=99))
-        rows.append(("HANRAG (LoRA Revelator)", f"revelator-{weights}", program, False))
+        rows.append(("HANRAG (LoRA Revelator)", f"revelator-{weights}", program))
     return rows
 
 
@@ -141,10 +141,9 @@ def main() -> None:
         if args.rows:
             rows = [rows[int(i) - 1] for i in args.rows.split(",")]
         summaries = {}
-        for number, (name, folder, program, oracle) in enumerate(rows, 1):
-            questions = with_gold_routes(examples) if oracle else examples
+        for number, (name, folder, program) in enumerate(rows, 1):
             with dspy.context(lm=lm.copy(rollout_id=number)):  # no row is served from another row's cache
-                summaries[name] = evaluate(program, questions, out / folder, threads=args.threads, name=name,
+                summaries[name] = evaluate(program, examples, out / folder, threads=args.threads, name=name,
                                            judge_lm=judge)
         title = f"HANRAG on {dataset} ({len(examples)} questions), LM {lm.model}, BM25 top {K}"
         console.print(render_table(summaries, title=title, columns=COLUMNS, label="row"))

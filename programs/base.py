@@ -88,6 +88,11 @@ class MultihopProgram(dspy.Module):
         logger.warning("%s: unparsable LM output, using fallback %s (%s)", type(self).__name__, fallback, reason)
         return dspy.Prediction(**fallback, failed=True)
 
+    def prepare_examples(self, examples: list[dspy.Example]) -> list[dspy.Example]:
+        """The examples as this program reads them, which evaluation applies before running: themselves, unless the
+        program takes more of their annotations as inputs."""
+        return list(examples)
+
     def stage_names(self) -> list[str]:
         return [name for name, _ in self.named_predictors()]
 

@@ -304,3 +304,16 @@ def test_smollm2_routes_and_answers_a_real_question_over_bm25(musique_dev):
     assert prediction.steps <= 2 and lm_stages.count("answer") == len(prediction.hops)
     assert lm_stages.count("relevance") == sum(len(h["retrieved_ids"]) for h in prediction.hops)
     assert set(prediction.passage_ids) <= set(prediction.retrieved_ids)
+
+
+def test_evaluation_reads_the_gold_routes_hanrag_oracle_follows(tmp_path):
+    from multihop.evaluation import evaluate
+
+    prog = program(route="oracle")
+    comparison = dspy.Example(id="c1", question=COMPOUND_Q, answer="1651 && Rachael", answers=["1651 && Rachael"],
+                              type="comparison", hops=2).with_inputs("question")
+    stages = script(prog, relevance={"relevant": "true"})
+    with dspy.context(lm=stages.lm):
+        summary = evaluate(prog, [comparison], tmp_path / "oracle", progress=False)
+    assert summary["errors"] == 0 and summary["acc"] == 1.0 and summary["steps"] == 1.0
+    assert "decompose" in stages.seen and "router" not in stages.seen

@@ -59,7 +59,16 @@ from multihop.tracing import count
 from ..base import MultihopProgram
 from ..text import safe_answer, unique
 from .demos import PAPER_DEMOS
-from .routes import COMPLEX, COMPOUND, ROUTES, SINGLE_STEP, STRAIGHTFORWARD, render_steps, step_count
+from .routes import (
+    COMPLEX,
+    COMPOUND,
+    ROUTES,
+    SINGLE_STEP,
+    STRAIGHTFORWARD,
+    render_steps,
+    step_count,
+    with_gold_routes,
+)
 
 ORACLE = "oracle"
 REVELATOR_STAGES = ("router", "decompose", "refine", "relevance", "ending")
@@ -84,7 +93,7 @@ class Hop:
 
 
 class HANRAG(MultihopProgram):
-    count_display = {"steps": "mean"}
+    count_display = {"steps": "mean", **{f"route.{route}": "rate" for route in ROUTES}}
     first_stage: ClassVar[str] = "bm25"
 
     def __init__(
@@ -155,11 +164,16 @@ class HANRAG(MultihopProgram):
             retrieved_ids=unique(pid for hop in hops for pid in hop.retrieved_ids),
         )
 
+    def prepare_examples(self, examples: list[dspy.Example]) -> list[dspy.Example]:
+        """HANRAG-Oracle reads each example's gold route (:func:`.routes.with_gold_routes`); the others the question."""
+        return with_gold_routes(examples) if self.route == ORACLE else list(examples)
+
     def choose_route(self, question: str, gold_route: str | None) -> str:
         if self.route == ORACLE:
             if gold_route not in ROUTES:
                 raise ValueError(f"HANRAG(route='oracle') follows each question's gold_route, got {gold_route!r}: "
-                                 "pass examples through multihop.programs.hanrag.with_gold_routes")
+                                 "evaluate it (which reads the routes from the examples) or pass examples through "
+                                 "multihop.programs.hanrag.with_gold_routes")
             return gold_route
         if self.route is not None:
             return self.route
