@@ -1,13 +1,18 @@
 """HANRAG's stages (seed 003, §4.1, App. G): the Revelator's router, decomposer, refiner, relevance discriminator and
 ending discriminator, and the generator's answers.
 
-Each instruction is the App. G prompt of its stage (Prompts 10–14) with the parts DSPy does itself taken out: the
-output format the prompt spells out by hand ("Your output must be in json format…", "You can only output true or
-false") is a typed output field, and the prompt's examples are the stage's demos (:data:`PAPER_DEMOS`; a program built
-with ``paper_demos=False`` starts without them, an optimizer replaces them). The text of the seed turned the prompts'
-code fences into “‘ glyphs and lost an asterisk of the refiner's bold labels; both are restored here.
+Each instruction is the App. G prompt of its stage (Prompts 10–14), with the parts DSPy does itself taken out and
+these edits of ours: the output format a prompt spells out by hand ("Your output must be in json format…", "You can
+only output true or false", "You only need to give the type of question") is a typed output field, so the rules that
+only state it are dropped or folded into one sentence, and the JSON key "decomposition" is the field
+``sub_questions``; the prompts' examples are the stages' demos (:data:`multihop.programs.hanrag.demos.PAPER_DEMOS`; a
+program built with ``paper_demos=False`` starts without them, an optimizer replaces them); the code fences around the
+Thought and the documents (the seed's text turned them into “‘ glyphs) are left out, as the adapter delimits every
+field, and the documents reach the generator as the adapter renders a list, not as "Doc1: …" lines; the router's
+definitions are numbered 1–4 (the text numbers two of them "3."); the router answers with the paper's labels
+("complex question"), of which the program reads the route.
 
-App. G gives no prompt for three calls; ours, written in the same style (our reading):
+App. G gives no prompt for three calls; ours, written in the same style:
 
 - ``JudgeEnding`` (Eq. 12, §4.2): whether the seed questions answered so far settle the original question; its input
   is the refiner's "Thought" (the numbered seed queries and answers), its output the ending flag.
@@ -21,7 +26,7 @@ from typing import Literal
 
 import dspy
 
-RouteName = Literal["straightforward", "single-step", "compound", "complex"]
+RouteLabel = Literal["straightforward question", "single-step question", "compound question", "complex question"]
 NOTHING = "nothing"  # the refiner's and ending discriminator's Thought before any step (Prompt 12, Rule 4)
 
 
@@ -43,10 +48,11 @@ class Route(dspy.Signature):
     nesting. There is a very strong logical relationship between these sub-questions. After decomposition, you still
     need to get the answer to a sub-question before you can continue to answer other sub-questions. That is, the
     answer to sub-question 1 is the prerequisite for sub-question 2.
-    You need to fully understand and analyze the given query and give only the type of question."""
+    Rule 1: You need to fully understand and analyze the given query and give your answer;
+    Rule 2: You only need to give the type of question, and other content is prohibited."""
 
     question: str = dspy.InputField()
-    route: RouteName = dspy.OutputField(desc="the type of the question")
+    route: RouteLabel = dspy.OutputField(desc="the type of the question")
 
 
 class Decompose(dspy.Signature):
@@ -92,7 +98,7 @@ class Refine(dspy.Signature):
 class JudgeRelevance(dspy.Signature):
     """You are a linguist proficient in various literary works.
     Your current task is to determine whether the document and the question I provide are related. I will give you a
-    document and a question. This question is a real user's inquiry, and the document is content I have retrieved.
+    document and a question. This question is a real user’s inquiry, and the document is content I have retrieved.
     The document may or may not be related to the question, so you need to make a judgment.
     Rule 1: If the doc is related to question, relevant is true; if not, false.
     Rule 2: A very important principle for determining relevance is that if the content of the document can be used

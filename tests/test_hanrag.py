@@ -52,7 +52,7 @@ def ending_after(steps: int):
 
 
 def script(prog, **replies) -> StageScript:
-    defaults = {"router": {"route": "complex"}, "direct_answer": {"answer": "George Washington"},
+    defaults = {"router": {"route": "complex question"}, "direct_answer": {"answer": "George Washington"},
                 "decompose": {"thought": "two parts", "sub_questions": '["When did he succeed?", "Who is his wife?"]'},
                 "aggregate": {"answer": "1651 && Rachael"},
                 "refine": seeds("What is the Danish Football Union an instance of?", "What does the FIFA stand for?"),
@@ -87,7 +87,8 @@ def test_the_complex_loop_never_passes_max_steps():
     prog = program(max_steps=3)
     stages = script(prog, refine=lambda p: {"seed_question": "What is FIFA?"}, ending={"finished": "false"})
     prediction = run(prog, stages)
-    assert prediction.steps == 3 and stages.seen.count("refine") == 3 == stages.seen.count("ending")
+    assert prediction.steps == 3 and stages.seen.count("refine") == 3
+    assert stages.seen.count("ending") == 2  # no judgement after the last allowed step: it could change nothing
     assert len(prog.retriever.asked) == 3 and prediction.counts["seed_repeats"] == 2
 
 
@@ -103,20 +104,23 @@ def test_the_relevance_judge_keeps_only_relevant_passages_and_all_rejected_answe
     assert "stands for" in field(answer_prompt, "documents") and "UEFA is" not in field(answer_prompt, "documents")
     none = script(prog, relevance={"relevant": "false"})
     rejected = run(prog, none, question="Who founded UEFA?")
-    assert rejected.hops[0]["kept_ids"] == rejected.hops[0]["retrieved_ids"][:1] and rejected.hops[0]["all_rejected"]
-    assert rejected.counts["all_rejected"] == 1
+    hop = rejected.hops[0]
+    assert hop["kept_ids"] == [] and hop["rejected_ids"] == hop["retrieved_ids"] and hop["all_rejected"]
+    assert hop["read_ids"] == hop["retrieved_ids"][:1] == rejected.passage_ids and rejected.counts["all_rejected"] == 1
+    best = next(d for d in DOCS if d.id == hop["read_ids"][0])  # the generator read the best-ranked passage alone
+    assert field(none.engine.requests[none.seen.index("answer")], "documents") == f'["{best.render()}"]'
 
 
 def test_each_route_takes_its_path_and_only_its_path():
     prog = program()
     for route, calls, steps in [("straightforward", ["router", "direct_answer"], 0),
                                 ("single-step", ["router", "relevance", "relevance", "relevance", "answer"], 1)]:
-        stages = script(prog, router={"route": route})
+        stages = script(prog, router={"route": f"{route} question"})
         prog.retriever.asked = []
         prediction = run(prog, stages)
         assert (stages.seen, prediction.steps, prediction.route) == (calls, steps, route)
         assert len(prog.retriever.asked) == steps
-    stages = script(prog, router={"route": "compound"}, relevance={"relevant": "true"})
+    stages = script(prog, router={"route": "compound question"}, relevance={"relevant": "true"})
     prediction = run(prog, stages, question=COMPOUND_Q)
     assert prediction.route == "compound" and prediction.steps == 1  # both sub-questions are one step (App. C, F)
     assert prediction.sub_questions == ["When did he succeed?", "Who is his wife?"]
@@ -181,10 +185,24 @@ def test_the_oracle_route_follows_each_questions_gold_route():
     example = dspy.Example(question=COMPLEX_Q, type="comparison", hops=2).with_inputs("question")
     routed = with_gold_routes([example])[0]
     assert routed.inputs().toDict() == {"question": COMPLEX_Q, "gold_route": "compound"}
+    assert [gold_route(e) for e in (MUSIQUE, WIKI, COMPARISON, dspy.Example(question="q", type="bridge_comparison",
+                                                                            hops=4),
+                                    dspy.Example(question="q", hops=0), dspy.Example(question="q", hops=1),
+                                    dspy.Example(question="q", route="straightforward", hops=2))] == [
+        "complex", "complex", "compound", "compound", "single-step", "single-step", "straightforward"]
     stages = script(prog)
     assert run(prog, stages, **routed.inputs().toDict()).route == "compound" and "router" not in stages.seen
     with pytest.raises(ValueError, match="gold_route"):
         run(prog, stages)
+
+
+def test_the_router_answers_with_the_papers_labels():
+    prog = program()
+    for label, route in [("single-step question", "single-step"), ("complex question", "complex")]:
+        prediction = run(prog, script(prog, router={"route": label}, relevance={"relevant": "true"}))
+        assert prediction.route == route and prediction.counts["route_fallback"] == 0
+    assert [d.route for d in prog.router.demos][:4] == ["straightforward question", "single-step question",
+                                                        "compound question", "complex question"]
 
 
 def test_malformed_outputs_take_their_documented_fallbacks_and_are_counted():
@@ -195,13 +213,20 @@ def test_malformed_outputs_take_their_documented_fallbacks_and_are_counted():
     counts = prediction.counts
     assert prediction.route == "complex" and counts["route_fallback"] == 1  # unparsable route → complex
     assert [h["query"] for h in prediction.hops] == [COMPLEX_Q] * 5  # no seed → the question; no verdict → go on
-    assert counts["refine_fallback"] == 5 and counts["ending_fallback"] == 5 and counts["relevance_fallback"] == 15
+    assert counts["refine_fallback"] == 5 and counts["ending_fallback"] == 4 and counts["relevance_fallback"] == 15
     assert all(h["kept_ids"] == h["retrieved_ids"] for h in prediction.hops)  # no verdict keeps the passage
     compound = program(route="compound")
-    stages = script(compound, decompose={"thought": "?"}, relevance={"relevant": "true"}, aggregate={"x": "y"})
+    stages = script(compound, decompose={"thought": "?"}, relevance={"relevant": "true"}, aggregate={"x": "y"},
+                    answer={"nothing": "x"})
     prediction = run(compound, stages, question=COMPOUND_Q)
     assert prediction.sub_questions == [COMPOUND_Q] and prediction.counts["decompose_fallback"] == 1
-    assert prediction.answer == prediction.hops[0]["answer"] and prediction.counts["aggregate_fallback"] == 1
+    assert prediction.answer == prediction.hops[0]["answer"] == "" and prediction.counts["aggregate_fallback"] == 1
+    assert prediction.counts["answer_fallback"] == 1
+    empty = script(compound, decompose={"thought": "t", "sub_questions": '["1. When?", "none", "2. Who?"]'},
+                   relevance={"relevant": "true"}, answer={"answer": "x"}, aggregate={"answer": ""})
+    prediction = run(compound, empty, question=COMPOUND_Q)
+    assert prediction.sub_questions == ["When?", "Who?"]  # numbering and "none" cleaned off
+    assert prediction.answer == "x && x" and prediction.counts["aggregate_fallback"] == 1  # empty aggregate → joined
 
 
 def test_steps_count_as_the_paper_counts_them():
@@ -265,12 +290,11 @@ COMPARISON = dspy.Example(
 
 def test_the_revelator_rows_label_routes_refine_and_end_chains_and_pair_passages_with_hops():
     targets = {}
-    for target in gold_targets(HANRAG(), [WIKI, COMPARISON]):
+    for target in gold_targets(HANRAG(), [WIKI, COMPARISON, MUSIQUE, BRIDGE_COMPARISON]):
         targets.setdefault((target.example.id, target.stage), []).append((target.inputs, target.outputs))
-    assert [gold_route(e) for e in (WIKI, COMPARISON)] == ["complex", "compound"]
     router = targets[("w1", "router")]
-    assert router[0] == ({"question": WIKI.question}, {"route": "complex"})
-    assert router[1][1] == {"route": "single-step"} and router[1][0]["question"] in WIKI.decomposition
+    assert router[0] == ({"question": WIKI.question}, {"route": "complex question"})
+    assert router[1][1] == {"route": "single-step question"} and router[1][0]["question"] in WIKI.decomposition
     refine = targets[("w1", "refine")]
     assert [(r[0]["thought"], r[1]["seed_question"]) for r in refine[:2]] == [
         ("nothing", WIKI.decomposition[0]),
@@ -283,10 +307,41 @@ def test_the_revelator_rows_label_routes_refine_and_end_chains_and_pair_passages
                                "document": "Pearls and Pigs: Pearls and Pigs is a film directed by Perttu Leppä."}
     assert relevance[1][0]["document"] == "Perttu Leppä: Perttu Leppä was born in Joensuu."
     assert {r[0]["document"].split(":")[0] for r in relevance[2:]} == {"Other", "Else"}  # one distractor per hop
-    assert targets[("w2", "router")][0][1] == {"route": "compound"}
-    assert targets[("w2", "decompose")][0][1]["sub_questions"] == COMPARISON.decomposition
-    assert ("w2", "ending") not in targets and ("w1", "decompose") not in targets  # a comparison has no seed chain
+    assert targets[("w2", "router")][0][1] == {"route": "compound question"}
+    decompose = targets[("w2", "decompose")]
+    assert decompose[0][1]["sub_questions"] == COMPARISON.decomposition
+    assert decompose[1][1]["sub_questions"] == [decompose[1][0]["question"]]  # Rule 2: a lone hop is itself
+    assert ("w2", "ending") not in targets and [r[1]["sub_questions"] for r in targets[("w1", "decompose")]] == [
+        [targets[("w1", "decompose")][0][0]["question"]]]  # a chain is no comparison: only the lone-hop row
+    # MuSiQue: "#1" replaced by the first answer and "E >> relation" asked as a question
+    assert [r[1]["seed_question"] for r in targets[("m1", "refine")][:2]] == [
+        "Who directed Frozen Lake?", "What is the country of Karl Berg?"]
+    assert targets[("m1", "router")][1][0]["question"] in ("Who directed Frozen Lake?",
+                                                          "What is the country of Karl Berg?")
+    # a bridge comparison is compound and its chain (ending on a date, not the answer) teaches no seed loop
+    assert targets[("b1", "router")][0][1] == {"route": "compound question"}
+    assert ("b1", "refine") not in targets or all(r[0]["thought"] == "nothing" for r in targets[("b1", "refine")])
+    assert ("b1", "ending") not in targets
     assert not any(stage in ("answer", "aggregate", "direct_answer") for _, stage in targets)
+
+
+MUSIQUE = dspy.Example(
+    id="m1", question="In which country was the director of Frozen Lake born?", answer="Norway", answers=["Norway"],
+    decomposition=["Who directed Frozen Lake?", "#1 >> country"], decomposition_answers=["Karl Berg", "Norway"],
+    decomposition_support=["f1", "f2"], hops=2, paragraphs=[
+        {"id": "f1", "title": "Frozen Lake", "text": "Frozen Lake was directed by Karl Berg.", "is_supporting": True},
+        {"id": "f2", "title": "Karl Berg", "text": "Karl Berg is from Norway.", "is_supporting": True},
+        {"id": "f3", "title": "Oslo", "text": "Oslo is a city.", "is_supporting": False}]).with_inputs("question")
+BRIDGE_COMPARISON = dspy.Example(
+    id="b1", question="Which film has the director died first, Kiss or Kill?", answer="Kiss", type="bridge_comparison",
+    hops=4, decomposition=["Who is the director of Kiss?", "Who is the director of Kill?", "When did Ann die?",
+                           "When did Bo die?"],
+    evidences=[["Kiss", "director", "Ann"], ["Kill", "director", "Bo"], ["Ann", "date of death", "1950"],
+               ["Bo", "date of death", "1960"]], supporting_sentences=[], paragraphs=[
+        {"id": "b1p1", "title": "Kiss", "text": "Kiss is a film by Ann.", "is_supporting": True},
+        {"id": "b1p2", "title": "Kill", "text": "Kill is a film by Bo.", "is_supporting": True},
+        {"id": "b1p3", "title": "Ann", "text": "Ann died in 1950.", "is_supporting": True},
+        {"id": "b1p4", "title": "Bo", "text": "Bo died in 1960.", "is_supporting": True}]).with_inputs("question")
 
 
 @pytest.mark.slow

@@ -1,9 +1,10 @@
 """The App. G prompts' examples as demos of HANRAG's stages (:data:`PAPER_DEMOS`, by stage name).
 
-Router, decomposer, refiner, relevance discriminator and answerer: the paper's examples (Prompts 10–14), verbatim but
-for the glyphs the seed's text made of their code fences. The ending discriminator and the aggregator have no prompt
-in App. G; their demos are ours, built from the paper's own examples (Prompt 12's Example-3 and App. F's compound
-case) and the facts of Prompt 15's example documents.
+Router, decomposer, refiner, relevance discriminator and answerer: the paper's examples (Prompts 10–14), verbatim
+but for the code fences the adapter replaces (see :mod:`multihop.signatures.hanrag`) and one answer: the answerer's
+Example-2 ("Did Nanjing University found in 1958?") has none in App. G, so its "no" is ours. The ending discriminator
+and the aggregator have no prompt in App. G; their demos are ours, built from the paper's own examples (Prompt 12's
+Example-3 and App. F's compound case) and the facts of Prompt 15's example documents.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ various scientific disciplines including physics, chemistry, life sciences, engi
 technology.""")
 _NANJING_FIELDS = _text("""
 Nanjing University stands out for its exceptional academic programs across various fields, with several
-disciplines earning national and international acclaim. The university's Astronomy department is particularly
+disciplines earning national and international acclaim. The university’s Astronomy department is particularly
 noteworthy, boasting a rich history and pioneering research in astrophysics, cosmology, and radio astronomy.
 Additionally, the Earth Sciences division, including Geology and related fields, is highly regarded for its
 comprehensive studies in paleontology, stratigraphy, and tectonic geology.""")
@@ -72,15 +73,16 @@ _CRANFIELD = ("When did Lionel Cranfield, 3rd Earl of Middlesex succeed his brot
 
 PAPER_DEMOS: dict[str, list[dspy.Example]] = {
     "router": _demos(("question",), [
-        ("Who is the first President of America?", {"route": "straightforward"}),
-        ("Which company acquired Intime Department Store?", {"route": "single-step"}),
-        ("What honors did Yao Ming win in the NBA? When did he retire from the NBA?", {"route": "compound"}),
-        ("What city is the person who broadened the doctrine of philosophy of language from?", {"route": "complex"}),
+        ("Who is the first President of America?", {"route": "straightforward question"}),
+        ("Which company acquired Intime Department Store?", {"route": "single-step question"}),
+        ("What honors did Yao Ming win in the NBA? When did he retire from the NBA?", {"route": "compound question"}),
+        ("What city is the person who broadened the doctrine of philosophy of language from?",
+         {"route": "complex question"}),
         ("What is the scientific classification of conch shells, and what are the common uses of conch shells in "
-         "various cultures?", {"route": "compound"}),
-        ("In which country was Einstein born?", {"route": "straightforward"}),
-        ("Who is Colin Kaepernick and what is his preferred nickname?", {"route": "complex"}),
-        ("Where is Pan Jianwei's ancestral home?", {"route": "single-step"}),
+         "various cultures?", {"route": "compound question"}),
+        ("In which country was Einstein born?", {"route": "straightforward question"}),
+        ("Who is Colin Kaepernick and what is his preferred nickname?", {"route": "complex question"}),
+        ("Where is Pan Jianwei’s ancestral home?", {"route": "single-step question"}),
     ]),
     "decompose": _demos(("question",), [
         ("Who was the first president of the United States?", {

@@ -20,34 +20,37 @@ the base LM, as §4.1 keeps the generator untuned.
 
 The paper's: the four routes and their paths, ANRAG, concurrent sub-questions, the seed-question loop ending on the
 ending discriminator, the last seed answer as the answer, BM25 as the retriever (:attr:`HANRAG.first_stage`; any
-project retriever by argument), Steps (§5), the ablations' names (App. E) and HANRAG-Oracle (App. C). Ours, where the
-text lost Algorithm 1 and the equations or says nothing: ``k = 5`` (the paper's single-step baseline's top 5), at most
-``max_steps = 5`` seed questions (App. E's "-Ending" row averages 4.56 steps at the cap, so the cap is at least 5),
-at most ``max_subquestions = 6`` sub-questions (repeats dropped), the prompts of ``ending``, ``aggregate`` and
+project retriever by argument), Steps (§5), the ablations' names (App. E) and the idea of HANRAG-Oracle (App. C).
+Ours, where the text lost Algorithm 1 and the equations or says nothing: ``k = 5`` (the paper's single-step
+baseline's top 5), at most ``max_steps = 5`` seed questions (App. E's "-Ending" row averages 4.56 steps at the cap,
+so the cap is at least 5; no ending judgement after the last one), at most ``max_subquestions = 6`` sub-questions
+(repeats dropped, the cut counted ``sub_questions_cut``), the oracle's labels (:mod:`.routes`: comparisons are
+compound, where App. C calls whole multi-hop datasets complex), the prompts of ``ending``, ``aggregate`` and
 ``direct_answer`` (see :mod:`multihop.signatures.hanrag`), and the fallbacks below.
 
 Switches: ``relevance_filter=False`` ("-Relevance discriminator": every retrieved passage reaches the generator),
 ``ending_judge=False`` ("-Ending discriminator": the loop runs to ``max_steps``), ``refiner=False`` ("-Refiner": the
-question itself is every round's query), ``route`` (None: the router; a route name: every question takes it;
-``"oracle"``: each question's ``gold_route`` input, HANRAG-Oracle, see :func:`.routes.with_gold_routes`),
-``max_steps``, and ``paper_demos`` (the App. G examples as the stages' demos). Predictors exist only for the stages
-the switches and reachable routes use.
+question itself is every round's query, so its rounds retrieve the same passages and only the ending judge sees a
+longer history; with DSPy's cache on, the repeated calls are served from it), ``route`` (None: the router; a route
+name: every question takes it; ``"oracle"``: each question's ``gold_route`` input, HANRAG-Oracle, see
+:func:`.routes.with_gold_routes`), ``max_steps``, and ``paper_demos`` (the App. G examples as the stages' demos).
+Predictors exist only for the stages the switches and reachable routes use.
 
 Counted per question: ``steps`` (the paper's Steps), ``route.<name>`` (the route taken), ``sub_questions``,
-``seed_repeats`` (a seed question asked before), ``all_rejected`` (ANRAG calls whose every passage was judged
-irrelevant: the best-ranked one is answered from, the paper being silent). Fallbacks, each counted: an unparsable
-route (after one sampled retry) takes the complex path, which subsumes the others (``route_fallback``); an
-unparsable decomposition asks the question whole (``decompose_fallback``); an unparsable or empty seed question is the
-question itself (``refine_fallback``); an unparsable relevance verdict keeps the passage (``relevance_fallback``); an
-unparsable ending verdict goes on (``ending_fallback``, bounded by ``max_steps``); an unparsable aggregate joins the
-sub-answers with " && " (``aggregate_fallback``); an unparsable answer is empty, never invented
-(``answer_fallback``). An exception a stage or a sub-question raises (a dead endpoint) ends the question, which
-evaluation records as an error and goes on.
-"""
+``seed_repeats`` (a seed question the refiner asked before), ``all_rejected`` (ANRAG calls whose every passage was
+judged irrelevant: the generator reads the best-ranked one, the paper being silent; the hop records it as read, not
+kept). The prediction's ``passage_ids`` (what recall is measured over) are the passages the generator read.
+Fallbacks, each counted: an unparsable route (after one sampled retry) takes the complex path, which subsumes the
+others (``route_fallback``); an unparsable decomposition asks the question whole (``decompose_fallback``); an
+unparsable or empty seed question is the question itself (``refine_fallback``); an unparsable relevance verdict keeps
+the passage (``relevance_fallback``); an unparsable ending verdict goes on (``ending_fallback``, bounded by
+``max_steps``); an unparsable or empty aggregate joins the sub-answers with " && " (``aggregate_fallback``); an
+unparsable answer is empty, never invented (``answer_fallback``). An exception a stage or a sub-question raises (a
+dead endpoint) ends the question, which evaluation records as an error and goes on."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import ClassVar
 
 import dspy
@@ -57,7 +60,7 @@ from multihop.signatures.hanrag import Route as RouteQuestion
 from multihop.tracing import count
 
 from ..base import MultihopProgram
-from ..text import safe_answer, unique
+from ..text import clean, safe_answer, unique
 from .demos import PAPER_DEMOS
 from .routes import (
     COMPLEX,
@@ -66,6 +69,8 @@ from .routes import (
     SINGLE_STEP,
     STRAIGHTFORWARD,
     render_steps,
+    route_label,
+    route_of,
     step_count,
     with_gold_routes,
 )
@@ -76,18 +81,19 @@ REVELATOR_STAGES = ("router", "decompose", "refine", "relevance", "ending")
 
 @dataclass
 class Hop:
-    """One ANRAG call: its query, the passages retrieved, those the relevance discriminator kept, and the answer."""
+    """One ANRAG call: its query, the passages retrieved, those the relevance discriminator kept, those the generator
+    read (the kept ones, or the best-ranked one when it kept none), and the answer."""
 
     query: str
     retrieved_ids: list[str]
     kept_ids: list[str]
+    read_ids: list[str]
     answer: str = ""
     all_rejected: bool = False
-    passages: dict[str, str] = field(default_factory=dict, repr=False)
 
     def record(self) -> dict:
         return {"query": self.query, "answer": self.answer, "retrieved_ids": self.retrieved_ids,
-                "kept_ids": self.kept_ids,
+                "kept_ids": self.kept_ids, "read_ids": self.read_ids,
                 "rejected_ids": [pid for pid in self.retrieved_ids if pid not in self.kept_ids],
                 "all_rejected": self.all_rejected}
 
@@ -160,7 +166,7 @@ class HANRAG(MultihopProgram):
             steps=steps,
             sub_questions=sub_questions,
             hops=[hop.record() for hop in hops],
-            passage_ids=unique(pid for hop in hops for pid in hop.kept_ids),
+            passage_ids=unique(pid for hop in hops for pid in hop.read_ids),
             retrieved_ids=unique(pid for hop in hops for pid in hop.retrieved_ids),
         )
 
@@ -177,21 +183,21 @@ class HANRAG(MultihopProgram):
             return gold_route
         if self.route is not None:
             return self.route
-        result = self.run_stage(self.router, {"route": COMPLEX}, retries=1, question=question)
+        result = self.run_stage(self.router, {"route": route_label(COMPLEX)}, retries=1, question=question)
         count("route_fallback", int(bool(result.get("failed"))))
-        return result.route if result.route in ROUTES else COMPLEX
+        return route_of(result.route) or COMPLEX
 
     def anrag(self, query: str) -> Hop:
         """ANRAG (§4.1): retrieve the top ``k``, keep the passages judged relevant, answer the query from them."""
         hits = self.rm(query, k=self.k)
         passages = dict(zip(hits.ids, hits.passages, strict=True))
         kept = [pid for pid in hits.ids if self.relevant(query, passages[pid])] if self.relevance_filter else hits.ids
-        hop = Hop(query, list(hits.ids), list(kept), passages=passages)
+        hop = Hop(query, list(hits.ids), list(kept), list(kept))
         if not kept and hits.ids:
-            hop.kept_ids, hop.all_rejected = list(hits.ids[:1]), True
+            hop.read_ids, hop.all_rejected = list(hits.ids[:1]), True
             count("all_rejected")
         result = self.run_stage(self.answer, {"answer": ""}, question=query,
-                                documents=[passages[pid] for pid in hop.kept_ids])
+                                documents=[passages[pid] for pid in hop.read_ids])
         count("answer_fallback", int(bool(result.get("failed"))))
         hop.answer = safe_answer(result.answer)
         return hop
@@ -205,15 +211,17 @@ class HANRAG(MultihopProgram):
         result = self.run_stage(self.decompose, {"thought": "", "sub_questions": [question]}, retries=1,
                                 question=question)
         count("decompose_fallback", int(bool(result.get("failed"))))
-        sub_questions = unique(q.strip() for q in result.sub_questions or [] if str(q).strip())
+        sub_questions = unique(clean(result.sub_questions))
+        count("sub_questions_cut", max(0, len(sub_questions) - self.max_subquestions))
         sub_questions = sub_questions[: self.max_subquestions] or [question]
         count("sub_questions", len(sub_questions))
         return sub_questions
 
     def concurrently(self, queries: list[str]) -> list[Hop]:
         """ANRAG on every query at once (§4.1's "asynchronous execution"), in DSPy's parallel executor, which carries
-        the LM, the retriever and this trace into its threads. No straggler is re-run (``timeout=0``): a slow local
-        LM is not a hung one. The first exception a query raised is raised here."""
+        the LM, the retriever and this trace into its threads (the local engines serve one call at a time). No
+        straggler is re-run (``timeout=0``): a slow local LM is not a hung one. The exception of the first query to
+        fail is raised here."""
         parallel = dspy.Parallel(num_threads=len(queries), max_errors=len(queries) + 1, timeout=0,
                                  disable_progress_bar=True, return_failed_examples=True)
         hops, _, exceptions = parallel([(self.anrag, {"query": query}) for query in queries])
@@ -225,18 +233,20 @@ class HANRAG(MultihopProgram):
         joined = " && ".join(hop.answer for hop in hops)
         result = self.run_stage(self.aggregate, {"answer": joined}, question=question,
                                 sub_questions=[hop.query for hop in hops], sub_answers=[hop.answer for hop in hops])
-        count("aggregate_fallback", int(bool(result.get("failed"))))
-        return result.answer
+        answer = safe_answer(result.answer)
+        count("aggregate_fallback", int(bool(result.get("failed")) or not answer))
+        return answer or joined
 
     def seed_loop(self, question: str) -> list[Hop]:
         """The complex route: seed question → ANRAG → ending judgement, at most ``max_steps`` times."""
         hops: list[Hop] = []
-        for _ in range(self.max_steps):
+        for step in range(1, self.max_steps + 1):
             seed = self.next_seed(question, hops)
-            count("seed_repeats", int(any(hop.query == seed for hop in hops)))
+            if self.refiner:
+                count("seed_repeats", int(any(hop.query == seed for hop in hops)))
             hops.append(self.anrag(seed))
-            if self.ending_judge and self.finished(question, hops):
-                break
+            if step == self.max_steps or (self.ending_judge and self.finished(question, hops)):
+                break  # no ending judgement after the last step: it could change nothing
         return hops
 
     def next_seed(self, question: str, hops: list[Hop]) -> str:

@@ -1,12 +1,16 @@
-"""HANRAG's routes and the pure helpers around them: the refiner's "Thought" (the seed queries answered so far), the
-route a question's annotations give (the router's training label and HANRAG-Oracle's route) and the paper's Steps.
+"""HANRAG's routes and the pure helpers around them: the router's labels, the refiner's "Thought" (the seed queries
+answered so far), the route a question's annotations give (the router's training label and HANRAG-Oracle's route) and
+the paper's Steps.
 
-The route of an annotated question (issue 20, our reading of App. B.2 on this project's data; App. B.2 itself labels
+The route of an annotated question is ours (issue 20's reading of App. B.2 on this project's data; App. B.2 labels
 CommonsenseQA straightforward, NQ and MuSiQue's sub-questions single-step, MuSiQue complex and its own benchmark
-compound): a comparison (HotpotQA ``comparison``, 2Wiki ``comparison``) is compound, its parts asked independently;
-every other multi-hop question (MuSiQue, HotpotQA ``bridge``, 2Wiki ``compositional``, ``inference`` and
-``bridge_comparison``, whose parts each nest a hop) is complex; a one-hop question is single-step. None of the
-project's data holds a straightforward question (CommonsenseQA does not ship here), so no label says so.
+compound, and App. C's oracle treats whole multi-hop datasets as complex): a ``route`` field the record carries wins;
+a comparison (HotpotQA and 2Wiki ``comparison``, 2Wiki ``bridge_comparison``) is compound, its parts asked
+independently and compared by the aggregator (a bridge comparison's last hop is a date, not the answer, so a seed
+chain would end on the wrong answer); every other multi-hop question (MuSiQue, HotpotQA ``bridge``, 2Wiki
+``compositional`` and ``inference``) is complex; a question of one hop, or without hop annotations, is single-step.
+None of the project's data holds a straightforward question (CommonsenseQA does not ship here), so only a record's
+own ``route`` field can say so. Our oracle's Steps are therefore not the paper's Tables 3–5 setting.
 """
 
 from __future__ import annotations
@@ -15,11 +19,12 @@ from typing import get_args
 
 import dspy
 
-from multihop.signatures.hanrag import NOTHING, RouteName
+from multihop.signatures.hanrag import NOTHING, RouteLabel
 
-ROUTES: tuple[str, ...] = get_args(RouteName)
+LABELS: tuple[str, ...] = get_args(RouteLabel)
+ROUTES: tuple[str, ...] = tuple(label.removesuffix(" question") for label in LABELS)
 STRAIGHTFORWARD, SINGLE_STEP, COMPOUND, COMPLEX = ROUTES
-COMPARISON_TYPES = frozenset({"comparison"})  # HotpotQA's and 2Wiki's comparison questions
+COMPARISON_TYPES = frozenset({"comparison", "bridge_comparison"})  # HotpotQA's and 2Wiki's comparison questions
 
 
 def render_steps(steps: list[tuple[str, str]]) -> str:
@@ -31,11 +36,24 @@ def render_steps(steps: list[tuple[str, str]]) -> str:
                      for i, (query, answer) in enumerate(steps, start=1))
 
 
+def route_label(route: str) -> str:
+    """The router's label of a route ("complex" → "complex question", Prompt 11's wording)."""
+    return f"{route} question"
+
+
+def route_of(text: str | None) -> str | None:
+    """The route a router label names, or None."""
+    route = str(text or "").removesuffix(" question")
+    return route if route in ROUTES else None
+
+
 def gold_route(example: dspy.Example) -> str:
     """The route an annotated question takes (the module docstring's rules)."""
+    if example.get("route") in ROUTES:
+        return example.route
     if str(example.get("type") or "") in COMPARISON_TYPES:
         return COMPOUND
-    hops = int(example.get("hops") or len(example.get("decomposition") or []) or 2)
+    hops = int(example.get("hops") or len(example.get("decomposition") or []) or 1)
     return SINGLE_STEP if hops <= 1 else COMPLEX
 
 
