@@ -372,3 +372,28 @@ def test_evaluation_reads_the_gold_routes_hanrag_oracle_follows(tmp_path):
         summary = evaluate(prog, [comparison], tmp_path / "oracle", progress=False)
     assert summary["errors"] == 0 and summary["acc"] == 1.0 and summary["steps"] == 1.0
     assert "decompose" in stages.seen and "router" not in stages.seen
+
+
+def test_revelator_data_writes_every_datasets_rows_in_the_revelators_format_and_refuses_dev_questions(tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from multihop.cli import app
+
+    from helpers import data_root
+
+    runner = CliRunner()
+    root = data_root()
+    built = runner.invoke(app, ["hanrag", "revelator-data", "--data", "musique", "--data", "hotpotqa", "--limit", "2",
+                                "--out", str(tmp_path / "rows")])
+    assert built.exit_code == 0, built.output
+    assert sorted(p.name for p in (tmp_path / "rows").iterdir()) == ["hotpotqa", "musique"]
+    musique = {p.stem for p in (tmp_path / "rows" / "musique").glob("*.jsonl")}
+    assert musique == {"router", "decompose", "refine", "ending", "relevance"}
+    rows = [json.loads(line) for line in (tmp_path / "rows" / "musique" / "router.jsonl").read_text().splitlines()]
+    assert rows[0]["adapter"] == "JSONAdapter" and rows[0]["outputs"] == {"route": "complex question"}
+    assert any("Pan Jianwei" in m["content"] for m in rows[0]["messages"])  # the App. G demos are in the prompt
+    dev = runner.invoke(app, ["hanrag", "revelator-data", "--data", str(root / "musique/dev/musique_qa_100.json"),
+                              "--out", str(tmp_path / "dev")])
+    assert dev.exit_code != 0 and not (tmp_path / "dev" / "musique_qa_100" / "router.jsonl").exists()
