@@ -186,7 +186,7 @@ def evaluate(
     retrying the questions that ended in an error unless ``keep_errors`` —, another is refused. When the LM endpoint
     fails on :data:`MAX_ENDPOINT_FAILURES` questions in a row the run stops (``EndpointDownError``) without recording
     them, so a rerun retries them. ``judge_lm`` adds LLM Eval to each row. A program that reads more of an example
-    than its question (HANRAG-Oracle's gold route) says so with ``prepare_examples(examples)``, applied first.
+    than its question (an oracle's gold label) says so with ``prepare_examples(examples)``, applied first.
     """
     prepare = getattr(program, "prepare_examples", None)
     examples = prepare(examples) if prepare is not None else examples

@@ -58,8 +58,8 @@ def f1(prediction: str, gold: str | Sequence[str]) -> float:
 
 def accuracy(prediction: str, gold: str | Sequence[str]) -> float:
     """Whether a gold answer is contained in the prediction (after normalisation). A gold answer of several parts
-    joined by "&&" (a compound question's, HANRAG §6) scores the share of its parts the prediction contains; the best
-    gold answer counts."""
+    joined by "&&" (a compound question's, HANRAG §6) scores the share of its parts the prediction contains; the
+    best gold answer counts."""
     pred = normalize_answer(prediction)
     return max((_share_contained(pred, g) for g in _golds(gold)), default=0.0)
 
