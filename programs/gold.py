@@ -22,6 +22,8 @@ import dspy
 
 from multihop.corpus import Passage
 
+from .text import split_sentences
+
 Pairs = list[tuple[dict, dict]]
 Builder = Callable[[dspy.Module, dspy.Example, "GoldContext"], Pairs]  # (program, example, context): the program's
 # switches decide the targets
@@ -29,7 +31,6 @@ GOLD_BUILDERS: dict[str, dict[str, Builder]] = {}  # program class name -> stage
 NO_GOLD: dict[str, dict[str, str]] = {}  # program class name -> stage -> why no annotation supervises it
 
 PLACEHOLDER = re.compile(r"#(\d+)")
-SENTENCE_END = re.compile(r"(?<=[a-z0-9)\"'][.!?])\s+(?=[A-Z0-9\"'(])")  # not after an initial ("G. Stanley")
 
 
 @dataclass(frozen=True)
@@ -104,7 +105,7 @@ def hop_question(hop: str) -> str:
 
 def evidence_sentence(text: str, answer: str) -> str:
     """The first sentence of ``text`` that states ``answer`` (case-insensitive), else its first sentence."""
-    sentences = [s.strip() for s in SENTENCE_END.split(text) if s.strip()]
+    sentences = split_sentences(text)
     return next((s for s in sentences if answer.lower() in s.lower()), sentences[0] if sentences else "")
 
 

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Sequence
 
 _CITATION = re.compile(r"\[(\d+)\]")
 _NUMBERING = re.compile(r"^\s*\d+[.)]\s+")
+_SENTENCE_END = re.compile(r"(?<=[a-z0-9)\"'][.!?])\s+(?=[A-Z0-9\"'(])")  # not after an initial ("G. Stanley")
 _ABSTENTIONS = ("i dont know", "i do not know", "not enough information", "cannot be determined", "no information")
 
 
@@ -59,3 +60,8 @@ def clean(items) -> list[str]:
 def unique(items: Iterable) -> list:
     """``items`` without repeats, in order of first occurrence."""
     return list(dict.fromkeys(items))
+
+
+def split_sentences(text: str) -> list[str]:
+    """``text`` split into its sentences (an initial such as "G. Stanley" ends none), stripped, none empty."""
+    return [s.strip() for s in _SENTENCE_END.split(text or "") if s.strip()]
