@@ -24,6 +24,7 @@ retriever_app = typer.Typer(help="Retriever fine-tuning.", no_args_is_help=True)
 cooprag_app = typer.Typer(help="CoopRAG's training loop (§3.6).", no_args_is_help=True)
 dualrag_app = typer.Typer(help="DualRAG-FT's training sets (§3.2).", no_args_is_help=True)
 hanrag_app = typer.Typer(help="HANRAG's Revelator training data (§4.2, App. B).", no_args_is_help=True)
+cirag_app = typer.Typer(help="CIRAG's offline triple cache (§4.3).", no_args_is_help=True)
 
 
 @retriever_app.command("train")
@@ -88,6 +89,29 @@ def cooprag_unroll(
     rows = unroll_questions(CoopRAG(uncertainty_mask=uncertainty_mask, rerank=None), examples, out)
     fallbacks = sum(rows[ex.id]["fallback"] for ex in examples)
     console.print(f"unrolled {len(examples)} questions ({fallbacks} fell back to the raw question) → {out}")
+
+
+@cirag_app.command("extract")
+@lm_options(help="the extracting LM (local:smollm2 by default)")
+def cirag_extract(
+    lm: LMOptions,
+    corpus: str = typer.Argument(..., help="a corpus file or a question file (its paragraphs form the corpus)"),
+    out: Path = typer.Option(..., help="the cache folder (a rerun resumes it)"),
+    shard_size: int = typer.Option(5000, min=1, help="passages per JSON-lines shard"),
+):
+    """Extract every passage's named entities and triples once (Figs. 9–10) into a resumable, sharded cache that
+    `--set triple_cache=DIR` gives CIRAG."""
+    from multihop.data import load_corpus
+    from multihop.programs import CIRAG
+    from multihop.programs.cirag.cache import CacheMismatchError, build_cache
+
+    passages = load_corpus(corpus)
+    configured = lm.configure()
+    try:
+        done = build_cache(passages, out, CIRAG().extract, shard_size=shard_size, extractor=str(configured.model))
+    except CacheMismatchError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--out") from exc
+    console.print(f"extracted {done} passages ({len(passages) - done} were cached already) → {out}")
 
 
 @hanrag_app.command("revelator-data")

@@ -1,8 +1,11 @@
-"""CIRAG (seed 004). So far: the paper's distillation preset and the triples with their provenance (:mod:`.triples`);
-the program, its triple cache and its trajectory distillation are still to land (issue 21)."""
+"""CIRAG (seed 004): the program (:mod:`.program`), its triples with their provenance (:mod:`.triples`) and its
+offline triple cache (:mod:`.cache`). Its trajectory distillation and benchmark are still to land (issue 21)."""
 
 from ..students import register_distill_preset
+from .program import CIRAG
 
 # App. B.4 ("Training Details"): LoRA rank 64, 2 epochs, batch size 2, learning rate 2e-4. LoRA α is not given: 2·r
 # is ours.
 register_distill_preset("cirag", r=64, alpha=128, epochs=2, batch_size=2, lr=2e-4)
+
+__all__ = ["CIRAG"]

@@ -1,0 +1,222 @@
+"""CIRAG (seed 004): iterative triple construction with provenance, the knowledge distiller's integration loop and
+cascaded multi-granularity answering (ACMG) (§3.3–3.4, Fig. 2).
+
+Each of at most ``max_iterations`` rounds (L = 4): the current query (the question, then the distiller's next
+question) retrieves the top ``k`` documents (K = 10); each document's triples (``extract_entities`` then
+``extract_triples``, Figs. 9–10, or its row of the offline triple cache) keep their provenance: the document and the
+document's sentence most similar to the triple by the encoder (the paper leaves that link open: ours); the triples are
+reranked by the encoder's cosine to the current query and the top ``n`` (N = 30) are the candidates. ``integrate``
+(the knowledge distiller, Fig. 11, Eqs. 1–2) reads the question, the candidates and the earlier rounds, and writes a
+thought, the core triples and the next question; the core triples are matched back to the candidates (exact in
+normal form, else fuzzy; the others dropped and counted ``core_unmatched``) and add their triples, sentences and
+documents to the three pools (Eqs. 3–4). The loop stops on "<no question>" (or an empty question) or after L rounds.
+ACMG (Eqs. 5–6) then answers from the triple pool; on "Unanswerable" from the sentences; then from the documents; when
+every level refuses, the answer is empty (never the refusal), and with no core document at all the last round's
+top-K documents get one more passage-level try (``topk_fallback``).
+
+The paper's: the three phases, K = 10, N = 30, L = 4, provenance, the pools, the cascade and its order, the offline
+cache (the paper's default, following KiRAG) vs online extraction, and the ablations. Ours: the triple → sentence link
+(above), the fuzzy match (``difflib`` ratio ≥ 0.85), the sentence- and passage-level prompts (see
+:mod:`multihop.signatures.cirag`), the encoder (MPNet by default; the paper's NV-Embed-v2 does not ship offline).
+
+Switches: ``reranker=False`` (Table 2: every extracted triple is a candidate), ``granularities`` (Table 3: any
+non-empty ordered subset of triple, sentence, passage), ``max_iterations`` (Fig. 8), ``triple_cache`` (a folder of
+:mod:`.cache`; None: extraction at every round, Fig. 6's "online"); "w/o TD" is the base LM as the integrator and
+CIRAG's distilled student is ``set_stage_lm("integrate", student)``; ``paper_demos`` gives the extractors and the
+triple-level answer App. A's examples as demos (:mod:`.demos`).
+
+Counted per question: ``iterations``, ``extraction_calls`` (LLM calls of the construction phase, apart from the
+others), ``cache_hits`` / ``cache_misses`` (a passage the cache lacks is extracted online), ``candidates``,
+``core_triples``, ``core_unmatched``, ``answered.<level>`` (which granularity answered, Figs. 3 and 5) and the
+fallbacks: an unparsable extraction yields no triples for that document (``extract_fallback``); an unparsable
+distiller reply (after one sampled retry) ends the loop (``integrate_fallback``); an unparsable answer counts as a
+refusal (``answer_fallback``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import dspy
+
+from multihop.corpus import Passage
+from multihop.signatures.cirag import (
+    CASCADE_LEVELS,
+    NO_QUESTION,
+    UNANSWERABLE,
+    ExtractEntities,
+    ExtractTriples,
+    Integrate,
+)
+from multihop.tracing import count
+
+from ..base import MultihopProgram
+from ..text import safe_answer, split_sentences, unique
+from .cache import TripleCache
+from .demos import PAPER_DEMOS
+from .triples import Triple, assign, match_core, top_n, well_formed
+
+LEVELS = tuple(CASCADE_LEVELS)
+
+
+@dataclass
+class Pools:
+    """The core triples, their sentences and their documents (Eqs. 3–4), each without repeats, in order."""
+
+    triples: list[Triple] = field(default_factory=list)
+    sentences: list[str] = field(default_factory=list)
+    documents: dict[str, str] = field(default_factory=dict)
+
+    def add(self, core: list[Triple], passages: dict[str, str]) -> None:
+        for triple in core:
+            if triple not in self.triples:
+                self.triples.append(triple)
+            if triple.sentence and triple.sentence not in self.sentences:
+                self.sentences.append(triple.sentence)
+            self.documents.setdefault(triple.doc_id, passages.get(triple.doc_id, ""))
+
+
+class CIRAG(MultihopProgram):
+    count_display = {"iterations": "mean", "extraction_calls": "mean"}
+
+    def __init__(
+        self,
+        retriever: dspy.Module | None = None,
+        k: int = 10,
+        n: int = 30,
+        max_iterations: int = 4,
+        reranker: bool = True,
+        granularities: tuple[str, ...] = LEVELS,
+        triple_cache: str | None = None,
+        encoder: str = "mpnet",
+        paper_demos: bool = True,
+    ):
+        granularities = tuple(granularities)
+        if not granularities or any(g not in LEVELS for g in granularities) or len(set(granularities)) != len(
+                granularities):
+            raise ValueError(f"granularities must be distinct levels among {', '.join(LEVELS)}, got {granularities}")
+        if tuple(sorted(granularities, key=LEVELS.index)) != granularities:
+            raise ValueError(f"granularities run finest first ({', '.join(LEVELS)}), got {granularities}")
+        if min(k, n, max_iterations) < 1:
+            raise ValueError("k, n and max_iterations must be at least 1")
+        super().__init__(retriever=retriever)
+        self.k, self.n, self.max_iterations, self.reranker = k, n, max_iterations, reranker
+        self.granularities, self.triple_cache, self.encoder = list(granularities), triple_cache, encoder  # JSON's list
+        self._cache = TripleCache(triple_cache) if triple_cache else None
+        self._encoder = None
+        self.paper_demos = paper_demos
+        stages = {"extract_entities": ExtractEntities, "extract_triples": ExtractTriples, "integrate": Integrate,
+                  **{f"answer_{level}": CASCADE_LEVELS[level] for level in granularities},
+                  "answer_passage": CASCADE_LEVELS["passage"]}  # the top-K fallback reads passages in any case
+        for name, signature in stages.items():
+            predictor = dspy.Predict(signature)
+            predictor.demos = [demo.copy() for demo in PAPER_DEMOS.get(name, [])] if paper_demos else []
+            setattr(self, name, predictor)
+
+    def embed(self, texts: list[str]):
+        if self._encoder is None:
+            from multihop.retrievers import Encoder
+
+            self._encoder = Encoder(self.encoder)
+        return self._encoder.encode(texts)
+
+    def extract(self, passage: Passage) -> tuple[list[str], list[tuple[str, str, str]]]:
+        """Figs. 9–10 on one passage: its named entities, then its triples; an unparsable reply gives none."""
+        entities = self.run_stage(self.extract_entities, {"named_entities": []}, passage=passage.render())
+        triples = self.run_stage(self.extract_triples, {"triples": []}, title=passage.title, text=passage.text,
+                                 named_entities=list(entities.named_entities or []))
+        count("extraction_calls", 2)
+        count("extract_fallback", int(bool(entities.get("failed")) or bool(triples.get("failed"))))
+        return [str(e) for e in entities.named_entities or []], well_formed(triples.triples)
+
+    def document_triples(self, passage: Passage) -> list[Triple]:
+        """The passage's triples (cached, else extracted), each tied to its most similar sentence."""
+        cached = self._cache.get(passage.id) if self._cache is not None else None
+        if self._cache is not None:
+            count("cache_hits" if cached is not None else "cache_misses")
+        _, raw = cached if cached is not None else self.extract(passage)
+        if not raw:
+            return []
+        sentences = split_sentences(passage.text) or [passage.text]
+        triples = [Triple(*t, doc_id=passage.id) for t in raw]
+        similarity = self.embed([t.words() for t in triples]) @ self.embed(sentences).T
+        return [Triple(t.subject, t.relation, t.obj, passage.id, sentences[j]) for t, j in
+                zip(triples, assign(similarity.tolist()), strict=True)]
+
+    def passages_of(self, hits) -> list[Passage]:
+        corpus = getattr(self.rm, "corpus", None)
+        found = []
+        for pid, text in zip(hits.ids, hits.passages, strict=True):
+            if corpus is not None and pid in corpus:
+                found.append(corpus[pid])
+            else:
+                title, _, body = text.partition(": ")
+                found.append(Passage(pid, title if body else "", body or text))
+        return found
+
+    def candidates(self, query: str, passages: list[Passage]) -> list[Triple]:
+        """The round's triples, reranked by cosine to ``query`` to the top ``n`` (all of them without the
+        reranker)."""
+        triples = unique(t for passage in passages for t in self.document_triples(passage))
+        if self.reranker and len(triples) > 1:
+            scores = (self.embed([t.words() for t in triples]) @ self.embed([query]).T)[:, 0]
+            triples = [triples[i] for i in top_n(scores.tolist(), self.n)]
+        count("candidates", len(triples))
+        return triples
+
+    def forward(self, question: str) -> dspy.Prediction:
+        pools, history, rounds, query, last = Pools(), [], [], question, []
+        for _ in range(self.max_iterations):
+            hits = self.rm(query, k=self.k)
+            last = self.passages_of(hits)
+            texts = {p.id: p.render() for p in last}
+            candidates = self.candidates(query, last)
+            result = self.run_stage(self.integrate, {"thought": "", "fact_after_filter": [], "question": NO_QUESTION},
+                                    retries=1, query=question, fact_before_filter=[t.render() for t in candidates],
+                                    historical_context=list(history))
+            failed = bool(result.get("failed"))
+            count("integrate_fallback", int(failed))
+            core, unmatched = match_core(result.fact_after_filter or [], candidates)
+            count("core_unmatched", unmatched)
+            pools.add(core, texts)
+            next_question = " ".join(str(result.question or "").split())
+            rounds.append({"query": query, "retrieved_ids": list(hits.ids), "candidates": len(candidates),
+                           "thought": result.thought or "", "core": [t.render() for t in core],
+                           "question": next_question})
+            history.append(f"Query: {query}\nThought: {result.thought or ''}\nFacts: "
+                           f"{', '.join(t.render() for t in core) or 'none'}\nNext question: {next_question}")
+            if failed or not next_question or NO_QUESTION in next_question.lower():
+                break
+            query = next_question
+        count("iterations", len(rounds))
+        count("core_triples", len(pools.triples))
+        answer, level = self.cascade(question, pools, last)
+        count(f"answered.{level}")
+        return dspy.Prediction(answer=answer, answered_level=level, rounds=rounds,
+                               core_triples=[t.render() for t in pools.triples], core_sentences=pools.sentences,
+                               passage_ids=list(pools.documents), retrieved_ids=unique(
+                                   pid for r in rounds for pid in r["retrieved_ids"]))
+
+    def cascade(self, question: str, pools: Pools, last: list[Passage]) -> tuple[str, str]:
+        """ACMG: the first level, finest first, whose answer is not a refusal; ``("", "none")`` when all refuse."""
+        evidence = {"triple": [t.render() for t in pools.triples], "sentence": pools.sentences,
+                    "passage": list(pools.documents.values())}
+        for level in self.granularities:
+            if evidence[level]:
+                answer = self.level_answer(level, question, evidence[level])
+                if answer:
+                    return answer, level
+        if not pools.documents and last:
+            count("topk_fallback")
+            answer = self.level_answer("passage", question, [p.render() for p in last])
+            if answer:
+                return answer, "top_k"
+        return "", "none"
+
+    def level_answer(self, level: str, question: str, evidence: list[str]) -> str:
+        """One level's answer, or "" for a refusal or an unparsable reply."""
+        result = self.run_stage(getattr(self, f"answer_{level}"), {"thought": "", "answer": UNANSWERABLE},
+                                evidence=evidence, query=question)
+        count("answer_fallback", int(bool(result.get("failed"))))
+        answer = safe_answer(result.answer).rstrip(".")
+        return "" if not answer or UNANSWERABLE.lower() in answer.lower() else answer
