@@ -180,3 +180,23 @@ def test_smollm2_runs_cirag_online_on_a_real_question(musique_dev):
     assert prediction.counts["extraction_calls"] == lm_stages.count("extract_entities") * 2
     assert prediction.answered_level in ("triple", "sentence", "passage", "top_k", "none")
     assert set(prediction.passage_ids) <= set(prediction.retrieved_ids)
+
+
+def test_gold_integration_rows_keep_each_rounds_triples_and_ask_the_next_hop():
+    from multihop.optimize.gold import gold_targets
+
+    wiki = dspy.Example(
+        id="w1", question="What is the date of birth of the performer of Get Low?", answer="October 5, 1987",
+        decomposition=["Who is the performer of Get Low?", "What is the date of birth of Dillon Francis?"],
+        evidences=[["Get Low", "performer", "Dillon Francis"], ["Dillon Francis", "date of birth", "October 5, 1987"]],
+        supporting_sentences=[], paragraphs=[
+            {"id": "g1", "title": "Get Low", "text": "Get Low is a song by Dillon Francis.", "is_supporting": True},
+            {"id": "g2", "title": "Dillon Francis", "text": "Dillon Francis was born on October 5, 1987.",
+             "is_supporting": True}]).with_inputs("question")
+    rows = [(t.inputs, t.outputs) for t in gold_targets(CIRAG(encoder="minilm"), [wiki])]
+    assert [r[1]["question"] for r in rows] == ["What is the date of birth of Dillon Francis?", "<no question>"]
+    assert rows[0][0]["fact_before_filter"] == ["('get low', 'performer', 'dillon francis')"]  # no later hop leaks
+    assert sorted(rows[1][0]["fact_before_filter"]) == ["('dillon francis', 'date of birth', 'october 5 1987')",
+                                                        "('get low', 'performer', 'dillon francis')"]
+    assert rows[1][1]["fact_after_filter"] == [["dillon francis", "date of birth", "october 5 1987"]]
+    assert rows[1][0]["historical_context"][0].startswith(f"Query: {wiki.question}\nThought: ")

@@ -2,6 +2,7 @@
 offline triple cache (:mod:`.cache`). Its trajectory distillation and benchmark are still to land (issue 21)."""
 
 from ..students import register_distill_preset
+from . import gold  # noqa: F401 - registers the integrator's gold targets
 from .program import CIRAG
 
 # App. B.4 ("Training Details"): LoRA rank 64, 2 epochs, batch size 2, learning rate 2e-4. LoRA α is not given: 2·r

@@ -76,6 +76,11 @@ class Pools:
             self.documents.setdefault(triple.doc_id, passages.get(triple.doc_id, ""))
 
 
+def history_entry(query: str, thought: str, core: list[str], next_question: str) -> str:
+    """One earlier round as the distiller's ``historical_context`` shows it (Fig. 11's loop, ours in wording)."""
+    return f"Query: {query}\nThought: {thought}\nFacts: {', '.join(core) or 'none'}\nNext question: {next_question}"
+
+
 class CIRAG(MultihopProgram):
     count_display = {"iterations": "mean", "extraction_calls": "mean"}
 
@@ -183,8 +188,7 @@ class CIRAG(MultihopProgram):
             rounds.append({"query": query, "retrieved_ids": list(hits.ids), "candidates": len(candidates),
                            "thought": result.thought or "", "core": [t.render() for t in core],
                            "question": next_question})
-            history.append(f"Query: {query}\nThought: {result.thought or ''}\nFacts: "
-                           f"{', '.join(t.render() for t in core) or 'none'}\nNext question: {next_question}")
+            history.append(history_entry(query, result.thought or "", [t.render() for t in core], next_question))
             if failed or not next_question or NO_QUESTION in next_question.lower():
                 break
             query = next_question
