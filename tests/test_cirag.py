@@ -104,9 +104,15 @@ def test_the_cascade_falls_through_refusals_and_records_the_level():
     assert prediction.answer == "" and prediction.answered_level == "none"
     assert stages.seen[-3:] == ["answer_triple", "answer_sentence", "answer_passage"]
     nothing = script(prog, integrate=distiller(([], "<no question>")))
-    prediction = run(prog, nothing)  # no core document: the last round's top-K get a passage-level try
+    prediction = run(prog, nothing)  # no core document and no fallback: the paper's default, nothing answered
+    assert prediction.answered_level == "none" and "answer_passage" not in nothing.seen
+    fallback = program(topk_fallback=True)
+    nothing = script(fallback, integrate=distiller(([], "<no question>")))
+    prediction = run(fallback, nothing)  # ours: the last round's top-K get a passage-level try
     assert prediction.answered_level == "top_k" and nothing.seen[-1] == "answer_passage"
     assert prediction.counts["topk_fallback"] == 1
+    abstains = script(prog, answer_triple={"thought": "t", "answer": "I don't know."})
+    assert run(prog, abstains).answered_level == "sentence"  # any abstention falls through
 
 
 def test_granularity_subsets_change_the_calls():

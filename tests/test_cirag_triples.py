@@ -42,6 +42,7 @@ def test_core_triples_match_exactly_then_fuzzily_and_the_rest_are_counted():
     matched, unmatched = match_core(core, [born, county, other])
     assert matched == [born, county] and unmatched == 2
     assert match_core([["Montebello", "located in", "Rockland County"]], [county], cutoff=0.99) == ([], 1)
+    assert match_core([["Erik Hort", "born in", "Montebelo"]], [born]) == ([], 1)  # another object: another fact
 
 
 def test_sentences_split_at_ends_but_not_after_initials():

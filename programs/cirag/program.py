@@ -11,8 +11,9 @@ thought, the core triples and the next question; the core triples are matched ba
 normal form, else fuzzy; the others dropped and counted ``core_unmatched``) and add their triples, sentences and
 documents to the three pools (Eqs. 3–4). The loop stops on "<no question>" (or an empty question) or after L rounds.
 ACMG (Eqs. 5–6) then answers from the triple pool; on "Unanswerable" from the sentences; then from the documents; when
-every level refuses, the answer is empty (never the refusal), and with no core document at all the last round's
-top-K documents get one more passage-level try (``topk_fallback``).
+every level refuses (an "Unanswerable" or any abstention), the answer is empty (never the refusal; counted
+``answered.none``, Fig. 5's default); ``topk_fallback=True`` (ours, off by default) gives the last round's top-K
+documents one more passage-level try when no core document was found.
 
 The paper's: the three phases, K = 10, N = 30, L = 4, provenance, the pools, the cascade and its order, the offline
 cache (the paper's default, following KiRAG) vs online extraction, and the ablations. Ours: the triple → sentence link
@@ -51,7 +52,7 @@ from multihop.signatures.cirag import (
 from multihop.tracing import count
 
 from ..base import MultihopProgram
-from ..text import safe_answer, split_sentences, unique
+from ..text import is_abstention, safe_answer, split_sentences, unique
 from .cache import TripleCache
 from .demos import PAPER_DEMOS
 from .triples import Triple, assign, match_core, top_n, well_formed
@@ -82,7 +83,8 @@ def history_entry(query: str, thought: str, core: list[str], next_question: str)
 
 
 class CIRAG(MultihopProgram):
-    count_display = {"iterations": "mean", "extraction_calls": "mean"}
+    count_display = {"iterations": "mean", "extraction_calls": "mean",
+                     **{f"answered.{level}": "rate" for level in (*LEVELS, "top_k", "none")}}
 
     def __init__(
         self,
@@ -95,6 +97,7 @@ class CIRAG(MultihopProgram):
         triple_cache: str | None = None,
         encoder: str = "mpnet",
         paper_demos: bool = True,
+        topk_fallback: bool = False,
     ):
         granularities = tuple(granularities)
         if not granularities or any(g not in LEVELS for g in granularities) or len(set(granularities)) != len(
@@ -109,7 +112,7 @@ class CIRAG(MultihopProgram):
         self.granularities, self.triple_cache, self.encoder = list(granularities), triple_cache, encoder  # JSON's list
         self._cache = TripleCache(triple_cache) if triple_cache else None
         self._encoder = None
-        self.paper_demos = paper_demos
+        self.paper_demos, self.topk_fallback = paper_demos, topk_fallback
         stages = {"extract_entities": ExtractEntities, "extract_triples": ExtractTriples, "integrate": Integrate,
                   **{f"answer_{level}": CASCADE_LEVELS[level] for level in granularities},
                   "answer_passage": CASCADE_LEVELS["passage"]}  # the top-K fallback reads passages in any case
@@ -162,7 +165,8 @@ class CIRAG(MultihopProgram):
     def candidates(self, query: str, passages: list[Passage]) -> list[Triple]:
         """The round's triples, reranked by cosine to ``query`` to the top ``n`` (all of them without the
         reranker)."""
-        triples = unique(t for passage in passages for t in self.document_triples(passage))
+        triples = list({t.key: t for t in reversed([t for p in passages for t in self.document_triples(p)])}.values())
+        triples.reverse()  # one triple per normal form, where it first appeared
         if self.reranker and len(triples) > 1:
             scores = (self.embed([t.words() for t in triples]) @ self.embed([query]).T)[:, 0]
             triples = [triples[i] for i in top_n(scores.tolist(), self.n)]
@@ -189,7 +193,7 @@ class CIRAG(MultihopProgram):
                            "thought": result.thought or "", "core": [t.render() for t in core],
                            "question": next_question})
             history.append(history_entry(query, result.thought or "", [t.render() for t in core], next_question))
-            if failed or not next_question or NO_QUESTION in next_question.lower():
+            if failed or not next_question or "no question" in next_question.lower():
                 break
             query = next_question
         count("iterations", len(rounds))
@@ -210,7 +214,7 @@ class CIRAG(MultihopProgram):
                 answer = self.level_answer(level, question, evidence[level])
                 if answer:
                     return answer, level
-        if not pools.documents and last:
+        if self.topk_fallback and not pools.documents and last:
             count("topk_fallback")
             answer = self.level_answer("passage", question, [p.render() for p in last])
             if answer:
@@ -223,4 +227,4 @@ class CIRAG(MultihopProgram):
                                 evidence=evidence, query=question)
         count("answer_fallback", int(bool(result.get("failed"))))
         answer = safe_answer(result.answer).rstrip(".")
-        return "" if not answer or UNANSWERABLE.lower() in answer.lower() else answer
+        return "" if UNANSWERABLE.lower() in answer.lower() or is_abstention(answer) else answer

@@ -6,7 +6,8 @@ assigns each triple to its document's sentence most similar to it by the encoder
 similarities). Triples are compared in HippoRAG's normal form (:func:`normalize_phrase`: lower case, every character
 but letters, digits and spaces a space), the form the paper's case study prints ("aldri annet enn br k"). The
 distiller's core triples are matched back to the candidates (:func:`match_core`): exactly in normal form, else the
-closest candidate by ``difflib``'s ratio at or above ``cutoff``; the rest are dropped and counted by the caller.
+closest candidate with the same object by ``difflib``'s ratio at or above ``cutoff`` (so "1887" never becomes
+"1886"); the rest are dropped and counted by the caller.
 """
 
 from __future__ import annotations
@@ -77,8 +78,8 @@ def top_n(scores: Sequence[float], n: int) -> list[int]:
 def match_core(core: Sequence[Sequence[str]], candidates: Sequence[Triple], cutoff: float = 0.85
                ) -> tuple[list[Triple], int]:
     """The candidates the distiller's core triples name, in the core's order without repeats, and how many core
-    triples matched none: an exact match in normal form first, else the most similar candidate whose
-    ``difflib.SequenceMatcher`` ratio over the normal-form text reaches ``cutoff``."""
+    triples matched none: an exact match in normal form first, else the most similar candidate with the same object
+    whose ``difflib.SequenceMatcher`` ratio over the normal-form text reaches ``cutoff``."""
     by_text = {" | ".join(c.key): c for c in reversed(candidates)}  # the first candidate wins a repeated key
     matched, unmatched = [], 0
     for item in core:
@@ -87,8 +88,9 @@ def match_core(core: Sequence[Sequence[str]], candidates: Sequence[Triple], cuto
             continue
         text = " | ".join(normalize_phrase(part) for part in item)
         found = by_text.get(text)
-        if found is None:
-            close = difflib.get_close_matches(text, list(by_text), n=1, cutoff=cutoff)
+        if found is None:  # fuzzily, among the candidates stating the same object: a different fact never matches
+            same = [key for key, c in by_text.items() if c.key[2] == normalize_phrase(item[2])]
+            close = difflib.get_close_matches(text, same, n=1, cutoff=cutoff)
             found = by_text[close[0]] if close else None
         if found is None:
             unmatched += 1

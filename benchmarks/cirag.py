@@ -1,0 +1,109 @@
+"""CIRAG benchmark (seed 004, §4, Tables 1–3, Figs. 6 and 8): CIRAG vs ``SingleStepRAG`` (the paper's NativeRAG) vs
+the reranker and granularity ablations, optionally the online variant, iteration caps and the distilled integrator,
+on the dev sets in ``MULTIHOP_DATA`` with one retriever and one LM for every row.
+
+    python benchmarks/cirag.py [--datasets musique,2wiki,hotpotqa] [--limit 5] [--iterations 1,2] [--online]
+        [--student DIR] [--lm local:smollm2 | --lm openai/<model> --api-base URL] [--judge-lm SPEC]
+
+Each dataset's corpus is the union of its dev questions' paragraphs (IRCoT style), indexed once with MPNet; its
+triples are extracted once into the offline cache (``multihop cirag extract``'s, under ``--out``; the paper's default)
+and every cached row reads it; ``--online`` adds the row that extracts at every round (Fig. 6). Reported per row: EM
+and F1 (the paper's metrics), Acc, Acc by the LLM judge (with ``--judge-lm``), R@2/R@5 over the core documents,
+iterations, LLM calls split into extraction / the rest, the share of questions each granularity answered (Figs. 3,
+5), the core triples that matched no candidate and the distiller's fallbacks per question, and seconds per question.
+``--student`` runs the integrator on a ``multihop distill`` folder trained on CIRAG's integrate rows ("TD"; the base
+LM as integrator is "w/o TD"). Each row is an evaluation folder under ``--out``, so a rerun resumes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from pathlib import Path
+
+import dspy
+from rich.console import Console
+
+from multihop.benchmarks.common import DATASETS, LMOptions, cached_retriever, questions_with_corpus
+from multihop.evaluation import evaluate, render_table
+from multihop.models import sha256_file
+from multihop.programs import CIRAG, SingleStepRAG
+from multihop.programs.cirag.cache import build_cache
+
+console = Console(width=200)
+K = 10  # §4.3: the top-10 documents a round
+ABLATIONS = {  # Table 2 and Table 3 (on the base integrator: Table 2's "w/o TD" unless --student)
+    "CIRAG (w/o TD)": {},
+    "w/o reranker": {"reranker": False},
+    "w/o Passage": {"granularities": ("triple", "sentence")},
+    "w/o Triple": {"granularities": ("sentence", "passage")},
+    "w/o Sentence + Passage": {"granularities": ("triple",)},
+    "w/o Triple + Passage": {"granularities": ("sentence",)},
+    "w/o Triple + Sentence": {"granularities": ("passage",)},
+}
+COLUMNS = [("llm_eval", "Acc (LLM)"), ("em", "EM"), ("f1", "F1"), ("acc", "Acc"), ("recall@2", "R@2"),
+           ("recall@5", "R@5"), ("iterations", "iter/q"), ("llm_calls", "LLM calls/q"),
+           ("extraction_calls", "extraction calls/q"), ("cache_misses", "cache misses/q"),
+           *((f"answered.{level}", f"{level} %") for level in ("triple", "sentence", "passage", "top_k", "none")),
+           ("core_unmatched", "unmatched core/q"), ("integrate_fallback", "integrate unp./q"), ("seconds", "s/q")]
+
+
+def row_programs(retriever, cache: str, iterations: list[int], online: bool, student=None) -> list[tuple]:
+    """(row name, evaluation folder, program) of every row."""
+    rows = [("SingleStepRAG (NativeRAG)", "single-step", SingleStepRAG(retriever=retriever, k=K))]
+    for number, (name, switches) in enumerate(ABLATIONS.items(), 1):
+        rows.append((name, f"ablation{number}", CIRAG(retriever=retriever, k=K, triple_cache=cache, **switches)))
+    for cap in iterations:
+        rows.append((f"L = {cap} (Fig. 8)", f"iterations{cap}",
+                     CIRAG(retriever=retriever, k=K, triple_cache=cache, max_iterations=cap)))
+    if online:
+        rows.append(("CIRAG (online)", "online", CIRAG(retriever=retriever, k=K)))
+    if student is not None:
+        lm, weights = student
+        program = CIRAG(retriever=retriever, k=K, triple_cache=cache)
+        program.set_stage_lm("integrate", lm)
+        rows.append(("CIRAG (TD)", f"student-{weights}", program))
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--datasets", default="musique,2wiki,hotpotqa", help=f"comma-separated: {', '.join(DATASETS)}")
+    parser.add_argument("--limit", type=int, default=5, help="questions per dataset")
+    LMOptions.add_arguments(parser, max_tokens=256)  # the generation cap of every stage
+    parser.add_argument("--judge-lm", default=None, help="LM for Acc by an LLM judge; none: the column is left out")
+    parser.add_argument("--iterations", default="", help="comma-separated caps L for Fig. 8's rows (e.g. 1,2)")
+    parser.add_argument("--online", action="store_true", help="add the row that extracts at every round (Fig. 6)")
+    parser.add_argument("--student", default=None, help="a `multihop distill` folder trained on CIRAG integrate rows")
+    parser.add_argument("--rows", default=None, help="comma-separated row numbers to run (default: all)")
+    parser.add_argument("--out", default="runs/bench-cirag", help="evaluation folders and caches (a rerun resumes)")
+    args = parser.parse_args()
+
+    options = LMOptions.from_args(args)
+    lm = options.configure()
+    judge = options.make(args.judge_lm) if args.judge_lm else None
+    student = None
+    if args.student:
+        weights = sha256_file(Path(args.student) / "adapter_model.safetensors")[:8]
+        student = (dataclasses.replace(options, adapter=args.student).make(), weights)
+    iterations = [int(cap) for cap in args.iterations.split(",") if cap.strip()]
+    for dataset in args.datasets.split(","):
+        examples, corpus = questions_with_corpus(dataset, limit=args.limit)
+        retriever = cached_retriever(corpus)
+        out = Path(args.out) / f"{Path(str(lm.model)).name}-{dataset}-{corpus.checksum()[:8]}"
+        cache = out / "triple-cache"
+        build_cache(corpus, cache, CIRAG().extract, extractor=str(lm.model))
+        console.print(f"{dataset}: {len(examples)} questions, {len(corpus)} passages (triples cached), LM {lm.model}")
+        rows = row_programs(retriever, str(cache), iterations, args.online, student)
+        if args.rows:
+            rows = [rows[int(i) - 1] for i in args.rows.split(",")]
+        summaries = {}
+        for number, (name, folder, program) in enumerate(rows, 1):
+            with dspy.context(lm=lm.copy(rollout_id=number)):  # no row is served from another row's cache
+                summaries[name] = evaluate(program, examples, out / folder, name=name, judge_lm=judge)
+        title = f"CIRAG on {dataset} ({len(examples)} questions), LM {lm.model}, MPNet top {K}"
+        console.print(render_table(summaries, title=title, columns=COLUMNS, label="row"))
+
+
+if __name__ == "__main__":
+    main()
