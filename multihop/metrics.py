@@ -2,7 +2,7 @@
 
 - ``exact_match`` / ``f1``: SQuAD v1.1 normalisation (lowercase, strip punctuation and articles, squash spaces),
   maximum over the gold answer and its aliases.
-- ``accuracy`` (Acc, DualRAG/CIRAG): a normalised gold answer is contained in the normalised prediction.
+- ``accuracy`` (Acc, DualRAG/HANRAG): a normalised gold answer is contained in the normalised prediction.
 - ``cover_em`` (ComposeRAG §5.1): the tokens of a gold answer (lowercased, punctuation removed, whitespace
   tokenised; articles kept, as the paper's Normalize() does) form a contiguous subsequence of the prediction's tokens.
 - ``recall_at_k``: the share of a question's gold passage ids found in its first k retrieved ids (HippoRAG, CoopRAG).

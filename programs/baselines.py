@@ -1,7 +1,7 @@
 """The papers' two baselines: "Direct" (no retrieval) and "NativeRAG" (retrieve top-k once, then answer).
 
-CoopRAG, DualRAG, HANRAG and CIRAG all report both rows (e.g. CIRAG Table 1 "Direct" / "Standard RAG"); they are the
-floor every method is compared against on the same LM and retriever.
+The papers report one or both (HANRAG's "No retrieval" and "Single-step Approach", DualRAG's and CIRAG's NativeRAG);
+they are the floor every method is compared against on the same LM and retriever.
 """
 
 from __future__ import annotations
