@@ -8,6 +8,7 @@ Imports stay light (the heavy modules load inside the functions), so the CLI sta
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -140,3 +141,35 @@ class LMOptions:
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> LMOptions:
         return cls(args.lm, args.api_base, args.api_key, args.adapter, args.max_tokens, args.engine, args.lm_timeout)
+
+
+def student_lm(options: LMOptions, adapter: str | Path) -> tuple:
+    """``options``' LM with the LoRA ``adapter`` folder, and the first 8 hex digits of its weights' sha256 (which key
+    the folders of its resumable runs)."""
+    from multihop.models import sha256_file
+
+    weights = sha256_file(Path(adapter) / "adapter_model.safetensors")[:8]
+    return dataclasses.replace(options, adapter=str(adapter)).make(), weights
+
+
+def run_folder(root: str | Path, lm, dataset: str, corpus) -> Path:
+    """Where a benchmark's rows on ``dataset`` resume: one folder per LM, dataset and corpus."""
+    return Path(root) / f"{Path(str(lm.model)).name}-{dataset}-{corpus.checksum()[:8]}"
+
+
+def evaluate_rows(rows: list[tuple], examples: list, out: Path, lm, judge_lm=None, threads: int = 1,
+                  chosen: str | None = None) -> dict[str, dict]:
+    """Evaluate each ``(name, folder, program)`` row (only the 1-based row numbers ``chosen`` lists, "2,5", when
+    given) into ``out / folder``; each row's LM has its own rollout id, so no row is served from another row's
+    cache. Returns the summaries by row name."""
+    import dspy
+
+    from multihop.evaluation import evaluate
+
+    if chosen:
+        rows = [rows[int(i) - 1] for i in chosen.split(",")]
+    summaries = {}
+    for number, (name, folder, program) in enumerate(rows, 1):
+        with dspy.context(lm=lm.copy(rollout_id=number)):
+            summaries[name] = evaluate(program, examples, out / folder, threads=threads, name=name, judge_lm=judge_lm)
+    return summaries

@@ -25,11 +25,17 @@ import argparse
 import inspect
 from pathlib import Path
 
-import dspy
 from rich.console import Console
 
-from multihop.benchmarks.common import DATASETS, LMOptions, cached_retriever, questions_with_corpus
-from multihop.evaluation import evaluate, render_table
+from multihop.benchmarks.common import (
+    DATASETS,
+    LMOptions,
+    cached_retriever,
+    evaluate_rows,
+    questions_with_corpus,
+    run_folder,
+)
+from multihop.evaluation import render_table
 from multihop.programs import ComposeRAG
 
 console = Console(width=170)
@@ -102,15 +108,9 @@ def main() -> None:
         examples, corpus = questions_with_corpus(dataset, limit=args.limit)
         retriever = cached_retriever(corpus, token_layers=())
         console.print(f"{dataset}: {len(examples)} questions, {len(corpus)} passages, LM {lm.model}")
-        out = Path(args.out) / f"{Path(str(lm.model)).name}-{dataset}-{corpus.checksum()[:8]}"
+        out = run_folder(args.out, lm, dataset, corpus)
         rows = row_programs(retriever, args.reflections, upgrade)
-        if args.rows:
-            rows = [rows[int(i) - 1] for i in args.rows.split(",")]
-        summaries = {}
-        for number, (name, folder, program) in enumerate(rows, 1):
-            with dspy.context(lm=lm.copy(rollout_id=number)):  # no row is served from another row's cache
-                summaries[name] = evaluate(program, examples, out / folder, threads=args.threads, name=name,
-                                           judge_lm=judge)
+        summaries = evaluate_rows(rows, examples, out, lm, judge, args.threads, args.rows)
         title = f"ComposeRAG on {dataset} ({len(examples)} questions), LM {lm.model}"
         console.print(render_table(summaries, title=title, columns=COLUMNS, label="modules"))
 

@@ -25,15 +25,20 @@ back on the base LM; "w/o FT" is the plain DualRAG row.
 from __future__ import annotations
 
 import argparse
-import dataclasses
-from pathlib import Path
 
 import dspy
 from rich.console import Console
 
-from multihop.benchmarks.common import DATASETS, LMOptions, cached_retriever, questions_with_corpus
-from multihop.evaluation import evaluate, render_table
-from multihop.models import sha256_file
+from multihop.benchmarks.common import (
+    DATASETS,
+    LMOptions,
+    cached_retriever,
+    evaluate_rows,
+    questions_with_corpus,
+    run_folder,
+    student_lm,
+)
+from multihop.evaluation import render_table
 from multihop.programs import DualRAG, SingleStepRAG
 
 console = Console(width=200)
@@ -95,22 +100,15 @@ def main() -> None:
     judge = options.make(args.judge_lm) if args.judge_lm else None
     student = None
     if args.student:
-        weights = sha256_file(Path(args.student) / "adapter_model.safetensors")[:8]
-        student = (dataclasses.replace(options, adapter=args.student).make(), weights)
+        student = student_lm(options, args.student)
     iterations = [int(cap) for cap in args.iterations.split(",") if cap.strip()]
     for dataset in args.datasets.split(","):
         examples, corpus = questions_with_corpus(dataset, limit=args.limit)
         retriever = cached_retriever(corpus, token_layers=())
         console.print(f"{dataset}: {len(examples)} questions, {len(corpus)} passages, LM {lm.model}")
-        out = Path(args.out) / f"{Path(str(lm.model)).name}-{dataset}-{corpus.checksum()[:8]}"
+        out = run_folder(args.out, lm, dataset, corpus)
         rows = row_programs(retriever, iterations, student)
-        if args.rows:
-            rows = [rows[int(i) - 1] for i in args.rows.split(",")]
-        summaries = {}
-        for number, (name, folder, program) in enumerate(rows, 1):
-            with dspy.context(lm=lm.copy(rollout_id=number)):  # no row is served from another row's cache
-                summaries[name] = evaluate(program, examples, out / folder, threads=args.threads, name=name,
-                                           judge_lm=judge)
+        summaries = evaluate_rows(rows, examples, out, lm, judge, args.threads, args.rows)
         title = f"DualRAG on {dataset} ({len(examples)} questions), LM {lm.model}"
         console.print(render_table(summaries, title=title, columns=COLUMNS, label="row"))
 

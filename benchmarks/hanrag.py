@@ -25,19 +25,24 @@ per gold class (App. C).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 from collections import Counter
-from pathlib import Path
 
 import dspy
 from rich.console import Console
 from rich.table import Table
 
-from multihop.benchmarks.common import DATASETS, LMOptions, load_questions, questions_with_corpus
+from multihop.benchmarks.common import (
+    DATASETS,
+    LMOptions,
+    evaluate_rows,
+    load_questions,
+    questions_with_corpus,
+    run_folder,
+    student_lm,
+)
 from multihop.benchmarks.students import per_stage, stage_table
-from multihop.evaluation import evaluate, render_table
+from multihop.evaluation import render_table
 from multihop.lms import default_adapter
-from multihop.models import sha256_file
 from multihop.optimize.gold import gold_targets
 from multihop.optimize.students import trained_stages
 from multihop.programs import HANRAG, NoRetrieval, SingleStepRAG
@@ -71,7 +76,7 @@ def row_programs(retriever, revelator=None) -> list[tuple[str, str, dspy.Module]
         rows.append((name, f"ablation{number}", HANRAG(retriever=retriever, k=K, **switches)))
     rows.append(("HANRAG-Oracle", "oracle", HANRAG(retriever=retriever, k=K, route="oracle")))
     if revelator is not None:
-        lm, folder, weights = revelator
+        lm, weights, folder = revelator
         program = HANRAG(retriever=retriever, k=K)
         for stage in trained_stages(program, folder):
             program.set_stage_lm(stage, lm.copy(rollout_id=99))
@@ -120,8 +125,7 @@ def main() -> None:
     datasets = args.datasets.split(",")
     revelator = None
     if args.revelator:
-        weights = sha256_file(Path(args.revelator) / "adapter_model.safetensors")[:8]
-        revelator = (dataclasses.replace(options, adapter=args.revelator).make(), args.revelator, weights)
+        revelator = (*student_lm(options, args.revelator), args.revelator)
         if args.per_stage:
             program, adapter = HANRAG(), default_adapter(args.lm)
             stages = {stage: lm for stage in program.stage_names()}
@@ -135,15 +139,9 @@ def main() -> None:
         examples, corpus = questions_with_corpus(dataset, limit=args.limit)
         retriever = BM25Retriever(corpus)
         console.print(f"{dataset}: {len(examples)} questions, {len(corpus)} passages, LM {lm.model}")
-        out = Path(args.out) / f"{Path(str(lm.model)).name}-{dataset}-{corpus.checksum()[:8]}"
+        out = run_folder(args.out, lm, dataset, corpus)
         rows = row_programs(retriever, revelator)
-        if args.rows:
-            rows = [rows[int(i) - 1] for i in args.rows.split(",")]
-        summaries = {}
-        for number, (name, folder, program) in enumerate(rows, 1):
-            with dspy.context(lm=lm.copy(rollout_id=number)):  # no row is served from another row's cache
-                summaries[name] = evaluate(program, examples, out / folder, threads=args.threads, name=name,
-                                           judge_lm=judge)
+        summaries = evaluate_rows(rows, examples, out, lm, judge, args.threads, args.rows)
         title = f"HANRAG on {dataset} ({len(examples)} questions), LM {lm.model}, BM25 top {K}"
         console.print(render_table(summaries, title=title, columns=COLUMNS, label="row"))
 

@@ -10,7 +10,7 @@ from multihop.programs import ComposeRAG
 
 from helpers import data_root
 
-BENCHMARKS = ["composerag", "cooprag", "optimize", "retrieval"]
+BENCHMARKS = ["cirag", "composerag", "cooprag", "dualrag", "hanrag", "optimize", "retrieval"]
 
 
 def test_dataset_names_resolve_to_their_files_in_multihop_data(tmp_path):
@@ -90,3 +90,18 @@ def test_composerag_rows_keep_the_retrieval_decision_fixed_in_table_3_and_upgrad
     table4 = [program for name, _, program in rows if "Table 4" in name]
     assert len(table4) == 6 and all(p.config() == all_modules for p in table4)  # Table 3's all-modules setting
     assert table4[0].decompose.lm is upgrade and table4[0].construct.lm is None  # QD first, then QC, ...
+
+
+def test_evaluate_rows_runs_the_chosen_rows_each_into_its_folder(tmp_path):
+    from multihop.benchmarks.common import evaluate_rows, run_folder
+    from multihop.corpus import Corpus, Passage
+
+    from helpers import Echo, echo_examples, scripted_lm
+
+    lm, _ = scripted_lm(lambda prompt: {"answer": "x"})
+    rows = [("first", "a", Echo()), ("second", "b", Echo("y")), ("third", "c", Echo())]
+    out = run_folder(tmp_path, lm, "musique", Corpus([Passage.make("T", "text")]))
+    assert out.parent == tmp_path and out.name.startswith("scripted-musique-")
+    summaries = evaluate_rows(rows, echo_examples(4), out, lm, chosen="2,3")
+    assert list(summaries) == ["second", "third"] and sorted(p.name for p in out.iterdir()) == ["b", "c"]
+    assert summaries["second"]["em"] == 0.5 and summaries["third"]["em"] == 0.5  # "y" is right on the odd questions
