@@ -165,8 +165,11 @@ class CIRAG(MultihopProgram):
     def candidates(self, query: str, passages: list[Passage]) -> list[Triple]:
         """The round's triples, reranked by cosine to ``query`` to the top ``n`` (all of them without the
         reranker)."""
-        triples = list({t.key: t for t in reversed([t for p in passages for t in self.document_triples(p)])}.values())
-        triples.reverse()  # one triple per normal form, where it first appeared
+        triples, seen = [], set()
+        for triple in (t for passage in passages for t in self.document_triples(passage)):
+            if triple.key not in seen:  # one triple per normal form, where it first appeared
+                seen.add(triple.key)
+                triples.append(triple)
         if self.reranker and len(triples) > 1:
             scores = (self.embed([t.words() for t in triples]) @ self.embed([query]).T)[:, 0]
             triples = [triples[i] for i in top_n(scores.tolist(), self.n)]
