@@ -11,14 +11,18 @@ and every cached row reads it; ``--online`` adds the row that extracts at every 
 and F1 (the paper's metrics), Acc, Acc by the LLM judge (with ``--judge-lm``), R@2/R@5 over the core documents,
 iterations, LLM calls split into extraction / the rest, the share of questions each granularity answered (Figs. 3,
 5), the core triples that matched no candidate and the distiller's fallbacks per question, and seconds per question.
-``--student`` runs the integrator on a ``multihop distill`` folder trained on CIRAG's integrate rows ("TD"; the base
-LM as integrator is "w/o TD"). Each row is an evaluation folder under ``--out``, so a rerun resumes.
+``--student`` takes a ``multihop distill`` folder trained on CIRAG's gold rows (``multihop trajectories --program
+CIRAG --gold``: integrate, and our extract_entities / extract_triples rows) and adds three rows: "CIRAG (TD)" (the
+student as integrator over the base LM's triples: §3.5's setting; the base LM as integrator is "w/o TD"), "w/o TD,
+student extractor" (a second cache extracted by the student, base integrator) and "CIRAG (TD), student extractor"
+(both). Each row is an evaluation folder under ``--out``, so a rerun resumes.
 """
 
 from __future__ import annotations
 
 import argparse
 
+import dspy
 from rich.console import Console
 
 from multihop.benchmarks.common import (
@@ -52,8 +56,10 @@ COLUMNS = [("llm_eval", "Acc (LLM)"), ("em", "EM"), ("f1", "F1"), ("acc", "Acc")
            ("core_unmatched", "unmatched core/q"), ("integrate_fallback", "integrate unp./q"), ("seconds", "s/q")]
 
 
-def row_programs(retriever, cache: str, iterations: list[int], online: bool, student=None) -> list[tuple]:
-    """(row name, evaluation folder, program) of every row."""
+def row_programs(retriever, cache: str, iterations: list[int], online: bool, student=None,
+                 student_cache: str | None = None) -> list[tuple]:
+    """(row name, evaluation folder, program) of every row; the student's rows read ``student_cache`` (triples the
+    student extracted) where they say so."""
     rows = [("SingleStepRAG (NativeRAG)", "single-step", SingleStepRAG(retriever=retriever, k=K))]
     for number, (name, switches) in enumerate(ABLATIONS.items(), 1):
         rows.append((name, f"ablation{number}", CIRAG(retriever=retriever, k=K, triple_cache=cache, **switches)))
@@ -64,9 +70,14 @@ def row_programs(retriever, cache: str, iterations: list[int], online: bool, stu
         rows.append(("CIRAG (online)", "online", CIRAG(retriever=retriever, k=K)))
     if student is not None:
         lm, weights = student
-        program = CIRAG(retriever=retriever, k=K, triple_cache=cache)
-        program.set_stage_lm("integrate", lm)
-        rows.append(("CIRAG (TD)", f"student-{weights}", program))
+        variants = [("CIRAG (TD)", "student", cache, True),
+                    ("w/o TD, student extractor", "student-extractor", student_cache, False),
+                    ("CIRAG (TD), student extractor", "student-both", student_cache, True)]
+        for name, folder, triples, distilled in variants:
+            program = CIRAG(retriever=retriever, k=K, triple_cache=triples)
+            if distilled:
+                program.set_stage_lm("integrate", lm)
+            rows.append((name, f"{folder}-{weights}", program))
     return rows
 
 
@@ -78,7 +89,7 @@ def main() -> None:
     parser.add_argument("--judge-lm", default=None, help="LM for Acc by an LLM judge; none: the column is left out")
     parser.add_argument("--iterations", default="", help="comma-separated caps L for Fig. 8's rows (e.g. 1,2)")
     parser.add_argument("--online", action="store_true", help="add the row that extracts at every round (Fig. 6)")
-    parser.add_argument("--student", default=None, help="a `multihop distill` folder trained on CIRAG integrate rows")
+    parser.add_argument("--student", default=None, help="a `multihop distill` folder trained on CIRAG's gold rows")
     parser.add_argument("--rows", default=None, help="comma-separated row numbers to run (default: all)")
     parser.add_argument("--out", default="runs/bench-cirag", help="evaluation folders and caches (a rerun resumes)")
     args = parser.parse_args()
@@ -96,8 +107,14 @@ def main() -> None:
         out = run_folder(args.out, lm, dataset, corpus)
         cache = out / "triple-cache"
         build_cache(corpus, cache, CIRAG().extract, extractor=str(lm.model))
+        student_cache = None
+        if student is not None:
+            student_cache = out / f"triple-cache-{student[1]}"
+            with dspy.context(lm=student[0]):
+                build_cache(corpus, student_cache, CIRAG().extract, extractor=f"{lm.model}+{student[1]}")
         console.print(f"{dataset}: {len(examples)} questions, {len(corpus)} passages (triples cached), LM {lm.model}")
-        rows = row_programs(retriever, str(cache), iterations, args.online, student)
+        rows = row_programs(retriever, str(cache), iterations, args.online, student,
+                            str(student_cache) if student_cache else None)
         summaries = evaluate_rows(rows, examples, out, lm, judge, chosen=args.rows)
         title = f"CIRAG on {dataset} ({len(examples)} questions), LM {lm.model}, MPNet top {K}"
         console.print(render_table(summaries, title=title, columns=COLUMNS, label="row"))

@@ -118,23 +118,26 @@ def collect(
     min_score: float = 1.0,
     data: dict | None = None,
     held_apart: set[str] | frozenset[str] = frozenset(),
+    complete_only: bool = False,
 ) -> dict:
     """Collect the passing trajectories of ``examples`` into ``out_dir`` (locked while it runs; a collection replaces
     the files of the one before it there); returns the manifest, which keeps ``data`` (the questions' file and
-    checksum). A question among ``held_apart`` is refused before any call."""
+    checksum). With ``complete_only``, a run the program's ``trajectory_complete`` rejects is dropped too (counted
+    ``incomplete``). A question among ``held_apart`` is refused before any call."""
     refuse_held_apart(examples, held_apart)
     lm = teacher_lm or dspy.settings.lm
     if lm is None:
         raise ValueError("no teacher LM: pass teacher_lm= or dspy.configure(lm=...)")
     with locked(out_dir):
-        return _collect(program, examples, Path(out_dir), lm, metric, min_score, data)
+        return _collect(program, examples, Path(out_dir), lm, metric, min_score, data, complete_only)
 
 
 def _collect(program: dspy.Module, examples: list[dspy.Example], out_dir: Path, lm: dspy.LM, metric: str,
-             min_score: float, data: dict | None) -> dict:
+             min_score: float, data: dict | None, complete_only: bool) -> dict:
     score_of = dspy_metric(metric)
+    complete = getattr(program, "trajectory_complete", None) if complete_only else None
     rows: dict[str, list[dict]] = {}
-    kept = failed = 0
+    kept = failed = incomplete = 0
     with dspy.context(lm=lm):
         for example in tqdm(examples, desc="trajectories", unit="q"):
             prediction, calls = stage_calls(program, example)
@@ -142,14 +145,19 @@ def _collect(program: dspy.Module, examples: list[dspy.Example], out_dir: Path, 
             if score < min_score:
                 failed += 1
                 continue
+            if complete is not None and not complete(prediction):
+                incomplete += 1
+                continue
             kept += 1
             for call in calls:
                 row = {**call, "question_id": example.get("id"), "teacher": lm.model, "score": score}
                 rows.setdefault(call["stage"], []).append(row)
     if not kept:
         raise EmptyTrajectoriesError(
-            f"none of {len(examples)} questions reached {metric} >= {min_score}: no trajectory to distill"
-        )
+            f"none of {len(examples)} questions reached {metric} >= {min_score}"
+            + (f" with a complete trajectory ({incomplete} incomplete)" if complete_only else "")
+            + ": no trajectory to distill")
     return write_trajectories(out_dir, rows, {"teacher": lm.model, "metric": metric, "min_score": min_score,
                                               "questions": len(examples), "kept": kept, "failed": failed,
+                                              "complete_only": complete_only, "incomplete": incomplete,
                                               "program": type(program).__name__, "data": data})

@@ -37,18 +37,23 @@ class ExtractTriples(dspy.Signature):
     triples: list[list[str]] = dspy.OutputField(desc="[subject, relation, object] triples")
 
 
+_INTEGRATE = (
+    "Your task is to loop through collecting facts to solve the query until enough facts are collected. You must plan "
+    "to continue in a series of steps, looping as follows: `[[## fact_before_filter ##]]{fact_before_filter}"
+    "[[## thought ##]]{thought}[[## fact_after_filter ##]]{fact_after_filter} [[## question ##]]{question}` sequence. "
+    "In each step, in the `[[## fact_before_filter ##]]` section, this is the collection of facts that need to be "
+    "filtered to solve the previous problem. In the `[[## thought ##]]` section, only use the information from the "
+    "facts before filtering, briefly analyze the contribution of the facts to the problem, and list useful facts. "
+    "Based on the analysis, determine whether the original problem can be solved. If it cannot be solved, analyze "
+    "what additional information is needed and raise new questions. In the `[[## fact_after_filter ##]]` section, if "
+    'there are no relevant facts, return an empty list: `{ "fact": [] }`. In the `[[## question ##]]` section, you '
+    "need to use the filtered facts to propose the next problem that still needs to be solved. If the facts collected "
+    "in the previous rounds are sufficient to answer the original query, output `<no question>` as the end to "
+    "terminate the loop.")
+
+
 class Integrate(dspy.Signature):
-    """Your task is to loop through collecting facts to solve the query until enough facts are collected. You must
-    plan to continue in a series of steps, looping as follows: `[[## fact_before_filter ##]]{fact_before_filter}
-    [[## thought ##]]{thought}[[## fact_after_filter ##]]{fact_after_filter} [[## question ##]]{question}` sequence.
-    In each step, in the `[[## fact_before_filter ##]]` section, this is the collection of facts that need to be
-    filtered to solve the previous problem. In the `[[## thought ##]]` section, only use the information from the
-    facts before filtering, briefly analyze the contribution of the facts to the problem, and list useful facts.
-    Based on the analysis, determine whether the original problem can be solved. If it cannot be solved, analyze what
-    additional information is needed and raise new questions. In the `[[## fact_after_filter ##]]` section, if there
-    are no relevant facts, return an empty list. In the `[[## question ##]]` section, you need to use the filtered
-    facts to propose the next problem that still needs to be solved. If the facts collected in the previous rounds
-    are sufficient to answer the original query, output `<no question>` as the end to terminate the loop."""
+    __doc__ = _INTEGRATE  # Fig. 11 verbatim (its backticked loop on one line, as the paper prints it)
 
     query: str = dspy.InputField(desc="Original Query")
     fact_before_filter: list[str] = dspy.InputField(desc="candidate triples (subject, relation, object)")

@@ -8,7 +8,9 @@ import pytest
 
 from multihop.corpus import Corpus, Passage
 from multihop.programs import CIRAG, load, save
-from multihop.programs.cirag.cache import CacheMismatchError, TripleCache, build_cache, read_all
+from multihop.programs.cirag.cache import CacheMismatchError, Extraction, TripleCache, build_cache, read_all
+from multihop.programs.cirag.program import is_stop
+from multihop.programs.cirag.triples import Triple
 from multihop.retrievers import BM25Retriever
 
 from helpers import StageScript, field
@@ -65,14 +67,22 @@ def test_the_loop_stops_on_no_question_and_provenance_reaches_sentences_and_docu
     assert [r["query"] for r in prediction.rounds] == [QUESTION, "Where is Montebello?"]
     assert prediction.core_triples == ["('erik hort', 'born in', 'montebello')",
                                        "('montebello', 'is located in', 'rockland county')"]
-    assert prediction.core_sentences == ["Erik Hort was born in Montebello.",
-                                         "Montebello is located in Rockland County."]
+    assert prediction.core_sentences == ["Erik Hort: Erik Hort was born in Montebello.",
+                                         "Montebello, New York: Montebello is located in Rockland County."]
     assert prediction.passage_ids == [DOCS[0].id, DOCS[1].id]
     assert prediction.answer == "Rockland County" and prediction.answered_level == "triple"
     assert prediction.counts["iterations"] == 2 and prediction.counts["answered.triple"] == 1
     assert prediction.counts["extraction_calls"] == 2 * stages.seen.count("extract_triples")
     second = stages.engine.requests[[i for i, s in enumerate(stages.seen) if s == "integrate"][1]]
-    assert "born in" in field(second, "historical_context")  # the distiller sees the earlier round
+    history = json.loads(field(second, "historical_context"))
+    assert len(history) == 1 and history[0].startswith("[[## fact_before_filter ##]]: ")  # Fig. 11's sections
+    assert "[[## question ##]]: Where is Montebello?" in history[0]
+    assert "('erik hort', 'is', 'american')" in history[0]  # Eq. 2: a candidate the round did not keep is history too
+
+
+def test_the_stop_accepts_the_papers_marker_and_bare_refusals_only():
+    assert all(is_stop(q) for q in ["<no question>", "No question.", "", "  ", "None", "n/a"])
+    assert not any(is_stop(q) for q in ["Where is Montebello?", "Is none of them older?", "No"])
 
 
 def test_the_loop_never_passes_max_iterations_and_malformed_distiller_output_ends_it():
@@ -113,6 +123,8 @@ def test_the_cascade_falls_through_refusals_and_records_the_level():
     assert prediction.counts["topk_fallback"] == 1
     abstains = script(prog, answer_triple={"thought": "t", "answer": "I don't know."})
     assert run(prog, abstains).answered_level == "sentence"  # any abstention falls through
+    yes_no = script(prog, answer_triple={"thought": "t", "answer": "No"})
+    assert run(prog, yes_no).answered_level == "triple"  # "No" is an answer, not a refusal
 
 
 def test_granularity_subsets_change_the_calls():
@@ -121,6 +133,11 @@ def test_granularity_subsets_change_the_calls():
     stages = script(prog, answer_sentence={"thought": "t", "answer": "Unanswerable"})
     prediction = run(prog, stages)
     assert prediction.answered_level == "passage" and "answer_triple" not in stages.seen
+    only = program(granularities=("triple",))
+    assert only.stage_names()[-1] == "answer_triple" and "answer_passage" not in only.stage_names()
+    nothing = script(only, integrate=distiller(([], "<no question>")))
+    prediction = run(only, nothing)  # no core triple: the triple level has nothing to read and no other level runs
+    assert prediction.answered_level == "none" and not any(s.startswith("answer_") for s in nothing.seen)
     with pytest.raises(ValueError, match="finest first"):
         program(granularities=("passage", "triple"))
     with pytest.raises(ValueError, match="distinct levels"):
@@ -128,15 +145,23 @@ def test_granularity_subsets_change_the_calls():
 
 
 def test_the_reranker_keeps_the_n_triples_most_similar_to_the_query():
-    prog = program(n=1)
+    from multihop.retrievers import Encoder
+
+    prog = program(n=2)
     stages = script(prog)
     prediction = run(prog, stages)
+    read = prediction.rounds[0]["retrieved_ids"]
+    triples = [t for doc in DOCS if doc.id in read for t in TRIPLES[doc.title]]
+    encoder = Encoder("minilm")  # the expected order, from the encoder's cosines computed here
+    scores = (encoder.encode([" ".join(t) for t in triples]) @ encoder.encode([QUESTION]).T)[:, 0]
+    expected = [triples[i] for i in sorted(range(len(triples)), key=lambda i: -scores[i])[:2]]
     first = stages.engine.requests[stages.seen.index("integrate")]
-    assert json.loads(field(first, "fact_before_filter")) == ["('erik hort', 'born in', 'montebello')"]
-    assert prediction.rounds[0]["candidates"] == 1
+    assert json.loads(field(first, "fact_before_filter")) == [Triple(*t).render() for t in expected]
+    assert prediction.rounds[0]["candidates"] == 2
     everything = program(n=1, reranker=False)
     stages = script(everything)
-    assert run(everything, stages).rounds[0]["candidates"] == 3  # both documents' triples
+    prediction = run(everything, stages)
+    assert prediction.rounds[0]["candidates"] == len(triples) == 3  # every triple of the documents read
 
 
 def test_the_cache_replaces_extraction_is_resumable_and_refuses_another_corpus(tmp_path):
@@ -148,21 +173,88 @@ def test_the_cache_replaces_extraction_is_resumable_and_refuses_another_corpus(t
         if len(calls) == 2 and not (tmp_path / "died").exists():
             (tmp_path / "died").touch()
             raise KeyboardInterrupt  # the build dies on the second passage
-        return ["e"], [tuple(t) for t in TRIPLES[passage.title]]
+        return Extraction(["e"], [tuple(t) for t in TRIPLES[passage.title]])
 
+    cache = tmp_path / "cache"
     with pytest.raises(KeyboardInterrupt):
-        build_cache(corpus, tmp_path / "cache", extract, shard_size=2, progress=False)
-    assert list(read_all(tmp_path / "cache")) == [DOCS[0].id]
-    assert build_cache(corpus, tmp_path / "cache", extract, shard_size=2, progress=False) == 2  # only the rest
-    assert len(TripleCache(tmp_path / "cache")) == 3 and sorted(p.name for p in (tmp_path / "cache").glob("*.jsonl")) \
+        build_cache(corpus, cache, extract, shard_size=2, progress=False, extractor="lm-a")
+    assert list(read_all(cache)) == [DOCS[0].id]
+    assert build_cache(corpus, cache, extract, shard_size=2, progress=False, extractor="lm-a") == (2, 0)  # the rest
+    assert len(TripleCache(cache)) == 3 and sorted(p.name for p in cache.glob("*.jsonl")) \
         == ["triples-00000.jsonl", "triples-00001.jsonl"]
-    with pytest.raises(CacheMismatchError):
-        build_cache(Corpus(DOCS[:1]), tmp_path / "cache", extract, progress=False)
-    prog = program(triple_cache=str(tmp_path / "cache"))
+    with pytest.raises(CacheMismatchError, match="another corpus"):
+        build_cache(Corpus(DOCS[:1]), cache, extract, shard_size=2, progress=False, extractor="lm-a")
+    with pytest.raises(CacheMismatchError, match="extractor"):  # one cache never mixes two LMs' triples
+        build_cache(corpus, cache, extract, shard_size=2, progress=False, extractor="lm-b")
+    prog = program(triple_cache=str(cache))
     stages = script(prog)
     prediction = run(prog, stages)
     assert "extract_triples" not in stages.seen and "extraction_calls" not in prediction.counts
     assert prediction.counts["cache_hits"] > 0 and prediction.answer == "Rockland County"
+    online = script(program())
+    run(program(), online)
+    shown = [field(stages.engine.requests[i], "fact_before_filter") for i, s in enumerate(stages.seen)
+             if s == "integrate"]
+    assert shown == [field(online.engine.requests[i], "fact_before_filter") for i, s in enumerate(online.seen)
+                     if s == "integrate"]  # cached and online runs give the distiller the same candidates
+
+
+def test_failed_extractions_are_kept_marked_and_retried_by_a_rebuild(tmp_path):
+    corpus, replies = Corpus(DOCS), {DOCS[1].id: [Extraction([], [], failed=True), Extraction(["M"], [
+        ("Montebello", "is located in", "Rockland County")])]}
+
+    def extract(passage):
+        queue = replies.get(passage.id)
+        return queue.pop(0) if queue else Extraction(["e"], [tuple(t) for t in TRIPLES[passage.title]])
+
+    assert build_cache(corpus, tmp_path / "c", extract, progress=False) == (3, 1)
+    assert TripleCache(tmp_path / "c").get(DOCS[1].id).failed
+    with open(tmp_path / "c" / "triples-00000.jsonl", "a", encoding="utf-8") as sink:
+        sink.write('{"id": "torn')  # a build died mid-line
+    assert build_cache(corpus, tmp_path / "c", extract, progress=False) == (1, 0)  # only the failed passage
+    row = TripleCache(tmp_path / "c").get(DOCS[1].id)
+    assert not row.failed and row.triples == [("Montebello", "is located in", "Rockland County")]
+    assert len(TripleCache(tmp_path / "c")) == 3
+
+
+def test_the_table_7_case_study_runs_as_the_paper_prints_it():
+    docs = [Passage.make("God's Gift to Women", "God's Gift to Women is a 1931 romantic musical comedy film directed "
+                         "by Michael Curtiz."),
+            Passage.make("Aldri annet enn bråk", "Aldri annet enn bråk is a 1954 Norwegian comedy-drama film directed "
+                         "by Edith Carlmar."),
+            Passage.make("Edith Carlmar", "Edith Carlmar (15 November 1911 - 17 May 2003) was a Norwegian film "
+                         "director. Edith Carlmar started Carlmar Film A/S."),
+            Passage.make("Michael Curtiz", "Michael Curtiz (December 24, 1886 - April 10, 1962) was a film director "
+                         "and his birth years were in Hungary.")]
+    triples = {"God's Gift to Women": [["God's Gift to Women", "directed by", "Michael Curtiz"],
+                                       ["God's Gift to Women", "is a", "romantic musical comedy film"]],
+               "Aldri annet enn bråk": [["Aldri annet enn bråk", "directed by", "Edith Carlmar"]],
+               "Edith Carlmar": [["Edith Carlmar", "started", "Carlmar Film A/S"],
+                                 ["Edith Carlmar", "born on", "15 November 1911"]],
+               "Michael Curtiz": [["Michael Curtiz", "born on", "December 24 1886"]]}
+    question = "Which film has the director who is older, God's Gift To Women or Aldri Annet Enn Bråk?"
+    prog = CIRAG(retriever=BM25Retriever(Corpus(docs)), k=2, encoder="minilm")
+    stages = StageScript({
+        "extract_entities": {"named_entities": "[]"},
+        "extract_triples": lambda prompt: {"triples": json.dumps(triples[field(prompt, "title")])},
+        "integrate": distiller(
+            ([["god s gift to women", "directed by", "michael curtiz"],
+              ["aldri annet enn br k", "directed by", "edith carlmar"]],
+             "What are the birth years of Michael Curtiz and Edith Carlmar?"),
+            ([["edith carlmar", "born on", "15 november 1911"], ["michael curtiz", "born on", "december 24 1886"]],
+             "<no question>")),
+        "answer_triple": {"thought": "Michael Curtiz is older.", "answer": "God's Gift To Women"}}, prog)
+    with dspy.context(lm=stages.lm):
+        prediction = prog(question=question)
+    assert [r["query"] for r in prediction.rounds] == [
+        question, "What are the birth years of Michael Curtiz and Edith Carlmar?"]
+    assert prediction.core_triples == [  # Table 7's cumulative triple set, in its normal form
+        "('god s gift to women', 'directed by', 'michael curtiz')",
+        "('aldri annet enn br k', 'directed by', 'edith carlmar')",
+        "('edith carlmar', 'born on', '15 november 1911')", "('michael curtiz', 'born on', 'december 24 1886')"]
+    assert prediction.counts["core_unmatched"] == 0 and prediction.rounds[-1]["question"] == "<no question>"
+    assert prediction.answer == "God's Gift To Women" and prediction.answered_level == "triple"
+    assert stages.seen.count("integrate") == 2 and stages.seen[-1] == "answer_triple"
 
 
 def test_save_and_load_keep_the_switches(tmp_path):
@@ -199,10 +291,75 @@ def test_gold_integration_rows_keep_each_rounds_triples_and_ask_the_next_hop():
             {"id": "g1", "title": "Get Low", "text": "Get Low is a song by Dillon Francis.", "is_supporting": True},
             {"id": "g2", "title": "Dillon Francis", "text": "Dillon Francis was born on October 5, 1987.",
              "is_supporting": True}]).with_inputs("question")
-    rows = [(t.inputs, t.outputs) for t in gold_targets(CIRAG(encoder="minilm"), [wiki])]
+    targets = list(gold_targets(CIRAG(encoder="minilm"), [wiki]))
+    rows = [(t.inputs, t.outputs) for t in targets if t.stage == "integrate"]
     assert [r[1]["question"] for r in rows] == ["What is the date of birth of Dillon Francis?", "<no question>"]
     assert rows[0][0]["fact_before_filter"] == ["('get low', 'performer', 'dillon francis')"]  # no later hop leaks
     assert sorted(rows[1][0]["fact_before_filter"]) == ["('dillon francis', 'date of birth', 'october 5 1987')",
                                                         "('get low', 'performer', 'dillon francis')"]
     assert rows[1][1]["fact_after_filter"] == [["dillon francis", "date of birth", "october 5 1987"]]
-    assert rows[1][0]["historical_context"][0].startswith(f"Query: {wiki.question}\nThought: ")
+    assert rows[1][0]["historical_context"][0].startswith("[[## fact_before_filter ##]]: ")
+    extraction = {(t.stage, t.inputs.get("title")): t.outputs for t in targets if t.stage.startswith("extract")}
+    assert extraction[("extract_triples", "Get Low")] == {"triples": [["Get Low", "performer", "Dillon Francis"]]}
+    assert extraction[("extract_triples", "Dillon Francis")] == {
+        "triples": [["Dillon Francis", "date of birth", "October 5, 1987"]]}
+    entities = [t for t in targets if t.stage == "extract_entities"]
+    assert [t.outputs["named_entities"] for t in entities] == [["Get Low", "Dillon Francis"],
+                                                              ["Dillon Francis", "October 5, 1987"]]
+    assert entities[0].inputs == {"passage": "Get Low: Get Low is a song by Dillon Francis."}
+
+
+COMPARISON = dspy.Example(
+    id="c1", question="Which film has the director who is older, Film A or Film B?", answer="Film A",
+    decomposition=["Who directed Film A?", "Who directed Film B?", "When was Ann born?", "When was Bob born?"],
+    evidences=[["Film A", "director", "Ann"], ["Film B", "director", "Bob"], ["Ann", "date of birth", "1900"],
+               ["Bob", "date of birth", "1910"]],
+    supporting_sentences=[], paragraphs=[
+        {"id": "a", "title": "Film A", "text": "Film A is directed by Ann.", "is_supporting": True},
+        {"id": "b", "title": "Film B", "text": "Film B is directed by Bob.", "is_supporting": True},
+        {"id": "ann", "title": "Ann", "text": "Ann was born in 1900.", "is_supporting": True},
+        {"id": "bob", "title": "Bob", "text": "Bob was born in 1910.", "is_supporting": True},
+        {"id": "x", "title": "Film C", "text": "Film C is a comedy by Cid.", "is_supporting": False}]
+).with_inputs("question")
+
+
+def test_gold_rows_carry_cached_distractors_and_a_comparison_asks_about_both_entities(tmp_path):
+    from multihop.data import build_corpus
+    from multihop.optimize.gold import gold_targets
+
+    cached = {"a": [("Film A", "director", "Ann"), ("Film A", "genre", "drama")], "b": [("Film B", "director", "Bob")],
+              "ann": [("Ann", "date of birth", "1900"), ("Ann", "nationality", "Norway")],
+              "bob": [("Bob", "date of birth", "1910")], "x": [("Film C", "director", "Cid")]}
+    build_cache(build_corpus([COMPARISON]), tmp_path / "cache", lambda p: Extraction([], cached[p.id]),
+                progress=False)
+    rows = [(t.inputs, t.outputs) for t in gold_targets(CIRAG(encoder="minilm", triple_cache=str(tmp_path / "cache"),
+                                                              n=3), [COMPARISON]) if t.stage == "integrate"]
+    assert rows[0][1]["question"] == "When was Ann born? When was Bob born?"  # every hop of the next round
+    first = rows[0][0]["fact_before_filter"]
+    assert {"('film a', 'director', 'ann')", "('film b', 'director', 'bob')"} <= set(first) and len(first) == 3
+    assert set(first) & {"('film a', 'genre', 'drama')", "('film c', 'director', 'cid')"}  # a distractor to drop
+    assert not any("1900" in t or "norway" in t for t in first)  # the later hops' paragraphs stay hidden
+    assert rows[0][1]["fact_after_filter"] == [["film a", "director", "ann"], ["film b", "director", "bob"]]
+    last = rows[1][0]["fact_before_filter"]
+    assert len(last) == 4 and "('ann', 'nationality', 'norway')" not in last  # N=3: the four gold kept, no noise
+    assert rows[1][1]["question"] == "<no question>" and len(rows[1][1]["fact_after_filter"]) == 2
+
+
+def test_teacher_trajectories_keep_only_complete_distiller_runs_with_complete_only(tmp_path):
+    from multihop.optimize.trajectories import collect
+
+    prog = program(max_iterations=2)
+    stops = {"thought": "t", "fact_after_filter": '[["erik hort", "born in", "montebello"]]',
+             "question": "<no question>"}
+    stages = script(prog, integrate=lambda p: stops if field(p, "query") == QUESTION else
+                    {"thought": "t", "fact_after_filter": '[["Montebello", "is located in", "Rockland County"]]',
+                     "question": "More?"})
+    questions = [dspy.Example(id=qid, question=q, answers=["Rockland County"]).with_inputs("question")
+                 for qid, q in [("stops", QUESTION), ("capped", "Which county is Montebello in?")]]
+    manifest = collect(prog, questions, tmp_path / "all", teacher_lm=stages.lm, min_score=0.01)
+    assert manifest["kept"] == 2
+    manifest = collect(prog, questions, tmp_path / "complete", teacher_lm=stages.lm, min_score=0.01,
+                       complete_only=True)
+    assert manifest["kept"] == 1 and manifest["incomplete"] == 1  # the run L cut off is no trajectory to distil
+    rows = [json.loads(line) for line in (tmp_path / "complete" / "integrate.jsonl").read_text().splitlines()]
+    assert {row["question_id"] for row in rows} == {"stops"} and len(rows) == 1

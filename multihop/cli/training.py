@@ -98,20 +98,25 @@ def cirag_extract(
     corpus: str = typer.Argument(..., help="a corpus file or a question file (its paragraphs form the corpus)"),
     out: Path = typer.Option(..., help="the cache folder (a rerun resumes it)"),
     shard_size: int = typer.Option(5000, min=1, help="passages per JSON-lines shard"),
+    questions: int = typer.Option(None, min=1, help="a question file: the paragraphs of its first N questions only "
+                                  "(e.g. the train questions whose gold integration rows read the cache)"),
 ):
     """Extract every passage's named entities and triples once (Figs. 9–10) into a resumable, sharded cache that
-    `--set triple_cache=DIR` gives CIRAG."""
-    from multihop.data import load_corpus
+    `--set triple_cache=DIR` gives CIRAG; passages whose extraction failed are kept as failed rows and extracted
+    again by a rerun."""
+    from multihop.data import build_corpus, load_corpus, load_dataset
     from multihop.programs import CIRAG
     from multihop.programs.cirag.cache import CacheMismatchError, build_cache
 
-    passages = load_corpus(corpus)
+    passages = build_corpus(load_dataset(corpus, limit=questions), corpus) if questions else load_corpus(corpus)
     configured = lm.configure()
     try:
-        done = build_cache(passages, out, CIRAG().extract, shard_size=shard_size, extractor=str(configured.model))
+        done, failed = build_cache(passages, out, CIRAG().extract, shard_size=shard_size,
+                                   extractor=str(configured.model))
     except CacheMismatchError as exc:
         raise typer.BadParameter(str(exc), param_hint="--out") from exc
-    console.print(f"extracted {done} passages ({len(passages) - done} were cached already) → {out}")
+    console.print(f"extracted {done} passages ({failed} failed: a rerun retries them; {len(passages) - done} were "
+                  f"cached already) → {out}")
 
 
 @hanrag_app.command("revelator-data")
@@ -286,6 +291,8 @@ def trajectories_cmd(
     gold: bool = typer.Option(False, "--gold", help="build the rows from the data's annotations, no teacher LM "
                               "(the stages with a gold builder; the dev files' questions are refused)"),
     seed: int = typer.Option(0, help="--gold: the draw of the distractor passages shown with the gold ones"),
+    complete_only: bool = typer.Option(False, help="keep only the runs the program's own test calls complete "
+                                       "(`trajectory_complete`: a method's optional filter of teacher runs)"),
 ):
     """Record every stage call of a program run by a teacher LM, keeping the questions that pass the metric; or,
     with --gold, the stages' targets built from the train file's annotations."""
@@ -314,8 +321,9 @@ def trajectories_cmd(
     teacher = lm.configure()
     instance = load(load_dir) if load_dir else spec.build(data_file)[0]
     manifest = collect(instance, examples, out, teacher_lm=teacher, metric=metric, min_score=min_score,
-                       data=_file_info(data_file, examples))
-    console.print(f"kept {manifest['kept']} of {manifest['questions']} questions; rows per stage "
+                       data=_file_info(data_file, examples), complete_only=complete_only)
+    console.print(f"kept {manifest['kept']} of {manifest['questions']} questions ({manifest['incomplete']} "
+                  f"incomplete, {manifest['failed']} below the metric); rows per stage "
                   f"{manifest['stages']} → {out}")
 
 

@@ -3,12 +3,23 @@ trajectories, which no strong LM here can write).
 
 A question's rounds are its annotated hops grouped by dependency depth (:func:`multihop.programs.gold.annotated_hops`),
 each hop a triple: 2Wiki's evidence triple, or a MuSiQue ``"E >> relation"`` step as ``[E, relation, answer]`` (a
-question whose steps are written as questions has no triple to give, and no rows; HotpotQA has none). Round r's
-candidates are its own triples among the earlier rounds' (facts already known: a later round's triple would show the
-answer the target says is still missing), shuffled with the question's seed;
-the target keeps the round's triples as the core facts, a thought naming them, and the next round's first question
-(the hop's own sub-question, earlier answers substituted) or "<no question>" after the last round. The history is the
-earlier rounds as the program writes it.
+question whose steps are written as questions has no triple to give, and no rows; HotpotQA has none).
+
+Round r's candidates are built as the program would see them: the round's own gold triples, the earlier rounds'
+(facts already known), and — when the program has an offline triple cache (``--set triple_cache=DIR``, built over the
+train questions' paragraphs with ``multihop cirag extract TRAIN_FILE --questions N``) — the cached triples of the
+question's other paragraphs, the paragraphs of later hops left out (their facts would show an answer the target says
+is still missing); reranked by the encoder's cosine to the round's query and cut to the program's N, the round's gold
+triples always kept (without the reranker: all of them, shuffled with the question's seed). The target keeps the
+round's gold triples only — so the rows teach filtering exactly as far as the cache gives noise —, a thought naming
+them, and the next round's questions (every hop of that round: a comparison asks about both entities, as Table 7's
+"birth years of Michael Curtiz and Edith Carlmar") or "<no question>" after the last round. The history is the
+earlier rounds exactly as the program writes it (:func:`.program.history_entry`).
+
+The construction phase's extractors (Figs. 9–10) get rows too, ours: each supporting paragraph tied to a hop, with the
+gold triples it states as its triples and their subjects and objects it names (the title first) as its entities. The
+annotations hold a paragraph's supporting facts only, so these rows teach the format and the facts a question needs,
+not every fact of a paragraph — enough for a 135M model that writes no triple at all from the prompt alone.
 """
 
 from __future__ import annotations
@@ -17,9 +28,18 @@ import dspy
 
 from multihop.signatures.cirag import NO_QUESTION
 
-from ..gold import GoldContext, GoldHop, Pairs, annotated_hops, register_gold_builder, register_no_gold, substitute
+from ..gold import (
+    GoldContext,
+    GoldHop,
+    Pairs,
+    annotated_hops,
+    register_gold_builder,
+    register_no_gold,
+    render_paragraph,
+    substitute,
+)
 from .program import CIRAG, history_entry
-from .triples import Triple
+from .triples import Triple, normalize_phrase, top_n
 
 
 def gold_triples(example: dspy.Example) -> list[tuple[GoldHop, Triple]]:
@@ -41,6 +61,31 @@ def gold_triples(example: dspy.Example) -> list[tuple[GoldHop, Triple]]:
     return paired
 
 
+def cached_noise(program: CIRAG, example: dspy.Example, hidden: set[str], known: set[tuple]) -> list[Triple]:
+    """The cached triples of the question's paragraphs but the ``hidden`` ones, without the ``known`` facts."""
+    noise, seen = [], set(known)
+    for paragraph in example.get("paragraphs") or []:
+        found = program.cached(paragraph.get("id")) if paragraph.get("id") not in hidden else None
+        for raw in found.triples if found is not None else []:
+            triple = Triple(*raw, doc_id=paragraph.get("id"))
+            if triple.key not in seen:
+                seen.add(triple.key)
+                noise.append(triple)
+    return noise
+
+
+def round_candidates(program: CIRAG, query: str, gold: list[Triple], noise: list[Triple]) -> list[Triple]:
+    """The round's candidates as the program ranks them: by cosine to ``query``, cut to N with every gold triple
+    kept."""
+    pool = gold + noise
+    if not program.reranker or len(pool) <= 1:
+        return pool
+    scores = (program.embed([t.words() for t in pool]) @ program.embed([query]).T)[:, 0].tolist()
+    order = top_n(scores, len(pool))
+    kept = set(range(len(gold))) | set([i for i in order if i >= len(gold)][:max(0, program.n - len(gold))])
+    return [pool[i] for i in order if i in kept]
+
+
 @register_gold_builder("CIRAG", "integrate")
 def _integrate_target(program: CIRAG, example: dspy.Example, context: GoldContext) -> Pairs:
     paired = gold_triples(example)
@@ -53,24 +98,61 @@ def _integrate_target(program: CIRAG, example: dspy.Example, context: GoldContex
     pairs, history, query = [], [], example.question
     for r, round_ in enumerate(rounds):
         own = [t for _, t in round_]
-        noise = [t for earlier in rounds[:r] for _, t in earlier]
-        candidates = own + noise
-        rng.shuffle(candidates)
-        core = [t.render() for t in own]
-        question = rounds[r + 1][0][0].query if r + 1 < len(rounds) else NO_QUESTION
+        gold = own + [t for earlier in rounds[:r] for _, t in earlier]
+        later = {hop.paragraph_id for later_round in rounds[r + 1:] for hop, _ in later_round}
+        noise = cached_noise(program, example, later, {t.key for _, t in paired})
+        candidates = round_candidates(program, query, gold, noise)
+        if not program.reranker:
+            rng.shuffle(candidates)
+        shown, core = [t.render() for t in candidates], [t.render() for t in own]
+        question = " ".join(hop.query for hop, _ in rounds[r + 1]) if r + 1 < len(rounds) else NO_QUESTION
         thought = ("The useful facts are " + "; ".join(core) + (". They answer the question." if question == NO_QUESTION
                                                                 else f". Still missing: {question}"))
-        pairs.append(({"query": example.question, "fact_before_filter": [t.render() for t in candidates],
-                       "historical_context": list(history)},
+        pairs.append(({"query": example.question, "fact_before_filter": shown, "historical_context": list(history)},
                       {"thought": thought, "fact_after_filter": [list(t.key) for t in own], "question": question}))
-        history.append(history_entry(query, thought, core, question))
+        history.append(history_entry(shown, thought, core, question))
         query = question
     return pairs
 
 
+def paragraph_triples(example: dspy.Example) -> list[tuple[dict, list[Triple]]]:
+    """Each supporting paragraph tied to an annotated hop, with the gold triples it states, in hop order."""
+    paragraphs = {p.get("id"): p for p in example.get("paragraphs") or []}
+    stated: dict[str, list[Triple]] = {}
+    for hop, triple in gold_triples(example):
+        if hop.paragraph_id in paragraphs and triple.key not in {t.key for t in stated.get(hop.paragraph_id, [])}:
+            stated.setdefault(hop.paragraph_id, []).append(triple)
+    return [(paragraphs[pid], triples) for pid, triples in stated.items()]
+
+
+def stated_entities(paragraph: dict, triples: list[Triple]) -> list[str]:
+    """The gold triples' subjects and objects the paragraph names (in normal form), the title first, each once."""
+    text = normalize_phrase(f"{paragraph.get('title') or ''} {paragraph['text']}")
+    names = [paragraph.get("title") or "", *(part for t in triples for part in (t.subject, t.obj))]
+    kept, seen = [], set()
+    for name in names:
+        key = normalize_phrase(name)
+        if key and key in text and key not in seen:
+            seen.add(key)
+            kept.append(name)
+    return kept
+
+
+@register_gold_builder("CIRAG", "extract_entities")
+def _entities_target(program: CIRAG, example: dspy.Example, context: GoldContext) -> Pairs:
+    return [({"passage": render_paragraph(paragraph)}, {"named_entities": stated_entities(paragraph, triples)})
+            for paragraph, triples in paragraph_triples(example)]
+
+
+@register_gold_builder("CIRAG", "extract_triples")
+def _triples_target(program: CIRAG, example: dspy.Example, context: GoldContext) -> Pairs:
+    return [({"title": paragraph.get("title") or "", "text": paragraph["text"],
+              "named_entities": stated_entities(paragraph, triples)},
+             {"triples": [[t.subject, t.relation, t.obj] for t in triples]})
+            for paragraph, triples in paragraph_triples(example)]
+
+
 for _stage, _why in {
-    "extract_entities": "no data here annotates a passage's entities",
-    "extract_triples": "no data here annotates a passage's triples (2Wiki's evidences cover the supporting facts only)",
     "answer_triple": "§3.5 distils the integrator only; the answers stay on the base LM",
     "answer_sentence": "§3.5 distils the integrator only; the answers stay on the base LM",
     "answer_passage": "§3.5 distils the integrator only; the answers stay on the base LM",

@@ -6,10 +6,12 @@ question) retrieves the top ``k`` documents (K = 10); each document's triples (`
 ``extract_triples``, Figs. 9–10, or its row of the offline triple cache) keep their provenance: the document and the
 document's sentence most similar to the triple by the encoder (the paper leaves that link open: ours); the triples are
 reranked by the encoder's cosine to the current query and the top ``n`` (N = 30) are the candidates. ``integrate``
-(the knowledge distiller, Fig. 11, Eqs. 1–2) reads the question, the candidates and the earlier rounds, and writes a
+(the knowledge distiller, Fig. 11, Eqs. 1–2) reads the question, the candidates and the earlier rounds (each written
+in Fig. 11's section markers: its candidates, thought, core triples and next question — Eq. 2's history), and writes a
 thought, the core triples and the next question; the core triples are matched back to the candidates (exact in
-normal form, else fuzzy; the others dropped and counted ``core_unmatched``) and add their triples, sentences and
-documents to the three pools (Eqs. 3–4). The loop stops on "<no question>" (or an empty question) or after L rounds.
+normal form, else fuzzy; the others dropped and counted ``core_unmatched``) and add their triples, sentences (shown
+after their document's title, ours: a pronoun's sentence keeps its subject) and documents to the three pools (Eqs.
+3–4). The loop stops on "<no question>" (or an empty question, a bare "none") or after L rounds.
 ACMG (Eqs. 5–6) then answers from the triple pool; on "Unanswerable" from the sentences; then from the documents; when
 every level refuses (an "Unanswerable" or any abstention), the answer is empty (never the refusal; counted
 ``answered.none``, Fig. 5's default); ``topk_fallback=True`` (ours, off by default) gives the last round's top-K
@@ -27,7 +29,8 @@ CIRAG's distilled student is ``set_stage_lm("integrate", student)``; ``paper_dem
 triple-level answer App. A's examples as demos (:mod:`.demos`).
 
 Counted per question: ``iterations``, ``extraction_calls`` (LLM calls of the construction phase, apart from the
-others), ``cache_hits`` / ``cache_misses`` (a passage the cache lacks is extracted online), ``candidates``,
+others), ``cache_hits`` / ``cache_misses`` (a passage the cache lacks is extracted online) / ``cache_failed`` (a
+cached row whose extraction failed: its triples, none or few, are used as they are), ``candidates``,
 ``core_triples``, ``core_unmatched``, ``answered.<level>`` (which granularity answered, Figs. 3 and 5) and the
 fallbacks: an unparsable extraction yields no triples for that document (``extract_fallback``); an unparsable
 distiller reply (after one sampled retry) ends the loop (``integrate_fallback``); an unparsable answer counts as a
@@ -36,6 +39,7 @@ refusal (``answer_fallback``).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 import dspy
@@ -53,7 +57,7 @@ from multihop.tracing import count
 
 from ..base import MultihopProgram
 from ..text import is_abstention, safe_answer, split_sentences, unique
-from .cache import TripleCache
+from .cache import Extraction, TripleCache
 from .demos import PAPER_DEMOS
 from .triples import Triple, assign, match_core, top_n, well_formed
 
@@ -62,28 +66,43 @@ LEVELS = tuple(CASCADE_LEVELS)
 
 @dataclass
 class Pools:
-    """The core triples, their sentences and their documents (Eqs. 3–4), each without repeats, in order."""
+    """The core triples, their sentences and their documents (Eqs. 3–4), each once, in order: a triple by its normal
+    form (the first document stating it keeps it), a sentence by its document and text, shown after its document's
+    title ("Erik Hort: He was born in Montebello." keeps the pronoun's subject)."""
 
-    triples: list[Triple] = field(default_factory=list)
-    sentences: list[str] = field(default_factory=list)
+    triples: dict[tuple[str, str, str], Triple] = field(default_factory=dict)
+    sentences: dict[tuple[str, str], str] = field(default_factory=dict)
     documents: dict[str, str] = field(default_factory=dict)
 
-    def add(self, core: list[Triple], passages: dict[str, str]) -> None:
+    def add(self, core: list[Triple], passages: dict[str, Passage]) -> None:
         for triple in core:
-            if triple not in self.triples:
-                self.triples.append(triple)
-            if triple.sentence and triple.sentence not in self.sentences:
-                self.sentences.append(triple.sentence)
-            self.documents.setdefault(triple.doc_id, passages.get(triple.doc_id, ""))
+            self.triples.setdefault(triple.key, triple)
+            passage = passages.get(triple.doc_id)
+            if triple.sentence:
+                title = passage.title if passage is not None else ""
+                self.sentences.setdefault((triple.doc_id, triple.sentence),
+                                          f"{title}: {triple.sentence}" if title else triple.sentence)
+            self.documents.setdefault(triple.doc_id, passage.render() if passage is not None else "")
 
 
-def history_entry(query: str, thought: str, core: list[str], next_question: str) -> str:
-    """One earlier round as the distiller's ``historical_context`` shows it (Fig. 11's loop, ours in wording)."""
-    return f"Query: {query}\nThought: {thought}\nFacts: {', '.join(core) or 'none'}\nNext question: {next_question}"
+def history_entry(candidates: list[str], thought: str, core: list[str], next_question: str) -> str:
+    """One earlier round as the distiller's ``historical_context`` shows it: Fig. 11's loop sections in the paper's
+    markers, the round's candidates first (Eq. 2's history holds each round's output and its candidate triples)."""
+    return "\n".join([f"[[## fact_before_filter ##]]: {json.dumps(candidates, ensure_ascii=False)}",
+                      f"[[## thought ##]]: {thought}",
+                      f"[[## fact_after_filter ##]]: {json.dumps(core, ensure_ascii=False)}",
+                      f"[[## question ##]]: {next_question}"])
+
+
+def is_stop(question: str) -> bool:
+    """The distiller's stop: an empty next question, "<no question>" (with or without its brackets) or a bare
+    "none" / "n/a"."""
+    text = " ".join(str(question or "").lower().split())
+    return not text or "no question" in text or text.strip(" .<>") in {"none", "n/a", "nothing"}
 
 
 class CIRAG(MultihopProgram):
-    count_display = {"iterations": "mean", "extraction_calls": "mean",
+    count_display = {"iterations": "mean", "extraction_calls": "mean", "core_unmatched": "mean",
                      **{f"answered.{level}": "rate" for level in (*LEVELS, "top_k", "none")}}
 
     def __init__(
@@ -113,9 +132,9 @@ class CIRAG(MultihopProgram):
         self._cache = TripleCache(triple_cache) if triple_cache else None
         self._encoder = None
         self.paper_demos, self.topk_fallback = paper_demos, topk_fallback
+        levels = [*granularities, *(["passage"] if topk_fallback and "passage" not in granularities else [])]
         stages = {"extract_entities": ExtractEntities, "extract_triples": ExtractTriples, "integrate": Integrate,
-                  **{f"answer_{level}": CASCADE_LEVELS[level] for level in granularities},
-                  "answer_passage": CASCADE_LEVELS["passage"]}  # the top-K fallback reads passages in any case
+                  **{f"answer_{level}": CASCADE_LEVELS[level] for level in levels}}  # the top-K fallback reads passages
         for name, signature in stages.items():
             predictor = dspy.Predict(signature)
             predictor.demos = [demo.copy() for demo in PAPER_DEMOS.get(name, [])] if paper_demos else []
@@ -128,21 +147,28 @@ class CIRAG(MultihopProgram):
             self._encoder = Encoder(self.encoder)
         return self._encoder.encode(texts)
 
-    def extract(self, passage: Passage) -> tuple[list[str], list[tuple[str, str, str]]]:
-        """Figs. 9–10 on one passage: its named entities, then its triples; an unparsable reply gives none."""
+    def extract(self, passage: Passage) -> Extraction:
+        """Figs. 9–10 on one passage: its named entities, then its triples; an unparsable reply (after
+        ``run_stage``'s retry) gives none and marks the extraction failed."""
         entities = self.run_stage(self.extract_entities, {"named_entities": []}, passage=passage.render())
         triples = self.run_stage(self.extract_triples, {"triples": []}, title=passage.title, text=passage.text,
                                  named_entities=list(entities.named_entities or []))
+        failed = bool(entities.get("failed")) or bool(triples.get("failed"))
         count("extraction_calls", 2)
-        count("extract_fallback", int(bool(entities.get("failed")) or bool(triples.get("failed"))))
-        return [str(e) for e in entities.named_entities or []], well_formed(triples.triples)
+        count("extract_fallback", int(failed))
+        return Extraction([str(e) for e in entities.named_entities or []], well_formed(triples.triples), failed)
+
+    def cached(self, pid: str) -> Extraction | None:
+        """The offline cache's row of passage ``pid``; None without a cache or when it lacks the passage."""
+        return self._cache.get(pid) if self._cache is not None else None
 
     def document_triples(self, passage: Passage) -> list[Triple]:
         """The passage's triples (cached, else extracted), each tied to its most similar sentence."""
         cached = self._cache.get(passage.id) if self._cache is not None else None
         if self._cache is not None:
             count("cache_hits" if cached is not None else "cache_misses")
-        _, raw = cached if cached is not None else self.extract(passage)
+            count("cache_failed", int(cached is not None and cached.failed))
+        raw = (cached if cached is not None else self.extract(passage)).triples
         if not raw:
             return []
         sentences = split_sentences(passage.text) or [passage.text]
@@ -181,22 +207,22 @@ class CIRAG(MultihopProgram):
         for _ in range(self.max_iterations):
             hits = self.rm(query, k=self.k)
             last = self.passages_of(hits)
-            texts = {p.id: p.render() for p in last}
             candidates = self.candidates(query, last)
+            shown = [t.render() for t in candidates]
             result = self.run_stage(self.integrate, {"thought": "", "fact_after_filter": [], "question": NO_QUESTION},
-                                    retries=1, query=question, fact_before_filter=[t.render() for t in candidates],
+                                    retries=1, query=question, fact_before_filter=shown,
                                     historical_context=list(history))
             failed = bool(result.get("failed"))
             count("integrate_fallback", int(failed))
             core, unmatched = match_core(result.fact_after_filter or [], candidates)
             count("core_unmatched", unmatched)
-            pools.add(core, texts)
+            pools.add(core, {p.id: p for p in last})
             next_question = " ".join(str(result.question or "").split())
             rounds.append({"query": query, "retrieved_ids": list(hits.ids), "candidates": len(candidates),
                            "thought": result.thought or "", "core": [t.render() for t in core],
                            "question": next_question})
-            history.append(history_entry(query, result.thought or "", [t.render() for t in core], next_question))
-            if failed or not next_question or "no question" in next_question.lower():
+            history.append(history_entry(shown, result.thought or "", [t.render() for t in core], next_question))
+            if failed or is_stop(next_question):
                 break
             query = next_question
         count("iterations", len(rounds))
@@ -204,13 +230,20 @@ class CIRAG(MultihopProgram):
         answer, level = self.cascade(question, pools, last)
         count(f"answered.{level}")
         return dspy.Prediction(answer=answer, answered_level=level, rounds=rounds,
-                               core_triples=[t.render() for t in pools.triples], core_sentences=pools.sentences,
+                               core_triples=[t.render() for t in pools.triples.values()],
+                               core_sentences=list(pools.sentences.values()),
                                passage_ids=list(pools.documents), retrieved_ids=unique(
                                    pid for r in rounds for pid in r["retrieved_ids"]))
 
+    def trajectory_complete(self, prediction: dspy.Prediction) -> bool:
+        """§3.5's optional filter of teacher trajectories: every distiller reply parsed and the loop stopped by the
+        distiller itself within L rounds (the final answer's F1 > 0 is ``--min-score``'s)."""
+        rounds = prediction.get("rounds") or []
+        return bool(rounds) and not prediction.counts.get("integrate_fallback") and is_stop(rounds[-1]["question"])
+
     def cascade(self, question: str, pools: Pools, last: list[Passage]) -> tuple[str, str]:
         """ACMG: the first level, finest first, whose answer is not a refusal; ``("", "none")`` when all refuse."""
-        evidence = {"triple": [t.render() for t in pools.triples], "sentence": pools.sentences,
+        evidence = {"triple": [t.render() for t in pools.triples.values()], "sentence": list(pools.sentences.values()),
                     "passage": list(pools.documents.values())}
         for level in self.granularities:
             if evidence[level]:
