@@ -11,11 +11,12 @@ and every cached row reads it; ``--online`` adds the row that extracts at every 
 and F1 (the paper's metrics), Acc, Acc by the LLM judge (with ``--judge-lm``), R@2/R@5 over the core documents,
 iterations, LLM calls split into extraction / the rest, the share of questions each granularity answered (Figs. 3,
 5), the core triples that matched no candidate and the distiller's fallbacks per question, and seconds per question.
-``--student`` takes a ``multihop distill`` folder trained on CIRAG's gold rows (``multihop trajectories --program
-CIRAG --gold``: integrate, and our extract_entities / extract_triples rows) and adds three rows: "CIRAG (TD)" (the
-student as integrator over the base LM's triples: §3.5's setting; the base LM as integrator is "w/o TD"), "w/o TD,
-student extractor" (a second cache extracted by the student, base integrator) and "CIRAG (TD), student extractor"
-(both). Each row is an evaluation folder under ``--out``, so a rerun resumes.
+``--student`` takes a ``multihop distill`` folder trained on CIRAG's rows (``multihop trajectories --program CIRAG
+--gold``: integrate, and our extract_entities / extract_triples rows; or a teacher's) and makes it the integrator of
+the main row "CIRAG (TD)" (§3.5's setting) and of the ablation, L and online rows, as Tables 2–3 run them; "CIRAG
+w/o TD" keeps the base LM as integrator; two more rows read a second cache the student extracted: "w/o TD, student
+extractor" and "CIRAG (TD), student extractor". Each row is an evaluation folder under ``--out``, so a rerun
+resumes. Not printed: the paper's own numbers (GPT/Qwen-7B settings, another corpus: not comparable here).
 """
 
 from __future__ import annotations
@@ -40,8 +41,7 @@ from multihop.programs.cirag.cache import build_cache
 
 console = Console(width=200)
 K = 10  # §4.3: the top-10 documents a round
-ABLATIONS = {  # Table 2 and Table 3 (on the base integrator: Table 2's "w/o TD" unless --student)
-    "CIRAG (w/o TD)": {},
+ABLATIONS = {  # Table 2's reranker row and Table 3's granularity rows, on the integrator of the main row
     "w/o reranker": {"reranker": False},
     "w/o Passage": {"granularities": ("triple", "sentence")},
     "w/o Triple": {"granularities": ("sentence", "passage")},
@@ -52,32 +52,36 @@ ABLATIONS = {  # Table 2 and Table 3 (on the base integrator: Table 2's "w/o TD"
 COLUMNS = [("llm_eval", "Acc (LLM)"), ("em", "EM"), ("f1", "F1"), ("acc", "Acc"), ("recall@2", "R@2"),
            ("recall@5", "R@5"), ("iterations", "iter/q"), ("llm_calls", "LLM calls/q"),
            ("extraction_calls", "extraction calls/q"), ("cache_misses", "cache misses/q"),
-           *((f"answered.{level}", f"{level} %") for level in ("triple", "sentence", "passage", "top_k", "none")),
+           *((f"answered.{level}", f"{level} %") for level in ("triple", "sentence", "passage", "top_k", "default")),
            ("core_unmatched", "unmatched core/q"), ("integrate_fallback", "integrate unp./q"), ("seconds", "s/q")]
 
 
 def row_programs(retriever, cache: str, iterations: list[int], online: bool, student=None,
                  student_cache: str | None = None) -> list[tuple]:
-    """(row name, evaluation folder, program) of every row; the student's rows read ``student_cache`` (triples the
-    student extracted) where they say so."""
-    rows = [("SingleStepRAG (NativeRAG)", "single-step", SingleStepRAG(retriever=retriever, k=K))]
-    for number, (name, switches) in enumerate(ABLATIONS.items(), 1):
-        rows.append((name, f"ablation{number}", CIRAG(retriever=retriever, k=K, triple_cache=cache, **switches)))
-    for cap in iterations:
-        rows.append((f"L = {cap} (Fig. 8)", f"iterations{cap}",
-                     CIRAG(retriever=retriever, k=K, triple_cache=cache, max_iterations=cap)))
+    """(row name, evaluation folder, program) of every row. The main row is "CIRAG" with the student as integrator
+    (TD) when there is one, and the ablation, L and online rows use the main row's integrator, as Tables 2–3 do;
+    "CIRAG w/o TD" is always the base integrator. The student-extractor rows read ``student_cache``."""
+    lm, weights = student if student is not None else (None, "")
+    suffix = f"-{weights}" if weights else ""
+
+    def cirag(triples: str | None = cache, distilled: bool = lm is not None, **switches) -> CIRAG:
+        program = CIRAG(retriever=retriever, k=K, triple_cache=triples, **switches)
+        if distilled:
+            program.set_stage_lm("integrate", lm)
+        return program
+
+    rows = [("SingleStepRAG (NativeRAG)", "single-step", SingleStepRAG(retriever=retriever, k=K)),
+            ("CIRAG w/o TD (base integrator)", "base", cirag(distilled=False))]
+    if lm is not None:
+        rows.append(("CIRAG (TD)", f"student{suffix}", cirag()))
+    rows += [(name, f"ablation{number}{suffix}", cirag(**switches))
+             for number, (name, switches) in enumerate(ABLATIONS.items(), 1)]
+    rows += [(f"L = {cap} (Fig. 8)", f"iterations{cap}{suffix}", cirag(max_iterations=cap)) for cap in iterations]
     if online:
-        rows.append(("CIRAG (online)", "online", CIRAG(retriever=retriever, k=K)))
-    if student is not None:
-        lm, weights = student
-        variants = [("CIRAG (TD)", "student", cache, True),
-                    ("w/o TD, student extractor", "student-extractor", student_cache, False),
-                    ("CIRAG (TD), student extractor", "student-both", student_cache, True)]
-        for name, folder, triples, distilled in variants:
-            program = CIRAG(retriever=retriever, k=K, triple_cache=triples)
-            if distilled:
-                program.set_stage_lm("integrate", lm)
-            rows.append((name, f"{folder}-{weights}", program))
+        rows.append(("CIRAG (online)", f"online{suffix}", cirag(triples=None)))
+    if lm is not None:
+        rows += [("w/o TD, student extractor", f"student-extractor{suffix}", cirag(student_cache, distilled=False)),
+                 ("CIRAG (TD), student extractor", f"student-both{suffix}", cirag(student_cache))]
     return rows
 
 
@@ -85,7 +89,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--datasets", default="musique,2wiki,hotpotqa", help=f"comma-separated: {', '.join(DATASETS)}")
     parser.add_argument("--limit", type=int, default=5, help="questions per dataset")
-    LMOptions.add_arguments(parser, max_tokens=256)  # the generation cap of every stage
+    LMOptions.add_arguments(parser, max_tokens=512)  # the generation cap of every stage: a triple list is long
     parser.add_argument("--judge-lm", default=None, help="LM for Acc by an LLM judge; none: the column is left out")
     parser.add_argument("--iterations", default="", help="comma-separated caps L for Fig. 8's rows (e.g. 1,2)")
     parser.add_argument("--online", action="store_true", help="add the row that extracts at every round (Fig. 6)")

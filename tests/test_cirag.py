@@ -82,7 +82,9 @@ def test_the_loop_stops_on_no_question_and_provenance_reaches_sentences_and_docu
 
 def test_the_stop_accepts_the_papers_marker_and_bare_refusals_only():
     assert all(is_stop(q) for q in ["<no question>", "No question.", "", "  ", "None", "n/a"])
-    assert not any(is_stop(q) for q in ["Where is Montebello?", "Is none of them older?", "No"])
+    assert is_stop("<no question> The facts suffice.")
+    assert not any(is_stop(q) for q in ["Where is Montebello?", "Is none of them older?", "No",
+                                        "Is there no question about Bob's age?"])
 
 
 def test_the_loop_never_passes_max_iterations_and_malformed_distiller_output_ends_it():
@@ -111,11 +113,11 @@ def test_the_cascade_falls_through_refusals_and_records_the_level():
     refuse = {"thought": "t", "answer": "Unanswerable"}
     stages = script(prog, answer_triple=refuse, answer_sentence=refuse, answer_passage=refuse)
     prediction = run(prog, stages)
-    assert prediction.answer == "" and prediction.answered_level == "none"
+    assert prediction.answer == "" and prediction.answered_level == "default"
     assert stages.seen[-3:] == ["answer_triple", "answer_sentence", "answer_passage"]
     nothing = script(prog, integrate=distiller(([], "<no question>")))
     prediction = run(prog, nothing)  # no core document and no fallback: the paper's default, nothing answered
-    assert prediction.answered_level == "none" and "answer_passage" not in nothing.seen
+    assert prediction.answered_level == "default" and "answer_passage" not in nothing.seen
     fallback = program(topk_fallback=True)
     nothing = script(fallback, integrate=distiller(([], "<no question>")))
     prediction = run(fallback, nothing)  # ours: the last round's top-K get a passage-level try
@@ -137,7 +139,7 @@ def test_granularity_subsets_change_the_calls():
     assert only.stage_names()[-1] == "answer_triple" and "answer_passage" not in only.stage_names()
     nothing = script(only, integrate=distiller(([], "<no question>")))
     prediction = run(only, nothing)  # no core triple: the triple level has nothing to read and no other level runs
-    assert prediction.answered_level == "none" and not any(s.startswith("answer_") for s in nothing.seen)
+    assert prediction.answered_level == "default" and not any(s.startswith("answer_") for s in nothing.seen)
     with pytest.raises(ValueError, match="finest first"):
         program(granularities=("passage", "triple"))
     with pytest.raises(ValueError, match="distinct levels"):
@@ -276,7 +278,7 @@ def test_smollm2_runs_cirag_online_on_a_real_question(musique_dev):
     assert lm_stages[:2] == ["extract_entities", "extract_triples"] and prediction.counts["llm_calls"] == len(lm_stages)
     assert 1 <= prediction.counts["iterations"] == lm_stages.count("integrate") <= 2
     assert prediction.counts["extraction_calls"] == lm_stages.count("extract_entities") * 2
-    assert prediction.answered_level in ("triple", "sentence", "passage", "top_k", "none")
+    assert prediction.answered_level in ("triple", "sentence", "passage", "top_k", "default")
     assert set(prediction.passage_ids) <= set(prediction.retrieved_ids)
 
 
@@ -327,7 +329,8 @@ def test_gold_rows_carry_cached_distractors_and_a_comparison_asks_about_both_ent
     from multihop.data import build_corpus
     from multihop.optimize.gold import gold_targets
 
-    cached = {"a": [("Film A", "director", "Ann"), ("Film A", "genre", "drama")], "b": [("Film B", "director", "Bob")],
+    cached = {"a": [("Film A", "directed by", "Ann"), ("Film A", "genre", "drama")],
+              "b": [("Film B", "director", "Bob")],
               "ann": [("Ann", "date of birth", "1900"), ("Ann", "nationality", "Norway")],
               "bob": [("Bob", "date of birth", "1910")], "x": [("Film C", "director", "Cid")]}
     build_cache(build_corpus([COMPARISON]), tmp_path / "cache", lambda p: Extraction([], cached[p.id]),
@@ -336,10 +339,11 @@ def test_gold_rows_carry_cached_distractors_and_a_comparison_asks_about_both_ent
                                                               n=3), [COMPARISON]) if t.stage == "integrate"]
     assert rows[0][1]["question"] == "When was Ann born? When was Bob born?"  # every hop of the next round
     first = rows[0][0]["fact_before_filter"]
-    assert {"('film a', 'director', 'ann')", "('film b', 'director', 'bob')"} <= set(first) and len(first) == 3
+    assert {"('film a', 'directed by', 'ann')", "('film b', 'director', 'bob')"} <= set(first) and len(first) == 3
+    assert "('film a', 'director', 'ann')" not in first  # the gold fact in the extractor's wording, shown once
     assert set(first) & {"('film a', 'genre', 'drama')", "('film c', 'director', 'cid')"}  # a distractor to drop
     assert not any("1900" in t or "norway" in t for t in first)  # the later hops' paragraphs stay hidden
-    assert rows[0][1]["fact_after_filter"] == [["film a", "director", "ann"], ["film b", "director", "bob"]]
+    assert rows[0][1]["fact_after_filter"] == [["film a", "directed by", "ann"], ["film b", "director", "bob"]]
     last = rows[1][0]["fact_before_filter"]
     assert len(last) == 4 and "('ann', 'nationality', 'norway')" not in last  # N=3: the four gold kept, no noise
     assert rows[1][1]["question"] == "<no question>" and len(rows[1][1]["fact_after_filter"]) == 2

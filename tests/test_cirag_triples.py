@@ -31,18 +31,23 @@ def test_assign_takes_each_triples_most_similar_sentence_and_top_n_the_highest_s
     assert top_n([0.2, 0.9, 0.5, 0.9], 3) == [1, 3, 2] and top_n([0.1], 5) == [0]
 
 
-def test_core_triples_match_exactly_then_fuzzily_and_the_rest_are_counted():
+def test_core_triples_match_exactly_then_by_a_reworded_relation_and_the_rest_are_counted():
     born = Triple("Erik Hort", "born in", "Montebello", "d1")
     county = Triple("Montebello", "is located in", "Rockland County", "d2")
     other = Triple("Rockland County", "is in", "New York", "d2")
     core = [["erik hort", "born in", "montebello"],          # exact in normal form
-            ["Montebello", "located in", "Rockland County"],  # fuzzy: ratio 0.96 over the normal-form text
+            ["Montebello", "located in", "Rockland County"],  # reworded: its words are among "is located in"'s
             ["Erik Hort", "born in", "Montebello"],          # a repeat: kept once
             ["Paris", "capital of", "France"], ["bad"]]       # no candidate; malformed
-    matched, unmatched = match_core(core, [born, county, other])
-    assert matched == [born, county] and unmatched == 2
-    assert match_core([["Montebello", "located in", "Rockland County"]], [county], cutoff=0.99) == ([], 1)
-    assert match_core([["Erik Hort", "born in", "Montebelo"]], [born]) == ([], 1)  # another object: another fact
+    assert match_core(core, [born, county, other]) == ([born, county], 2, 1)
+    performer = Triple("Get Low", "performer", "Dillon Francis")
+    reworded = [["Get Low", "performers", "Dillon Francis"]]  # ratio 2·9/19 ≈ 0.95
+    assert match_core(reworded, [performer]) == ([performer], 0, 1)
+    different = [["Erik Hort", "died in", "Montebello"],      # another relation: ratio 2·3/14 ≈ 0.43
+                 ["Get Low", "producer", "Dillon Francis"],   # ratio 2·3/17 ≈ 0.35
+                 ["Erik Hort", "born in", "Montebelo"],       # another object
+                 ["Erik Horst", "born in", "Montebello"]]     # another subject
+    assert match_core(different, [born, performer]) == ([], 4, 0)
 
 
 def test_sentences_split_at_ends_but_not_after_initials():

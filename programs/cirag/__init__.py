@@ -1,5 +1,6 @@
-"""CIRAG (seed 004): the program (:mod:`.program`), its triples with their provenance (:mod:`.triples`) and its
-offline triple cache (:mod:`.cache`). Its trajectory distillation and benchmark are still to land (issue 21)."""
+"""CIRAG (seed 004): the program (:mod:`.program`), its triples with their provenance (:mod:`.triples`), its offline
+triple cache (:mod:`.cache`), App. A's demos (:mod:`.demos`) and the gold rows its students train on (:mod:`.gold`);
+the teacher-trajectory path is ``multihop trajectories --program CIRAG --complete-only``."""
 
 from ..students import register_distill_preset
 from . import gold  # noqa: F401 - registers the integrator's gold targets

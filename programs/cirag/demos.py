@@ -1,6 +1,7 @@
 """App. A's examples as demos of CIRAG's stages (:data:`PAPER_DEMOS`): Figs. 9–10's Radio City paragraph (HippoRAG's
-OpenIE example) for the extractors and Fig. 12's Erik Hort example for the triple-level answer. Fig. 11 has no
-example and the sentence- and passage-level prompts are not printed, so those stages start without demos."""
+OpenIE example) for the extractors and Fig. 12's Erik Hort example for the triple-level answer. The sentence- and
+passage-level prompts "differ only in the examples used" and are not printed: their examples are ours, Fig. 12's
+Erik Hort question over the sentences and passages its triples come from (issue 21). Fig. 11 has no example."""
 
 from __future__ import annotations
 
@@ -31,5 +32,24 @@ PAPER_DEMOS: dict[str, list[dspy.Example]] = {
                 "The triplet ('montebello', 'is located in', 'rockland county') tells us that Montebello is located "
                 "in Rockland County. Therefore, since Erik Hort was born in Montebello and Montebello is in Rockland "
                 "County, Erik Hort's birthplace is part of Rockland County.",
+        answer="Rockland County.").with_inputs("evidence", "query")],
+    "answer_sentence": [dspy.Example(
+        evidence=["Erik Hort: Erik Hort (born February 16, 1987) is an American soccer player.",
+                  "Erik Hort: He was born in Montebello, New York.",
+                  "Montebello, New York: Montebello is a village in Rockland County, New York."],
+        query="What county is Erik Hort's birthplace a part of?",
+        thought="The second sentence tells us that Erik Hort was born in Montebello. The third sentence tells us that "
+                "Montebello is a village in Rockland County. Therefore, Erik Hort's birthplace is part of Rockland "
+                "County.",
+        answer="Rockland County.").with_inputs("evidence", "query")],
+    "answer_passage": [dspy.Example(
+        evidence=["Erik Hort: Erik Hort (born February 16, 1987) is an American soccer player who plays as a "
+                  "defender. He was born in Montebello, New York.",
+                  "Montebello, New York: Montebello is a village in the town of Ramapo, Rockland County, New York, "
+                  "United States."],
+        query="What county is Erik Hort's birthplace a part of?",
+        thought="The first passage says that Erik Hort was born in Montebello, New York. The second passage says that "
+                "Montebello is a village in Rockland County. Therefore, Erik Hort's birthplace is part of Rockland "
+                "County.",
         answer="Rockland County.").with_inputs("evidence", "query")],
 }

@@ -5,21 +5,23 @@ A question's rounds are its annotated hops grouped by dependency depth (:func:`m
 each hop a triple: 2Wiki's evidence triple, or a MuSiQue ``"E >> relation"`` step as ``[E, relation, answer]`` (a
 question whose steps are written as questions has no triple to give, and no rows; HotpotQA has none).
 
-Round r's candidates are built as the program would see them: the round's own gold triples, the earlier rounds'
+Round r's candidates are built as the program would see them: the round's own gold triples and the earlier rounds'
 (facts already known), and — when the program has an offline triple cache (``--set triple_cache=DIR``, built over the
 train questions' paragraphs with ``multihop cirag extract TRAIN_FILE --questions N``) — the cached triples of the
-question's other paragraphs, the paragraphs of later hops left out (their facts would show an answer the target says
-is still missing); reranked by the encoder's cosine to the round's query and cut to the program's N, the round's gold
-triples always kept (without the reranker: all of them, shuffled with the question's seed). The target keeps the
-round's gold triples only — so the rows teach filtering exactly as far as the cache gives noise —, a thought naming
-them, and the next round's questions (every hop of that round: a comparison asks about both entities, as Table 7's
-"birth years of Michael Curtiz and Edith Carlmar") or "<no question>" after the last round. The history is the
-earlier rounds exactly as the program writes it (:func:`.program.history_entry`).
+question's other paragraphs, each gold triple in the extractor's wording when the cache holds a triple of its paragraph
+with the same subject and object (as candidates at inference are worded), the paragraphs of later hops left out (their
+facts would show an answer the target says is still missing); reranked by the encoder's cosine to the round's query and
+cut to the program's N, the round's gold triples always kept (without the reranker: all of them, shuffled with the
+question's seed). The target keeps the round's gold triples only — so the rows teach filtering exactly as far as the
+cache gives noise —, a thought naming them, and the next round's questions (every hop of that round: a comparison asks
+about both entities, as Table 7's "birth years of Michael Curtiz and Edith Carlmar") or "<no question>" after the last
+round. The history is the earlier rounds exactly as the program writes it (:func:`.program.history_entry`).
 
 The construction phase's extractors (Figs. 9–10) get rows too, ours: each supporting paragraph tied to a hop, with the
 gold triples it states as its triples and their subjects and objects it names (the title first) as its entities. The
-annotations hold a paragraph's supporting facts only, so these rows teach the format and the facts a question needs,
-not every fact of a paragraph — enough for a 135M model that writes no triple at all from the prompt alone.
+annotations hold a paragraph's supporting facts only, so these rows teach the format and the facts a question needs, not
+every fact of a paragraph; they exist because SmolLM2-135M writes no triple at all from the prompt and its demo alone
+(0 triples on the 10 paragraphs of a 2Wiki train question).
 """
 
 from __future__ import annotations
@@ -61,14 +63,26 @@ def gold_triples(example: dspy.Example) -> list[tuple[GoldHop, Triple]]:
     return paired
 
 
-def cached_noise(program: CIRAG, example: dspy.Example, hidden: set[str], known: set[tuple]) -> list[Triple]:
-    """The cached triples of the question's paragraphs but the ``hidden`` ones, without the ``known`` facts."""
-    noise, seen = [], set(known)
+def as_extracted(program: CIRAG, triple: Triple) -> Triple:
+    """The gold triple as the extractor worded it: the cached triple of its paragraph with the same subject and
+    object (normal form), else the annotation's own wording."""
+    cached = program.cached(triple.doc_id)
+    for raw in cached.triples if cached is not None else []:
+        found = Triple(*raw, doc_id=triple.doc_id)
+        if (found.key[0], found.key[2]) == (triple.key[0], triple.key[2]):
+            return found
+    return triple
+
+
+def cached_noise(program: CIRAG, example: dspy.Example, hidden: set[str], gold: list[Triple]) -> list[Triple]:
+    """The cached triples of the question's paragraphs but the ``hidden`` ones, without the gold facts (nor another
+    wording of one: the same subject and object)."""
+    noise, seen = [], {(t.key[0], t.key[2]) for t in gold}
     for paragraph in example.get("paragraphs") or []:
         found = program.cached(paragraph.get("id")) if paragraph.get("id") not in hidden else None
         for raw in found.triples if found is not None else []:
             triple = Triple(*raw, doc_id=paragraph.get("id"))
-            if triple.key not in seen:
+            if triple.key not in seen and (triple.key[0], triple.key[2]) not in seen:
                 seen.add(triple.key)
                 noise.append(triple)
     return noise
@@ -88,7 +102,7 @@ def round_candidates(program: CIRAG, query: str, gold: list[Triple], noise: list
 
 @register_gold_builder("CIRAG", "integrate")
 def _integrate_target(program: CIRAG, example: dspy.Example, context: GoldContext) -> Pairs:
-    paired = gold_triples(example)
+    paired = [(hop, as_extracted(program, t)) for hop, t in gold_triples(example)]
     if not paired:
         return []
     depth = max(hop.depth for hop, _ in paired)
@@ -100,7 +114,7 @@ def _integrate_target(program: CIRAG, example: dspy.Example, context: GoldContex
         own = [t for _, t in round_]
         gold = own + [t for earlier in rounds[:r] for _, t in earlier]
         later = {hop.paragraph_id for later_round in rounds[r + 1:] for hop, _ in later_round}
-        noise = cached_noise(program, example, later, {t.key for _, t in paired})
+        noise = cached_noise(program, example, later, [t for _, t in paired])
         candidates = round_candidates(program, query, gold, noise)
         if not program.reranker:
             rng.shuffle(candidates)

@@ -9,17 +9,19 @@ reranked by the encoder's cosine to the current query and the top ``n`` (N = 30)
 (the knowledge distiller, Fig. 11, Eqs. 1–2) reads the question, the candidates and the earlier rounds (each written
 in Fig. 11's section markers: its candidates, thought, core triples and next question — Eq. 2's history), and writes a
 thought, the core triples and the next question; the core triples are matched back to the candidates (exact in
-normal form, else fuzzy; the others dropped and counted ``core_unmatched``) and add their triples, sentences (shown
+normal form, else the same subject and object with the relation reworded, counted ``core_fuzzy``; the others dropped
+and counted ``core_unmatched``) and add their triples, sentences (shown
 after their document's title, ours: a pronoun's sentence keeps its subject) and documents to the three pools (Eqs.
-3–4). The loop stops on "<no question>" (or an empty question, a bare "none") or after L rounds.
+3–4). The loop stops on a reply that is "<no question>" (or empty, or a bare "none") or after L rounds.
 ACMG (Eqs. 5–6) then answers from the triple pool; on "Unanswerable" from the sentences; then from the documents; when
 every level refuses (an "Unanswerable" or any abstention), the answer is empty (never the refusal; counted
-``answered.none``, Fig. 5's default); ``topk_fallback=True`` (ours, off by default) gives the last round's top-K
-documents one more passage-level try when no core document was found.
+``answered.default``, Fig. 5's "default": Eq. 6 defaults to the document level's answer, a refusal, which is
+never returned as an answer; a level whose pool is empty is skipped, ours); ``topk_fallback=True`` (ours, off by
+default) gives the last round's top-K documents one more passage-level try when no core document was found.
 
 The paper's: the three phases, K = 10, N = 30, L = 4, provenance, the pools, the cascade and its order, the offline
 cache (the paper's default, following KiRAG) vs online extraction, and the ablations. Ours: the triple → sentence link
-(above), the fuzzy match (``difflib`` ratio ≥ 0.85), the sentence- and passage-level prompts (see
+(above), the fuzzy match (:func:`.triples.match_core`), the sentence- and passage-level prompts and examples (see
 :mod:`multihop.signatures.cirag`), the encoder (MPNet by default; the paper's NV-Embed-v2 does not ship offline).
 
 Switches: ``reranker=False`` (Table 2: every extracted triple is a candidate), ``granularities`` (Table 3: any
@@ -95,15 +97,15 @@ def history_entry(candidates: list[str], thought: str, core: list[str], next_que
 
 
 def is_stop(question: str) -> bool:
-    """The distiller's stop: an empty next question, "<no question>" (with or without its brackets) or a bare
-    "none" / "n/a"."""
+    """The distiller's stop: a reply that is empty, "<no question>" (with or without its brackets, or starting the
+    reply) or a bare "none" / "n/a"; a question that merely contains the words is no stop."""
     text = " ".join(str(question or "").lower().split())
-    return not text or "no question" in text or text.strip(" .<>") in {"none", "n/a", "nothing"}
+    return not text or text.startswith(NO_QUESTION) or text.strip(" .<>") in {"no question", "none", "n/a", "nothing"}
 
 
 class CIRAG(MultihopProgram):
     count_display = {"iterations": "mean", "extraction_calls": "mean", "core_unmatched": "mean",
-                     **{f"answered.{level}": "rate" for level in (*LEVELS, "top_k", "none")}}
+                     **{f"answered.{level}": "rate" for level in (*LEVELS, "top_k", "default")}}
 
     def __init__(
         self,
@@ -214,8 +216,9 @@ class CIRAG(MultihopProgram):
                                     historical_context=list(history))
             failed = bool(result.get("failed"))
             count("integrate_fallback", int(failed))
-            core, unmatched = match_core(result.fact_after_filter or [], candidates)
+            core, unmatched, fuzzy = match_core(result.fact_after_filter or [], candidates)
             count("core_unmatched", unmatched)
+            count("core_fuzzy", fuzzy)
             pools.add(core, {p.id: p for p in last})
             next_question = " ".join(str(result.question or "").split())
             rounds.append({"query": query, "retrieved_ids": list(hits.ids), "candidates": len(candidates),
@@ -237,12 +240,14 @@ class CIRAG(MultihopProgram):
 
     def trajectory_complete(self, prediction: dspy.Prediction) -> bool:
         """§3.5's optional filter of teacher trajectories: every distiller reply parsed and the loop stopped by the
-        distiller itself within L rounds (the final answer's F1 > 0 is ``--min-score``'s)."""
+        distiller itself within L rounds. The filter's third test, a final F1 > 0, is the metric's: ``multihop
+        trajectories --program CIRAG --teacher-lm SPEC --complete-only --min-score 0.01`` (the default, 1.0, keeps
+        only exact answers)."""
         rounds = prediction.get("rounds") or []
         return bool(rounds) and not prediction.counts.get("integrate_fallback") and is_stop(rounds[-1]["question"])
 
     def cascade(self, question: str, pools: Pools, last: list[Passage]) -> tuple[str, str]:
-        """ACMG: the first level, finest first, whose answer is not a refusal; ``("", "none")`` when all refuse."""
+        """ACMG: the first level, finest first, whose answer is not a refusal; ``("", "default")`` when all refuse."""
         evidence = {"triple": [t.render() for t in pools.triples.values()], "sentence": list(pools.sentences.values()),
                     "passage": list(pools.documents.values())}
         for level in self.granularities:
@@ -255,7 +260,7 @@ class CIRAG(MultihopProgram):
             answer = self.level_answer("passage", question, [p.render() for p in last])
             if answer:
                 return answer, "top_k"
-        return "", "none"
+        return "", "default"
 
     def level_answer(self, level: str, question: str, evidence: list[str]) -> str:
         """One level's answer, or "" for a refusal or an unparsable reply."""

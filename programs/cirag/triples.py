@@ -5,9 +5,10 @@ project core triples onto sentences and documents). The paper leaves the triple 
 assigns each triple to its document's sentence most similar to it by the encoder (:func:`assign`, given the
 similarities). Triples are compared in HippoRAG's normal form (:func:`normalize_phrase`: lower case, every character
 but letters, digits and spaces a space), the form the paper's case study prints ("aldri annet enn br k"). The
-distiller's core triples are matched back to the candidates (:func:`match_core`): exactly in normal form, else the
-closest candidate with the same object by ``difflib``'s ratio at or above ``cutoff`` (so "1887" never becomes
-"1886"); the rest are dropped and counted by the caller.
+distiller's core triples are matched back to the candidates (:func:`match_core`): exactly in normal form, else a
+candidate with the same subject and object whose relation is a reworded form of the core triple's (one's words among
+the other's, or ``difflib``'s ratio of the two at or above ``cutoff``: "located in" ↔ "is located in", never "died
+in" ↔ "born in", and never "1887" ↔ "1886"); the rest are dropped and counted by the caller.
 """
 
 from __future__ import annotations
@@ -75,25 +76,33 @@ def top_n(scores: Sequence[float], n: int) -> list[int]:
     return sorted(range(len(scores)), key=lambda i: (-scores[i], i))[:n]
 
 
+def reworded(relation: str, other: str, cutoff: float) -> bool:
+    """Whether two relations in normal form say the same: one's words among the other's, or a ``difflib`` ratio at or
+    above ``cutoff``."""
+    words, others = set(relation.split()), set(other.split())
+    return bool(words and others) and (words <= others or others <= words or
+                                       difflib.SequenceMatcher(None, relation, other).ratio() >= cutoff)
+
+
 def match_core(core: Sequence[Sequence[str]], candidates: Sequence[Triple], cutoff: float = 0.85
-               ) -> tuple[list[Triple], int]:
-    """The candidates the distiller's core triples name, in the core's order without repeats, and how many core
-    triples matched none: an exact match in normal form first, else the most similar candidate with the same object
-    whose ``difflib.SequenceMatcher`` ratio over the normal-form text reaches ``cutoff``."""
-    by_text = {" | ".join(c.key): c for c in reversed(candidates)}  # the first candidate wins a repeated key
-    matched, unmatched = [], 0
+               ) -> tuple[list[Triple], int, int]:
+    """The candidates the distiller's core triples name, in the core's order without repeats; how many core triples
+    matched none; and how many matched fuzzily: an exact match in normal form first, else the first candidate with
+    the same subject and object whose relation is :func:`reworded` from the core triple's."""
+    by_key = {c.key: c for c in reversed(candidates)}  # the first candidate wins a repeated key
+    matched, unmatched, fuzzy = [], 0, 0
     for item in core:
         if not isinstance(item, (list, tuple)) or len(item) != 3:
             unmatched += 1
             continue
-        text = " | ".join(normalize_phrase(part) for part in item)
-        found = by_text.get(text)
-        if found is None:  # fuzzily, among the candidates stating the same object: a different fact never matches
-            same = [key for key, c in by_text.items() if c.key[2] == normalize_phrase(item[2])]
-            close = difflib.get_close_matches(text, same, n=1, cutoff=cutoff)
-            found = by_text[close[0]] if close else None
+        key = tuple(normalize_phrase(part) for part in item)
+        found = by_key.get(key)
+        if found is None:  # the same subject and object, the relation reworded: a different fact never matches
+            found = next((c for c in candidates if (c.key[0], c.key[2]) == (key[0], key[2])
+                          and reworded(key[1], c.key[1], cutoff)), None)
+            fuzzy += found is not None
         if found is None:
             unmatched += 1
         elif found not in matched:
             matched.append(found)
-    return matched, unmatched
+    return matched, unmatched, fuzzy
