@@ -25,6 +25,10 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --progress-bar on -e '.[llamacpp]' || \
 		echo "llama-cpp-python did not build: local LMs run on the transformers engine (slower decoding, no served mode)"
 	$(BIN)/multihop models install $(MODELS)
+	@# headless Chromium for the slow test of `multihop compare`'s report: best effort, as root with apt-get only
+	command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
+		apt-get update -qq && apt-get install -y -qq chromium; } || \
+		echo "Chromium not installed (needs root and apt-get): the report's rendering test will be skipped"
 	touch $(STAMP)
 
 run: $(STAMP)

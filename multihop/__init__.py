@@ -16,6 +16,8 @@ _EXPORTS = {
     "Passage": "multihop.corpus",
     "make_lm": "multihop.lms",
     "evaluate": "multihop.evaluation",
+    "compare": "multihop.benchmarks.compare",
+    "Budget": "multihop.comparison",
     "LLMJudge": "multihop.metrics",
     "record_trace": "multihop.tracing",
     "load": "multihop.programs.saved",

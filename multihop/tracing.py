@@ -20,6 +20,7 @@ DSPy's context settings (the LM, callbacks, this trace) only when its tasks run 
 from __future__ import annotations
 
 import contextvars
+import json
 import threading
 import time
 import warnings
@@ -48,6 +49,22 @@ def jsonable(value: Any, depth: int = 0) -> Any:
     if hasattr(value, "model_dump"):
         return jsonable(value.model_dump(), depth + 1)
     return repr(value)
+
+
+def short_json(value: Any, width: int = 160) -> str:
+    """``value`` as one line of JSON, cut to ``width`` characters (an ellipsis marks the cut)."""
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def record_cells(record: dict, width: int = 160) -> dict:
+    """What ``multihop trace show`` shows of one stage record: stage, kind, LM, seconds, tokens, and its inputs →
+    outputs on one line (each cut to ``width``), with its error."""
+    return {"stage": record["stage"], "kind": record["kind"], "lm": str(record.get("lm") or ""),
+            "seconds": f"{record.get('latency_s', 0):.2f}",
+            "tokens": str(record.get("prompt_tokens", 0) + record.get("completion_tokens", 0)),
+            "io": f"{short_json(record.get('inputs'), width)} → {short_json(record.get('outputs'), width)}",
+            "error": record.get("error") or ""}
 
 
 def _call_inputs(inputs: dict[str, Any]) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from typing import ClassVar
 import dspy
 from dspy.utils.exceptions import AdapterParseError
 
-from multihop.tracing import TracedPrediction, record_trace
+from multihop.tracing import TracedPrediction, count, record_trace
 
 logger = logging.getLogger(__name__)
 
@@ -78,7 +78,8 @@ class MultihopProgram(dspy.Module):
         """Call one LLM stage. A reply the adapter cannot parse is retried once by DSPy itself when the adapter is the
         ChatAdapter (it re-asks in JSON format), and ``retries`` more times here, sampled (temperature 1.0, a fresh
         rollout id so the cache does not replay the failure). When the stage still fails, it returns ``fallback``
-        with ``failed=True`` instead of crashing the question; the trace records each error (``stage_errors``)."""
+        with ``failed=True`` instead of crashing the question; the trace records each error (``stage_errors``) and
+        counts the fallback taken (``fallbacks``)."""
         for attempt in range(retries + 1):
             config = {"rollout_id": attempt, "temperature": 1.0} if attempt else {}
             try:
@@ -86,12 +87,18 @@ class MultihopProgram(dspy.Module):
             except AdapterParseError as exc:
                 reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         logger.warning("%s: unparsable LM output, using fallback %s (%s)", type(self).__name__, fallback, reason)
+        count("fallbacks")
         return dspy.Prediction(**fallback, failed=True)
 
     def prepare_examples(self, examples: list[dspy.Example]) -> list[dspy.Example]:
         """The examples as this program reads them, which evaluation applies before running: themselves, unless the
         program takes more of their annotations as inputs."""
         return list(examples)
+
+    def trajectory_complete(self, prediction: dspy.Prediction) -> bool:
+        """Whether a teacher's run is a complete trajectory to distil (``multihop trajectories --complete-only``):
+        any run, unless the program's method defines completeness."""
+        return True
 
     def stage_names(self) -> list[str]:
         return [name for name, _ in self.named_predictors()]

@@ -1,17 +1,20 @@
-"""Commands that run a program: evaluate it on a question set, or answer one question with a saved one."""
+"""Commands that run a program: evaluate it on a question set, compare programs on the dev sets, or answer one question
+with a saved one."""
 
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 import typer
 
-from multihop.benchmarks.common import LMOptions
+from multihop.benchmarks.common import DATASETS, LMOptions
 from multihop.cli.console import console
 from multihop.cli.options import DEV_QUESTIONS, lm_options, question_path
 from multihop.cli.programs import ProgramOptions, program_options
 from multihop.cli.traces import print_trace
+from multihop.comparison import DEFAULT_PROGRAMS
 
 
 @lm_options()
@@ -50,6 +53,46 @@ def eval_cmd(
     evaluate(instance, examples, out, threads=threads, name=type(instance).__name__, console=console, judge_lm=judge,
              manifest=manifest, keep_errors=keep_errors)
     console.print(f"rows: {out / 'results.jsonl'}  traces: {out / 'traces'}")
+
+
+@lm_options()
+def compare_cmd(
+    lm: LMOptions,
+    out: Path = typer.Option(..., help="output folder: an evaluation folder per dataset and program, the table, the "
+                             "charts and report.html (rerun to resume; name another program to run only it)"),
+    programs: str = typer.Option(",".join(DEFAULT_PROGRAMS), help="programs to compare, comma-separated"),
+    datasets: str = typer.Option(",".join(DATASETS), help="dev sets, comma-separated: dataset names "
+                                 f"({', '.join(DATASETS)}) or question files"),
+    k: int = typer.Option(5, "--k", min=1, help="budget: passages per retrieval, for every program"),
+    max_iterations: int = typer.Option(4, min=1, help="budget: rounds of each program's loop (DualRAG's and CIRAG's "
+                                       "max_iterations, HANRAG's max_steps, ComposeRAG's max_reflections)"),
+    student: list[str] = typer.Option(None, "--student", help="PROGRAM=ADAPTER_DIR: run the stages that student "
+                                      "learnt (a `multihop distill` folder) in that program (repeatable)"),
+    first_stage: str = typer.Option("dense", help="the retriever every program shares: dense or bm25"),
+    encoder: str = typer.Option("mpnet", help="encoder of the shared dense index"),
+    limit: int = typer.Option(None, help="first N questions of each dev set", min=1),
+    threads: int = typer.Option(1, help="questions evaluated at once", min=1),
+    judge_lm: str = typer.Option(None, help="an LM that judges each answer (LLM Eval, ComposeRAG §5.1)"),
+):
+    """Compare programs on the same dev sets, retriever, LM and budget (--k, --max-iterations and --max-tokens, the
+    cap of every LM call): prints the budget and the tables, and writes comparison.md/.json, the charts and
+    report.html (every question's answers and stage traces) into --out. A rerun resumes."""
+    from multihop.benchmarks.compare import compare
+    from multihop.comparison import Budget
+
+    # each program's own rollout id keys its cache entries apart; DSPy warns that it leaves greedy replies the same
+    warnings.filterwarnings("ignore", message="rollout_id has no effect", category=UserWarning)
+    students = {}
+    for pair in student or []:
+        name, sep, folder = pair.partition("=")
+        if not sep or not name or not folder:
+            raise typer.BadParameter(f"takes PROGRAM=ADAPTER_DIR, got {pair!r}", param_hint="--student")
+        students[name] = folder
+    compare(out, programs=[name.strip() for name in programs.split(",") if name.strip()],
+            datasets=[name.strip() for name in datasets.split(",") if name.strip()], lm=lm,
+            budget=Budget(k=k, max_iterations=max_iterations, max_tokens=lm.max_tokens), students=students,
+            first_stage=first_stage, encoder=encoder, limit=limit, threads=threads, judge_lm=judge_lm,
+            console=console)
 
 
 def checksum(path: Path | None) -> str | None:

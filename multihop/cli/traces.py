@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
@@ -14,18 +13,14 @@ trace_app = typer.Typer(help="Per-stage traces saved by an evaluation.", no_args
 
 
 def print_trace(records: list[dict]) -> None:
+    from multihop.tracing import record_cells
+
     table = Table("#", "stage", "kind", "lm", "s", "tokens", "inputs → outputs")
-    for i, r in enumerate(records, 1):
-        tokens = r.get("prompt_tokens", 0) + r.get("completion_tokens", 0)
-        summary = f"{_short(r.get('inputs'))} → {_short(r.get('outputs'))}"
-        table.add_row(str(i), r["stage"], r["kind"], str(r.get("lm") or ""), f"{r.get('latency_s', 0):.2f}",
-                      str(tokens), summary + (f" [red]{r['error']}[/red]" if r.get("error") else ""))
+    for i, record in enumerate(records, 1):
+        cells = record_cells(record)
+        table.add_row(str(i), cells["stage"], cells["kind"], cells["lm"], cells["seconds"], cells["tokens"],
+                      cells["io"] + (f" [red]{cells['error']}[/red]" if cells["error"] else ""))
     console.print(table)
-
-
-def _short(value, width: int = 160) -> str:
-    text = json.dumps(value, ensure_ascii=False)
-    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 @trace_app.command("show")

@@ -1,0 +1,204 @@
+"""One comparison of the methods and the baselines on the same data, retriever, LM and budget (``multihop compare``,
+``multihop.compare``).
+
+Every program named (default: the five methods, ``NoRetrieval`` and ``SingleStepRAG``) runs over each dev set (by
+name, MuSiQue, HotpotQA and 2Wiki in ``MULTIHOP_DATA``, or a question file) through the resumable evaluation, one
+folder per dataset × program under the output folder (``<dataset>/<program>/``): a rerun skips the finished questions
+and adding a program runs only that program. Each dataset has one retriever, shared by every program: its IRCoT
+corpus (the paragraphs of the whole dev file) indexed once, dense (MPNet by default, keeping the last layer's token
+states so the programs' late-interaction rerankers read them instead of encoding candidates again, and every default
+program's query markers as special tokens, which no passage contains) or BM25. Each program keeps its own reranker,
+a part of its method.
+
+The budget (:class:`~multihop.comparison.Budget`) is applied wherever a program has the knob and recorded with the
+results: ``k`` passages per retrieval (every retrieving program's ``k``), ``max_iterations`` (DualRAG's and CIRAG's
+``max_iterations``, HANRAG's ``max_steps``, ComposeRAG's ``max_reflections``; CoopRAG and the baselines do not loop)
+and ``max_tokens`` per LM call (the LM's cap, so every stage of every program). A program's ``student`` (a ``multihop
+distill`` folder) runs the stages it learnt. Each program's LM has a rollout id of its own, so no program is served
+another's replies from the cache and its tokens and seconds are its own.
+
+Then the table (``comparison.json``, ``comparison.md``, the papers' numbers beside ours), the charts and
+``report.html`` are written into the output folder (:mod:`multihop.comparison`, :mod:`multihop.charts`,
+:mod:`multihop.report`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import zlib
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import dspy
+from rich.console import Console
+
+from multihop.benchmarks.common import DATASETS, LMOptions, cached_index, question_file, student_lm
+from multihop.charts import write_charts
+from multihop.comparison import (
+    DEFAULT_PROGRAMS,
+    Budget,
+    budget_text,
+    console_tables,
+    knobs_text,
+    paper_row,
+    summary_row,
+    write_table,
+)
+from multihop.data import load_corpus, load_dataset
+from multihop.evaluation import evaluate, run_manifest
+from multihop.lms import make_lm
+from multihop.models import sha256_file
+from multihop.optimize.students import use_student
+from multihop.papers import paper_results
+from multihop.programs import PROGRAMS, takes_retriever
+from multihop.report import write_report
+from multihop.retrievers import BM25Retriever, load_retriever
+
+ITERATION_SETTINGS = {"DualRAG": "max_iterations", "CIRAG": "max_iterations", "HANRAG": "max_steps",
+                      "ComposeRAG": "max_reflections"}  # another program's: its max_iterations, when it has one
+FIRST_STAGES = ("dense", "bm25")
+
+
+def budget_knobs(name: str) -> dict[str, str | None]:
+    """The constructor setting each budget item sets in program ``name`` (None: it has no such knob); ``max_tokens``
+    is the LM's, so every program's."""
+    settings = PROGRAMS[name].settings()
+    iterations = ITERATION_SETTINGS.get(name, "max_iterations")
+    return {"k": "k" if "k" in settings else None,
+            "max_iterations": iterations if iterations in settings else None}
+
+
+def build_program(name: str, retriever: dspy.Module | None, budget: Budget) -> dspy.Module:
+    """Program ``name`` with its defaults but the budget's knobs, on the shared ``retriever``."""
+    cls = PROGRAMS[name]
+    values = {setting: getattr(budget, item) for item, setting in budget_knobs(name).items() if setting}
+    return cls(retriever=retriever, **values) if takes_retriever(cls) else cls(**values)
+
+
+def shared_retriever(questions: Path, first_stage: str, encoder: str) -> tuple[dspy.Module, Path]:
+    """The retriever every program of a dataset shares, and its index folder (cached under ``MULTIHOP_HOME``): the
+    IRCoT corpus of the question file ``questions``, indexed with BM25 or densely by ``encoder``."""
+    corpus = load_corpus(questions)
+    if first_stage == "bm25":
+        folder = BM25Retriever.build_cached(corpus)
+    else:
+        markers = tuple(dict.fromkeys(token for name in DEFAULT_PROGRAMS for token in PROGRAMS[name].special_tokens))
+        folder = cached_index(corpus, encoder=encoder, token_layers=(), special_tokens=markers)
+    return load_retriever(folder), Path(folder)
+
+
+def rollout(name: str) -> int:
+    """A program's own rollout id (stable across runs, so a resumed run still finds its own cached replies)."""
+    return zlib.crc32(name.encode()) % 1_000_000 + 1
+
+
+def compare(
+    out: str | Path,
+    programs: Sequence[str] = DEFAULT_PROGRAMS,
+    datasets: Sequence[str] = DATASETS,
+    lm: LMOptions | str | None = None,
+    budget: Budget | None = None,
+    students: Mapping[str, str | Path] | None = None,
+    first_stage: str = "dense",
+    encoder: str = "mpnet",
+    limit: int | None = None,
+    threads: int = 1,
+    judge_lm: str | dspy.BaseLM | None = None,
+    progress: bool = True,
+    console: Console | None = None,
+) -> dict:
+    """Compare ``programs`` on the dev sets ``datasets`` under one ``budget`` (default :class:`Budget`\\ ()) and write
+    the table, charts and report into ``out``; returns the comparison (what ``comparison.json`` holds).
+
+    ``lm`` is an LM spec or :class:`LMOptions` (then DSPy is configured with it, capped at ``budget.max_tokens``), or
+    None for the LM DSPy is configured with. ``students`` maps a program to a ``multihop distill`` folder, a LoRA
+    adapter of ``lm`` (which must then be a spec or options). ``limit``: the first N questions of each set;
+    ``threads``: questions at once; ``judge_lm`` adds LLM Eval. ``console`` prints the budget and the tables.
+    """
+    budget = budget or Budget()
+    names, students = list(programs), dict(students or {})
+    check_choices(names, students, first_stage)
+    files = dev_files(datasets)
+    if students and lm is None:
+        raise ValueError("students adapt the LM given as a spec: pass lm=<spec> (or LMOptions) with students")
+    options = LMOptions(lm=lm) if isinstance(lm, str) else lm
+    if options is not None:
+        options = dataclasses.replace(options, max_tokens=budget.max_tokens or options.max_tokens)
+        base = options.configure()
+    elif dspy.settings.lm is None:
+        raise ValueError("no LM: pass lm=<spec> or dspy.configure(lm=...) first")
+    else:
+        base = dspy.settings.lm.copy(max_tokens=budget.max_tokens) if budget.max_tokens else dspy.settings.lm
+    judge = ((options.make(judge_lm) if options else make_lm(judge_lm)) if isinstance(judge_lm, str) else judge_lm)
+    student_lms = {name: student_lm(options, adapter) for name, adapter in students.items()}
+    applied = {**budget.as_dict(), "max_tokens": base.kwargs.get("max_tokens")}
+    out = Path(out)
+    comparison: dict = {
+        "budget": applied, "lm": base.model, "judge": getattr(judge, "model", None),
+        "retriever": {"first_stage": first_stage, "encoder": encoder if first_stage == "dense" else None,
+                      "indexes": {}},
+        "datasets": {}, "programs": {}, "runs": [], "rows": [], "papers": [], "charts": [],
+    }
+    for key, path in files.items():
+        examples = load_dataset(path, limit=limit)
+        comparison["datasets"][key] = {"file": str(path), "questions": len(examples),
+                                       "ids": [str(example.id) for example in examples]}
+        retriever, index = (shared_retriever(path, first_stage, encoder)
+                            if any(takes_retriever(PROGRAMS[name]) for name in names) else (None, None))
+        comparison["retriever"]["indexes"][key] = str(index) if index else None
+        for name in names:
+            program = build_program(name, retriever, budget)
+            with dspy.context(lm=base.copy(rollout_id=rollout(name))):
+                weights = None
+                if name in students:
+                    student, weights = student_lms[name]
+                    use_student(program, student.copy(rollout_id=rollout(name)), students[name])
+                manifest = run_manifest(program, examples, judge, data_sha256=sha256_file(path)[:16], limit=limit,
+                                        retriever=index.name if index and takes_retriever(type(program)) else None,
+                                        student=weights, budget=applied)
+                summary = evaluate(program, examples, out / key / name, threads=threads, progress=progress,
+                                   name=name, judge_lm=judge, manifest=manifest)
+            comparison["programs"].setdefault(name, {"budget": budget_knobs(name), "config": program.config(),
+                                                     "student": str(students[name]) if name in students else None})
+            comparison["runs"].append({"dataset": key, "program": name, "folder": f"{key}/{name}"})
+            comparison["rows"].append(summary_row(key, name, summary))
+    comparison["papers"] = [paper_row(result) for result in paper_results(names, list(comparison["datasets"]))]
+    comparison["charts"] = [chart.name for chart in write_charts(out, comparison["rows"])]
+    table, markdown = write_table(out, comparison)
+    report = write_report(out, comparison)
+    if console is not None:
+        console.print(f"budget: {budget_text(applied)}\nbudget knobs: {knobs_text(comparison['programs'])}")
+        for rich_table in console_tables(comparison):
+            console.print(rich_table)
+        console.print(f"table: {markdown} ({table.name})  charts: {', '.join(comparison['charts'])}  report: {report}")
+    return comparison
+
+
+def dev_files(datasets: Sequence[str]) -> dict[str, Path]:
+    """The question file of each dataset (a dev set's name, or a file) by the name its rows and folders take: the
+    dev set's, or the file's stem."""
+    files = {}
+    for dataset in datasets:
+        path = question_file(dataset, "dev")
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: no such question file; give a dev set ({', '.join(DATASETS)}) or a "
+                                    "question file")
+        key = dataset if dataset in DATASETS else path.stem
+        if key in files:
+            raise ValueError(f"two datasets are named {key!r}: give each once (rename a question file)")
+        files[key] = path
+    return files
+
+
+def check_choices(names: list[str], students: dict, first_stage: str) -> None:
+    """Refuse unknown or repeated programs, students of programs not compared and an unknown first stage."""
+    unknown = [name for name in names if name not in PROGRAMS]
+    if unknown:
+        raise ValueError(f"unknown program(s) {', '.join(unknown)}; choose from {', '.join(PROGRAMS)}")
+    if not names or len(set(names)) != len(names):
+        raise ValueError(f"name each program to compare once (got {', '.join(names) or 'none'})")
+    stray = sorted(set(students) - set(names))
+    if stray:
+        raise ValueError(f"a student for {', '.join(stray)}, which is not compared; compared: {', '.join(names)}")
+    if first_stage not in FIRST_STAGES:
+        raise ValueError(f"unknown first stage {first_stage!r}; choose one of {', '.join(FIRST_STAGES)}")

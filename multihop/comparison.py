@@ -1,0 +1,164 @@
+"""The comparison table of ``multihop compare``: the shared budget, one row per dataset × program from its evaluation
+summary, the papers' own numbers beside them (labelled as theirs), written as ``comparison.json`` and
+``comparison.md`` and shown as one table per dataset.
+
+The comparison itself is a JSON-ready dict (what ``comparison.json`` holds): ``budget`` (k passages, max iterations,
+max tokens, as applied), ``lm``, ``judge``, ``retriever``, ``datasets`` (file, question count, question ids),
+``programs`` (each one's config, the constructor setting each budget item set, its student), ``runs`` (the evaluation
+folder of each dataset × program, relative to the output folder), ``rows`` (ours), ``papers`` (theirs) and ``charts``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from rich.table import Table
+
+from multihop.papers import PaperResult
+from multihop.paths import atomic_write_text
+
+DEFAULT_PROGRAMS = ("CoopRAG", "DualRAG", "ComposeRAG", "HANRAG", "CIRAG", "NoRetrieval", "SingleStepRAG")
+TABLE_JSON = "comparison.json"
+TABLE_MARKDOWN = "comparison.md"
+COLUMNS = [("em", "EM"), ("f1", "F1"), ("acc", "Acc"), ("cover_em", "Cover-EM"), ("llm_eval", "LLM Eval"),
+           ("recall@2", "R@2"), ("recall@5", "R@5"), ("llm_calls", "LLM calls/q"),
+           ("retrieval_calls", "retrieval steps/q"), ("prompt_tokens", "input tokens/q"),
+           ("completion_tokens", "output tokens/q"), ("seconds", "s/q"), ("errors", "errors/q"),
+           ("fallbacks", "fallbacks/q")]
+PERCENT = {"em", "f1", "acc", "cover_em", "llm_eval", "recall@2", "recall@5"}  # shares, shown in percent
+OPTIONAL = {"llm_eval"}  # a column only when some row (ours or theirs) has it
+BUDGET_ITEMS = {"k": "passages per retrieval", "max_iterations": "iterations at most",
+                "max_tokens": "tokens per LM call at most"}
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What every program of a comparison may spend, applied wherever a program has the knob: ``k`` passages per
+    retrieval, ``max_iterations`` rounds of its loop (a program's own name for it: max_steps, max_reflections...),
+    and ``max_tokens`` per LM call (None: the LM's own cap, which the comparison records)."""
+
+    k: int = 5
+    max_iterations: int = 4
+    max_tokens: int | None = None
+
+    def __post_init__(self):
+        for name, value in asdict(self).items():
+            if value is not None and (not isinstance(value, int) or value < 1):
+                raise ValueError(f"budget {name} must be a whole number ≥ 1, got {value!r}")
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def summary_row(dataset: str, program: str, summary: dict) -> dict:
+    """Our row of one dataset × program: the table's columns from its evaluation ``summary`` (errors as a share of
+    questions, fallbacks per question, 0 when the program took none) and its question count."""
+    n = summary.get("questions", 0)
+    row = {"dataset": dataset, "program": program, "questions": n, "errored": summary.get("errors", 0)}
+    row.update({key: summary.get(key) for key, _ in COLUMNS})
+    row["errors"] = row["errored"] / n if n else 0.0
+    row["fallbacks"] = summary.get("fallbacks", 0.0) if n else None
+    return row
+
+
+def paper_row(result: PaperResult) -> dict:
+    """A paper's numbers as a row: its metrics, its label ("paper (theirs, <LM>)"), where they were read and the
+    setting they were measured in."""
+    return {"dataset": result.dataset, "program": result.program, "label": result.label(), "lm": result.lm,
+            "source": result.source, "setting": result.setting, **result.metrics}
+
+
+def cell(key: str, value) -> str:
+    """One table cell: a share in percent, seconds and errors with two decimals, other counts with one."""
+    if value is None:
+        return "–"
+    if key in PERCENT:
+        return f"{100 * value:.1f}"
+    return f"{value:.2f}" if key in ("seconds", "errors") else f"{value:.1f}"
+
+
+def shown_columns(rows: Sequence[dict]) -> list[tuple[str, str]]:
+    return [(key, header) for key, header in COLUMNS
+            if key not in OPTIONAL or any(row.get(key) is not None for row in rows)]
+
+
+def budget_text(budget: dict) -> str:
+    """The budget as applied, on one line."""
+    return "; ".join(f"{name} = {budget[name] if budget[name] is not None else 'the LM default'} ({what})"
+                     for name, what in BUDGET_ITEMS.items())
+
+
+def knobs_text(programs: dict) -> str:
+    """The constructor setting each budget item became in each program (``none`` where it has no such knob)."""
+    return "; ".join(f"{program}: " + (", ".join(f"{item} → {setting}" for item, setting in info["budget"].items()
+                                                 if setting) or "none") for program, info in programs.items())
+
+
+def to_markdown(comparison: dict) -> str:
+    """``comparison.md``: the setting (LM, judge, retriever, budget and what each program made of it), then one
+    table per dataset — our rows, then the papers' numbers beside them with a note on where each was read."""
+    judge = f"; judge: `{comparison['judge']}`" if comparison.get("judge") else ""
+    lines = ["# Comparison", "", f"- LM: `{comparison['lm']}`{judge}",
+             f"- retriever: {describe_retriever(comparison['retriever'])}",
+             f"- budget: {budget_text(comparison['budget'])}",
+             f"- budget knobs: {knobs_text(comparison['programs'])}"]
+    students = {name: info["student"] for name, info in comparison["programs"].items() if info.get("student")}
+    if students:
+        lines.append("- students: " + "; ".join(f"{name}: `{path}`" for name, path in students.items()))
+    notes: dict[str, str] = {}  # a paper's source → what it measured, numbered in order of first use
+    for dataset, info in comparison["datasets"].items():
+        ours = [row for row in comparison["rows"] if row["dataset"] == dataset]
+        theirs = [row for row in comparison["papers"] if row["dataset"] == dataset]
+        columns = shown_columns(ours + theirs)
+        lines += ["", f"## {dataset} ({info['questions']} questions, `{info['file']}`)", "",
+                  "| program | n | " + " | ".join(header for _, header in columns) + " |",
+                  "|---|---:|" + "---:|" * len(columns)]
+        for row in ours:
+            lines.append(f"| {row['program']} | {row['questions']} | "
+                         + " | ".join(cell(key, row.get(key)) for key, _ in columns) + " |")
+        for row in theirs:
+            notes.setdefault(row["source"], f"{row['program']} with {row['lm']}; {row['setting']}")
+            lines.append(f"| {row['program']} — {row['label']} [{list(notes).index(row['source']) + 1}] | – | "
+                         + " | ".join(cell(key, row.get(key)) for key, _ in columns) + " |")
+    if notes:
+        lines += ["", "Papers' numbers are theirs, measured in their own setting, not ours:", ""]
+        lines += [f"{i}. {source}: {note}" for i, (source, note) in enumerate(notes.items(), 1)]
+    return "\n".join(lines) + "\n"
+
+
+def describe_retriever(retriever: dict) -> str:
+    first = retriever["first_stage"]
+    return (f"{first}" + (f" ({retriever['encoder']})" if first == "dense" else "")
+            + " over each dataset's IRCoT corpus, one index shared by every program")
+
+
+def console_tables(comparison: dict) -> list[Table]:
+    """One rich table per dataset: our rows, then the papers'."""
+    tables = []
+    for dataset in comparison["datasets"]:
+        ours = [row for row in comparison["rows"] if row["dataset"] == dataset]
+        theirs = [row for row in comparison["papers"] if row["dataset"] == dataset]
+        columns = shown_columns(ours + theirs)
+        table = Table(title=f"{dataset}")
+        table.add_column("program")
+        table.add_column("n", justify="right")
+        for _, header in columns:
+            table.add_column(header, justify="right")
+        for row in ours:
+            table.add_row(row["program"], str(row["questions"]), *(cell(key, row.get(key)) for key, _ in columns))
+        for row in theirs:
+            table.add_row(f"[dim]{row['program']} — {row['label']}[/dim]", "–",
+                          *(cell(key, row.get(key)) for key, _ in columns))
+        tables.append(table)
+    return tables
+
+
+def write_table(out_dir: str | Path, comparison: dict) -> tuple[Path, Path]:
+    """Write ``comparison.json`` and ``comparison.md`` into ``out_dir``; returns their paths."""
+    out = Path(out_dir)
+    atomic_write_text(out / TABLE_JSON, json.dumps(comparison, indent=2, ensure_ascii=False))
+    atomic_write_text(out / TABLE_MARKDOWN, to_markdown(comparison))
+    return out / TABLE_JSON, out / TABLE_MARKDOWN

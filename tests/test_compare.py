@@ -1,0 +1,222 @@
+"""``multihop compare`` (issue 22): three programs on three questions with a scripted LM and a BM25 index write the
+table, the charts and the report; a rerun skips finished rows; adding a program runs only it; the budget reaches the
+programs and the output; the report renders in headless Chromium (slow)."""
+
+import json
+import re
+import shutil
+import subprocess
+
+import dspy
+import pytest
+
+import multihop
+from multihop.cli import app
+from multihop.cli.errors import run
+from multihop.comparison import Budget
+from multihop.folders import RunMismatchError
+from multihop.jsonl import read_rows
+from multihop.report import question_anchor
+
+from helpers import field, scripted_lm
+
+QUESTIONS = [
+    ("q1", "Which city is the capital of France?", "Paris",
+     [("France", "Paris is the capital of France."), ("Germany", "Berlin is the capital of Germany.")]),
+    ("q2", "Who wrote Hamlet?", "William Shakespeare",
+     [("Hamlet", "Hamlet is a tragedy written by William Shakespeare."), ("Faust", "Faust is a play by Goethe.")]),
+    ("q3", "What is the largest planet?", "Jupiter",
+     [("Jupiter", "Jupiter is the largest planet in the Solar System."), ("Mars", "Mars is the fourth planet.")]),
+]
+GOLD = {question: answer for _, question, answer, _ in QUESTIONS}
+THREE = ["NoRetrieval", "SingleStepRAG", "HANRAG"]
+
+
+@pytest.fixture
+def musique(tmp_path, monkeypatch):
+    """A MULTIHOP_DATA whose MuSiQue dev file holds the three questions (each with its gold paragraph first), and a
+    MULTIHOP_HOME of the test's own for the BM25 index."""
+    data = tmp_path / "data"
+    (data / "musique" / "dev").mkdir(parents=True)
+    records = [{"id": qid, "question": question, "answers": [answer],
+                "paragraphs": [{"title": title, "text": text, "is_supporting": i == 0}
+                               for i, (title, text) in enumerate(paragraphs)]}
+               for qid, question, answer, paragraphs in QUESTIONS]
+    (data / "musique" / "dev" / "musique_qa_100.json").write_text(json.dumps(records))
+    monkeypatch.setenv("MULTIHOP_DATA", str(data))
+    monkeypatch.setenv("MULTIHOP_HOME", str(tmp_path / "home"))
+    return data
+
+
+def outputs(prompt: str) -> list[str]:
+    """The output fields a ChatAdapter prompt asks for."""
+    asked = prompt.rsplit("Respond with the corresponding output fields", 1)[1]
+    return [name for name in re.findall(r"\[\[ ## (\w+) ## \]\]", asked) if name != "completed"]
+
+
+def respond(prompt: str) -> dict:
+    """Any stage of the three programs: HANRAG's router says single-step and its relevance judge keeps every passage;
+    an answer is right when the stage read passages, "I do not know" when it did not (NoRetrieval)."""
+    read = "[[ ## passages ## ]]" in prompt or "[[ ## documents ## ]]" in prompt
+    values = {"route": "single-step question", "relevant": "true",
+              "answer": GOLD[field(prompt, "question")] if read else "I do not know"}
+    return {name: values[name] for name in outputs(prompt)}
+
+
+@pytest.fixture
+def lm():
+    """The scripted LM, configured; no cache, so every call reaches it (``engine.requests``)."""
+    scripted, engine = scripted_lm(respond, cache=False)
+    dspy.configure(lm=scripted)
+    return engine
+
+
+def compare(out, programs=THREE, budget=None):
+    return multihop.compare(out, programs=programs, datasets=["musique"], first_stage="bm25",
+                            budget=budget or Budget(k=2, max_iterations=3), progress=False)
+
+
+def test_three_programs_on_three_questions_write_the_table_the_charts_and_the_report(musique, lm, tmp_path):
+    out = tmp_path / "cmp"
+    comparison = compare(out)
+    rows = {row["program"]: row for row in comparison["rows"]}
+    assert list(rows) == THREE and all(row["questions"] == 3 and row["dataset"] == "musique" for row in rows.values())
+    assert rows["NoRetrieval"]["em"] == 0.0 and rows["SingleStepRAG"]["em"] == rows["HANRAG"]["em"] == 1.0
+    assert rows["NoRetrieval"]["recall@2"] is None and rows["SingleStepRAG"]["recall@2"] == 1.0
+    assert rows["NoRetrieval"]["llm_calls"] == rows["SingleStepRAG"]["llm_calls"] == 1.0
+    assert rows["NoRetrieval"]["retrieval_calls"] == 0.0 and rows["HANRAG"]["retrieval_calls"] == 1.0
+    assert rows["HANRAG"]["llm_calls"] >= 3.0  # router, a relevance verdict per passage kept, the answer
+    # the table's LLM calls are the calls the LM served, its tokens what the engine counted
+    assert len(lm.requests) == sum(3 * row["llm_calls"] for row in rows.values())
+    assert all(row["prompt_tokens"] > 0 and row["completion_tokens"] > 0 for row in rows.values())
+    assert all(row["errors"] == 0.0 and row["fallbacks"] == 0.0 for row in rows.values())
+    assert json.loads((out / "comparison.json").read_text())["rows"] == comparison["rows"]
+
+    markdown = (out / "comparison.md").read_text()
+    table = [line for line in markdown.splitlines() if line.startswith("| ")]
+    assert table[0].startswith("| program | n | EM | F1 | Acc | Cover-EM | R@2 | R@5 | LLM calls/q | retrieval steps/q "
+                               "| input tokens/q | output tokens/q | s/q | errors/q | fallbacks/q |")
+    assert [line.split(" | ")[0] for line in table[1:]] == ["| NoRetrieval", "| SingleStepRAG", "| HANRAG",
+                                                            "| HANRAG — paper (theirs, Llama-3.1-8B-Instruct) [1]"]
+    assert table[2].split(" | ")[2:4] == ["100.0", "100.0"]  # SingleStepRAG's EM and F1, in percent
+    assert table[4].split(" | ")[2:5] == ["29.8", "36.6", "43.2"]  # HANRAG Table 2, MuSiQue: theirs
+    assert "1. seed 003, Table 2: HANRAG with Llama-3.1-8B-Instruct" in markdown
+
+    charts = [out / name for name in ("f1_vs_llm_calls.png", "f1_vs_seconds.png", "recall_at_k.png")]
+    assert comparison["charts"] == [chart.name for chart in charts]
+    assert all(chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and chart.stat().st_size > 5000 for chart in charts)
+
+    report = (out / "report.html").read_text()
+    assert report.count("data:image/png;base64,") == 3 and "<link" not in report and 'src="http' not in report
+    assert report.count('<tr class="ours">') == 3 and report.count('<tr class="paper"') == 1
+    assert all(f'id="{question_anchor("musique", qid)}"' in report for qid, *_ in QUESTIONS)
+    assert report.count('<details class="trace"') == 9  # each program's trace of each question
+    assert "router</td><td>lm</td>" in report and "single-step question" in report  # HANRAG's stages, traced
+    for program in THREE:  # every question's trace file is in the report
+        assert len(list((out / "musique" / program / "traces").glob("*.json"))) == 3
+
+
+def test_a_rerun_skips_the_finished_rows(musique, lm, tmp_path):
+    out = tmp_path / "cmp"
+    compare(out)
+    results = out / "musique" / "HANRAG" / "results.jsonl"
+    kept = results.read_text().splitlines()[:2]  # the run died before HANRAG's third row was written
+    results.write_text("\n".join(kept) + "\n")
+    missing = next(qid for qid, *_ in QUESTIONS if qid not in read_rows(results))
+    question = next(q for qid, q, *_ in QUESTIONS if qid == missing)
+    before = len(lm.requests)
+    comparison = compare(out)
+    rerun = lm.requests[before:]
+    assert rerun and all(field(prompt, "question") == question for prompt in rerun)  # that one question only
+    assert len(rerun) == read_rows(results)[missing]["counts"]["llm_calls"]
+    assert all(row["questions"] == 3 for row in comparison["rows"])
+    before = len(lm.requests)
+    compare(out)
+    assert len(lm.requests) == before  # all done: nothing runs
+
+
+def test_adding_a_program_runs_only_it(musique, lm, tmp_path):
+    out = tmp_path / "cmp"
+    compare(out, programs=["NoRetrieval", "SingleStepRAG"])
+    files = {program: (out / "musique" / program / "results.jsonl").read_bytes()
+             for program in ("NoRetrieval", "SingleStepRAG")}
+    before = len(lm.requests)
+    comparison = compare(out, programs=THREE)
+    added = lm.requests[before:]
+    hanrag = read_rows(out / "musique" / "HANRAG" / "results.jsonl")
+    assert len(added) == sum(row["counts"]["llm_calls"] for row in hanrag.values()) and len(hanrag) == 3
+    assert {name for prompt in added for name in outputs(prompt)} == {"route", "relevant", "answer"}  # HANRAG's
+    assert not any("[[ ## passages ## ]]" in prompt for prompt in added)  # no SingleStepRAG call
+    assert all("[[ ## documents ## ]]" in prompt for prompt in added if outputs(prompt) == ["answer"])  # no closed-book
+    assert {program: (out / "musique" / program / "results.jsonl").read_bytes() for program in files} == files
+    assert [row["program"] for row in comparison["rows"]] == THREE
+    assert "| HANRAG | 3 |" in (out / "comparison.md").read_text()
+
+
+def test_the_budget_reaches_every_program_and_is_recorded_in_the_output(musique, lm, tmp_path):
+    out = tmp_path / "cmp"
+    comparison = compare(out, budget=Budget(k=1, max_iterations=2, max_tokens=50))
+    assert comparison["budget"] == {"k": 1, "max_iterations": 2, "max_tokens": 50}
+    assert comparison["programs"]["HANRAG"]["budget"] == {"k": "k", "max_iterations": "max_steps"}
+    assert comparison["programs"]["SingleStepRAG"]["budget"] == {"k": "k", "max_iterations": None}
+    assert comparison["programs"]["NoRetrieval"]["budget"] == {"k": None, "max_iterations": None}
+    assert comparison["programs"]["HANRAG"]["config"]["max_steps"] == 2
+    for program in ("SingleStepRAG", "HANRAG"):  # each read the k = 1 passage the budget allows
+        rows = read_rows(out / "musique" / program / "results.jsonl").values()
+        assert all(len(row["passage_ids"]) == 1 for row in rows)
+        manifest = json.loads((out / "musique" / program / "run.json").read_text())
+        assert manifest["budget"] == comparison["budget"] and manifest["config"]["k"] == 1
+        assert manifest["lm_settings"]["max_tokens"] == 50  # every LM call capped
+    markdown = (out / "comparison.md").read_text()
+    assert "k = 1 (passages per retrieval); max_iterations = 2" in markdown and "max_tokens = 50" in markdown
+    assert "HANRAG: k → k, max_iterations → max_steps" in markdown
+    with pytest.raises(RunMismatchError, match="budget"):  # another budget is another run: refused, not mixed
+        compare(out, budget=Budget(k=2, max_iterations=2, max_tokens=50))
+
+
+def test_a_stage_that_falls_back_counts_in_fallbacks_per_question_not_in_errors(musique, tmp_path):
+    scripted, _ = scripted_lm(lambda prompt: {"nonsense": "?"}, cache=False)  # no reply parses
+    dspy.configure(lm=scripted)
+    comparison = compare(tmp_path / "cmp", programs=["SingleStepRAG"])
+    row = comparison["rows"][0]
+    assert row["fallbacks"] == 1.0 and row["errors"] == 0.0 and row["em"] == 0.0  # one fallback answer a question
+    line = next(line for line in (tmp_path / "cmp" / "comparison.md").read_text().splitlines()
+                if line.startswith("| SingleStepRAG |"))
+    assert line.endswith("| 0.00 | 1.0 |")  # errors/q, fallbacks/q
+
+
+def test_bad_programs_students_and_budgets_are_one_line_errors(musique, tmp_path, capsys):
+    assert run(app, ["compare", "--out", str(tmp_path / "c"), "--programs", "NoRetrieval,Nope"]) == 2
+    assert "error: unknown program(s) Nope; choose from" in capsys.readouterr().err
+    assert run(app, ["compare", "--out", str(tmp_path / "c"), "--student", "HANRAG"]) == 2
+    assert "takes PROGRAM=ADAPTER_DIR, got 'HANRAG'" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="a student for HANRAG, which is not compared"):
+        multihop.compare(tmp_path / "c", programs=["NoRetrieval"], students={"HANRAG": tmp_path})
+    with pytest.raises(ValueError, match="budget k must be a whole number"):
+        Budget(k=0)
+
+
+@pytest.mark.slow
+def test_the_report_renders_in_headless_chromium_with_its_table_and_an_opened_trace(musique, lm, tmp_path):
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    if chromium is None:
+        pytest.skip("no Chromium on PATH (`make setup` installs it as root with apt-get: apt-get install chromium)")
+    out = tmp_path / "cmp"
+    compare(out)
+    anchor = question_anchor("musique", "q2")
+    flags = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+             "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={tmp_path / 'chr'}"]
+    url = f"{(out / 'report.html').as_uri()}#{anchor}"  # the link to a question opens it and its traces
+    dom = subprocess.run([*flags, "--dump-dom", url], capture_output=True, text=True, timeout=120, check=True).stdout
+    assert dom.count('<tr class="ours">') == 3 and "HANRAG — paper (theirs, Llama-3.1-8B-Instruct)" in dom
+    opened = re.search(rf'<details class="question" id="{anchor}" open="">(.*?)</details>\s*</details>\s*'
+                       rf'<details class="question"', dom, re.S)
+    assert opened, "the linked question was not opened by the page's script"
+    assert opened.group(1).count('<details class="trace" data-program=') == 3
+    assert re.search(r'<details class="trace" data-program="HANRAG" open="">', opened.group(1))
+    assert "Who wrote Hamlet?" in opened.group(1) and "William Shakespeare" in opened.group(1)
+    assert f'<details class="question" id="{question_anchor("musique", "q1")}">' in dom  # the others stay closed
+    shot = tmp_path / "report.png"
+    subprocess.run([*flags, f"--screenshot={shot}", "--window-size=1280,2000", (out / "report.html").as_uri()],
+                   capture_output=True, timeout=120, check=True)
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20000
