@@ -85,6 +85,13 @@ def shown_columns(rows: Sequence[dict]) -> list[tuple[str, str]]:
             if key not in OPTIONAL or any(row.get(key) is not None for row in rows)]
 
 
+def dataset_table(comparison: dict, dataset: str) -> tuple[list[dict], list[dict], list[tuple[str, str]]]:
+    """One dataset's table: our rows, the papers' rows, and the columns either has."""
+    ours = [row for row in comparison["rows"] if row["dataset"] == dataset]
+    theirs = [row for row in comparison["papers"] if row["dataset"] == dataset]
+    return ours, theirs, shown_columns(ours + theirs)
+
+
 def budget_text(budget: dict) -> str:
     """The budget as applied, on one line."""
     return "; ".join(f"{name} = {budget[name] if budget[name] is not None else 'the LM default'} ({what})"
@@ -110,9 +117,7 @@ def to_markdown(comparison: dict) -> str:
         lines.append("- students: " + "; ".join(f"{name}: `{path}`" for name, path in students.items()))
     notes: dict[str, str] = {}  # a paper's source → what it measured, numbered in order of first use
     for dataset, info in comparison["datasets"].items():
-        ours = [row for row in comparison["rows"] if row["dataset"] == dataset]
-        theirs = [row for row in comparison["papers"] if row["dataset"] == dataset]
-        columns = shown_columns(ours + theirs)
+        ours, theirs, columns = dataset_table(comparison, dataset)
         lines += ["", f"## {dataset} ({info['questions']} questions, `{info['file']}`)", "",
                   "| program | n | " + " | ".join(header for _, header in columns) + " |",
                   "|---|---:|" + "---:|" * len(columns)]
@@ -139,9 +144,7 @@ def console_tables(comparison: dict) -> list[Table]:
     """One rich table per dataset: our rows, then the papers'."""
     tables = []
     for dataset in comparison["datasets"]:
-        ours = [row for row in comparison["rows"] if row["dataset"] == dataset]
-        theirs = [row for row in comparison["papers"] if row["dataset"] == dataset]
-        columns = shown_columns(ours + theirs)
+        ours, theirs, columns = dataset_table(comparison, dataset)
         table = Table(title=f"{dataset}")
         table.add_column("program")
         table.add_column("n", justify="right")

@@ -14,7 +14,7 @@ import re
 from html import escape
 from pathlib import Path
 
-from multihop.comparison import TABLE_JSON, budget_text, cell, describe_retriever, knobs_text, shown_columns
+from multihop.comparison import TABLE_JSON, budget_text, cell, dataset_table, describe_retriever, knobs_text
 from multihop.evaluation import RESULTS, trace_path
 from multihop.jsonl import read_rows
 from multihop.paths import atomic_write_text, read_json
@@ -89,9 +89,7 @@ def table_section(comparison: dict) -> str:
     """One table per dataset: our rows, then the papers' (class ``paper``), with where each was read."""
     html = ['<section id="table"><h2>Results</h2>']
     for dataset, info in comparison["datasets"].items():
-        ours = [row for row in comparison["rows"] if row["dataset"] == dataset]
-        theirs = [row for row in comparison["papers"] if row["dataset"] == dataset]
-        columns = shown_columns(ours + theirs)
+        ours, theirs, columns = dataset_table(comparison, dataset)
         html.append(f"<h3>{escape(dataset)} ({info['questions']} questions)</h3>")
         html.append(f'<table class="results" data-dataset="{escape(dataset)}"><tr><th>program</th><th>n</th>'
                     + "".join(f"<th>{escape(header)}</th>" for _, header in columns) + "</tr>")
