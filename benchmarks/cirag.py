@@ -26,18 +26,12 @@ import argparse
 import dspy
 from rich.console import Console
 
-from multihop.benchmarks.common import (
-    DATASETS,
-    LMOptions,
-    cached_retriever,
-    evaluate_rows,
-    questions_with_corpus,
-    run_folder,
-    student_lm,
-)
+from multihop.benchmarks.common import cached_retriever, evaluate_rows, run_folder
 from multihop.evaluation import render_table
+from multihop.lm_options import LMOptions
 from multihop.programs import CIRAG, SingleStepRAG
 from multihop.programs.cirag.cache import build_cache
+from multihop.question_sets import DATASETS, questions_with_corpus
 
 console = Console(width=200)
 K = 10  # §4.3: the top-10 documents a round
@@ -103,7 +97,7 @@ def main() -> None:
     judge = options.make(args.judge_lm) if args.judge_lm else None
     student = None
     if args.student:
-        student = student_lm(options, args.student)
+        student = options.student(args.student)
     iterations = [int(cap) for cap in args.iterations.split(",") if cap.strip()]
     for dataset in args.datasets.split(","):
         examples, corpus = questions_with_corpus(dataset, limit=args.limit)

@@ -30,12 +30,14 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from multihop.benchmarks.common import LMOptions, cached_retriever, question_file, questions_with_corpus
+from multihop.benchmarks.common import cached_retriever
 from multihop.evaluation import evaluate, render_table
 from multihop.jsonl import read_rows
+from multihop.lm_options import LMOptions
 from multihop.metrics import recall_at_k
 from multihop.programs import CoopRAG, SingleStepRAG
 from multihop.programs.cooprag.training import unroll_questions
+from multihop.question_sets import question_file, questions_with_corpus
 from multihop.retrievers import DenseRetriever, RaLa, Retriever
 
 console = Console(width=160)

@@ -31,23 +31,17 @@ import dspy
 from rich.console import Console
 from rich.table import Table
 
-from multihop.benchmarks.common import (
-    DATASETS,
-    LMOptions,
-    evaluate_rows,
-    load_questions,
-    questions_with_corpus,
-    run_folder,
-    student_lm,
-)
+from multihop.benchmarks.common import evaluate_rows, run_folder
 from multihop.benchmarks.students import per_stage, stage_table
 from multihop.evaluation import render_table
+from multihop.lm_options import LMOptions
 from multihop.lms import default_adapter
 from multihop.optimize.gold import gold_targets
 from multihop.optimize.students import trained_stages
 from multihop.programs import HANRAG, NoRetrieval, SingleStepRAG
 from multihop.programs.hanrag import REVELATOR_STAGES
 from multihop.programs.hanrag.routes import route_of
+from multihop.question_sets import DATASETS, load_questions, questions_with_corpus
 from multihop.retrievers import BM25Retriever
 
 console = Console(width=200)
@@ -125,7 +119,7 @@ def main() -> None:
     datasets = args.datasets.split(",")
     revelator = None
     if args.revelator:
-        revelator = (*student_lm(options, args.revelator), args.revelator)
+        revelator = (*options.student(args.revelator), args.revelator)
         if args.per_stage:
             program, adapter = HANRAG(), default_adapter(args.lm)
             stages = {stage: lm for stage in program.stage_names()}

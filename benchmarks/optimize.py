@@ -26,14 +26,16 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from multihop.benchmarks.common import LMOptions, cached_retriever, load_questions
+from multihop.benchmarks.common import cached_retriever
 from multihop.data import build_corpus
+from multihop.lm_options import LMOptions
 from multihop.lms import chat_request
 from multihop.metrics import f1
 from multihop.optimize.compile import compile_program, validation_score
 from multihop.optimize.distill import DistillConfig, distill
 from multihop.optimize.trajectories import collect
 from multihop.programs import SingleStepRAG
+from multihop.question_sets import load_questions
 
 console = Console(width=150)
 

@@ -26,10 +26,10 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from multihop.benchmarks.common import question_file, questions_with_corpus
 from multihop.metrics import recall_at_k
 from multihop.models import FINETUNED_STAMP
 from multihop.paths import home
+from multihop.question_sets import question_file, questions_with_corpus
 from multihop.retrievers import (
     BM25Retriever,
     DenseRetriever,

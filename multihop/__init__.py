@@ -16,7 +16,7 @@ _EXPORTS = {
     "Passage": "multihop.corpus",
     "make_lm": "multihop.lms",
     "evaluate": "multihop.evaluation",
-    "compare": "multihop.benchmarks.compare",
+    "compare": "multihop.cli.compare",
     "Budget": "multihop.comparison",
     "LLMJudge": "multihop.metrics",
     "record_trace": "multihop.tracing",

@@ -20,7 +20,6 @@ from rich.table import Table
 from multihop.papers import PaperResult
 from multihop.paths import atomic_write_text
 
-DEFAULT_PROGRAMS = ("CoopRAG", "DualRAG", "ComposeRAG", "HANRAG", "CIRAG", "NoRetrieval", "SingleStepRAG")
 TABLE_JSON = "comparison.json"
 TABLE_MARKDOWN = "comparison.md"
 COLUMNS = [("em", "EM"), ("f1", "F1"), ("acc", "Acc"), ("cover_em", "Cover-EM"), ("llm_eval", "LLM Eval"),

@@ -39,7 +39,7 @@ from multihop.folders import RUN_MANIFEST, check_run, locked
 from multihop.jsonl import append_row, read_rows
 from multihop.metrics import LLMJudge, answer_scores, recall_at_k
 from multihop.paths import atomic_write_text
-from multihop.tracing import jsonable, record_trace
+from multihop.tracing import TracedModule, jsonable, record_trace
 
 RESULTS = "results.jsonl"
 MAX_ENDPOINT_FAILURES = 10  # questions in a row whose LM endpoint failed: the run stops
@@ -59,15 +59,20 @@ def trace_path(out_dir: Path, qid: str) -> Path:
 
 def run_question(program: dspy.Module, example: dspy.Example, judge: LLMJudge | None = None
                  ) -> tuple[dict, list[dict]]:
-    """Answer one question and score it (and judge it, given a judge); never raises. The call is traced here, so
-    any ``dspy.Module`` gets its stage records and counts, not only a ``MultihopProgram``."""
+    """Answer one question and score it (and judge it, given a judge); never raises. A module that traces its own
+    calls (:class:`~multihop.tracing.TracedModule`, every multihop program) gives its stage records and counts with
+    its prediction; any other ``dspy.Module`` is traced here, so it gets them too."""
     start = time.perf_counter()
     row = {"id": example.id, "question": example.question, "answers": list(example.answers)}
     trace: list[dict] = []
     try:
-        with record_trace(program) as recorded:
+        if isinstance(program, TracedModule):
             prediction = program(**example.inputs())
-        trace, counts = recorded.to_list(), recorded.counts()
+            trace, counts = prediction.stage_trace, dict(prediction.counts)
+        else:
+            with record_trace(program) as recorded:
+                prediction = program(**example.inputs())
+            trace, counts = recorded.to_list(), recorded.counts()
         # a program's own passage_ids, even empty, are what it used; the retriever's outputs only when it names none
         ids = list((prediction.passage_ids or []) if "passage_ids" in prediction else counts.get("passage_ids") or [])
         counts.pop("passage_ids", None)

@@ -95,6 +95,10 @@ class Trace:
         self.module = contextvars.ContextVar(f"multihop_module_{id(self)}", default=None)
 
     def stage_name(self, instance: Any) -> str:
+        """A stage's path in the program (``answer.predict``, ``retriever``); a step of its own kind (a rerank) is
+        named by its kind, another module outside the program ``rm``."""
+        if getattr(instance, "trace_kind", None):
+            return instance.trace_kind
         name = self.names.get(id(instance))
         if name is None:
             return "rm" if not isinstance(instance, dspy.Predict) else type(instance).__name__.lower()
@@ -199,14 +203,18 @@ class TraceCallback(BaseCallback):
         if id(instance) == trace.root_id:
             return
         is_lm = isinstance(instance, dspy.Predict)
+        step = getattr(instance, "trace_kind", None)  # a step recorded as its kind wherever it runs (a rerank)
         if not is_lm and list(getattr(instance, "named_predictors", list)()):
             return  # a composite sub-module: its predictors are recorded on their own
-        if not is_lm and trace.module.get() is not None:
+        if not is_lm and not step and trace.module.get() is not None:
             return  # a module inside a recorded one (a reranker's first stage): one retrieval, recorded once
+        call_inputs = _call_inputs(inputs)
+        if hasattr(instance, "trace_inputs"):  # what a step chooses to record of its inputs
+            call_inputs = instance.trace_inputs(call_inputs)
         record = {
             "stage": trace.stage_name(instance),
-            "kind": "lm" if is_lm else "module",
-            "inputs": jsonable(_call_inputs(inputs)),
+            "kind": "lm" if is_lm else step or "module",
+            "inputs": jsonable(call_inputs),
             "start_s": round(time.perf_counter() - trace._t0, 4),
             "_t": time.perf_counter(),
         }
@@ -262,6 +270,17 @@ class TracedPrediction(dspy.Prediction):
         traced._completions = prediction._completions
         traced.set_lm_usage(trace.usage.get_total_tokens() if with_usage else prediction.get_lm_usage())
         return traced
+
+
+class TracedModule(dspy.Module):
+    """A module that records its own trace: every call returns a :class:`TracedPrediction` with the stage records
+    and counts of that call, so evaluation reuses them instead of tracing the call a second time."""
+
+    def __call__(self, *args, **kwargs) -> TracedPrediction:
+        own_usage = dspy.settings.track_usage and dspy.settings.get("usage_tracker") is None
+        with record_trace(self) as trace:
+            prediction = super().__call__(*args, **kwargs)
+        return TracedPrediction.from_trace(prediction, trace, with_usage=own_usage)
 
 
 @contextmanager

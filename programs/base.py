@@ -8,18 +8,38 @@ with its stage records (``prediction.stage_trace``) and per-question counts (``p
 subclass registers itself by class name (:data:`PROGRAMS`), which is how a saved program is rebuilt. It also gives
 every stage its own LM (``set_stage_lm``) and the retriever lookup that DSPy's own ``Retrieve`` uses (the
 constructor's, else ``dspy.settings.rm``).
+
+The helpers every method builds on, so no method reaches retrieval, stages or fallbacks its own way:
+
+- :meth:`~MultihopProgram.add_stages` creates the stages a configuration uses (``dspy.Predict`` over a signature,
+  with their demos), so ``named_predictors()`` follows the switches;
+- :meth:`~MultihopProgram.run_stage` calls a stage with one retry and a documented fallback, counting
+  ``<stage>.fallback`` (0 or 1 a call) and the total ``fallbacks``;
+- :meth:`~MultihopProgram.search` and :meth:`~MultihopProgram.rerank_hits` are the one doorway to retrieval: a
+  program with a ``rerank`` switch (a name of :data:`multihop.retrievers.RERANKERS`, or None) searches its
+  retriever's first stage for the top ``n`` and reranks them to ``k`` with that reranker, bound to the first stage
+  (its encoder and token cache); one without it searches its retriever as it is. Every rerank is a ``rerank`` record
+  of the stage trace.
+
+Renamed settings keep their old names for one release (:attr:`~MultihopProgram.renamed_settings`): an old name given
+to the constructor, ``--set`` or a saved config is read as the new one, with a deprecation warning.
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
+import threading
+import warnings
 from typing import ClassVar
 
 import dspy
 from dspy.utils.exceptions import AdapterParseError
 
-from multihop.tracing import TracedPrediction, count, record_trace
+from multihop.retrievers import Retriever, make_reranker
+from multihop.retrievers.query import Hits, pick
+from multihop.tracing import TracedModule, count
 
 logger = logging.getLogger(__name__)
 
@@ -32,7 +52,7 @@ def takes_retriever(cls: type) -> bool:
     return "retriever" in inspect.signature(cls.__init__).parameters
 
 
-class MultihopProgram(dspy.Module):
+class MultihopProgram(TracedModule):
     """Base class of the five methods and the baselines.
 
     ``count_display`` maps an event the program counts to how evaluation tables show it: ``"rate"`` (a share of
@@ -44,7 +64,8 @@ class MultihopProgram(dspy.Module):
     special_tokens: ClassVar[tuple[str, ...]] = ()  # markers the program writes into its queries, which the encoder of
     # an index built for it keeps whole (``multihop index build --markers PROGRAM``; an index built on the fly for it)
     index_pooling: ClassVar[str] = "mean"  # the first-stage pooling of an index built for it (same two ways)
-    first_stage: ClassVar[str] = "dense"  # the first stage of an index built for it on the fly: dense or bm25
+    renamed_settings: ClassVar[dict[str, str]] = {}  # old setting name → its new name, read for one more release
+    renamed_stages: ClassVar[dict[str, str]] = {}  # old stage name → its new name (saved states, set_stage_lm)
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -55,17 +76,28 @@ class MultihopProgram(dspy.Module):
         if known is not None and _qualified(known) != _qualified(cls):
             raise TypeError(f"a program named {cls.__name__} is registered already ({_qualified(known)}); saved "
                             "programs and --program find programs by name: rename the class")
+        if "__init__" in cls.__dict__ and cls.renamed_settings:
+            cls.__init__ = _reading_old_names(cls.__init__, cls)
         PROGRAMS[cls.__name__] = cls
 
     def __init__(self, retriever: dspy.Module | None = None):
         super().__init__()
         self.retriever = retriever
+        self._searchers = _Searchers()
 
-    def __call__(self, *args, **kwargs) -> TracedPrediction:
-        own_usage = dspy.settings.track_usage and dspy.settings.get("usage_tracker") is None
-        with record_trace(self) as trace:
-            prediction = super().__call__(*args, **kwargs)
-        return TracedPrediction.from_trace(prediction, trace, with_usage=own_usage)
+    @classmethod
+    def current_names(cls, settings: dict) -> dict:
+        """``settings`` (a saved config, ``--set`` switches) with every renamed setting under its new name; an old
+        name is warned about, and an old name given beside its new one is refused."""
+        current = dict(settings)
+        for old, new in cls.renamed_settings.items():
+            if old in current:
+                if new in current:
+                    raise TypeError(f"{cls.__name__}: give {new} only ({old} is its old name)")
+                warnings.warn(f"{cls.__name__}'s setting {old} is renamed {new}; the old name goes in the next "
+                              "release", DeprecationWarning, stacklevel=3)
+                current[new] = current.pop(old)
+        return current
 
     @property
     def rm(self) -> dspy.Module:
@@ -74,21 +106,87 @@ class MultihopProgram(dspy.Module):
             raise ValueError(f"{type(self).__name__} needs a retriever: pass retriever=... or dspy.configure(rm=...)")
         return retriever
 
+    def add_stages(self, demos: dict[str, list[dspy.Example]] | None = None, **stages: type[dspy.Signature] | None
+                   ) -> None:
+        """Create each stage ``name=Signature`` as a ``dspy.Predict`` attribute of that name, with a copy of
+        ``demos[name]`` as its demos; a stage given None is not created (its switch is off), so
+        ``named_predictors()`` lists the stages this configuration runs."""
+        for name, signature in stages.items():
+            if signature is not None:
+                predictor = dspy.Predict(signature)
+                predictor.demos = [demo.copy() for demo in (demos or {}).get(name, [])]
+                setattr(self, name, predictor)
+
     def run_stage(self, predictor: dspy.Module, fallback: dict, retries: int = 0, **inputs) -> dspy.Prediction:
         """Call one LLM stage. A reply the adapter cannot parse is retried once by DSPy itself when the adapter is the
         ChatAdapter (it re-asks in JSON format), and ``retries`` more times here, sampled (temperature 1.0, a fresh
         rollout id so the cache does not replay the failure). When the stage still fails, it returns ``fallback``
-        with ``failed=True`` instead of crashing the question; the trace records each error (``stage_errors``) and
-        counts the fallback taken (``fallbacks``)."""
+        with ``failed=True`` instead of crashing the question; the trace records each error (``stage_errors``).
+        Every call counts ``<stage>.fallback`` (1 when the fallback was taken, else 0, so the count is there for
+        every stage that ran) and each fallback taken adds to ``fallbacks``."""
+        stage = self.stage_name(predictor)
         for attempt in range(retries + 1):
             config = {"rollout_id": attempt, "temperature": 1.0} if attempt else {}
             try:
-                return predictor(**inputs, **({"config": config} if config else {}))
+                result = predictor(**inputs, **({"config": config} if config else {}))
             except AdapterParseError as exc:
                 reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            else:
+                count(f"{stage}.fallback", 0)
+                return result
         logger.warning("%s: unparsable LM output, using fallback %s (%s)", type(self).__name__, fallback, reason)
+        count(f"{stage}.fallback")
         count("fallbacks")
         return dspy.Prediction(**fallback, failed=True)
+
+    def stage_name(self, predictor: dspy.Module) -> str:
+        """The stage a predictor of this program is (its attribute name, ``answer`` for ``answer.predict``)."""
+        for name, candidate in self.named_predictors():
+            if candidate is predictor:
+                return name.split(".")[0]
+        raise KeyError(f"{type(self).__name__} has no stage {predictor!r}")
+
+    def search(self, query: str, k: int) -> Hits:
+        """The top ``k`` passages for ``query``: with a ``rerank`` switch, the retriever's first-stage top ``n``
+        reranked by it (the first stage's top ``k`` when it is None); without one, the retriever's own."""
+        return self.searcher()(query, k=k)
+
+    def first_stage_search(self, query: str, k: int) -> Hits:
+        """The top ``k`` of the first stage alone (for a program that merges several searches before reranking)."""
+        searcher = self.searcher()
+        return (searcher.first_stage if isinstance(searcher, Retriever) else searcher)(query, k=k)
+
+    def rerank_hits(self, anchor: str, hits: dspy.Prediction, k: int) -> Hits:
+        """``hits`` reranked against ``anchor`` by the program's reranker to the top ``k`` (a traced ``rerank``
+        step); without a reranker, the first ``k`` as they are."""
+        searcher = self.searcher()
+        if not isinstance(searcher, Retriever) or searcher.rerank is None:
+            first = range(min(k, len(hits.ids)))
+            return pick(hits, first, [hits.scores[i] for i in first] if hits.get("scores") else [0.0] * len(first))
+        return searcher.rerank(anchor, hits, k)
+
+    def searcher(self) -> dspy.Module:
+        """The module :meth:`search` calls, built once per retriever (a reranker may load an encoder): the retriever
+        itself for a program with no ``rerank`` switch, else its first stage with this program's reranker."""
+        rm = self.rm
+        with self._searchers.lock:
+            built = self._searchers.by_retriever.get(id(rm))
+            if built is None or built[0] is not rm:
+                built = self._searchers.by_retriever[id(rm)] = (rm, self.build_searcher(rm))
+        return built[1]
+
+    def build_searcher(self, retriever: dspy.Module) -> dspy.Module:
+        if "rerank" not in self.settings():
+            return retriever
+        first_stage = retriever.first_stage if isinstance(retriever, Retriever) else retriever
+        if self.rerank is None:
+            return first_stage
+        reranker = make_reranker(self.rerank, **self.reranker_options())
+        return Retriever(first_stage, reranker, n=self.n, k=self.k)
+
+    def reranker_options(self) -> dict:
+        """The options the program's reranker is built with (beyond its name): none by default."""
+        return {}
 
     def prepare_examples(self, examples: list[dspy.Example]) -> list[dspy.Example]:
         """The examples as this program reads them, which evaluation applies before running: themselves, unless the
@@ -106,11 +204,24 @@ class MultihopProgram(dspy.Module):
     def set_stage_lm(self, name: str, lm) -> None:
         """Run one stage on its own LM. ``name`` is a predictor path (``answer.predict``) or its first part
         (``answer``), which sets every predictor under it."""
+        first, dot, rest = name.partition(".")
+        if first in self.renamed_stages:
+            warnings.warn(f"{type(self).__name__}'s stage {first} is renamed {self.renamed_stages[first]}; the old "
+                          "name goes in the next release", DeprecationWarning, stacklevel=2)
+            name = self.renamed_stages[first] + dot + rest
         matched = [p for n, p in self.named_predictors() if n == name or n.split(".")[0] == name]
         if not matched:
             raise KeyError(f"{type(self).__name__} has no stage {name!r}; stages: {', '.join(self.stage_names())}")
         for predictor in matched:
             predictor.set_lm(lm)
+
+    def load_state(self, state: dict, **options):
+        """DSPy's ``load_state``, reading a state saved before a stage was renamed under the stage's new name."""
+        renamed = {}
+        for key, value in state.items():
+            first, dot, rest = key.partition(".")
+            renamed[self.renamed_stages.get(first, first) + dot + rest] = value
+        return super().load_state(renamed, **options)
 
     @classmethod
     def settings(cls) -> list[str]:
@@ -128,6 +239,28 @@ class MultihopProgram(dspy.Module):
             raise TypeError(f"{type(self).__name__} keeps no attribute for its constructor setting(s) {missing}: "
                             "store each setting as self.<name>")
         return {name: getattr(self, name) for name in self.settings()}
+
+
+class _Searchers:
+    """A program's searchers by retriever, built once under a lock (questions run in threads). A copy of the program
+    starts with none, so it builds its own for whatever retriever it is given."""
+
+    def __init__(self):
+        self.by_retriever: dict[int, tuple[dspy.Module, dspy.Module]] = {}
+        self.lock = threading.Lock()
+
+    def __deepcopy__(self, memo: dict) -> _Searchers:
+        return _Searchers()
+
+
+def _reading_old_names(init, cls: type[MultihopProgram]):
+    """``cls.__init__`` that reads the old names of renamed settings as their new ones."""
+
+    @functools.wraps(init)
+    def wrapped(self, *args, **kwargs):
+        init(self, *args, **cls.current_names(kwargs))
+
+    return wrapped
 
 
 def _qualified(cls: type) -> str:

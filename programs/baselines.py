@@ -12,6 +12,7 @@ from multihop.signatures import AnswerFromPassages, DirectAnswer
 
 from .base import MultihopProgram
 from .gold import GoldContext, Pairs, gold_documents, register_gold_builder, register_no_gold
+from .methods import Method
 from .text import safe_answer
 
 
@@ -20,7 +21,7 @@ class NoRetrieval(MultihopProgram):
 
     def __init__(self):
         super().__init__(retriever=None)
-        self.answer = dspy.Predict(DirectAnswer)
+        self.add_stages(answer=DirectAnswer)
 
     def forward(self, question: str) -> dspy.Prediction:
         result = self.run_stage(self.answer, {"answer": ""}, question=question)
@@ -33,10 +34,10 @@ class SingleStepRAG(MultihopProgram):
     def __init__(self, retriever: dspy.Module | None = None, k: int = 5):
         super().__init__(retriever=retriever)
         self.k = k
-        self.answer = dspy.Predict(AnswerFromPassages)
+        self.add_stages(answer=AnswerFromPassages)
 
     def forward(self, question: str) -> dspy.Prediction:
-        hits = self.rm(question, k=self.k)
+        hits = self.search(question, k=self.k)
         result = self.run_stage(self.answer, {"answer": ""}, passages=hits.passages, question=question)
         return dspy.Prediction(
             answer=safe_answer(result.answer), passages=hits.passages, passage_ids=hits.ids, scores=hits.scores
@@ -54,3 +55,7 @@ def _reader_target(program: SingleStepRAG, example: dspy.Example, context: GoldC
 
 register_no_gold("NoRetrieval", "answer", "a closed-book answer has no evidence to learn from: training it on the "
                  "train answers would only memorise them")
+
+
+Method(NoRetrieval)
+Method(SingleStepRAG)

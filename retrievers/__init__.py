@@ -9,12 +9,13 @@ from .late_interaction import MaxSim
 from .module import RetrieverModule, load_retriever
 from .query import Hits
 from .rala import RaLa
-from .rerankers import RERANKERS, Reranker, load_reranker, make_reranker
+from .rerankers import RERANKERS, Reranker, RerankStep, checked_reranker, load_reranker, make_reranker
 from .retriever import Retriever
 from .sparse import BM25Retriever
-from .storage import build_retriever
+from .storage import CACHED_FIRST_STAGES, build_cached, build_retriever
 
 __all__ = [
+    "CACHED_FIRST_STAGES",
     "RERANKERS",
     "BM25Retriever",
     "DenseRetriever",
@@ -25,10 +26,13 @@ __all__ = [
     "IndexMismatchError",
     "MaxSim",
     "RaLa",
+    "RerankStep",
     "Reranker",
     "Retriever",
     "RetrieverModule",
+    "build_cached",
     "build_retriever",
+    "checked_reranker",
     "load_reranker",
     "load_retriever",
     "make_reranker",

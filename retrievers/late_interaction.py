@@ -27,7 +27,7 @@ from multihop.corpus import Corpus
 
 from . import scoring
 from .encoder import Encoder
-from .query import Hits
+from .query import Hits, pick
 from .token_cache import TokenCache
 
 DEFAULT_ENCODER = "mpnet"
@@ -126,8 +126,7 @@ class LateInteraction:
         with torch.inference_mode():
             scores = self.score(q, qm, d, dm, cls, layer_tokens)[0].numpy()
         order = np.argsort(-scores, kind="stable")[:k]
-        return Hits(passages=[candidates.passages[i] for i in order], ids=[candidates.ids[i] for i in order],
-                    scores=[float(scores[i]) for i in order], candidates=list(candidates.ids))
+        return pick(candidates, order, [float(scores[i]) for i in order], candidates=list(candidates.ids))
 
     def candidate_states(self, candidates: dspy.Prediction) -> tuple[list, np.ndarray, dict[int, list]]:
         """Last-layer token states, all-layer ``[CLS]`` states and :meth:`token_layers` states of the candidates:

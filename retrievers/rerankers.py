@@ -30,11 +30,52 @@ class Reranker(Protocol):
     def config(self) -> dict: ...
 
 
+class RerankStep(dspy.Module):
+    """A reranker as a step of a program: ``step(query, candidates, k)`` is ``reranker.rerank(query, candidates, k)``
+    (keyword arguments passed on), recorded in the program's ``stage_trace`` as a ``rerank`` record of its own — the
+    query, the candidates' ids, ``k`` and the hits kept — even inside a retrieval. Like a retriever, it has no
+    predictors and a copy of a program shares it.
+
+    Args:
+        reranker: any :class:`Reranker`.
+    """
+
+    trace_kind = "rerank"
+
+    def __init__(self, reranker: Reranker):
+        super().__init__()
+        self.reranker = reranker
+
+    def forward(self, query: str, candidates: dspy.Prediction, k: int, **options) -> Hits:
+        return self.reranker.rerank(query, candidates, k, **options)
+
+    @staticmethod
+    def trace_inputs(inputs: dict) -> dict:
+        """What the trace records of a call's inputs: the query, the candidates' ids and ``k`` (not the candidates'
+        texts, which the retrieval before it recorded, nor a query's token states)."""
+        candidates = inputs.get("candidates", inputs.get("arg1"))
+        return {"query": inputs.get("query", inputs.get("arg0")), "candidates": list(getattr(candidates, "ids", [])),
+                "k": inputs.get("k", inputs.get("arg2"))}
+
+    def __deepcopy__(self, memo: dict) -> RerankStep:
+        return self
+
+
 RERANKERS: dict[str, Callable[..., Reranker]] = {
     "maxsim": MaxSim,
     "rala-eq4": partial(RaLa, "eq4"),
     "rala-eq3": partial(RaLa, "eq3"),
 }
+
+
+def checked_reranker(name: str | None) -> str | None:
+    """A program's ``rerank`` switch checked: a registered name, or None (False, as a ``--set rerank=false`` gives it,
+    is None too); anything else is a ``ValueError`` naming the choices."""
+    if not name:
+        return None
+    if name not in RERANKERS:
+        raise ValueError(f"unknown rerank {name!r}; choose None (no reranking) or one of {', '.join(RERANKERS)}")
+    return name
 
 
 def make_reranker(name: str, **options) -> Reranker:

@@ -5,7 +5,8 @@ retriever module) and reranks them to the top ``k`` with any :class:`~.rerankers
 method's own. A reranker that can draw on its first stage is bound to it when the retriever is built (for the
 late-interaction rerankers: the first stage's encoder and token cache, see :mod:`.late_interaction`). When a dense
 first stage and a late-interaction reranker share one encoder, one forward pass of the query gives both the search
-vector and the token states the reranker reads. The prediction also lists the first stage's ``candidates``.
+vector and the token states the reranker reads. The prediction also lists the first stage's ``candidates``; the rerank
+is a step of its own in a program's trace (:class:`~.rerankers.RerankStep`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from .index import MANIFEST, read_manifest
 from .late_interaction import LateInteraction
 from .module import RetrieverModule, load_retriever
 from .query import Hits
-from .rerankers import Reranker, load_reranker
+from .rerankers import Reranker, RerankStep, load_reranker
 
 
 class Retriever(RetrieverModule):
@@ -36,6 +37,7 @@ class Retriever(RetrieverModule):
         if hasattr(reranker, "bind"):
             reranker = reranker.bind(first_stage)
         self.first_stage, self.reranker, self.n, self.k = first_stage, reranker, n, k
+        self.rerank = RerankStep(reranker) if reranker is not None else None
         self.corpus = getattr(first_stage, "corpus", None)
 
     @property
@@ -50,10 +52,10 @@ class Retriever(RetrieverModule):
         if self.encodes_once:
             states = self.first_stage.encoder.states(queries)
             firsts = self.first_stage.search_vectors(states.pooled, self.n)
-            return [self.reranker.rerank(query, first, k, query_tokens=tokens)
+            return [self.rerank(query, first, k, query_tokens=tokens)
                     for query, first, tokens in zip(queries, firsts, states.tokens, strict=True)]
         firsts = self.first_searches(queries, self.n)
-        return [self.reranker.rerank(query, first, k) for query, first in zip(queries, firsts, strict=True)]
+        return [self.rerank(query, first, k) for query, first in zip(queries, firsts, strict=True)]
 
     def first_searches(self, queries: list[str], k: int) -> list[dspy.Prediction]:
         """The first stage's top ``k`` of each query: batched for a multihop retriever, one call per query for any

@@ -1,9 +1,12 @@
 """Build any retriever from a corpus by name: a first stage (dense, BM25 or hybrid) and a reranker of the registry
-(:data:`~.rerankers.RERANKERS`), all on one loaded encoder — what ``multihop index build`` saves."""
+(:data:`~.rerankers.RERANKERS`), all on one loaded encoder — what ``multihop index build`` saves; and the first stages
+a corpus is indexed with once and cached (:data:`CACHED_FIRST_STAGES`), which the command line and ``multihop
+compare`` build for a program from its method's declared first stage."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from multihop.corpus import Corpus
 
@@ -16,6 +19,32 @@ from .retriever import Retriever
 from .sparse import BM25Retriever
 
 FIRST_STAGES = ("dense", "bm25", "hybrid")
+
+
+def _cached_dense(corpus: Corpus, encoder: str, special_tokens: Sequence[str], pooling: str,
+                  token_layers: tuple[int, ...] | None) -> Path:
+    return DenseRetriever.build_cached(corpus, encoder=encoder, token_layers=token_layers,
+                                       special_tokens=tuple(special_tokens), pooling=pooling)
+
+
+def _cached_bm25(corpus: Corpus, encoder: str, special_tokens: Sequence[str], pooling: str,
+                 token_layers: tuple[int, ...] | None) -> Path:
+    return BM25Retriever.build_cached(corpus)
+
+
+# name → builder(corpus, encoder, special_tokens, pooling, token_layers) of the folder, built once under
+# MULTIHOP_HOME/indexes; a first stage registered here is one a method can declare (``Method(first_stage=...)``)
+CACHED_FIRST_STAGES: dict[str, Callable[..., Path]] = {"dense": _cached_dense, "bm25": _cached_bm25}
+
+
+def build_cached(corpus: Corpus, first_stage: str = "dense", encoder: str = "mpnet", special_tokens: Sequence[str] = (),
+                 pooling: str = "mean", token_layers: tuple[int, ...] | None = None) -> Path:
+    """The folder of ``corpus``'s ``first_stage`` index (one of :data:`CACHED_FIRST_STAGES`), built on first use and
+    reused: a dense one by ``encoder`` with the query markers ``special_tokens``, ``pooling`` and, with
+    ``token_layers=()``, the last layer's token states for reranking; the dense settings mean nothing to BM25."""
+    if first_stage not in CACHED_FIRST_STAGES:
+        raise ValueError(f"unknown first stage {first_stage!r}; choose one of {', '.join(CACHED_FIRST_STAGES)}")
+    return CACHED_FIRST_STAGES[first_stage](corpus, encoder, special_tokens, pooling, token_layers)
 
 
 def build_retriever(

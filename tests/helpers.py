@@ -177,3 +177,56 @@ def tiny_causal_lm(folder, texts: list[str], seed: int = 0):
     LlamaForCausalLM(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return str(folder)
+
+
+class TypedScript(StageScript):
+    """A :class:`StageScript` whose replies are drawn from each stage's output types (strings, ints, bools, lists,
+    triples, Literals, pydantic models), seeded by the prompt: the same prompt always gets the same reply, so two runs
+    of a program that send the same prompts take the same branches. ``garbled`` is the share of prompts answered
+    with a reply that does not parse (every fallback gets exercised)."""
+
+    WORDS = ("Paris", "Nolan", "1987", "the river", "<no question>", "Who directed it?", "Berlin", "yes")
+
+    def __init__(self, *programs: dspy.Module, garbled: float = 0.15):
+        super().__init__({}, *programs)
+        self.garbled = garbled
+
+    def respond(self, prompt: str) -> dict:
+        import hashlib
+        import json
+        import random
+
+        stage = self.stage_of(prompt)
+        self.seen.append(stage)
+        draw = random.Random(hashlib.sha256(prompt.encode()).hexdigest())
+        signature = dict(self.signatures)[stage]
+        if draw.random() < self.garbled:
+            return {"garbled": "no fields here"}
+        reply = {}
+        for name, info in signature.output_fields.items():
+            value = typed_value(info.annotation, draw, self.WORDS)
+            reply[name] = value if isinstance(value, str) else json.dumps(value)
+        return reply
+
+
+def typed_value(annotation, draw, words):
+    """A value of ``annotation`` drawn with ``draw`` (a ``random.Random``) from ``words``."""
+    import typing
+
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if annotation is str:
+        return draw.choice(words)
+    if annotation is bool:
+        return draw.random() < 0.5
+    if annotation is int:
+        return draw.randint(1, 3)
+    if origin is typing.Literal:
+        return draw.choice(args)
+    if origin is list:
+        if args and typing.get_origin(args[0]) is list:
+            return [[draw.choice(words[:3]), "is related to", draw.choice(("<UNCERTAIN>", "<FILL>", *words[:3]))]
+                    for _ in range(draw.randint(0, 3))]
+        return [typed_value(args[0] if args else str, draw, words) for _ in range(draw.randint(0, 3))]
+    if hasattr(annotation, "model_fields"):
+        return {name: typed_value(field.annotation, draw, words) for name, field in annotation.model_fields.items()}
+    return draw.choice(words)

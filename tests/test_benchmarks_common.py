@@ -5,8 +5,9 @@ import sys
 import dspy
 import pytest
 
-from multihop.benchmarks.common import DATASETS, LMOptions, question_file, questions_with_corpus
+from multihop.lm_options import LMOptions
 from multihop.programs import ComposeRAG
+from multihop.question_sets import DATASETS, question_file, questions_with_corpus
 
 from helpers import data_root
 

@@ -93,7 +93,7 @@ def test_the_loop_never_passes_max_iterations_and_malformed_distiller_output_end
     assert run(prog, stages).counts["iterations"] == 2 and stages.seen.count("integrate") == 2
     stages = script(prog, integrate={"thought": "t"})
     prediction = run(prog, stages)
-    assert prediction.counts["iterations"] == 1 and prediction.counts["integrate_fallback"] == 1
+    assert prediction.counts["iterations"] == 1 and prediction.counts["integrate.fallback"] == 1
 
 
 def test_core_triples_that_match_no_candidate_are_dropped_and_counted():

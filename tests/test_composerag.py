@@ -33,7 +33,7 @@ class Script(StageScript):
             "construct": lambda p: {"rewritten_question": self.construct(p)},
             "decide": lambda p: {"analysis": "needs facts", "needs_retrieval": "true"},
             "rewrite": lambda p: {"new_query": "rewritten " + field(p, "question")},
-            "rerank": lambda p: {"reasoning": "r", "ranking": "[2] > [1] > [3]"},
+            "rank_passages": lambda p: {"reasoning": "r", "ranking": "[2] > [1] > [3]"},
             "answer": lambda p: {"reasoning": "from the context", "answer": ANSWERS.get(field(p, "question"),
                                                                                        "Seattle [1].")},
             "verify": lambda p: {"reason": "supported", "valid": "true"},
@@ -63,7 +63,7 @@ def pids(retriever, *indices: int) -> list[str]:
 
 
 MULTIHOP = {"simple_qa": False}
-HOP = ["decide", "rerank", "answer", "verify"]
+HOP = ["decide", "rank_passages", "answer", "verify"]
 
 
 def test_simple_question_is_resolved_by_the_simple_path(static_retriever):
@@ -112,7 +112,8 @@ def test_a_failed_sub_answer_triggers_one_rewrite_and_a_retry(static_retriever):
     verdicts = iter(["false", "true"] + ["true"] * 10)
     script = Script(verify=lambda p: {"reason": "r", "valid": next(verdicts)})
     _, prediction, script = run(static_retriever, script, **MULTIHOP)
-    assert script.seen[:8] == ["decompose", "decide", "rerank", "answer", "verify", "rewrite", "rerank", "answer"]
+    assert script.seen[:8] == ["decompose", "decide", "rank_passages", "answer", "verify", "rewrite", "rank_passages",
+                                "answer"]
     rewrite_prompt = next(p for p in script.engine.requests if script.stage_of(p) == "rewrite")
     assert field(rewrite_prompt, "last_rewritten_query") == "none"
     assert static_retriever.calls[:2] == [(SUBS[0], 10), ("rewritten " + SUBS[0], 10)]
@@ -171,7 +172,7 @@ def test_a_passing_reflection_stops_early_and_reruns_the_new_decomposition(stati
 
 
 @pytest.mark.parametrize(("switches", "removed"), [
-    ({"passage_reranking": False}, {"rerank"}),
+    ({"passage_reranking": False}, {"rank_passages"}),
     ({"retrieval_decision": False}, {"decide"}),
     ({"query_rewriting": False}, {"rewrite"}),
     ({"answer_verification": False, "query_rewriting": False, "max_reflections": 0},
@@ -204,7 +205,7 @@ def test_no_retrieval_decision_answers_from_the_question_and_retrieves_if_that_f
                     verify=lambda p: {"reason": "r", "valid": next(verdicts)})
     _, prediction, script = run(static_retriever, script, **MULTIHOP)
     first = prediction.history[0]
-    assert script.seen[:7] == ["decompose", "decide", "answer", "verify", "rerank", "answer", "verify"]
+    assert script.seen[:7] == ["decompose", "decide", "answer", "verify", "rank_passages", "answer", "verify"]
     assert first["retrieved"] and first["queries"] == [SUBS[0]]
     answer_prompt = next(p for p in script.engine.requests if script.stage_of(p) == "answer")
     assert SUBS[0] in field(answer_prompt, "context")
@@ -265,7 +266,7 @@ def test_unparsable_stages_fall_back_without_crashing(static_retriever):
     script = Script(decompose=lambda p: {"nonsense": "x"}, verify=lambda p: {"reason": "r", "valid": "maybe"})
     _, prediction, script = run(static_retriever, script, max_reflections=0, **MULTIHOP)
     assert [r["stage"] for r in prediction.stage_trace if "error" in r][:2] == ["decompose", "decompose"]  # one retry
-    assert prediction.sub_questions == [QUESTION] and prediction.counts["decomposition_fallback"] == 1
+    assert prediction.sub_questions == [QUESTION] and prediction.counts["decompose.fallback"] == 1
     assert prediction.grounded is False and "finalize" not in script.seen
 
 
@@ -273,11 +274,11 @@ def test_per_stage_lms_are_used_by_their_stages_only(static_retriever):
     main, upgraded = Script(), Script()
     dspy.configure(lm=main.lm)
     program = ComposeRAG(retriever=static_retriever, simple_qa=False)
-    program.set_stage_lm("rerank", upgraded.lm)
+    program.set_stage_lm("rank_passages", upgraded.lm)
     program.set_stage_lm("decompose", upgraded.lm)
     program(question=QUESTION)
-    assert set(upgraded.seen) == {"rerank", "decompose"} and upgraded.seen.count("rerank") == 3
-    assert not {"rerank", "decompose"} & set(main.seen)
+    assert set(upgraded.seen) == {"rank_passages", "decompose"} and upgraded.seen.count("rank_passages") == 3
+    assert not {"rank_passages", "decompose"} & set(main.seen)
 
 
 def test_upgrading_one_module_moves_all_its_stages(static_retriever):
@@ -333,7 +334,7 @@ def test_reflection_rounds_pair_each_decomposition_with_its_analysis():
 
 
 def test_a_repaired_ranking_is_counted_in_the_program(static_retriever):
-    script = Script(rerank=lambda p: {"reasoning": "r", "ranking": "[4] > [4] > [42]"})
+    script = Script(rank_passages=lambda p: {"reasoning": "r", "ranking": "[4] > [4] > [42]"})
     _, prediction, _ = run(static_retriever, script, max_reflections=0, **MULTIHOP)
     assert prediction.history[0]["passage_ids"] == pids(static_retriever, 3, 0, 1, 2, 4)
     assert prediction.counts["rerank_repaired"] == 3
@@ -350,16 +351,16 @@ def test_compiles_saves_and_loads(static_retriever, tmp_path):
     loaded = load(tmp_path / "compiled", retriever=static_retriever)
     assert loaded.config() == program.config()
     assert [d["answer"] for d in loaded.answer.demos] == [d["answer"] for d in compiled.answer.demos]
-    assert "rerank" not in loaded.stage_names()
+    assert "rank_passages" not in loaded.stage_names()
     with pytest.raises(ValueError, match="config"):
         load(tmp_path / "compiled", program=ComposeRAG(retriever=static_retriever))
 
 
-def test_paper_examples_are_demos_of_the_decomposition_stages():
+def test_paper_demos_are_demos_of_the_decomposition_stages():
     program = ComposeRAG()
     assert len(program.decompose.demos) == 5 and program.decompose.demos[0].sub_questions == []
     assert program.improve_decomposition.demos[0].new_decomposition[-1] == "Which city is home to #3?"
-    assert not ComposeRAG(paper_examples=False).decompose.demos
+    assert not ComposeRAG(paper_demos=False).decompose.demos
 
 
 @pytest.mark.slow

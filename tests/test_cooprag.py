@@ -56,7 +56,7 @@ def test_three_stages_run_in_order_with_the_right_inputs(static_retriever):
     assert "Bill Gates" in reasoning and "<FILL>" not in reasoning.split("reasoning_chain ## ]]")[-1]
     counts = prediction.counts
     assert counts["llm_calls"] == 3 and counts["retrieval_calls"] == 1
-    assert counts["unrolling_fallback"] == counts["fill_repaired"] == counts["completion_fallback"] == 0
+    assert counts["unrolling_fallback"] == counts["fill_repaired"] == counts["complete.fallback"] == 0
     assert [r["kind"] for r in prediction.stage_trace] == ["lm", "retriever", "lm", "lm"]
 
 
@@ -146,17 +146,18 @@ RALA = {"buckets": 2, "omega": True, "seed": None}
 @pytest.mark.parametrize(("rerank", "config"), [("rala-eq4", RALA), ("maxsim", {}), ("rala-eq3", RALA)])
 def test_rerank_switches_choose_the_reranker_of_the_registry(cached_retriever, rerank, config):
     program = CoopRAG(retriever=cached_retriever, rerank=rerank, buckets=2, n=10, k=3)
-    assert isinstance(program.search, Retriever) and program.search.first_stage is cached_retriever
-    reranker = program.search.reranker
+    search = program.searcher()
+    assert isinstance(search, Retriever) and search.first_stage is cached_retriever and program.searcher() is search
+    reranker = search.reranker
     assert type(reranker) is (MaxSim if rerank == "maxsim" else RaLa)
     assert {key: reranker.config()[key] for key in config} == config and reranker.config()["reranker"] == rerank
-    assert (program.search.n, program.search.k) == (10, 3)
+    assert (search.n, search.k) == (10, 3)
     assert reranker.special_tokens == SPECIAL_TOKENS and reranker.encoder.special_tokens == SPECIAL_TOKENS
-    assert CoopRAG(retriever=cached_retriever, rerank=None).search is cached_retriever
-    assert CoopRAG(retriever=program.search, rerank=None).search is cached_retriever
-    assert CoopRAG(retriever=cached_retriever, rerank="rala-eq4", omega=False).search.reranker.omega is False
-    assert CoopRAG().rerank == "rala-eq4"
-    with pytest.raises(ValueError, match="unknown rerank 'rala_eq4'; choose None or one of maxsim, rala-eq4"):
+    assert CoopRAG(retriever=cached_retriever, rerank=None).searcher() is cached_retriever
+    assert CoopRAG(retriever=search, rerank=None).searcher() is cached_retriever
+    assert CoopRAG(retriever=cached_retriever, rerank="rala-eq4", omega=False).searcher().reranker.omega is False
+    assert CoopRAG().rerank == "rala-eq4" and CoopRAG(rerank=False).rerank is None
+    with pytest.raises(ValueError, match="unknown rerank 'rala_eq4'; choose None .* or one of maxsim, rala-eq4"):
         CoopRAG(rerank="rala_eq4")
 
 
@@ -166,7 +167,7 @@ def test_an_index_built_with_the_markers_lends_its_encoder_and_token_cache_to_th
     corpus = Corpus([Passage.make(f"T{i}", fact) for i, fact in enumerate(facts)])
     dense = DenseRetriever.build(corpus, encoder=Encoder("minilm", special_tokens=SPECIAL_TOKENS),
                                  work_dir=tmp_path, token_layers=())
-    search = CoopRAG(retriever=dense, n=4, k=2).search
+    search = CoopRAG(retriever=dense, n=4, k=2).searcher()
     assert search.reranker.encoder is dense.encoder and search.reranker.tokens is dense.tokens
     assert search.encodes_once and search("Which instrument has four strings? <FILL>").ids[0] == corpus[1].id
 
@@ -244,7 +245,7 @@ def test_a_failed_unrolling_keeps_the_raw_question_and_says_so(tmp_path):
 
 
 def test_cli_unroll_writes_the_file_retriever_train_reads(tmp_path, monkeypatch):
-    from multihop.benchmarks.common import LMOptions
+    from multihop.lm_options import LMOptions
 
     script = cooprag_script()
     script.attach(CoopRAG(rerank=None))
@@ -260,11 +261,11 @@ def test_cli_unroll_writes_the_file_retriever_train_reads(tmp_path, monkeypatch)
 def test_a_program_over_dspy_settings_rm_builds_its_reranked_search_once(cached_retriever, musique_dev):
     program, _ = scripted(CoopRAG(buckets=2, n=6, k=3))
     dspy.configure(rm=cached_retriever)
-    first = program.settings_search()
+    first = program.searcher()
     program(question=musique_dev[0].question)
-    assert program.settings_search() is first and first.first_stage is cached_retriever
+    assert program.searcher() is first and first.first_stage is cached_retriever
     dspy.configure(rm=Retriever(cached_retriever, None))
-    assert program.settings_search() is not first  # another rm: another search
+    assert program.searcher() is not first  # another rm: another search
 
 
 def test_query_parts_reach_the_retriever(static_retriever):

@@ -13,7 +13,7 @@ from multihop.optimize.gold import gold_targets
 from multihop.optimize.trajectories import render_call
 from multihop.programs import DualRAG, load, save
 from multihop.programs.dualrag.gold import gold_rounds
-from multihop.programs.dualrag.outline import Outline, link_entities, merge_hits
+from multihop.programs.dualrag.outline import Outline, link_entities, merge_by_score
 from multihop.programs.dualrag.sft import gold_knowledge, link_to_titles, sft_rows
 from multihop.retrievers import RERANKERS, BM25Retriever, Hits
 
@@ -256,9 +256,10 @@ def test_a_flat_outline_keeps_the_summaries_without_their_entities():
 
 
 def test_without_reranking_each_query_takes_k_from_the_first_stage_merged_by_score():
-    ids, passages, scores = merge_hits([Hits(ids=["a", "b"], passages=["A", "B"], scores=[0.5, 0.9]),
-                                        Hits(ids=["b", "c"], passages=["B", "C"], scores=[0.2, 0.7])])
-    assert (ids, scores) == (["b", "c", "a"], [0.9, 0.7, 0.5])
+    merged = merge_by_score([Hits(ids=["a", "b"], passages=["A", "B"], scores=[0.5, 0.9], titles=["a", "b"]),
+                             Hits(ids=["b", "c"], passages=["B", "C"], scores=[0.2, 0.7], titles=["b", "c"])])
+    assert (merged.ids, merged.passages, merged.scores) == (["b", "c", "a"], ["B", "C", "A"], [0.9, 0.7, 0.5])
+    assert merged.titles == ["b", "c", "a"] and "texts" not in merged  # a field every hit carries is kept
     bm25 = retriever()
     program = DualRAG(retriever=bm25, rerank=None, n=50, k=2)
     run(program, script(program))
@@ -277,20 +278,20 @@ def test_malformed_outputs_take_their_documented_fallbacks_and_are_counted():
     assert counts["entity_fallback"] == 1  # the thought became the query, documents grouped by title
     assert [e["entity"] for e in prediction.entities] == ["Love in Pawn", "A Lover in Pawn"]
     assert all(e["queries"] == [thought] for e in prediction.entities)
-    assert counts["summary_fallback"] == 1  # a summary with no field keeps the entity's best new document
+    assert counts["summarize.fallback"] == 1  # a summary with no field keeps the entity's best new document
     assert prediction.outline == {"Love in Pawn": ["Summary."], "A Lover in Pawn": [DOCS[4].render()]}
-    assert counts["answer_fallback"] == 0 and prediction.answer == ""  # an empty answer stays empty
-    assert counts["entity_unparsable"] == 1
+    assert counts["answer.fallback"] == 0 and prediction.answer == ""  # an empty answer stays empty
+    assert counts["identify.fallback"] == 1
     broken = DualRAG(retriever=retriever(), rerank=None, k=2)
     stages = script(broken, reason={"thought": "x", "need_retrieval": "perhaps"}, answer={"answer": ["not", "text"]})
     stages.replies["answer"] = lambda p: {}  # no answer field at all
     prediction = run(broken, stages)
-    assert prediction.counts["reasoner_fallback"] == 1 and stages.seen[-1] == "answer"
+    assert prediction.counts["reason.fallback"] == 1 and stages.seen[-1] == "answer"
     assert "identify" not in stages.seen and prediction.retrieval_iterations == 0
-    assert prediction.counts["answer_fallback"] == 1 and prediction.answer == ""
+    assert prediction.counts["answer.fallback"] == 1 and prediction.answer == ""
     ircot = DualRAG(retriever=retriever(), rerank=None, k=2, reasoner=False)
     prediction = run(ircot, script(ircot, reason=lambda p: {}))
-    assert prediction.counts["reasoner_fallback"] == 1 and prediction.retrieval_iterations == 0
+    assert prediction.counts["reason.fallback"] == 1 and prediction.retrieval_iterations == 0
 
 
 def test_switches_are_checked():

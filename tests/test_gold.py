@@ -181,7 +181,7 @@ def test_composerag_solves_each_hop_from_its_supporting_paragraph(tmp_path, musi
     manifest, stage_rows = rows(tmp_path, program, [musique])
     assert manifest["stages"] == {"decompose": 1, "construct": 1, "answer": 3, "verify": 4, "finalize": 1,
                                   "verify_final": 2}
-    assert set(manifest["without_gold"]) == {"decide", "rewrite", "rerank", "improve_analysis",
+    assert set(manifest["without_gold"]) == {"decide", "rewrite", "rank_passages", "improve_analysis",
                                              "improve_decomposition"}
     assert parsed(program, "decompose", stage_rows["decompose"][0])["sub_questions"] == \
         ["What is the publisher of Journal X?", "Who founded #1?"]
@@ -232,7 +232,7 @@ def test_held_apart_questions_never_enter_a_training_set(tmp_path, musique):
 
 
 def test_the_dev_files_are_held_apart_and_the_train_files_are_not():
-    from multihop.benchmarks.common import QUESTION_SETS, held_apart_ids
+    from multihop.question_sets import QUESTION_SETS, held_apart_ids
 
     held = held_apart_ids()
     dev = load_dataset(data_root() / QUESTION_SETS["dev"]["musique"])
@@ -277,7 +277,7 @@ def test_gold_trajectories_cli_builds_rows_without_an_index_and_refuses_dev_ques
     assert manifest["teacher"] == "gold" and manifest["stages"]["verify"] == 4
     assert manifest["data"] == {"path": str(train), "sha256": sha256_file(train), "questions": 1}
     assert json.loads((tmp_path / "rows" / "answer.jsonl").read_text().splitlines()[0])["adapter"] == "JSONAdapter"
-    assert "rerank" in manifest["without_gold"]
+    assert "rank_passages" in manifest["without_gold"]
     dev = data_root() / "musique/dev/musique_qa_100.json"
     code = run(app, ["trajectories", "--gold", "--data", str(dev), "--out", str(tmp_path / "dev")])
     assert code != 0 and not (tmp_path / "dev").exists()
@@ -371,8 +371,6 @@ def test_gold_rows_are_the_prompts_the_program_sends(tmp_path, musique, program)
                 for name, value in targets[stage].outputs.items()}
 
     program.retriever = StaticRetriever(gold_documents(musique, program.k, GoldContext()))
-    if isinstance(program, CoopRAG):
-        program.search = program.reranked(program.retriever)
     dspy.configure(lm=scripted_lm(respond)[0], adapter=dspy.ChatAdapter())
     prediction, calls = stage_calls(program, musique)
     predictors = dict(program.named_predictors())
@@ -432,13 +430,13 @@ def test_composerag_gold_rows_are_the_prompts_its_pipeline_sends(tmp_path, musiq
 
 @pytest.mark.slow
 def test_the_shipped_student_is_smollm2s_learnt_from_train_files_and_reads_dev_questions():
-    from multihop.benchmarks.common import load_questions, question_file
     from multihop.cli.demo import SHIPPED_STUDENT
     from multihop.lms import base_checksum, default_adapter, make_lm
     from multihop.metrics import f1
     from multihop.models import sha256_file
     from multihop.optimize.distill import MANIFEST
     from multihop.optimize.students import use_student
+    from multihop.question_sets import load_questions, question_file
 
     trained = json.loads((SHIPPED_STUDENT / MANIFEST).read_text())
     assert trained["base_sha256"] == base_checksum("smollm2")

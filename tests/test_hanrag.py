@@ -200,7 +200,7 @@ def test_the_router_answers_with_the_papers_labels():
     prog = program()
     for label, route in [("single-step question", "single-step"), ("complex question", "complex")]:
         prediction = run(prog, script(prog, router={"route": label}, relevance={"relevant": "true"}))
-        assert prediction.route == route and prediction.counts["route_fallback"] == 0
+        assert prediction.route == route and prediction.counts["router.fallback"] == 0
     assert [d.route for d in prog.router.demos][:4] == ["straightforward question", "single-step question",
                                                         "compound question", "complex question"]
 
@@ -211,22 +211,22 @@ def test_malformed_outputs_take_their_documented_fallbacks_and_are_counted():
                     ending={"finished": "perhaps"}, answer={"answer": "FIFA"})
     prediction = run(prog, stages)
     counts = prediction.counts
-    assert prediction.route == "complex" and counts["route_fallback"] == 1  # unparsable route → complex
+    assert prediction.route == "complex" and counts["router.fallback"] == 1  # unparsable route → complex
     assert [h["query"] for h in prediction.hops] == [COMPLEX_Q] * 5  # no seed → the question; no verdict → go on
-    assert counts["refine_fallback"] == 5 and counts["ending_fallback"] == 4 and counts["relevance_fallback"] == 15
+    assert counts["refine.fallback"] == 5 and counts["ending.fallback"] == 4 and counts["relevance.fallback"] == 15
     assert all(h["kept_ids"] == h["retrieved_ids"] for h in prediction.hops)  # no verdict keeps the passage
     compound = program(route="compound")
     stages = script(compound, decompose={"thought": "?"}, relevance={"relevant": "true"}, aggregate={"x": "y"},
                     answer={"nothing": "x"})
     prediction = run(compound, stages, question=COMPOUND_Q)
-    assert prediction.sub_questions == [COMPOUND_Q] and prediction.counts["decompose_fallback"] == 1
-    assert prediction.answer == prediction.hops[0]["answer"] == "" and prediction.counts["aggregate_fallback"] == 1
-    assert prediction.counts["answer_fallback"] == 1
+    assert prediction.sub_questions == [COMPOUND_Q] and prediction.counts["decompose.fallback"] == 1
+    assert prediction.answer == prediction.hops[0]["answer"] == "" and prediction.counts["aggregate.fallback"] == 1
+    assert prediction.counts["answer.fallback"] == 1
     empty = script(compound, decompose={"thought": "t", "sub_questions": '["1. When?", "none", "2. Who?"]'},
                    relevance={"relevant": "true"}, answer={"answer": "x"}, aggregate={"answer": ""})
     prediction = run(compound, empty, question=COMPOUND_Q)
     assert prediction.sub_questions == ["When?", "Who?"]  # numbering and "none" cleaned off
-    assert prediction.answer == "x && x" and prediction.counts["aggregate_fallback"] == 1  # empty aggregate → joined
+    assert prediction.answer == "x && x" and prediction.counts["aggregate_empty"] == 1  # empty aggregate → joined
 
 
 def test_steps_count_as_the_paper_counts_them():

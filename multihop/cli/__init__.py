@@ -1,5 +1,5 @@
 """The ``multihop`` command line: the orchestration room, the one part of ``multihop`` that imports upward
-(programs, retrievers, optimizers and ``multihop.benchmarks.common``). ``main`` is the console script: ``app`` with
+(programs, retrievers and optimizers). ``main`` is the console script: ``app`` with
 every error as one line (:mod:`multihop.cli.errors`)."""
 
 import sys

@@ -1,16 +1,46 @@
 """The ``multihop`` app: ``--verbose``, the command groups and the commands, each defined in the module of its job
-(resources, training, runs, traces, demo)."""
+(resources, training, runs, traces, demo), and each method's own offline step (``multihop cirag extract``, ...), the
+Typer app its declaration names (``Method(cli=...)``), found in the registry when the command line asks for it."""
 
 from __future__ import annotations
 
 import logging
+from importlib import import_module
 
+import click
 import typer
+from typer.core import TyperGroup
 
 from multihop.cli import demo, resources, runs, serving, traces, training
 
-app = typer.Typer(help="Multi-hop RAG methods as DSPy programs.", no_args_is_help=True, add_completion=False,
-                  pretty_exceptions_enable=False)
+
+class MethodCommands(TyperGroup):
+    """The app's commands, and each declared method's sub-app under its name in lower case. The registry (which
+    imports every program) is read only when a name is not one of the app's own commands or the commands are listed,
+    so ``multihop eval ...`` starts without it."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return [*super().list_commands(ctx), *sorted(method_apps())]
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        command = super().get_command(ctx, name)
+        if name == "distill":
+            training.describe_presets(command)
+        if command is None and name in method_apps():
+            command = typer.main.get_group(method_apps()[name])  # a group even when the app has one command
+            command.name = name
+        return command
+
+
+def method_apps() -> dict[str, typer.Typer]:
+    """The Typer app of every declared method that has one, by its command name."""
+    from multihop.programs import METHODS
+
+    return {method.command: import_module(method.cli).app for method in METHODS.values() if method.cli}
+
+
+app = typer.Typer(cls=MethodCommands, help="Multi-hop RAG methods as DSPy programs.", no_args_is_help=True,
+                  add_completion=False, pretty_exceptions_enable=False)
 
 
 @app.callback()
@@ -32,10 +62,6 @@ app.add_typer(resources.data_app, name="data")
 app.add_typer(resources.index_app, name="index")
 app.add_typer(traces.trace_app, name="trace")
 app.add_typer(training.retriever_app, name="retriever")
-app.add_typer(training.cooprag_app, name="cooprag")
-app.add_typer(training.dualrag_app, name="dualrag")
-app.add_typer(training.hanrag_app, name="hanrag")
-app.add_typer(training.cirag_app, name="cirag")
 app.command("eval")(runs.eval_cmd)
 app.command("compare")(runs.compare_cmd)
 app.command("compile")(training.compile_cmd)

@@ -26,9 +26,10 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from multihop.benchmarks.common import DEFAULT_LM, QUESTION_SETS, LMOptions, cached_index, load_questions
 from multihop.cli.console import console
 from multihop.cli.options import lm_options
+from multihop.lm_options import DEFAULT_LM, LMOptions
+from multihop.question_sets import QUESTION_SETS, load_questions
 
 # Both programs answer with a short phrase: 32 tokens hold a JSON answer such as {"answer": "for Best Performance by
 # a Leading Actress in a Play in Ondine"}, and on two CPU cores each generated token of SmolLM2 costs ~0.1 s. One
@@ -46,7 +47,7 @@ def run_demo(out: Path, train: int = 20, dev: int = 20, lm: LMOptions | None = N
     from multihop.optimize.compile import compile_program
     from multihop.optimize.students import use_student
     from multihop.programs import CoopRAG, NoRetrieval, SingleStepRAG, load, save
-    from multihop.retrievers import load_retriever
+    from multihop.retrievers import build_cached, load_retriever
 
     lm = lm or LMOptions(max_tokens=DEMO_MAX_TOKENS)
     console = console or Console()
@@ -68,8 +69,8 @@ def run_demo(out: Path, train: int = 20, dev: int = 20, lm: LMOptions | None = N
     devset = load_questions("musique", "dev", limit=dev)
     corpus = build_corpus([*trainset, *devset], source="musique train+dev questions in use")
     console.print(f"MPNet indexes of {len(corpus)} passages (built once, resume if interrupted, then cached)")
-    index_dir = cached_index(corpus, encoder="mpnet")
-    cooprag_dir = cached_index(corpus, encoder="mpnet", token_layers=(), special_tokens=CoopRAG.special_tokens,
+    index_dir = build_cached(corpus, encoder="mpnet")
+    cooprag_dir = build_cached(corpus, encoder="mpnet", token_layers=(), special_tokens=CoopRAG.special_tokens,
                                pooling=CoopRAG.index_pooling)
     retriever = load_retriever(index_dir)
     console.print(f"{len(trainset)} train / {len(devset)} dev questions, {len(corpus)} passages, indexes {index_dir} "

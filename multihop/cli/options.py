@@ -12,12 +12,11 @@ from pathlib import Path
 
 import typer
 
-from multihop.benchmarks.common import (
+from multihop.lm_options import (
     ADAPTER_HELP,
     API_BASE_HELP,
     API_KEY_ENV,
     API_KEY_HELP,
-    DATASETS,
     DEFAULT_LM,
     ENGINE_HELP,
     LM_HELP,
@@ -25,8 +24,8 @@ from multihop.benchmarks.common import (
     MAX_TOKENS_HELP,
     TIMEOUT_HELP,
     LMOptions,
-    question_file,
 )
+from multihop.question_sets import DATASETS, question_file
 
 TRAIN_QUESTIONS = f"a question file, or a dataset name ({', '.join(DATASETS)}) for its train file in MULTIHOP_DATA"
 DEV_QUESTIONS = f"a question file, or a dataset name ({', '.join(DATASETS)}) for its dev file in MULTIHOP_DATA"
@@ -144,3 +143,10 @@ def question_path(data: str, split: str) -> Path:
         raise typer.BadParameter(f"{path}: no such file; give a question file or one of {', '.join(DATASETS)}",
                                  param_hint="--data")
     return path
+
+
+def file_info(path: Path, examples: list) -> dict:
+    """A question file as a manifest records it: path, sha256 and the number of questions used."""
+    from multihop.models import sha256_file
+
+    return {"path": str(path), "sha256": sha256_file(path), "questions": len(examples)}

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import typer
 
-from multihop.benchmarks.common import cached_index
 from multihop.cli.console import console
 from multihop.cli.options import SET_OPT, option_group, parse_settings
 
@@ -46,7 +45,7 @@ def program_options() -> Callable:
         "retriever": (str | None, typer.Option(None, "--retriever", help="a saved retriever folder (overrides "
                                                "--corpus)")),
         "k": (int | None, typer.Option(None, "--k", min=1, help="passages retrieved per query (default: the "
-                                       "program's own: 5, DualRAG's 10 per entity)")),
+                                       "program's own)")),
         "encoder": (str, typer.Option("mpnet", "--encoder", help="encoder of an index built on the fly")),
         "settings": (list[str] | None, SET_OPT),
     }, ProgramOptions)
@@ -55,7 +54,7 @@ def program_options() -> Callable:
 def build_program(name: str, retriever_dir: str | None, corpus: str | None, data: str | None, k: int | None,
                   encoder: str, settings: list[str] | None = None, index: bool = True):
     """``(program, retriever folder or None)``; ``index=False`` builds a retrieving program without its index."""
-    from multihop.programs import PROGRAMS, takes_retriever
+    from multihop.programs import PROGRAMS, method_of, takes_retriever
 
     if name not in PROGRAMS:
         raise typer.BadParameter(f"unknown program {name!r}; choose from {', '.join(PROGRAMS)}")
@@ -72,7 +71,7 @@ def build_program(name: str, retriever_dir: str | None, corpus: str | None, data
         except (TypeError, ValueError) as exc:
             raise typer.BadParameter(f"{name}: {exc}", param_hint="--set") from exc
     retriever_path = retriever_folder(retriever_dir, corpus, data, encoder, cls.special_tokens, cls.index_pooling,
-                                      cls.first_stage) if index else None
+                                      method_of(name).first_stage) if index else None
     from multihop.retrievers import load_retriever
 
     try:
@@ -86,21 +85,19 @@ def build_program(name: str, retriever_dir: str | None, corpus: str | None, data
 def retriever_folder(retriever_dir: str | None, corpus: str | None, data: str | None, encoder: str,
                      special_tokens: tuple[str, ...] = (), pooling: str = "mean", first_stage: str = "dense") -> Path:
     """An index folder: the one given, or one built (once, cached by corpus checksum, special tokens and pooling) from
-    --corpus or the questions (a question file's paragraphs form the IRCoT corpus), its encoder keeping the program's
-    query markers (``special_tokens``) whole and pooling as the program's index does; BM25 for a program whose
-    ``first_stage`` is (HANRAG's, the paper's retriever)."""
+    --corpus or the questions (a question file's paragraphs form the IRCoT corpus) with the program's declared
+    ``first_stage`` (one of :data:`multihop.retrievers.CACHED_FIRST_STAGES`), a
+    dense encoder keeping the program's query markers (``special_tokens``) whole and pooling as the program's index
+    does."""
     if retriever_dir:
         return Path(retriever_dir)
     from multihop.data import load_corpus
+    from multihop.retrievers import build_cached
 
     source = corpus or data
     if source is None:
         raise typer.BadParameter("give --retriever DIR, --corpus FILE or --data FILE to build an index from")
     passages = load_corpus(source)
-    if first_stage == "bm25":
-        from multihop.retrievers import BM25Retriever
-
-        console.print(f"BM25 index of {len(passages)} passages (built once, then cached)")
-        return BM25Retriever.build_cached(passages)
-    console.print(f"{encoder} index of {len(passages)} passages (built once, then cached)")
-    return cached_index(passages, encoder=encoder, special_tokens=special_tokens, pooling=pooling)
+    name = encoder if first_stage == "dense" else first_stage
+    console.print(f"{name} index of {len(passages)} passages (built once, then cached)")
+    return build_cached(passages, first_stage, encoder=encoder, special_tokens=special_tokens, pooling=pooling)

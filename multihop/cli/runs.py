@@ -9,12 +9,12 @@ from pathlib import Path
 
 import typer
 
-from multihop.benchmarks.common import DATASETS, LMOptions
 from multihop.cli.console import console
 from multihop.cli.options import DEV_QUESTIONS, lm_options, question_path
 from multihop.cli.programs import ProgramOptions, program_options
 from multihop.cli.traces import print_trace
-from multihop.comparison import DEFAULT_PROGRAMS
+from multihop.lm_options import LMOptions
+from multihop.question_sets import DATASETS
 
 
 @lm_options()
@@ -60,15 +60,17 @@ def compare_cmd(
     lm: LMOptions,
     out: Path = typer.Option(..., help="output folder: an evaluation folder per dataset and program, the table, the "
                              "charts and report.html (rerun to resume; name another program to run only it)"),
-    programs: str = typer.Option(",".join(DEFAULT_PROGRAMS), help="programs to compare, comma-separated"),
+    programs: str = typer.Option(None, help="programs to compare, comma-separated (default: every method declared to "
+                                 "be compared by default, and the baselines)"),
     datasets: str = typer.Option(",".join(DATASETS), help="dev sets, comma-separated: dataset names "
                                  f"({', '.join(DATASETS)}) or question files"),
     k: int = typer.Option(5, "--k", min=1, help="budget: passages per retrieval, for every program"),
-    max_iterations: int = typer.Option(4, min=1, help="budget: rounds of each program's loop (DualRAG's and CIRAG's "
-                                       "max_iterations, HANRAG's max_steps, ComposeRAG's max_reflections)"),
+    max_iterations: int = typer.Option(4, min=1, help="budget: rounds of each program's loop (the setting its method "
+                                       "declares as its loop budget)"),
     student: list[str] = typer.Option(None, "--student", help="PROGRAM=ADAPTER_DIR: run the stages that student "
                                       "learnt (a `multihop distill` folder) in that program (repeatable)"),
-    first_stage: str = typer.Option("dense", help="the retriever every program shares: dense or bm25"),
+    first_stage: str = typer.Option("dense", help="the first stage every program shares (a name of "
+                                    "multihop.retrievers.CACHED_FIRST_STAGES)"),
     encoder: str = typer.Option("mpnet", help="encoder of the shared dense index"),
     limit: int = typer.Option(None, help="first N questions of each dev set", min=1),
     threads: int = typer.Option(1, help="questions evaluated at once", min=1),
@@ -77,7 +79,7 @@ def compare_cmd(
     """Compare programs on the same dev sets, retriever, LM and budget (--k, --max-iterations and --max-tokens, the
     cap of every LM call): prints the budget and the tables, and writes comparison.md/.json, the charts and
     report.html (every question's answers and stage traces) into --out. A rerun resumes."""
-    from multihop.benchmarks.compare import compare
+    from multihop.cli.compare import compare
     from multihop.comparison import Budget
 
     # each program's own rollout id keys its cache entries apart; DSPy warns that it leaves greedy replies the same
@@ -88,7 +90,7 @@ def compare_cmd(
         if not sep or not name or not folder:
             raise typer.BadParameter(f"takes PROGRAM=ADAPTER_DIR, got {pair!r}", param_hint="--student")
         students[name] = folder
-    compare(out, programs=[name.strip() for name in programs.split(",") if name.strip()],
+    compare(out, programs=[name.strip() for name in programs.split(",") if name.strip()] if programs else None,
             datasets=[name.strip() for name in datasets.split(",") if name.strip()], lm=lm,
             budget=Budget(k=k, max_iterations=max_iterations, max_tokens=lm.max_tokens), students=students,
             first_stage=first_stage, encoder=encoder, limit=limit, threads=threads, judge_lm=judge_lm,

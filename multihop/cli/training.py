@@ -1,30 +1,28 @@
-"""Commands that train: compile a program with a DSPy optimizer, record teacher trajectories, distill a LoRA student,
-unroll questions for CoopRAG and fine-tune the retriever's encoder."""
+"""Commands that train: compile a program with a DSPy optimizer, record teacher trajectories, distill a LoRA student and
+fine-tune the retriever's encoder. A method's own offline step is its package's command-line module, declared with the
+method (``Method(cli=...)``)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import click
 import typer
 
-from multihop.benchmarks.common import LMOptions
 from multihop.cli.console import console
 from multihop.cli.options import (
-    DATASETS,
     DEV_QUESTIONS,
     MARKERS_OPT,
     TRAIN_QUESTIONS,
+    file_info,
     lm_options,
     program_special_tokens,
     question_path,
 )
 from multihop.cli.programs import ProgramOptions, program_options
+from multihop.lm_options import LMOptions
 
 retriever_app = typer.Typer(help="Retriever fine-tuning.", no_args_is_help=True)
-cooprag_app = typer.Typer(help="CoopRAG's training loop (§3.6).", no_args_is_help=True)
-dualrag_app = typer.Typer(help="DualRAG-FT's training sets (§3.2).", no_args_is_help=True)
-hanrag_app = typer.Typer(help="HANRAG's Revelator training data (§4.2, App. B).", no_args_is_help=True)
-cirag_app = typer.Typer(help="CIRAG's offline triple cache (§4.3).", no_args_is_help=True)
 
 
 @retriever_app.command("train")
@@ -69,164 +67,6 @@ def retriever_train(
     console.print(f"fine-tuned encoder → {out}")
 
 
-@cooprag_app.command("unroll")
-@lm_options()
-def cooprag_unroll(
-    lm: LMOptions,
-    data: str = typer.Argument(..., help=f"train questions: {TRAIN_QUESTIONS}"),
-    out: Path = typer.Option(..., help="JSON-lines file to write (rerun to resume)"),
-    uncertainty_mask: bool = typer.Option(True, help="--no-uncertainty-mask: §4.6's unrolling without <UNCERTAIN>"),
-    limit: int = typer.Option(None, help="first N questions only", min=1),
-):
-    """Unroll train questions (sub-questions, masked chain, query U of Eq. 1) for `multihop retriever train
-    --unrolled`."""
-    from multihop.data import load_dataset
-    from multihop.programs import CoopRAG
-    from multihop.programs.cooprag.training import unroll_questions
-
-    lm.configure()
-    examples = load_dataset(question_path(data, "train"), limit=limit)
-    rows = unroll_questions(CoopRAG(uncertainty_mask=uncertainty_mask, rerank=None), examples, out)
-    fallbacks = sum(rows[ex.id]["fallback"] for ex in examples)
-    console.print(f"unrolled {len(examples)} questions ({fallbacks} fell back to the raw question) → {out}")
-
-
-@cirag_app.command("extract")
-@lm_options(help="the extracting LM (local:smollm2 by default)")
-def cirag_extract(
-    lm: LMOptions,
-    corpus: str = typer.Argument(..., help="a corpus file or a question file (its paragraphs form the corpus)"),
-    out: Path = typer.Option(..., help="the cache folder (a rerun resumes it)"),
-    shard_size: int = typer.Option(5000, min=1, help="passages per JSON-lines shard"),
-    questions: int = typer.Option(None, min=1, help="a question file: the paragraphs of its first N questions only "
-                                  "(e.g. the train questions whose gold integration rows read the cache)"),
-):
-    """Extract every passage's named entities and triples once (Figs. 9–10) into a resumable, sharded cache that
-    `--set triple_cache=DIR` gives CIRAG; passages whose extraction failed are kept as failed rows and extracted
-    again by a rerun."""
-    from multihop.data import build_corpus, load_corpus, load_dataset
-    from multihop.programs import CIRAG
-    from multihop.programs.cirag.cache import CacheMismatchError, build_cache
-
-    passages = build_corpus(load_dataset(corpus, limit=questions), corpus) if questions else load_corpus(corpus)
-    configured = lm.configure()
-    try:
-        done, failed = build_cache(passages, out, CIRAG().extract, shard_size=shard_size,
-                                   extractor=str(configured.model))
-    except CacheMismatchError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--out") from exc
-    console.print(f"extracted {done} passages ({failed} failed: a rerun retries them; {len(passages) - done} were "
-                  f"cached already) → {out}")
-
-
-@hanrag_app.command("revelator-data")
-@lm_options(help="the Revelator's LM: the rows are rendered as its adapter prompts it (local:smollm2 by default)")
-def hanrag_revelator_data(
-    lm: LMOptions,
-    data: list[str] = typer.Option(["musique", "2wiki", "hotpotqa"], help=f"train questions: {TRAIN_QUESTIONS}; "
-                                   "repeat the option for several files"),
-    out: Path = typer.Option(..., help="folder for one sub-folder of JSON-lines files (one per stage) per --data"),
-    limit: int = typer.Option(None, min=1, help="questions read from each --data"),
-    seed: int = typer.Option(0, help="the draw of the single-step hop and the distractor paragraph of each question"),
-    paper_demos: bool = typer.Option(True, help="render the rows with the App. G examples as demos, as HANRAG's "
-                                     "default stages are prompted (--no-paper-demos for HANRAG(paper_demos=False))"),
-):
-    """The Revelator's router, decomposer, refiner, relevance and ending rows from the train files' annotations,
-    rendered as HANRAG's adapter sends them; train one multi-task LoRA Revelator on them with `multihop distill
-    OUT/*/*.jsonl --preset hanrag`."""
-    import dspy
-
-    from multihop.benchmarks.common import held_apart_ids
-    from multihop.data import load_dataset
-    from multihop.lms import default_adapter
-    from multihop.optimize.gold import gold_trajectories
-    from multihop.programs import HANRAG
-    from multihop.programs.gold import GoldContext
-
-    program, held_apart = HANRAG(paper_demos=paper_demos), held_apart_ids()
-    for source in data:
-        data_file = question_path(source, "train")
-        examples = load_dataset(data_file, limit=limit)
-        folder = out / (source if source in DATASETS else data_file.stem)
-        with dspy.context(adapter=default_adapter(lm.lm)):
-            manifest = gold_trajectories(program, examples, folder, GoldContext(seed=seed), held_apart=held_apart,
-                                         data=_file_info(data_file, examples))
-        console.print(f"{source}: rows from {manifest['kept']} of {manifest['questions']} questions; rows per stage "
-                      f"{manifest['stages']} → {folder}")
-    console.print(f"train the Revelator: multihop distill {out}/*/*.jsonl --out REVELATOR --preset hanrag")
-
-
-@dualrag_app.command("sft")
-@lm_options(help="the student's LM: the rows are rendered as its adapter prompts it (local:smollm2 by default)")
-def dualrag_sft(
-    lm: LMOptions,
-    teachers: list[Path] = typer.Argument(None, exists=True, file_okay=False,
-                                          help="teacher trajectory folders (`multihop trajectories --program DualRAG "
-                                          "--teacher-lm ...`); none with --gold"),
-    data: str = typer.Option(..., help=f"the train questions the teacher ran on: {TRAIN_QUESTIONS}"),
-    out: Path = typer.Option(..., help="folder for one JSON-lines file per stage, for `multihop distill`"),
-    gold: bool = typer.Option(False, "--gold", help="targets from the train file's annotations, no teacher"),
-    limit: int = typer.Option(None, min=1, help="questions read from --data"),
-    encoder: str = typer.Option("mpnet", help="the encoder that links entities to the gold titles"),
-    threshold: float = typer.Option(0.5, help="least cosine for an entity to link to a gold title"),
-    min_score: float = typer.Option(1.0, help="keep the questions the teacher scored at least this on"),
-    seed: int = typer.Option(0, help="--gold: the draw of the distractor documents shown with the gold ones"),
-    k: int = typer.Option(10, min=1, help="--gold: documents a summarizer row shows (the program keeps 10 an entity)"),
-):
-    """DualRAG-FT's per-module SFT rows: the teacher's right trajectories with entities linked to the gold titles and
-    empty summaries repaired from the gold documents, or (--gold) the targets derived from the annotations alone."""
-    import json
-
-    import dspy
-
-    from multihop.benchmarks.common import held_apart_ids
-    from multihop.data import load_dataset
-    from multihop.lms import default_adapter
-    from multihop.optimize.trajectories import read_collection, refuse_held_apart, render_call, write_trajectories
-    from multihop.programs import DualRAG
-
-    data_file = question_path(data, "train")
-    examples = load_dataset(data_file, limit=limit)
-    refuse_held_apart(examples, held_apart_ids())
-    if gold == bool(teachers):
-        raise typer.BadParameter("give teacher trajectory folders, or --gold and none")
-    student_adapter = default_adapter(lm.lm)  # every row is rendered as the student's LM will be prompted
-    if gold:
-        from multihop.optimize.gold import gold_trajectories
-        from multihop.programs.gold import GoldContext
-
-        with dspy.context(adapter=student_adapter):
-            manifest = gold_trajectories(DualRAG(k=k), examples, out, GoldContext(seed=seed),
-                                         data=_file_info(data_file, examples))
-        console.print(f"gold rows from {manifest['kept']} of {manifest['questions']} questions; rows per stage "
-                      f"{manifest['stages']} → {out}")
-        return
-    from multihop.programs.dualrag.sft import encoder_similarity, sft_rows
-    from multihop.retrievers import Encoder
-
-    rows, teacher_names = {}, []
-    for folder in teachers:
-        collection, manifest = read_collection(folder)
-        if manifest.get("program") != "DualRAG":
-            raise typer.BadParameter(f"{folder} holds {manifest.get('program')!r} trajectories, not DualRAG's")
-        teacher_names.append(manifest.get("teacher"))
-        for stage, stage_rows in collection.items():
-            rows.setdefault(stage, []).extend(stage_rows)
-    predictors = dict(DualRAG().named_predictors())
-
-    def render(row: dict, inputs: dict, outputs: dict) -> dict:
-        return render_call(predictors[row["stage"]], inputs, outputs, student_adapter)
-
-    built, stats = sft_rows(rows, {str(e.id): e for e in examples}, encoder_similarity(Encoder(encoder)), render,
-                            threshold=threshold, min_score=min_score)
-    if not built:
-        raise typer.BadParameter("no teacher row is left: none of the teacher's questions is in --data or scored "
-                                 f"at least {min_score}")
-    manifest = write_trajectories(out, built, {"program": "DualRAG", "teacher": ",".join(map(str, teacher_names)),
-                                               "processing": dict(stats), "data": _file_info(data_file, examples)})
-    console.print(f"rows per stage {manifest['stages']}; {json.dumps(dict(stats))} → {out}")
-
-
 @lm_options()
 @program_options()
 def compile_cmd(
@@ -260,8 +100,8 @@ def compile_cmd(
                  for name, spec in (("prompt_lm", prompt_lm), ("teacher_lm", teacher_lm))}
         compiled, report = compile_program(instance, trainset, optimizer=optimizer, metric=metric, valset=valset,
                                            seed=seed, **other)
-        files = {"train": _file_info(data_file, trainset),
-                 **({"val": _file_info(val_file, valset)} if val_file else {})}
+        files = {"train": file_info(data_file, trainset),
+                 **({"val": file_info(val_file, valset)} if val_file else {})}
         save(compiled, out, retriever=retriever_path, lm=lm.lm, prompt_lm=prompt_lm, teacher_lm=teacher_lm,
              data=files, **report)
     demos = {name: len(p.demos) for name, p in compiled.named_predictors()}
@@ -269,12 +109,6 @@ def compile_cmd(
     console.print(f"compiled {spec.program} with {optimizer} ({demos} demos{scores}) → {out}")
     if report.get("unchanged"):
         console.print(f"[yellow]the validation {metric} did not change[/yellow]")
-
-
-def _file_info(path: Path, examples: list) -> dict:
-    from multihop.models import sha256_file
-
-    return {"path": str(path), "sha256": sha256_file(path), "questions": len(examples)}
 
 
 @lm_options("--teacher-lm", "--lm", help="the teacher LM: local:smollm2, local:<path>, or a dspy.LM model string")
@@ -296,10 +130,10 @@ def trajectories_cmd(
 ):
     """Record every stage call of a program run by a teacher LM, keeping the questions that pass the metric; or,
     with --gold, the stages' targets built from the train file's annotations."""
-    from multihop.benchmarks.common import held_apart_ids
     from multihop.data import load_dataset
     from multihop.optimize.trajectories import collect, refuse_held_apart
     from multihop.programs import load
+    from multihop.question_sets import held_apart_ids
 
     data_file = question_path(data, "train")
     examples = load_dataset(data_file, limit=limit if limit or gold else 20)
@@ -314,14 +148,14 @@ def trajectories_cmd(
         instance = load(load_dir) if load_dir else spec.build_unindexed()
         with dspy.context(adapter=default_adapter(lm.lm)):  # the rows are rendered as the student's LM is prompted
             manifest = gold_trajectories(instance, examples, out, GoldContext(seed=seed),
-                                         data=_file_info(data_file, examples))
+                                         data=file_info(data_file, examples))
         console.print(f"gold rows from {manifest['kept']} of {manifest['questions']} questions; rows per stage "
                       f"{manifest['stages']}; without gold: {manifest['without_gold'] or 'none'} → {out}")
         return
     teacher = lm.configure()
     instance = load(load_dir) if load_dir else spec.build(data_file)[0]
     manifest = collect(instance, examples, out, teacher_lm=teacher, metric=metric, min_score=min_score,
-                       data=_file_info(data_file, examples), complete_only=complete_only)
+                       data=file_info(data_file, examples), complete_only=complete_only)
     console.print(f"kept {manifest['kept']} of {manifest['questions']} questions ({manifest['incomplete']} "
                   f"incomplete, {manifest['failed']} below the metric); rows per stage "
                   f"{manifest['stages']} → {out}")
@@ -331,8 +165,7 @@ def distill_cmd(
     files: list[Path] = typer.Argument(..., exists=True, dir_okay=False,
                                        help="trajectory files (<stage>.jsonl), one or several stages"),
     out: Path = typer.Option(..., help="adapter folder"),
-    preset: str = typer.Option("default", help="a registered preset: default, dualrag (DualRAG App. B), cirag "
-                               "(CIRAG App. B.4) or hanrag (HANRAG App. D)"),
+    preset: str = typer.Option("default", help="default, or a preset a method declares (its paper's LoRA settings)"),
     base: str = typer.Option(None, help="student: registry name or HF folder (default smollm2)"),
     stages: list[str] = typer.Option(None, "--stage", help="refuse rows of other stages"),
     r: int = typer.Option(None, help="LoRA rank (overrides the preset)", min=1),
@@ -351,3 +184,14 @@ def distill_cmd(
                                   scheduler=scheduler, warmup=warmup, batch_size=batch_size)
     distill(files, out, config, stages=stages or None)
     console.print(f"LoRA adapter ({config.base}, stages from {len(files)} files) → {out}")
+
+
+def describe_presets(command: click.Command) -> None:
+    """Name every registered preset, with its settings, in the help of ``distill --preset`` (read from the registry
+    when the command is asked for, so the app starts without importing the methods)."""
+    from multihop.programs import DISTILL_PRESETS
+
+    option = next(param for param in command.params if param.name == "preset")
+    presets = "; ".join(f"{name} ({', '.join(f'{k}={v}' for k, v in settings.items()) or 'DistillConfig defaults'})"
+                        for name, settings in DISTILL_PRESETS.items())
+    option.help = f"a registered preset: {presets}"

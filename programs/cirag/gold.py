@@ -96,7 +96,7 @@ def round_candidates(program: CIRAG, query: str, gold: list[Triple], noise: list
         return pool
     scores = (program.embed([t.words() for t in pool]) @ program.embed([query]).T)[:, 0].tolist()
     order = top_n(scores, len(pool))
-    kept = set(range(len(gold))) | set([i for i in order if i >= len(gold)][:max(0, program.n - len(gold))])
+    kept = set(range(len(gold))) | set([i for i in order if i >= len(gold)][:max(0, program.n_triples - len(gold))])
     return [pool[i] for i in order if i in kept]
 
 

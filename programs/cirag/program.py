@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 import dspy
 
 from multihop.corpus import Passage
+from multihop.retrievers.query import texts_of, titles_of
 from multihop.signatures.cirag import (
     CASCADE_LEVELS,
     NO_QUESTION,
@@ -104,6 +105,7 @@ def is_stop(question: str) -> bool:
 
 
 class CIRAG(MultihopProgram):
+    renamed_settings = {"n": "n_triples"}  # ``n`` is the first stage's candidates in every other program
     count_display = {"iterations": "mean", "extraction_calls": "mean", "core_unmatched": "mean",
                      **{f"answered.{level}": "rate" for level in (*LEVELS, "top_k", "default")}}
 
@@ -111,7 +113,7 @@ class CIRAG(MultihopProgram):
         self,
         retriever: dspy.Module | None = None,
         k: int = 10,
-        n: int = 30,
+        n_triples: int = 30,
         max_iterations: int = 4,
         reranker: bool = True,
         granularities: tuple[str, ...] = LEVELS,
@@ -126,21 +128,18 @@ class CIRAG(MultihopProgram):
             raise ValueError(f"granularities must be distinct levels among {', '.join(LEVELS)}, got {granularities}")
         if tuple(sorted(granularities, key=LEVELS.index)) != granularities:
             raise ValueError(f"granularities run finest first ({', '.join(LEVELS)}), got {granularities}")
-        if min(k, n, max_iterations) < 1:
-            raise ValueError("k, n and max_iterations must be at least 1")
+        if min(k, n_triples, max_iterations) < 1:
+            raise ValueError("k, n_triples and max_iterations must be at least 1")
         super().__init__(retriever=retriever)
-        self.k, self.n, self.max_iterations, self.reranker = k, n, max_iterations, reranker
+        self.k, self.n_triples, self.max_iterations, self.reranker = k, n_triples, max_iterations, reranker
         self.granularities, self.triple_cache, self.encoder = list(granularities), triple_cache, encoder  # JSON's list
         self._cache = TripleCache(triple_cache) if triple_cache else None
         self._encoder = None
         self.paper_demos, self.topk_fallback = paper_demos, topk_fallback
         levels = [*granularities, *(["passage"] if topk_fallback and "passage" not in granularities else [])]
-        stages = {"extract_entities": ExtractEntities, "extract_triples": ExtractTriples, "integrate": Integrate,
-                  **{f"answer_{level}": CASCADE_LEVELS[level] for level in levels}}  # the top-K fallback reads passages
-        for name, signature in stages.items():
-            predictor = dspy.Predict(signature)
-            predictor.demos = [demo.copy() for demo in PAPER_DEMOS.get(name, [])] if paper_demos else []
-            setattr(self, name, predictor)
+        self.add_stages(PAPER_DEMOS if paper_demos else None, extract_entities=ExtractEntities,
+                        extract_triples=ExtractTriples, integrate=Integrate,
+                        **{f"answer_{level}": CASCADE_LEVELS[level] for level in levels})  # top-K reads passages
 
     def embed(self, texts: list[str]):
         if self._encoder is None:
@@ -157,7 +156,6 @@ class CIRAG(MultihopProgram):
                                  named_entities=list(entities.named_entities or []))
         failed = bool(entities.get("failed")) or bool(triples.get("failed"))
         count("extraction_calls", 2)
-        count("extract_fallback", int(failed))
         return Extraction([str(e) for e in entities.named_entities or []], well_formed(triples.triples), failed)
 
     def cached(self, pid: str) -> Extraction | None:
@@ -179,16 +177,10 @@ class CIRAG(MultihopProgram):
         return [Triple(t.subject, t.relation, t.obj, passage.id, sentences[j]) for t, j in
                 zip(triples, assign(similarity.tolist()), strict=True)]
 
-    def passages_of(self, hits) -> list[Passage]:
-        corpus = getattr(self.rm, "corpus", None)
-        found = []
-        for pid, text in zip(hits.ids, hits.passages, strict=True):
-            if corpus is not None and pid in corpus:
-                found.append(corpus[pid])
-            else:
-                title, _, body = text.partition(": ")
-                found.append(Passage(pid, title if body else "", body or text))
-        return found
+    @staticmethod
+    def passages_of(hits) -> list[Passage]:
+        return [Passage(pid, title, text) for pid, title, text in
+                zip(hits.ids, titles_of(hits), texts_of(hits), strict=True)]
 
     def candidates(self, query: str, passages: list[Passage]) -> list[Triple]:
         """The round's triples, reranked by cosine to ``query`` to the top ``n`` (all of them without the
@@ -200,14 +192,14 @@ class CIRAG(MultihopProgram):
                 triples.append(triple)
         if self.reranker and len(triples) > 1:
             scores = (self.embed([t.words() for t in triples]) @ self.embed([query]).T)[:, 0]
-            triples = [triples[i] for i in top_n(scores.tolist(), self.n)]
+            triples = [triples[i] for i in top_n(scores.tolist(), self.n_triples)]
         count("candidates", len(triples))
         return triples
 
     def forward(self, question: str) -> dspy.Prediction:
         pools, history, rounds, query, last = Pools(), [], [], question, []
         for _ in range(self.max_iterations):
-            hits = self.rm(query, k=self.k)
+            hits = self.search(query, k=self.k)
             last = self.passages_of(hits)
             candidates = self.candidates(query, last)
             shown = [t.render() for t in candidates]
@@ -215,7 +207,6 @@ class CIRAG(MultihopProgram):
                                     retries=1, query=question, fact_before_filter=shown,
                                     historical_context=list(history))
             failed = bool(result.get("failed"))
-            count("integrate_fallback", int(failed))
             core, unmatched, fuzzy = match_core(result.fact_after_filter or [], candidates)
             count("core_unmatched", unmatched)
             count("core_fuzzy", fuzzy)
@@ -244,7 +235,7 @@ class CIRAG(MultihopProgram):
         trajectories --program CIRAG --teacher-lm SPEC --complete-only --min-score 0.01`` (the default, 1.0, keeps
         only exact answers)."""
         rounds = prediction.get("rounds") or []
-        return bool(rounds) and not prediction.counts.get("integrate_fallback") and is_stop(rounds[-1]["question"])
+        return bool(rounds) and not prediction.counts.get("integrate.fallback") and is_stop(rounds[-1]["question"])
 
     def cascade(self, question: str, pools: Pools, last: list[Passage]) -> tuple[str, str]:
         """ACMG: the first level, finest first, whose answer is not a refusal; ``("", "default")`` when all refuse."""
@@ -266,6 +257,5 @@ class CIRAG(MultihopProgram):
         """One level's answer, or "" for a refusal or an unparsable reply."""
         result = self.run_stage(getattr(self, f"answer_{level}"), {"thought": "", "answer": UNANSWERABLE},
                                 evidence=evidence, query=question)
-        count("answer_fallback", int(bool(result.get("failed"))))
         answer = safe_answer(result.answer).rstrip(".")
         return "" if UNANSWERABLE.lower() in answer.lower() or is_abstention(answer) else answer

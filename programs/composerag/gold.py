@@ -189,7 +189,7 @@ def _final_verification_target(program: ComposeRAG, example: dspy.Example, conte
 for _stage, _why in {
     "decide": "every annotated hop was answered from a paragraph: each row would say retrieve",
     "rewrite": "no failed query is annotated",
-    "rerank": "a hop has one annotated supporting paragraph, not an order of the rest",
+    "rank_passages": "a hop has one annotated supporting paragraph, not an order of the rest",
     "improve_analysis": "no failed decomposition is annotated",
     "improve_decomposition": "no failed decomposition is annotated",
 }.items():

@@ -80,7 +80,7 @@ MODULES = {  # the paper's module names (Tables 3-4) → this program's stages
     "QC": ("construct",),
     "RD": ("decide",),
     "QR": ("rewrite",),
-    "PR": ("rerank",),
+    "PR": ("rank_passages",),
     "AG": ("answer", "finalize"),
     "AV": ("verify", "verify_final"),
 }
@@ -88,6 +88,8 @@ MODULES = {  # the paper's module names (Tables 3-4) → this program's stages
 
 class ComposeRAG(MultihopProgram):
     count_display = {"abstained": "rate", "simple_qa_resolved": "rate"}  # shares of questions: "I don't know.", Table 6
+    renamed_settings = {"paper_examples": "paper_demos", "max_subquestions": "max_sub_questions"}
+    renamed_stages = {"rerank": "rank_passages"}
 
     def __init__(
         self,
@@ -103,7 +105,7 @@ class ComposeRAG(MultihopProgram):
         max_reflections: int = 3,
         max_rewrites: int = 1,
         max_sub_questions: int = 6,
-        paper_examples: bool = True,
+        paper_demos: bool = True,
         abstain_ungrounded: bool = True,
     ):
         needs_verification = {"query_rewriting": query_rewriting, "simple_qa": simple_qa,
@@ -116,35 +118,25 @@ class ComposeRAG(MultihopProgram):
         if max_sub_questions < 1:
             raise ValueError("max_sub_questions must be at least 1")
         super().__init__(retriever=retriever)
-        self.k, self.n, self.paper_examples = k, n, paper_examples
+        self.k, self.n, self.paper_demos = k, n, paper_demos
         self.decomposition, self.retrieval_decision = decomposition, retrieval_decision
         self.query_rewriting, self.passage_reranking = query_rewriting, passage_reranking
         self.answer_verification, self.simple_qa = answer_verification, simple_qa
         self.max_reflections, self.max_rewrites = max_reflections, max_rewrites
         self.max_sub_questions, self.abstain_ungrounded = max_sub_questions, abstain_ungrounded
-        if decomposition:
-            self.decompose = dspy.Predict(QuestionDecomposition)
-            self.construct = dspy.Predict(QuestionConstruction)
-        if retrieval_decision:
-            self.decide = dspy.Predict(RetrievalDecision)
-        if query_rewriting:
-            self.rewrite = dspy.Predict(QueryRewriting)
-        if passage_reranking:
-            self.rerank = dspy.Predict(PassageReranking)
-        self.answer = dspy.Predict(AnswerGeneration)
-        if answer_verification:
-            self.verify = dspy.Predict(AnswerVerification)
-        if decomposition:
-            self.finalize = dspy.Predict(FinalAnswering)
-            if answer_verification:
-                self.verify_final = dspy.Predict(FinalAnswerVerification)
-        if max_reflections:
-            self.improve_analysis = dspy.Predict(ImproveAnalysis)
-            self.improve_decomposition = dspy.Predict(ImproveDecomposition)
-        if paper_examples and decomposition:
-            self.decompose.demos = list(DECOMPOSITION_EXAMPLES)
-        if paper_examples and max_reflections:
-            self.improve_decomposition.demos = list(REDECOMPOSITION_EXAMPLES)
+        demos = {"decompose": DECOMPOSITION_EXAMPLES, "improve_decomposition": REDECOMPOSITION_EXAMPLES}
+        self.add_stages(demos if paper_demos else None,
+                        decompose=QuestionDecomposition if decomposition else None,
+                        construct=QuestionConstruction if decomposition else None,
+                        decide=RetrievalDecision if retrieval_decision else None,
+                        rewrite=QueryRewriting if query_rewriting else None,
+                        rank_passages=PassageReranking if passage_reranking else None,
+                        answer=AnswerGeneration,
+                        verify=AnswerVerification if answer_verification else None,
+                        finalize=FinalAnswering if decomposition else None,
+                        verify_final=FinalAnswerVerification if decomposition and answer_verification else None,
+                        improve_analysis=ImproveAnalysis if max_reflections else None,
+                        improve_decomposition=ImproveDecomposition if max_reflections else None)
 
     def set_module_lm(self, module: str, lm) -> None:
         """Run one of the paper's modules (``MODULES``: QD, QC, RD, QR, PR, AG, AV) on ``lm``: every stage it has in
@@ -189,7 +181,6 @@ class ComposeRAG(MultihopProgram):
         if not self.decomposition:
             return [question]
         result = self.run_stage(self.decompose, {"sub_questions": []}, retries=1, question=question)
-        count("decomposition_fallback", int(bool(result.get("failed"))))
         return self.capped(clean(result.sub_questions)) or [question]
 
     def capped(self, sub_questions: list[str]) -> list[str]:
@@ -244,7 +235,7 @@ class ComposeRAG(MultihopProgram):
         while True:
             if retrieve:
                 queries.append(query)
-                passages, ids = self.evidence(query, rerank=pipeline)
+                passages, ids = self.evidence(query, ranked=pipeline)
             else:
                 passages, ids = [question], []
             hop = self.generate(question, passages, ids, note)
@@ -267,15 +258,15 @@ class ComposeRAG(MultihopProgram):
         decision = self.run_stage(self.decide, {"needs_retrieval": True}, question=question)
         return decision.needs_retrieval is not False
 
-    def evidence(self, query: str, rerank: bool) -> tuple[list[str], list[str]]:
-        """The passages a (sub-)question is answered from: the retriever's top ``k``, or its top ``n`` reranked by
-        the LLM (RankGPT-style listwise, §4.1.2) and cut to ``k``."""
-        rerank = rerank and self.passage_reranking
-        hits = self.rm(query, k=self.n if rerank else self.k)
+    def evidence(self, query: str, ranked: bool) -> tuple[list[str], list[str]]:
+        """The passages a (sub-)question is answered from: the retriever's top ``k``, or (``ranked``, the multi-hop
+        pipeline with PR on) its top ``n`` ranked by the LLM (RankGPT-style listwise, §4.1.2) and cut to ``k``."""
+        ranked = ranked and self.passage_reranking
+        hits = self.search(query, k=self.n if ranked else self.k)
         passages, ids = list(hits.passages), list(hits.ids)
-        if rerank and len(passages) > 1:
-            result = self.run_stage(self.rerank, {"ranking": ""}, query=query, identifiers=identifiers(len(passages)),
-                                    context=numbered(passages))
+        if ranked and len(passages) > 1:
+            result = self.run_stage(self.rank_passages, {"ranking": ""}, query=query,
+                                    identifiers=identifiers(len(passages)), context=numbered(passages))
             order, repaired = parse_ranking(result.ranking, len(passages))
             count("rerank_repaired", int(repaired))
             passages, ids = [passages[i] for i in order], [ids[i] for i in order]

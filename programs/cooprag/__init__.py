@@ -1,7 +1,23 @@
-"""CoopRAG (seed 000): the program (:mod:`.program`), its reasoning chains and unrolled query (:mod:`.chain`) and the
-first step of its training loop, unrolling the train questions (:mod:`.training`)."""
+"""CoopRAG (seed 000): the program (:mod:`.program`), its reasoning chains and unrolled query (:mod:`.chain`), the
+first step of its training loop, unrolling the train questions (:mod:`.training`, ``multihop cooprag unroll`` in
+:mod:`.cli`), and the gold rows its students train on (:mod:`.gold`)."""
 
+from multihop.papers import reported
+
+from ..methods import Method
 from . import gold  # noqa: F401 - registers CoopRAG's gold stage targets
 from .program import CoopRAG
 
 __all__ = ["CoopRAG"]
+
+Method(
+    CoopRAG,
+    # Table 3 (single-step QA, EM/F1) and Table 2 (single-step retrieval, R@2/R@5), the CoopRAG (GPT-4o-mini) rows
+    papers=reported("GPT-4o-mini", "seed 000, Tables 2-3", "HippoRAG's 1,000-question test sets and their corpora "
+                    "(Table 1); fine-tuned MPNet + RaLa", {
+                        "hotpotqa": {"em": 65.6, "f1": 78.9, "recall@2": 88.8, "recall@5": 96.8},
+                        "musique": {"em": 52.3, "f1": 67.1, "recall@2": 59.6, "recall@5": 75.7},
+                        "2wiki": {"em": 71.7, "f1": 79.2, "recall@2": 80.4, "recall@5": 96.6},
+                    }),
+    cli="multihop.programs.cooprag.cli",
+)

@@ -57,7 +57,8 @@ from __future__ import annotations
 
 import dspy
 
-from multihop.retrievers import RERANKERS, Retriever, make_reranker
+from multihop.retrievers import checked_reranker
+from multihop.retrievers.query import merge_hits, pick
 from multihop.signatures.cooprag import (
     SPECIAL_TOKENS,
     CompletionAndReasoning,
@@ -93,9 +94,6 @@ class CoopRAG(MultihopProgram):
         query_parts: str = "MQ+SQ+RC",
         key_extract_rounds: int = 0,
     ):
-        if rerank is not None and rerank not in RERANKERS:
-            raise ValueError(f"unknown rerank {rerank!r}; choose None or one of {', '.join(RERANKERS)} (the registry "
-                             "of multihop.retrievers.RERANKERS; rala_eq4 and rala_eq3 are now spelled with a hyphen)")
         if query_parts not in QUERY_PARTS:
             raise ValueError(f"unknown query_parts {query_parts!r}; choose one of {', '.join(QUERY_PARTS)}")
         if key_extract_rounds < 0:
@@ -104,38 +102,21 @@ class CoopRAG(MultihopProgram):
         self.key_extract_rounds = key_extract_rounds
         self.n, self.k, self.seed, self.query_parts = n, k, seed, query_parts
         self.uncertainty_mask, self.unrolling, self.unified = uncertainty_mask, unrolling, unified
-        self.rerank, self.omega, self.buckets = rerank, omega, buckets
-        self.search = self.reranked(retriever) if retriever is not None else None
-        self._settings_search: tuple[dspy.Module, dspy.Module] | None = None  # (dspy.settings.rm, its reranked search)
-        if unrolling:
-            self.unroll = dspy.Predict(QuestionUnrolling if uncertainty_mask else QuestionUnrollingWithoutMask)
-        if key_extract_rounds:
-            self.key_extract = dspy.Predict(KeyExtraction)
+        self.rerank, self.omega, self.buckets = checked_reranker(rerank), omega, buckets
         completes = unrolling and uncertainty_mask
-        if completes and unified:
-            self.complete_and_reason = dspy.Predict(CompletionAndReasoning)
-        else:
-            if completes:
-                self.complete = dspy.Predict(ReasoningChainCompletion)
-            self.reason = dspy.Predict(Reasoning)
+        self.add_stages(
+            unroll=(QuestionUnrolling if uncertainty_mask else QuestionUnrollingWithoutMask) if unrolling else None,
+            key_extract=KeyExtraction if key_extract_rounds else None,
+            complete_and_reason=CompletionAndReasoning if completes and unified else None,
+            complete=ReasoningChainCompletion if completes and not unified else None,
+            reason=Reasoning if not (completes and unified) else None,
+        )
 
-    def reranked(self, retriever: dspy.Module) -> dspy.Module:
-        """The first stage of ``retriever`` (itself, unless it is a reranked :class:`Retriever`), reranked to the
-        top ``k`` of ``n`` by this program's reranker — or unreranked when ``rerank`` is None."""
-        first_stage = retriever.first_stage if isinstance(retriever, Retriever) else retriever
-        if self.rerank is None:
-            return first_stage
+    def reranker_options(self) -> dict:
+        """The reranker keeps the unrolling markers whole; RaLa draws its layers with ``omega``, ``buckets``,
+        ``seed``."""
         rala = {} if self.rerank == "maxsim" else {"omega": self.omega, "buckets": self.buckets, "seed": self.seed}
-        reranker = make_reranker(self.rerank, special_tokens=self.special_tokens, **rala)
-        return Retriever(first_stage, reranker, n=self.n, k=self.k)
-
-    def settings_search(self) -> dspy.Module:
-        """The reranked search over the retriever set with ``dspy.configure(rm=...)``, built once per retriever (the
-        reranker may load an encoder)."""
-        rm = self.rm
-        if self._settings_search is None or self._settings_search[0] is not rm:
-            self._settings_search = (rm, self.reranked(rm))
-        return self._settings_search[1]
+        return {"special_tokens": self.special_tokens, **rala}
 
     def unroll_question(self, question: str) -> dspy.Prediction:
         """Stage 1 and Eq. 1: the unrolling (sub-questions, masked chain, hop count, structure) and the query U, with
@@ -158,7 +139,7 @@ class CoopRAG(MultihopProgram):
                                query=unrolled_query(question, sub_questions, chain, self.query_parts),
                                fallback=fallback)
 
-    def extract_keys(self, question: str, query: str, hits, search) -> tuple[dspy.Prediction, str, list[dict]]:
+    def extract_keys(self, question: str, query: str, hits) -> tuple[dspy.Prediction, str, list[dict]]:
         """App. H.4's loop from the first retrieval ``hits`` of ``query`` (U): the documents for the later stages, the
         last query and one record per round (``document``, ``key_sentence``, ``answer``)."""
         steps, selected = [], []
@@ -171,43 +152,35 @@ class CoopRAG(MultihopProgram):
             step = {"document": choice, "key_sentence": sentence, "answer": str(result.get("answer") or "").strip()}
             steps.append(step)
             if isinstance(choice, int) and 1 <= choice <= len(hits.ids):
-                selected.append((hits.ids[choice - 1], hits.passages[choice - 1], hits.scores[choice - 1]))
+                selected.append(pick(hits, [choice - 1], [hits.scores[choice - 1]]))
             if answer_determined(step["answer"]) or not sentence or sentence in query:
                 break
             query = f"{query} {sentence}"
-            hits = search(query, k=self.k)
+            hits = self.search(query, k=self.k)
         count("key_extract_rounds", len(steps))
         count("key_extract_answered", int(bool(steps) and answer_determined(steps[-1]["answer"])))
-        merged = {}
-        for hit in [*selected, *zip(hits.ids, hits.passages, hits.scores, strict=True)]:
-            merged.setdefault(hit[0], hit)
-        kept = list(merged.values())[: self.k]
-        return dspy.Prediction(ids=[h[0] for h in kept], passages=[h[1] for h in kept], scores=[h[2] for h in kept],
-                               candidates=list(hits.get("candidates") or hits.ids)), query, steps
+        kept = merge_hits([*selected, hits], self.k)
+        kept["candidates"] = list(hits.get("candidates") or hits.ids)
+        return kept, query, steps
 
     def forward(self, question: str) -> dspy.Prediction:
         unrolled = self.unroll_question(question)
-        completion_failed = False
         chain = unrolled.chain
-        search = self.search if self.search is not None else self.settings_search()
-        hits = search(unrolled.query, k=self.k)
+        hits = self.search(unrolled.query, k=self.k)
         query, key_steps = unrolled.query, []
         if self.key_extract_rounds:
-            hits, query, key_steps = self.extract_keys(question, unrolled.query, hits, search)
+            hits, query, key_steps = self.extract_keys(question, unrolled.query, hits)
         completed = chain
         inputs = {"documents": hits.passages, "question": question, "sub_questions": unrolled.sub_questions}
         if hasattr(self, "complete_and_reason"):
             result = self.run_stage(self.complete_and_reason, {"completed_chain": chain, "answer": ""},
                                     reasoning_chain=chain, **inputs)
             completed, answer = normalize_chain(result.completed_chain) or chain, result.answer
-            completion_failed = bool(result.get("failed"))
         else:
             if hasattr(self, "complete") and chain:
                 result = self.run_stage(self.complete, {"completed_chain": chain}, reasoning_chain=chain, **inputs)
                 completed = normalize_chain(result.completed_chain) or chain
-                completion_failed = bool(result.get("failed"))
             answer = self.run_stage(self.reason, {"answer": ""}, reasoning_chain=completed, **inputs).answer
-        count("completion_fallback", int(completion_failed))
         return dspy.Prediction(
             answer=safe_answer(answer),
             hop_count=unrolled.hop_count,

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 
 import dspy
 
+from multihop.retrievers.query import Hits
+
 from ..text import clean, is_abstention, unique
 
 CONCLUSION = re.compile(r"so the answer is", re.IGNORECASE)  # the end of an IRCoT chain ("w/o R")
@@ -99,17 +101,20 @@ def link_entities(entities, known: list[str], max_entities: int, max_queries: in
             len(linked) > max_entities)
 
 
-def merge_hits(hits: list[dspy.Prediction]) -> tuple[list[str], list[str], list[float]]:
+def merge_by_score(hits: list[dspy.Prediction]) -> Hits:
     """The documents of several queries' hits (Eq. 7's grouping under one entity): each id once with its best score,
-    best first (ties keep the order found). A retriever that gives no scores is ranked by position (0, -1, -2, …)."""
-    best: dict[str, tuple[str, float]] = {}
-    for hit in hits:
+    best first (ties keep the order found), with their titles and texts when every hit carries them. A retriever that
+    gives no scores is ranked by position (0, -1, -2, …)."""
+    rows: dict[str, tuple[int, int, float]] = {}  # id → (hit, position, best score)
+    for h, hit in enumerate(hits):
         scores = hit.get("scores") or [-float(rank) for rank in range(len(hit.ids))]
-        for pid, passage, score in zip(hit.ids, hit.passages, scores, strict=True):
-            if pid not in best or score > best[pid][1]:
-                best[pid] = (passage, float(score))
-    ordered = sorted(best.items(), key=lambda item: -item[1][1])
-    return [pid for pid, _ in ordered], [p for _, (p, _) in ordered], [s for _, (_, s) in ordered]
+        for i, (pid, score) in enumerate(zip(hit.ids, scores, strict=True)):
+            if pid not in rows or score > rows[pid][2]:
+                rows[pid] = (h, i, float(score))
+    ordered = sorted(rows.values(), key=lambda row: -row[2])
+    fields = ["passages", "ids"] + [name for name in ("titles", "texts") if all(hit.get(name) for hit in hits)]
+    return Hits(**{name: [hits[h][name][i] for h, i, _ in ordered] for name in fields},
+                scores=[score for _, _, score in ordered])
 
 
 def by_title(ids: list[str], passages: list[str], titles: list[str]) -> dict[str, tuple[list[str], list[str]]]:

@@ -57,7 +57,8 @@ from dataclasses import dataclass, field
 
 import dspy
 
-from multihop.retrievers import RERANKERS, Retriever, make_reranker
+from multihop.retrievers import checked_reranker
+from multihop.retrievers.query import Hits, pick, titles_of
 from multihop.signatures.dualrag import (
     EntityIdentifier,
     KnowledgeSummarizer,
@@ -69,7 +70,7 @@ from multihop.tracing import count
 
 from ..base import MultihopProgram
 from ..text import safe_answer, unique
-from .outline import Outline, by_title, concluded, link_entities, merge_hits
+from .outline import Outline, by_title, concluded, link_entities, merge_by_score
 
 
 @dataclass
@@ -115,9 +116,7 @@ class DualRAG(MultihopProgram):
         max_entities: int = 4,
         max_queries: int = 3,
     ):
-        rerank = rerank or None
-        if rerank is not None and rerank not in RERANKERS:
-            raise ValueError(f"unknown rerank {rerank!r}; choose None (w/o rerank) or one of {', '.join(RERANKERS)}")
+        rerank = checked_reranker(rerank)
         if max_iterations < 0:
             raise ValueError("max_iterations must be 0 (answer from an empty outline) or more")
         if rerank is not None and n < k:
@@ -129,31 +128,11 @@ class DualRAG(MultihopProgram):
         self.reasoner, self.entity_identifier = reasoner, entity_identifier
         self.knowledge_outline, self.outline_structure = knowledge_outline, outline_structure
         self.max_entities, self.max_queries = max_entities, max_queries
-        self.search = self.reranked(retriever) if retriever is not None else None
-        self._settings_search: tuple[dspy.Module, dspy.Module] | None = None
-        if max_iterations:
-            self.reason = dspy.Predict(Reasoner if reasoner else ReasoningSentence)
-            if entity_identifier:
-                self.identify = dspy.Predict(EntityIdentifier)
-            if knowledge_outline:
-                self.summarize = dspy.Predict(KnowledgeSummarizer)
-        self.answer = dspy.Predict(OutlineAnswer)
-
-    def reranked(self, retriever: dspy.Module) -> dspy.Module:
-        """The first stage of ``retriever`` (itself, unless it is a reranked :class:`Retriever`) with this program's
-        reranker bound to it, or the first stage alone without reranking."""
-        first_stage = retriever.first_stage if isinstance(retriever, Retriever) else retriever
-        if self.rerank is None:
-            return first_stage
-        return Retriever(first_stage, make_reranker(self.rerank), n=self.n, k=self.k)
-
-    def searcher(self) -> dspy.Module:
-        if self.search is not None:
-            return self.search
-        rm = self.rm
-        if self._settings_search is None or self._settings_search[0] is not rm:
-            self._settings_search = (rm, self.reranked(rm))
-        return self._settings_search[1]
+        loops = max_iterations > 0
+        self.add_stages(reason=(Reasoner if reasoner else ReasoningSentence) if loops else None,
+                        identify=EntityIdentifier if loops and entity_identifier else None,
+                        summarize=KnowledgeSummarizer if loops and knowledge_outline else None,
+                        answer=OutlineAnswer)
 
     def forward(self, question: str) -> dspy.Prediction:
         gathered, history, thoughts, entities = Knowledge(), [], [], []
@@ -171,7 +150,6 @@ class DualRAG(MultihopProgram):
         count("entities", len(unique(e.entity for e in entities)))
         result = self.run_stage(self.answer, {"answer": ""}, question=question,
                                 knowledge_outline=self.shown(outline), reasoning_history=history)
-        count("answer_fallback", int(bool(result.get("failed"))))
         return dspy.Prediction(
             answer=safe_answer(result.answer),
             outline={entity: list(fragments) for entity, fragments in outline.fragments.items()},
@@ -192,10 +170,8 @@ class DualRAG(MultihopProgram):
         fallback = {"thought": "", "need_retrieval": False} if self.reasoner else {"thought": ""}
         result = self.run_stage(self.reason, fallback, retries=1, question=question,
                                 knowledge_outline=self.shown(outline), reasoning_history=list(history))
-        failed = bool(result.get("failed"))
-        count("reasoner_fallback", int(failed))
         thought = (result.thought or "").strip()
-        if failed:
+        if result.get("failed"):
             return thought, False
         needs = result.need_retrieval is True if self.reasoner else not concluded(thought)
         return thought, needs
@@ -228,11 +204,11 @@ class DualRAG(MultihopProgram):
         the documents group by title."""
         entities = self.identified(question, gathered, history) if self.entity_identifier else None
         if entities:
-            return {entity: (queries, *self.documents(entity, queries)) for entity, queries in entities.items()}
-        ids, passages = self.documents(demand, [demand])
-        titles = [self.title(pid, passage) for pid, passage in zip(ids, passages, strict=True)]
+            return {entity: (queries, *self.document_texts(entity, queries)) for entity, queries in entities.items()}
+        hits = self.documents(demand, [demand])
+        titles = [title or passage[:60] for title, passage in zip(titles_of(hits), hits.passages, strict=True)]
         return {title: ([demand], group_ids, group_passages)
-                for title, (group_ids, group_passages) in by_title(ids, passages, titles).items()}
+                for title, (group_ids, group_passages) in by_title(hits.ids, hits.passages, titles).items()}
 
     def identified(self, question: str, gathered: Knowledge, history: list[str]) -> dict[str, list[str]]:
         """Eq. 5 and the entity linking; empty when the output is unusable (counted ``entity_fallback``)."""
@@ -242,26 +218,26 @@ class DualRAG(MultihopProgram):
                                 known_entities=known)
         entities, linked, cut = link_entities(result.get("entities") or [], known, self.max_entities,
                                               self.max_queries)
-        count("entity_unparsable", int(bool(result.get("failed"))))
         count("entity_fallback", int(not entities))
         count("entities_linked", linked)
         count("entities_cut", int(cut))
         gathered.searched.extend(e for e in entities if e not in gathered.searched)
         return entities
 
-    def documents(self, anchor: str, queries: list[str]) -> tuple[list[str], list[str]]:
+    def documents(self, anchor: str, queries: list[str]) -> Hits:
         """Eqs. 6–8: every query's first-stage top ``n`` (``k`` without reranking), merged without repeats and
         reranked against ``anchor`` (the entity) to the top ``k``."""
-        search = self.searcher()
-        first_stage = search.first_stage if isinstance(search, Retriever) else search
-        hits = [first_stage(query, k=self.n if self.rerank else self.k) for query in queries]
+        hits = [self.first_stage_search(query, k=self.n if self.rerank else self.k) for query in queries]
         count("queries", len(queries))
-        ids, passages, scores = merge_hits(hits)
-        if self.rerank is None or not ids:
-            return ids[: self.k], passages[: self.k]
-        reranked = search.reranker.rerank(anchor, dspy.Prediction(ids=ids, passages=passages, scores=scores),
-                                          self.k)
-        return list(reranked.ids), list(reranked.passages)
+        merged = merge_by_score(hits)
+        if self.rerank is None or not merged.ids:
+            return pick(merged, range(min(self.k, len(merged.ids))), merged.scores[: self.k])
+        return self.rerank_hits(anchor, merged, self.k)
+
+    def document_texts(self, anchor: str, queries: list[str]) -> tuple[list[str], list[str]]:
+        """The ids and rendered texts of :meth:`documents`."""
+        hits = self.documents(anchor, queries)
+        return list(hits.ids), list(hits.passages)
 
     def knowledge(self, question: str, history: list[str], entity: str, queries: list[str],
                   new: list[tuple[str, str]]) -> list[str]:
@@ -271,13 +247,5 @@ class DualRAG(MultihopProgram):
             return passages
         result = self.run_stage(self.summarize, {"knowledge": passages[0]}, question=question,
                                 reasoning_history=list(history), entity=entity, queries=queries, documents=passages)
-        count("summary_fallback", int(bool(result.get("failed"))))
         count("summaries")
         return [result.knowledge or ""]
-
-    def title(self, pid: str, passage: str) -> str:
-        """A document's title: from the corpus when the retriever has one, else the text before ``": "``."""
-        corpus = getattr(self.searcher(), "corpus", None)
-        if corpus is not None and pid in corpus:
-            return corpus[pid].title or passage[:60]
-        return passage.split(": ", 1)[0] if ": " in passage else passage[:60]

@@ -1,13 +1,29 @@
 """HANRAG (seed 003): the program (:mod:`.program`), its routes and Steps (:mod:`.routes`), the App. G examples as
-demos (:mod:`.demos`) and the Revelator's training data from the annotations (:mod:`.gold`)."""
+demos (:mod:`.demos`) and the Revelator's training data from the annotations (:mod:`.gold`, ``multihop hanrag
+revelator-data`` in :mod:`.cli`)."""
 
-from ..students import register_distill_preset
+from multihop.papers import reported
+
+from ..methods import Method
 from . import gold  # noqa: F401 - registers the Revelator's gold stage targets
 from .program import HANRAG, REVELATOR_STAGES
 from .routes import gold_route, with_gold_routes
 
-# App. D ("Implementation details"): LoRA, one epoch, initial learning rate 1e-4, cosine scheduler, 10% of the training
-# samples for warm-up. Rank, α and batch size are not given: DistillConfig's defaults.
-register_distill_preset("hanrag", epochs=1, lr=1e-4, scheduler="cosine", warmup=0.1)
-
 __all__ = ["HANRAG", "REVELATOR_STAGES", "gold_route", "with_gold_routes"]
+
+Method(
+    HANRAG,
+    # Table 2 (multi-hop), the HANRAG row
+    papers=reported("Llama-3.1-8B-Instruct", "seed 003, Table 2", "Adaptive-RAG's splits; BM25; a fine-tuned "
+                    "Revelator", {
+                        "musique": {"em": 29.8, "f1": 36.6, "acc": 43.2},
+                        "hotpotqa": {"em": 49.2, "f1": 58.9, "acc": 61.3},
+                        "2wiki": {"em": 47.2, "f1": 58.9, "acc": 60.8},
+                    }),
+    # App. D ("Implementation details"): LoRA, one epoch, initial learning rate 1e-4, cosine scheduler, 10% of the
+    # training samples for warm-up. Rank, α and batch size are not given: DistillConfig's defaults.
+    distill_preset={"epochs": 1, "lr": 1e-4, "scheduler": "cosine", "warmup": 0.1},
+    loop_budget="max_steps",
+    cli="multihop.programs.hanrag.cli",
+    first_stage="bm25",  # the paper's retriever (§5.1)
+)

@@ -19,11 +19,11 @@ LoRA Revelator serves with ``set_stage_lm`` while the generator's (``answer``, `
 the base LM, as §4.1 keeps the generator untuned.
 
 The paper's: the four routes and their paths, ANRAG, concurrent sub-questions, the seed-question loop ending on the
-ending discriminator, the last seed answer as the answer, BM25 as the retriever (:attr:`HANRAG.first_stage`; any
-project retriever by argument), Steps (§5), the ablations' names (App. E) and the idea of HANRAG-Oracle (App. C).
+ending discriminator, the last seed answer as the answer, BM25 as the retriever (the method's declared ``first_stage``;
+any project retriever by argument), Steps (§5), the ablations' names (App. E) and the idea of HANRAG-Oracle (App. C).
 Ours, where the text lost Algorithm 1 and the equations or says nothing: ``k = 5`` (the paper's single-step
 baseline's top 5), at most ``max_steps = 5`` seed questions (App. E's "-Ending" row averages 4.56 steps at the cap,
-so the cap is at least 5; no ending judgement after the last one), at most ``max_subquestions = 6`` sub-questions
+so the cap is at least 5; no ending judgement after the last one), at most ``max_sub_questions = 6`` sub-questions
 (repeats dropped, the cut counted ``sub_questions_cut``), the oracle's labels (:mod:`.routes`: comparisons are
 compound, where App. C calls whole multi-hop datasets complex), the prompts of ``ending``, ``aggregate`` and
 ``direct_answer`` (see :mod:`multihop.signatures.hanrag`), and the fallbacks below.
@@ -51,7 +51,6 @@ dead endpoint) ends the question, which evaluation records as an error and goes 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
 
 import dspy
 
@@ -99,8 +98,8 @@ class Hop:
 
 
 class HANRAG(MultihopProgram):
+    renamed_settings = {"max_subquestions": "max_sub_questions"}
     count_display = {"steps": "mean", **{f"route.{route}": "rate" for route in ROUTES}}
-    first_stage: ClassVar[str] = "bm25"
 
     def __init__(
         self,
@@ -111,43 +110,36 @@ class HANRAG(MultihopProgram):
         relevance_filter: bool = True,
         ending_judge: bool = True,
         refiner: bool = True,
-        max_subquestions: int = 6,
+        max_sub_questions: int = 6,
         paper_demos: bool = True,
     ):
         if route is not None and route not in (*ROUTES, ORACLE):
             raise ValueError(f"unknown route {route!r}; choose None (the router), {ORACLE!r} or one of "
                              f"{', '.join(ROUTES)}")
-        if min(k, max_steps, max_subquestions) < 1:
-            raise ValueError("k, max_steps and max_subquestions must be at least 1")
+        if min(k, max_steps, max_sub_questions) < 1:
+            raise ValueError("k, max_steps and max_sub_questions must be at least 1")
         super().__init__(retriever=retriever)
-        self.k, self.max_steps, self.route, self.max_subquestions = k, max_steps, route, max_subquestions
+        self.k, self.max_steps, self.route, self.max_sub_questions = k, max_steps, route, max_sub_questions
         self.relevance_filter, self.ending_judge, self.refiner = relevance_filter, ending_judge, refiner
         self.paper_demos = paper_demos
         reachable = ROUTES if route in (None, ORACLE) else (route,)
-        stages = {
-            "router": (RouteQuestion, route is None),
-            "direct_answer": (DirectAnswer, STRAIGHTFORWARD in reachable),
-            "decompose": (Decompose, COMPOUND in reachable),
-            "aggregate": (Aggregate, COMPOUND in reachable),
-            "refine": (Refine, COMPLEX in reachable and refiner),
-            "ending": (JudgeEnding, COMPLEX in reachable and ending_judge),
-            "relevance": (JudgeRelevance, reachable != (STRAIGHTFORWARD,) and relevance_filter),
-            "answer": (Answer, reachable != (STRAIGHTFORWARD,)),
-        }
-        for name, (signature, present) in stages.items():
-            if present:
-                predictor = dspy.Predict(signature)
-                predictor.demos = [demo.copy() for demo in PAPER_DEMOS.get(name, [])] if paper_demos else []
-                setattr(self, name, predictor)
+        retrieves = reachable != (STRAIGHTFORWARD,)
+        self.add_stages(PAPER_DEMOS if paper_demos else None,
+                        router=RouteQuestion if route is None else None,
+                        direct_answer=DirectAnswer if STRAIGHTFORWARD in reachable else None,
+                        decompose=Decompose if COMPOUND in reachable else None,
+                        aggregate=Aggregate if COMPOUND in reachable else None,
+                        refine=Refine if COMPLEX in reachable and refiner else None,
+                        ending=JudgeEnding if COMPLEX in reachable and ending_judge else None,
+                        relevance=JudgeRelevance if retrieves and relevance_filter else None,
+                        answer=Answer if retrieves else None)
 
     def forward(self, question: str, gold_route: str | None = None) -> dspy.Prediction:
         route = self.choose_route(question, gold_route)
         count(f"route.{route}")
         hops, sub_questions = [], []
         if route == STRAIGHTFORWARD:
-            result = self.run_stage(self.direct_answer, {"answer": ""}, question=question)
-            count("answer_fallback", int(bool(result.get("failed"))))
-            answer = result.answer
+            answer = self.run_stage(self.direct_answer, {"answer": ""}, question=question).answer
         elif route == SINGLE_STEP:
             hops = [self.anrag(question)]
             answer = hops[0].answer
@@ -184,12 +176,11 @@ class HANRAG(MultihopProgram):
         if self.route is not None:
             return self.route
         result = self.run_stage(self.router, {"route": route_label(COMPLEX)}, retries=1, question=question)
-        count("route_fallback", int(bool(result.get("failed"))))
         return route_of(result.route) or COMPLEX
 
     def anrag(self, query: str) -> Hop:
         """ANRAG (§4.1): retrieve the top ``k``, keep the passages judged relevant, answer the query from them."""
-        hits = self.rm(query, k=self.k)
+        hits = self.search(query, k=self.k)
         passages = dict(zip(hits.ids, hits.passages, strict=True))
         kept = [pid for pid in hits.ids if self.relevant(query, passages[pid])] if self.relevance_filter else hits.ids
         hop = Hop(query, list(hits.ids), list(kept), list(kept))
@@ -198,22 +189,19 @@ class HANRAG(MultihopProgram):
             count("all_rejected")
         result = self.run_stage(self.answer, {"answer": ""}, question=query,
                                 documents=[passages[pid] for pid in hop.read_ids])
-        count("answer_fallback", int(bool(result.get("failed"))))
         hop.answer = safe_answer(result.answer)
         return hop
 
     def relevant(self, query: str, passage: str) -> bool:
         result = self.run_stage(self.relevance, {"relevant": True}, question=query, document=passage)
-        count("relevance_fallback", int(bool(result.get("failed"))))
         return result.relevant is not False
 
     def decomposition(self, question: str) -> list[str]:
         result = self.run_stage(self.decompose, {"thought": "", "sub_questions": [question]}, retries=1,
                                 question=question)
-        count("decompose_fallback", int(bool(result.get("failed"))))
         sub_questions = unique(clean(result.sub_questions))
-        count("sub_questions_cut", max(0, len(sub_questions) - self.max_subquestions))
-        sub_questions = sub_questions[: self.max_subquestions] or [question]
+        count("sub_questions_cut", max(0, len(sub_questions) - self.max_sub_questions))
+        sub_questions = sub_questions[: self.max_sub_questions] or [question]
         count("sub_questions", len(sub_questions))
         return sub_questions
 
@@ -234,7 +222,7 @@ class HANRAG(MultihopProgram):
         result = self.run_stage(self.aggregate, {"answer": joined}, question=question,
                                 sub_questions=[hop.query for hop in hops], sub_answers=[hop.answer for hop in hops])
         answer = safe_answer(result.answer)
-        count("aggregate_fallback", int(bool(result.get("failed")) or not answer))
+        count("aggregate_empty", int(not answer and not result.get("failed")))
         return answer or joined
 
     def seed_loop(self, question: str) -> list[Hop]:
@@ -255,11 +243,10 @@ class HANRAG(MultihopProgram):
         result = self.run_stage(self.refine, {"seed_question": ""}, retries=1, question=question,
                                 thought=render_steps([(hop.query, hop.answer) for hop in hops]))
         seed = " ".join(str(result.seed_question or "").split())
-        count("refine_fallback", int(bool(result.get("failed")) or not seed))
+        count("refine_empty", int(not seed and not result.get("failed")))
         return seed or question
 
     def finished(self, question: str, hops: list[Hop]) -> bool:
         result = self.run_stage(self.ending, {"finished": False}, question=question,
                                 thought=render_steps([(hop.query, hop.answer) for hop in hops]))
-        count("ending_fallback", int(bool(result.get("failed"))))
         return result.finished is True

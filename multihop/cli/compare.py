@@ -1,19 +1,20 @@
 """One comparison of the methods and the baselines on the same data, retriever, LM and budget (``multihop compare``,
 ``multihop.compare``).
 
-Every program named (default: the five methods, ``NoRetrieval`` and ``SingleStepRAG``) runs over each dev set (by
+Every program named (default: every declared method that ``compare``\ s by default — the five methods, ``NoRetrieval``
+and ``SingleStepRAG`` —, :func:`multihop.programs.compared_by_default`) runs over each dev set (by
 name, MuSiQue, HotpotQA and 2Wiki in ``MULTIHOP_DATA``, or a question file) through the resumable evaluation, one
 folder per dataset × program under the output folder (``<dataset>/<program>/``): a rerun skips the finished questions
 and adding a program runs only that program. Each dataset has one retriever, shared by every program: its IRCoT
 corpus (the paragraphs of the whole dev file) indexed once, dense (MPNet by default, keeping the last layer's token
-states so the programs' late-interaction rerankers read them instead of encoding candidates again, and every default
+states so the programs' late-interaction rerankers read them instead of encoding candidates again, and every compared
 program's query markers as special tokens, which no passage contains) or BM25. Each program keeps its own reranker,
 a part of its method.
 
 The budget (:class:`~multihop.comparison.Budget`) is applied wherever a program has the knob and recorded with the
-results: ``k`` passages per retrieval (every retrieving program's ``k``), ``max_iterations`` (DualRAG's and CIRAG's
-``max_iterations``, HANRAG's ``max_steps``, ComposeRAG's ``max_reflections``; CoopRAG and the baselines do not loop)
-and ``max_tokens`` per LM call (the LM's cap, so every stage of every program). A program's ``student`` (a ``multihop
+results: ``k`` passages per retrieval (every retrieving program's ``k``), ``max_iterations`` (the setting each method
+declares as its loop budget, ``Method(loop_budget=...)``; a program that declares none does not loop) and
+``max_tokens`` per LM call (the LM's cap, so every stage of every program). A program's ``student`` (a ``multihop
 distill`` folder) runs the stages it learnt. Each program's LM has a rollout id of its own, so no program is served
 another's replies from the cache and its tokens and seconds are its own.
 
@@ -32,10 +33,8 @@ from pathlib import Path
 import dspy
 from rich.console import Console
 
-from multihop.benchmarks.common import DATASETS, LMOptions, cached_index, question_file, student_lm
 from multihop.charts import write_charts
 from multihop.comparison import (
-    DEFAULT_PROGRAMS,
     Budget,
     budget_text,
     console_tables,
@@ -46,26 +45,20 @@ from multihop.comparison import (
 )
 from multihop.data import load_corpus, load_dataset
 from multihop.evaluation import evaluate, run_manifest
+from multihop.lm_options import LMOptions
 from multihop.lms import make_lm
 from multihop.models import sha256_file
 from multihop.optimize.students import use_student
-from multihop.papers import paper_results
-from multihop.programs import PROGRAMS, takes_retriever
+from multihop.programs import PROGRAMS, compared_by_default, method_of, takes_retriever
+from multihop.question_sets import DATASETS, question_file
 from multihop.report import write_report
-from multihop.retrievers import BM25Retriever, load_retriever
-
-ITERATION_SETTINGS = {"DualRAG": "max_iterations", "CIRAG": "max_iterations", "HANRAG": "max_steps",
-                      "ComposeRAG": "max_reflections"}  # another program's: its max_iterations, when it has one
-FIRST_STAGES = ("dense", "bm25")
+from multihop.retrievers import CACHED_FIRST_STAGES, build_cached, load_retriever
 
 
 def budget_knobs(name: str) -> dict[str, str | None]:
-    """The constructor setting each budget item sets in program ``name`` (None: it has no such knob); ``max_tokens``
-    is the LM's, so every program's."""
-    settings = PROGRAMS[name].settings()
-    iterations = ITERATION_SETTINGS.get(name, "max_iterations")
-    return {"k": "k" if "k" in settings else None,
-            "max_iterations": iterations if iterations in settings else None}
+    """The constructor setting each budget item sets in program ``name`` (None: it has no such knob): ``k`` when it
+    has one, and the loop budget its method declares; ``max_tokens`` is the LM's, so every program's."""
+    return {"k": "k" if "k" in PROGRAMS[name].settings() else None, "max_iterations": method_of(name).loop_budget}
 
 
 def build_program(name: str, retriever: dspy.Module | None, budget: Budget) -> dspy.Module:
@@ -75,15 +68,14 @@ def build_program(name: str, retriever: dspy.Module | None, budget: Budget) -> d
     return cls(retriever=retriever, **values) if takes_retriever(cls) else cls(**values)
 
 
-def shared_retriever(questions: Path, first_stage: str, encoder: str) -> tuple[dspy.Module, Path]:
+def shared_retriever(questions: Path, first_stage: str, encoder: str, programs: Sequence[str]
+                     ) -> tuple[dspy.Module, Path]:
     """The retriever every program of a dataset shares, and its index folder (cached under ``MULTIHOP_HOME``): the
-    IRCoT corpus of the question file ``questions``, indexed with BM25 or densely by ``encoder``."""
+    IRCoT corpus of the question file ``questions`` indexed by ``first_stage``, a dense one by ``encoder`` with the
+    token states and the query markers of every program compared."""
     corpus = load_corpus(questions)
-    if first_stage == "bm25":
-        folder = BM25Retriever.build_cached(corpus)
-    else:
-        markers = tuple(dict.fromkeys(token for name in DEFAULT_PROGRAMS for token in PROGRAMS[name].special_tokens))
-        folder = cached_index(corpus, encoder=encoder, token_layers=(), special_tokens=markers)
+    markers = tuple(dict.fromkeys(token for name in programs for token in PROGRAMS[name].special_tokens))
+    folder = build_cached(corpus, first_stage, encoder=encoder, token_layers=(), special_tokens=markers)
     return load_retriever(folder), Path(folder)
 
 
@@ -94,7 +86,7 @@ def rollout(name: str) -> int:
 
 def compare(
     out: str | Path,
-    programs: Sequence[str] = DEFAULT_PROGRAMS,
+    programs: Sequence[str] | None = None,
     datasets: Sequence[str] = DATASETS,
     lm: LMOptions | str | None = None,
     budget: Budget | None = None,
@@ -107,7 +99,8 @@ def compare(
     progress: bool = True,
     console: Console | None = None,
 ) -> dict:
-    """Compare ``programs`` on the dev sets ``datasets`` under one ``budget`` (default :class:`Budget`\\ ()) and write
+    """Compare ``programs`` (default: :func:`~multihop.programs.compared_by_default`) on the dev sets ``datasets``
+    under one ``budget`` (default :class:`Budget`\\ ()) and write
     the table, charts and report into ``out``; returns the comparison (what ``comparison.json`` holds).
 
     ``lm`` is an LM spec or :class:`LMOptions` (then DSPy is configured with it, capped at ``budget.max_tokens``), or
@@ -116,7 +109,7 @@ def compare(
     ``threads``: questions at once; ``judge_lm`` adds LLM Eval. ``console`` prints the budget and the tables.
     """
     budget = budget or Budget()
-    names, students = list(programs), dict(students or {})
+    names, students = list(compared_by_default() if programs is None else programs), dict(students or {})
     check_choices(names, students, first_stage)
     files = dev_files(datasets)
     if students and lm is None:
@@ -130,7 +123,7 @@ def compare(
     else:
         base = dspy.settings.lm.copy(max_tokens=budget.max_tokens) if budget.max_tokens else dspy.settings.lm
     judge = ((options.make(judge_lm) if options else make_lm(judge_lm)) if isinstance(judge_lm, str) else judge_lm)
-    student_lms = {name: student_lm(options, adapter) for name, adapter in students.items()}
+    student_lms = {name: options.student(adapter) for name, adapter in students.items()}
     applied = {**budget.as_dict(), "max_tokens": base.kwargs.get("max_tokens")}
     out = Path(out)
     comparison: dict = {
@@ -143,7 +136,7 @@ def compare(
         examples = load_dataset(path, limit=limit)
         comparison["datasets"][key] = {"file": str(path), "questions": len(examples),
                                        "ids": [str(example.id) for example in examples]}
-        retriever, index = (shared_retriever(path, first_stage, encoder)
+        retriever, index = (shared_retriever(path, first_stage, encoder, names)
                             if any(takes_retriever(PROGRAMS[name]) for name in names) else (None, None))
         comparison["retriever"]["indexes"][key] = str(index) if index else None
         for name in names:
@@ -162,7 +155,8 @@ def compare(
                                                      "student": str(students[name]) if name in students else None})
             comparison["runs"].append({"dataset": key, "program": name, "folder": f"{key}/{name}"})
             comparison["rows"].append(summary_row(key, name, summary))
-    comparison["papers"] = [paper_row(result) for result in paper_results(names, list(comparison["datasets"]))]
+    comparison["papers"] = [paper_row(result) for name in names for result in method_of(name).papers
+                            if result.dataset in comparison["datasets"]]
     comparison["charts"] = [chart.name for chart in write_charts(out, comparison["rows"])]
     table, markdown = write_table(out, comparison)
     report = write_report(out, comparison)
@@ -200,5 +194,5 @@ def check_choices(names: list[str], students: dict, first_stage: str) -> None:
     stray = sorted(set(students) - set(names))
     if stray:
         raise ValueError(f"a student for {', '.join(stray)}, which is not compared; compared: {', '.join(names)}")
-    if first_stage not in FIRST_STAGES:
-        raise ValueError(f"unknown first stage {first_stage!r}; choose one of {', '.join(FIRST_STAGES)}")
+    if first_stage not in CACHED_FIRST_STAGES:
+        raise ValueError(f"unknown first stage {first_stage!r}; choose one of {', '.join(CACHED_FIRST_STAGES)}")

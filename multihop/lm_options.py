@@ -1,0 +1,89 @@
+"""The LM a run uses, as every command and benchmark takes it: the spec, its server and key, a LoRA adapter, the
+engine, the generation cap and the request timeout (:class:`LMOptions`), with the help texts and the argparse
+arguments that set them.
+
+Imports stay light (the LM modules load inside the methods), so the command line starts at once."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from multihop.models import DEFAULT_LM, DEFAULT_LM_TIMEOUT, LM_TIMEOUT_ENV, LOCAL_ENGINES
+
+API_KEY_ENV = "MULTIHOP_API_KEY"
+LM_HELP = "local:smollm2, local:<HF folder | .gguf>, or a dspy.LM model string (openai/<model>, ollama_chat/<model>)"
+API_BASE_HELP = ("base URL of an OpenAI-compatible server; with a local:<model> spec, the server `multihop serve` "
+                 "runs")
+API_KEY_HELP = (f"API key of the server (default: ${API_KEY_ENV}); provider variables such as OPENAI_API_KEY also "
+                "work, through LiteLLM")
+ADAPTER_HELP = "LoRA adapter folder for a local LM (from `multihop distill`)"
+MAX_TOKENS_HELP = "generation cap per LM call (default: 128 for a local LM, 384 for a served one)"
+TIMEOUT_HELP = (f"seconds one LM request may take before it is retried (twice, with backoff, as are HTTP 429 and 5xx "
+                f"answers); default ${LM_TIMEOUT_ENV} or {DEFAULT_LM_TIMEOUT:g}, for a served LM")
+ENGINE_HELP = ("local LM engine: auto (llama.cpp for a GGUF model when llama-cpp-python is installed, a LoRA adapter "
+               "converted to GGUF; else transformers), llamacpp or transformers")
+
+
+@dataclass(frozen=True)
+class LMOptions:
+    """The LM a run uses: its spec (``lm``), server (``api_base``, ``api_key``), LoRA ``adapter`` and ``engine``
+    (local LMs), generation cap (``max_tokens``; None: the backend's default) and the time a served LM's request may
+    take (``timeout``; None: ``$MULTIHOP_LM_TIMEOUT`` or 120 s). Other LMs of the run (a teacher, a
+    judge, a prompt writer) share the server and key, and the engine choice."""
+
+    lm: str = DEFAULT_LM
+    api_base: str | None = None
+    api_key: str | None = None
+    adapter: str | None = None
+    max_tokens: int | None = None
+    engine: str = "auto"
+    timeout: float | None = None
+
+    def make(self, spec: str | None = None, max_tokens: int | None = None):
+        """``spec`` (default: this LM, with its adapter and cap) as a ``dspy.LM``; ``max_tokens`` replaces the cap."""
+        from multihop.lms import make_lm
+
+        return make_lm(spec or self.lm, **self._settings(spec, max_tokens))
+
+    def configure(self, spec: str | None = None, max_tokens: int | None = None):
+        """:meth:`make` it and ``dspy.configure`` it with the adapter its spec runs best with."""
+        from multihop.lms import configure_lm
+
+        return configure_lm(spec or self.lm, **self._settings(spec, max_tokens))
+
+    def _settings(self, spec: str | None, max_tokens: int | None) -> dict:
+        own = spec is None or spec == self.lm
+        local = (spec or self.lm).startswith("local:")
+        # a server address serves the run's own LM; another local LM (a judge, a student) runs in-process
+        api_base = self.api_base if own or not local else None
+        return {"adapter": self.adapter if own else None, "api_base": api_base, "api_key": self.api_key,
+                "max_tokens": max_tokens or (self.max_tokens if own else None), "timeout": self.timeout,
+                **({"engine": self.engine} if local else {})}
+
+    def student(self, adapter: str | Path) -> tuple:
+        """This LM with the LoRA ``adapter`` folder, and the first 8 hex digits of its weights' sha256 (which key the
+        folders of its resumable runs)."""
+        from multihop.models import sha256_file
+
+        weights = sha256_file(Path(adapter) / "adapter_model.safetensors")[:8]
+        return dataclasses.replace(self, adapter=str(adapter)).make(), weights
+
+    @staticmethod
+    def add_arguments(parser: argparse.ArgumentParser, max_tokens: int | None = None) -> None:
+        """``--lm --api-base --api-key --adapter --max-tokens`` on an argparse script (``max_tokens``: its default)."""
+        parser.add_argument("--lm", default=DEFAULT_LM, help=LM_HELP)
+        parser.add_argument("--api-base", default=None, help=API_BASE_HELP)
+        parser.add_argument("--api-key", default=os.environ.get(API_KEY_ENV), help=API_KEY_HELP)
+        parser.add_argument("--adapter", default=None, help=ADAPTER_HELP)
+        parser.add_argument("--max-tokens", type=int, default=max_tokens, help=MAX_TOKENS_HELP)
+        parser.add_argument("--engine", default="auto", choices=LOCAL_ENGINES,
+                            help=ENGINE_HELP)
+        parser.add_argument("--lm-timeout", type=float, default=None, help=TIMEOUT_HELP)
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> LMOptions:
+        return cls(args.lm, args.api_base, args.api_key, args.adapter, args.max_tokens, args.engine, args.lm_timeout)

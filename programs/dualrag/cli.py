@@ -1,0 +1,85 @@
+"""``multihop dualrag``: DualRAG-FT's per-module training sets (§3.2), from a teacher's trajectories or the
+annotations."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from multihop.cli.console import console
+from multihop.cli.options import TRAIN_QUESTIONS, file_info, lm_options, question_path
+from multihop.lm_options import LMOptions
+
+app = typer.Typer(help="DualRAG-FT's training sets (§3.2).", no_args_is_help=True)
+
+
+@app.command("sft")
+@lm_options(help="the student's LM: the rows are rendered as its adapter prompts it (local:smollm2 by default)")
+def dualrag_sft(
+    lm: LMOptions,
+    teachers: list[Path] = typer.Argument(None, exists=True, file_okay=False,
+                                          help="teacher trajectory folders (`multihop trajectories --program DualRAG "
+                                          "--teacher-lm ...`); none with --gold"),
+    data: str = typer.Option(..., help=f"the train questions the teacher ran on: {TRAIN_QUESTIONS}"),
+    out: Path = typer.Option(..., help="folder for one JSON-lines file per stage, for `multihop distill`"),
+    gold: bool = typer.Option(False, "--gold", help="targets from the train file's annotations, no teacher"),
+    limit: int = typer.Option(None, min=1, help="questions read from --data"),
+    encoder: str = typer.Option("mpnet", help="the encoder that links entities to the gold titles"),
+    threshold: float = typer.Option(0.5, help="least cosine for an entity to link to a gold title"),
+    min_score: float = typer.Option(1.0, help="keep the questions the teacher scored at least this on"),
+    seed: int = typer.Option(0, help="--gold: the draw of the distractor documents shown with the gold ones"),
+    k: int = typer.Option(10, min=1, help="--gold: documents a summarizer row shows (the program keeps 10 an entity)"),
+):
+    """DualRAG-FT's per-module SFT rows: the teacher's right trajectories with entities linked to the gold titles and
+    empty summaries repaired from the gold documents, or (--gold) the targets derived from the annotations alone."""
+    import json
+
+    import dspy
+
+    from multihop.data import load_dataset
+    from multihop.lms import default_adapter
+    from multihop.optimize.trajectories import read_collection, refuse_held_apart, render_call, write_trajectories
+    from multihop.programs import DualRAG
+    from multihop.question_sets import held_apart_ids
+
+    data_file = question_path(data, "train")
+    examples = load_dataset(data_file, limit=limit)
+    refuse_held_apart(examples, held_apart_ids())
+    if gold == bool(teachers):
+        raise typer.BadParameter("give teacher trajectory folders, or --gold and none")
+    student_adapter = default_adapter(lm.lm)  # every row is rendered as the student's LM will be prompted
+    if gold:
+        from multihop.optimize.gold import gold_trajectories
+        from multihop.programs.gold import GoldContext
+
+        with dspy.context(adapter=student_adapter):
+            manifest = gold_trajectories(DualRAG(k=k), examples, out, GoldContext(seed=seed),
+                                         data=file_info(data_file, examples))
+        console.print(f"gold rows from {manifest['kept']} of {manifest['questions']} questions; rows per stage "
+                      f"{manifest['stages']} → {out}")
+        return
+    from multihop.programs.dualrag.sft import encoder_similarity, sft_rows
+    from multihop.retrievers import Encoder
+
+    rows, teacher_names = {}, []
+    for folder in teachers:
+        collection, manifest = read_collection(folder)
+        if manifest.get("program") != "DualRAG":
+            raise typer.BadParameter(f"{folder} holds {manifest.get('program')!r} trajectories, not DualRAG's")
+        teacher_names.append(manifest.get("teacher"))
+        for stage, stage_rows in collection.items():
+            rows.setdefault(stage, []).extend(stage_rows)
+    predictors = dict(DualRAG().named_predictors())
+
+    def render(row: dict, inputs: dict, outputs: dict) -> dict:
+        return render_call(predictors[row["stage"]], inputs, outputs, student_adapter)
+
+    built, stats = sft_rows(rows, {str(e.id): e for e in examples}, encoder_similarity(Encoder(encoder)), render,
+                            threshold=threshold, min_score=min_score)
+    if not built:
+        raise typer.BadParameter("no teacher row is left: none of the teacher's questions is in --data or scored "
+                                 f"at least {min_score}")
+    manifest = write_trajectories(out, built, {"program": "DualRAG", "teacher": ",".join(map(str, teacher_names)),
+                                               "processing": dict(stats), "data": file_info(data_file, examples)})
+    console.print(f"rows per stage {manifest['stages']}; {json.dumps(dict(stats))} → {out}")
