@@ -17,7 +17,11 @@ from .text import safe_answer
 
 
 class NoRetrieval(MultihopProgram):
-    """Answer from the LM's parametric knowledge alone (one LLM call, no retrieval)."""
+    """The papers' "Direct" baseline: answer from the LM's parametric knowledge alone (one LLM call, no retrieval).
+
+    Example:
+        >>> NoRetrieval()(question="What is the capital of France?").answer
+    """
 
     def __init__(self):
         super().__init__(retriever=None)
@@ -29,7 +33,17 @@ class NoRetrieval(MultihopProgram):
 
 
 class SingleStepRAG(MultihopProgram):
-    """Retrieve the top-``k`` passages for the question once, then answer from them (one retrieval, one LLM call)."""
+    """The papers' "NativeRAG" baseline: retrieve the top ``k`` passages for the question once, then answer from them
+    (one retrieval, one LLM call).
+
+    Args:
+        retriever: the retriever; default ``dspy.settings.rm``.
+        k: passages retrieved.
+
+    Example:
+        >>> prediction = SingleStepRAG(retriever=retriever, k=5)(question="What is the capital of France?")
+        >>> prediction.answer, prediction.passage_ids
+    """
 
     def __init__(self, retriever: dspy.Module | None = None, k: int = 5):
         super().__init__(retriever=retriever)

@@ -64,7 +64,7 @@ def load(directory: str | Path, program: MultihopProgram | None = None, retrieve
             raise ValueError(f"{directory} holds a {info['program']}, which is no known program "
                              f"({', '.join(PROGRAMS)})")
         cls = PROGRAMS[info["program"]]
-        kwargs = dict(info.get("config") or {})
+        kwargs = cls.current_names(info.get("config") or {})
         if takes_retriever(cls):
             if retriever is None and info.get("retriever"):
                 from multihop.retrievers import load_retriever
@@ -72,7 +72,9 @@ def load(directory: str | Path, program: MultihopProgram | None = None, retrieve
                 retriever = load_retriever(info["retriever"])
             kwargs["retriever"] = retriever
         program = cls(**kwargs)
-    if type(program).__name__ != info["program"] or program.config() != info.get("config", {}):
+    saved_class = PROGRAMS.get(info["program"])
+    saved = saved_class.current_names(info.get("config") or {}) if saved_class else info.get("config")
+    if type(program).__name__ != info["program"] or program.config() != saved:
         raise ValueError(
             f"{directory} holds a {info['program']} with config {info.get('config')}; it cannot be loaded into a "
             f"{type(program).__name__} with config {program.config()}"

@@ -3,6 +3,7 @@ saved folder, or one built once from a corpus or the questions' own paragraphs).
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,7 +59,15 @@ def build_program(name: str, retriever_dir: str | None, corpus: str | None, data
 
     if name not in PROGRAMS:
         raise typer.BadParameter(f"unknown program {name!r}; choose from {', '.join(PROGRAMS)}")
-    cls, switches = PROGRAMS[name], parse_settings(settings or [])
+    cls = PROGRAMS[name]
+    with warnings.catch_warnings(record=True) as renamed:
+        warnings.simplefilter("always", DeprecationWarning)
+        try:
+            switches = cls.current_names(parse_settings(settings or []))
+        except TypeError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--set") from exc
+    for warning in renamed:
+        console.print(f"[yellow]warning:[/yellow] --set: {warning.message}")
     if "k" in switches:
         raise typer.BadParameter("the passages retrieved per query are set with --k", param_hint="--set")
     unknown = sorted(set(switches) - set(cls.settings()))

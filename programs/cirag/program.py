@@ -34,9 +34,10 @@ Counted per question: ``iterations``, ``extraction_calls`` (LLM calls of the con
 others), ``cache_hits`` / ``cache_misses`` (a passage the cache lacks is extracted online) / ``cache_failed`` (a
 cached row whose extraction failed: its triples, none or few, are used as they are), ``candidates``,
 ``core_triples``, ``core_unmatched``, ``answered.<level>`` (which granularity answered, Figs. 3 and 5) and the
-fallbacks: an unparsable extraction yields no triples for that document (``extract_fallback``); an unparsable
-distiller reply (after one sampled retry) ends the loop (``integrate_fallback``); an unparsable answer counts as a
-refusal (``answer_fallback``).
+fallbacks (``<stage>.fallback``, counted by ``run_stage``): an unparsable extraction yields no triples for that
+document (``extract_entities.fallback``, ``extract_triples.fallback``); an unparsable distiller reply (after one
+sampled retry) ends the loop (``integrate.fallback``); an unparsable answer counts as a refusal
+(``answer_<level>.fallback``).
 """
 
 from __future__ import annotations
@@ -105,6 +106,30 @@ def is_stop(question: str) -> bool:
 
 
 class CIRAG(MultihopProgram):
+    """CIRAG: rounds of triple construction with provenance and integration by the knowledge distiller, then a
+    cascaded answer over triples, sentences and documents (seed 004, §3). The module docstring says what is the
+    paper's and what is ours.
+
+    Args:
+        retriever: the retriever; default ``dspy.settings.rm``.
+        k: documents a round retrieves (K = 10).
+        n_triples: candidate triples the distiller reads after reranking (N = 30).
+        max_iterations: construction/integration rounds at most (L = 4; Fig. 8).
+        reranker: rerank the triples by the encoder's cosine to the query (False: Table 2's "w/o reranker").
+        granularities: the cascade's levels, finest first (Table 3: any ordered subset of triple, sentence,
+            passage).
+        triple_cache: a ``multihop cirag extract`` folder (the paper's offline cache), or None to extract online.
+        encoder: the encoder of the triple reranking and the triple → sentence link.
+        paper_demos: App. A's examples as the stages' demos.
+        topk_fallback: one passage-level answer over the last round's documents when no core document was found
+            (ours, off).
+
+    Example:
+        >>> program = CIRAG(retriever=retriever, triple_cache="runs/triples")
+        >>> prediction = program(question="Where was the director of Eisenstein in Guanajuato born?")
+        >>> prediction.answer, prediction.answered_level, prediction.core_triples, prediction.rounds
+    """
+
     renamed_settings = {"n": "n_triples"}  # ``n`` is the first stage's candidates in every other program
     count_display = {"iterations": "mean", "extraction_calls": "mean", "core_unmatched": "mean",
                      **{f"answered.{level}": "rate" for level in (*LEVELS, "top_k", "default")}}

@@ -87,6 +87,32 @@ MODULES = {  # the paper's module names (Tables 3-4) → this program's stages
 
 
 class ComposeRAG(MultihopProgram):
+    """ComposeRAG: atomic modules — decomposition, construction, retrieval decision, query rewriting, passage ranking,
+    cited answers, verification, final answering — behind a simple-QA first pass, with self-reflection (seed 002,
+    §4). The module docstring says what is the paper's and what is ours.
+
+    Args:
+        retriever: the retriever; default ``dspy.settings.rm``.
+        k: passages a (sub-)question is answered from.
+        n: candidates the listwise ranking orders (the prompt ranks 10).
+        decomposition: QD and QC (Table 3).
+        retrieval_decision: the retrieval decision (Table 5).
+        query_rewriting: QR after a failed verification (Table 3).
+        passage_reranking: PR, the LLM's listwise ranking (Table 3; the stage ``rank_passages``).
+        answer_verification: AV (Table 3; rewriting, escalation and reflection act on its failures).
+        simple_qa: the simple-QA pass first (Table 6).
+        max_reflections: self-reflection rounds at most (§6.1: 3; Fig. 5).
+        max_rewrites: query rewrites a sub-question at most (ours: 1).
+        max_sub_questions: sub-questions at most, the last kept (ours: 6).
+        paper_demos: the paper's worked decompositions as the decomposition stages' demos.
+        abstain_ungrounded: answer "I don't know." when the final answer stays ungrounded (§4.1.3).
+
+    Example:
+        >>> program = ComposeRAG(retriever=retriever, max_reflections=3)
+        >>> prediction = program(question="Who founded the company that makes the Xbox?")
+        >>> prediction.answer, prediction.path, prediction.history, prediction.grounded
+    """
+
     count_display = {"abstained": "rate", "simple_qa_resolved": "rate"}  # shares of questions: "I don't know.", Table 6
     renamed_settings = {"paper_examples": "paper_demos", "max_subquestions": "max_sub_questions"}
     renamed_stages = {"rerank": "rank_passages"}

@@ -50,7 +50,7 @@ token distributions rather than a stage of the method.
 Robustness (small models): an unrolling that cannot be parsed, or that returns neither sub-questions nor a chain, is
 retried once (sampled), then the raw question is used (counted as ``unrolling_fallback``); a chain whose last tail is
 not ``<FILL>`` gets it back (``fill_repaired``); a completion that fails keeps the masked chain
-(``completion_fallback``); an answer that cannot be parsed is the empty string, never invented.
+(``complete.fallback``, or ``complete_and_reason.fallback`` when unified); an answer that cannot be parsed is the empty string, never invented.
 """
 
 from __future__ import annotations
@@ -76,6 +76,30 @@ from .chain import QUERY_PARTS, normalize_chain, repair_fill, unrolled_query
 
 
 class CoopRAG(MultihopProgram):
+    """CoopRAG: unroll the question, retrieve with the unrolled query, rerank by contrasting layers (RaLa), complete the
+    masked reasoning chain and answer (seed 000, §3). The module docstring says what is the paper's and what is ours.
+
+    Args:
+        retriever: the first stage (a reranked retriever gives its first stage); default ``dspy.settings.rm``.
+        n: first-stage candidates the reranker sees.
+        k: documents kept after reranking, read by the later stages.
+        uncertainty_mask: ``<UNCERTAIN>`` masks and the completion stage (False: §4.6 "w/o <UNCERTAIN>").
+        unrolling: unroll the question (False: the raw question is the query, Table 16's MQ).
+        rerank: the reranker, a name of :data:`multihop.retrievers.RERANKERS` (``rala-eq4``, ``rala-eq3``,
+            ``maxsim``), or None for the first stage's top ``k``.
+        omega: RaLa's gap-aware weight ω (False: Table 5's "w/o ω").
+        buckets: RaLa's layer buckets (None: the encoder's fine-tuning, else 4).
+        unified: complete and answer in one call (App. D.2).
+        seed: RaLa's layer draw (None: the encoder's fine-tuning, else 0).
+        query_parts: which parts of U query the retriever (Table 16: ``MQ``, ``MQ+SQ``, ``MQ+RC``, ``MQ+SQ+RC``).
+        key_extract_rounds: App. H.4's KeyExtract rounds (0: off).
+
+    Example:
+        >>> program = CoopRAG(retriever=retriever, n=20, k=5)
+        >>> prediction = program(question="Who founded the company that makes the Xbox?")
+        >>> prediction.answer, prediction.sub_questions, prediction.completed_chain, prediction.passage_ids
+    """
+
     special_tokens = SPECIAL_TOKENS
     index_pooling = "cls"  # Eq. 2's first stage ⟨q0, d0⟩
 

@@ -42,11 +42,12 @@ Identifier), ``queries`` (searches sent; Fig. 4's redundant queries), ``summarie
 ``entities_linked`` (names the linking mapped to an entity of an earlier round), ``entities_cut``; LLM calls and the
 output tokens of every stage come with every trace (``completion_tokens.<stage>``, Tables 7–8). The prediction's
 ``passage_ids`` (what recall is measured over) are the documents summarized into a fragment the outline kept, in
-order; ``retrieved_ids`` every document kept for an entity. Fallbacks, each counted: an unparsable Reasoner (after one
-sampled retry) stops the loop and answers (``reasoner_fallback``); an Entity Identifier reply that is unparsable after
-one sampled retry (``entity_unparsable``) or names no entity makes the round a "w/o EI" one, the latest step (else
-the question) as the query (``entity_fallback``, both cases); an unparsable summary keeps the entity's best new
-document as its fragment (``summary_fallback``); an unparsable answer is empty, never invented (``answer_fallback``).
+order; ``retrieved_ids`` every document kept for an entity. Fallbacks, each counted (``<stage>.fallback`` by
+``run_stage``): an unparsable Reasoner (after one sampled retry) stops the loop and answers (``reason.fallback``); an
+Entity Identifier reply that is unparsable after one sampled retry (``identify.fallback``) or names no entity makes
+the round a "w/o EI" one, the latest step (else the question) as the query (``entity_fallback``, both cases); an
+unparsable summary keeps the entity's best new document as its fragment (``summarize.fallback``); an unparsable
+answer is empty, never invented (``answer.fallback``).
 An exception a stage raises (a dead endpoint, a context overflow) is not a fallback: it ends the question, which
 evaluation records as an error and goes on.
 """
@@ -100,6 +101,30 @@ class Knowledge:
 
 
 class DualRAG(MultihopProgram):
+    """DualRAG: a Reasoner and an Entity Identifier query for what the reasoning lacks, a Knowledge Summarizer grows a
+    knowledge outline by entity, and the answer comes from the outline (seed 001, §3). The module docstring says what
+    is the paper's and what is ours.
+
+    Args:
+        retriever: the first stage (a reranked retriever gives its first stage); default ``dspy.settings.rm``.
+        n: first-stage documents per query (§4.3: 50).
+        k: documents kept per entity after reranking (§4.3: 10).
+        max_iterations: Reasoner calls at most (§4.3: 5; 0: the answer from an empty outline).
+        rerank: the reranker of each entity's documents, a name of :data:`multihop.retrievers.RERANKERS`, or None
+            (Table 15's "w/o rerank").
+        reasoner: the Reasoner's retrieval flag (False: Table 3's "w/o R", IRCoT's trigger).
+        entity_identifier: the Entity Identifier (False: "w/o EI", the thought is the query).
+        knowledge_outline: the summarizer and the outline (False: "w/o KO", raw documents).
+        outline_structure: the outline shown by entity (False: Table 14's "w/o KO*", a flat list).
+        max_entities: entities a round at most (ours).
+        max_queries: queries an entity at most (ours).
+
+    Example:
+        >>> program = DualRAG(retriever=retriever)
+        >>> prediction = program(question="Who founded the company that makes the Xbox?")
+        >>> prediction.answer, prediction.outline, prediction.retrieval_iterations
+    """
+
     count_display = {"retrieval_iterations": "mean", "entities": "mean"}
 
     def __init__(

@@ -40,12 +40,13 @@ Counted per question: ``steps`` (the paper's Steps), ``route.<name>`` (the route
 ``seed_repeats`` (a seed question the refiner asked before), ``all_rejected`` (ANRAG calls whose every passage was
 judged irrelevant: the generator reads the best-ranked one, the paper being silent; the hop records it as read, not
 kept). The prediction's ``passage_ids`` (what recall is measured over) are the passages the generator read.
-Fallbacks, each counted: an unparsable route (after one sampled retry) takes the complex path, which subsumes the
-others (``route_fallback``); an unparsable decomposition asks the question whole (``decompose_fallback``); an
-unparsable or empty seed question is the question itself (``refine_fallback``); an unparsable relevance verdict keeps
-the passage (``relevance_fallback``); an unparsable ending verdict goes on (``ending_fallback``, bounded by
-``max_steps``); an unparsable or empty aggregate joins the sub-answers with " && " (``aggregate_fallback``); an
-unparsable answer is empty, never invented (``answer_fallback``). An exception a stage or a sub-question raises (a
+Fallbacks, each counted (``<stage>.fallback`` by ``run_stage``): an unparsable route (after one sampled retry) takes
+the complex path, which subsumes the others (``router.fallback``); an unparsable decomposition asks the question whole
+(``decompose.fallback``); an unparsable seed question is the question itself (``refine.fallback``; an empty one too,
+``refine_empty``); an unparsable relevance verdict keeps the passage (``relevance.fallback``); an unparsable ending
+verdict goes on (``ending.fallback``, bounded by ``max_steps``); an unparsable aggregate joins the sub-answers with
+" && " (``aggregate.fallback``; an empty one too, ``aggregate_empty``); an unparsable answer is empty, never invented
+(``answer.fallback``, ``direct_answer.fallback``). An exception a stage or a sub-question raises (a
 dead endpoint) ends the question, which evaluation records as an error and goes on."""
 
 from __future__ import annotations
@@ -98,6 +99,28 @@ class Hop:
 
 
 class HANRAG(MultihopProgram):
+    """HANRAG: the Revelator routes each question (straightforward, single-step, compound, complex); ANRAG retrieves,
+    filters the passages by relevance and answers; compound questions fan out into sub-questions answered at once;
+    complex ones loop over refined seed questions until the ending judge stops them (seed 003, §3–4). The module
+    docstring says what is the paper's and what is ours.
+
+    Args:
+        retriever: the retriever (the method's first stage is BM25, §5.1); default ``dspy.settings.rm``.
+        k: passages an ANRAG call retrieves (ours: 5).
+        max_steps: seed questions of the complex route at most (ours: 5).
+        route: None (the router), ``"oracle"`` (each question's gold route, App. C) or one route for every question.
+        relevance_filter: the relevance discriminator (False: App. E's "-Relevance").
+        ending_judge: the ending discriminator (False: "-Ending", the loop runs to ``max_steps``).
+        refiner: the seed-question refiner (False: "-Refiner", the question itself each step).
+        max_sub_questions: sub-questions of a compound question at most (ours: 6).
+        paper_demos: App. G's examples as the stages' demos.
+
+    Example:
+        >>> program = HANRAG(retriever=bm25)
+        >>> prediction = program(question="When was Yao Ming born and when did he retire?")
+        >>> prediction.answer, prediction.route, prediction.steps, prediction.hops
+    """
+
     renamed_settings = {"max_subquestions": "max_sub_questions"}
     count_display = {"steps": "mean", **{f"route.{route}": "rate" for route in ROUTES}}
 
