@@ -266,3 +266,22 @@ def test_a_scripted_run_yields_an_answer_passage_ids_and_the_declared_counts(nam
         family = declared.split(".")[0]
         assert declared in counted or any(key.split(".")[0] == family for key in counted), declared
     assert {f"{stage}.fallback" for stage in set(script.seen)} <= counted  # run_stage counts every stage it ran
+
+
+@pytest.mark.parametrize("name", DECLARED)
+def test_evaluation_reuses_the_programs_own_trace_with_the_same_counts(name, monkeypatch):
+    from multihop import tracing
+    from multihop.evaluation import run_question
+
+    program = built(name)
+    opened = []
+    real = tracing.Trace.__init__
+    monkeypatch.setattr(tracing.Trace, "__init__", lambda self, root=None: (opened.append(root), real(self, root))[1])
+    example = dspy.Example(id="q", question="Who founded the company that makes the Xbox?", answers=["Bill Gates"],
+                           answer="Bill Gates").with_inputs("question")
+    with dspy.context(lm=TypedScript(program).lm):
+        row, trace = run_question(program, example)
+        assert len(opened) == 1 and row["error"] is None  # one trace for the question: the program's own
+        direct = program(question=example.question)
+    assert row["counts"] == {key: value for key, value in direct.counts.items() if key != "passage_ids"}
+    assert [r["stage"] for r in trace] == [r["stage"] for r in direct.stage_trace]

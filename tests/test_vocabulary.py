@@ -1,0 +1,116 @@
+"""One doorway to retrieval and one vocabulary (issue 31): every rerank is a ``rerank`` step of the stage trace,
+hits carry titles and texts, ``run_stage`` counts ``<stage>.fallback`` itself, and renamed settings and stages keep
+their old names for one release (constructor, ``--set``, saved configs and states)."""
+
+import json
+
+import dspy
+import pytest
+from typer.testing import CliRunner
+
+from multihop.cli import app
+from multihop.corpus import Passage
+from multihop.programs import CIRAG, HANRAG, ComposeRAG, CoopRAG, DualRAG, SingleStepRAG, load, save
+from multihop.retrievers.query import Hits, merge_hits, pick, texts_of, titles_of
+
+from helpers import StaticRetriever, TypedScript, scripted_lm
+
+QUESTION = "Who founded the company that makes the Xbox?"
+
+
+def test_hits_carry_titles_and_texts_through_picks_and_merges():
+    hits = Hits(passages=["A: a", "B: b", "C: c"], ids=["1", "2", "3"], scores=[0.9, 0.5, 0.1],
+                titles=["A", "B", "C"], texts=["a", "b", "c"])
+    picked = pick(hits, [2, 0], [0.3, 0.2])
+    assert (picked.ids, picked.titles, picked.texts, picked.scores) == (["3", "1"], ["C", "A"], ["c", "a"], [0.3, 0.2])
+    merged = merge_hits([picked, hits], k=3)
+    assert (merged.ids, merged.titles, merged.scores) == (["3", "1", "2"], ["C", "A", "B"], [0.3, 0.2, 0.5])
+    untitled = Hits(passages=["x y"], ids=["9"], scores=[1.0])  # a DSPy retriever's: no titles, no parsing
+    assert (titles_of(untitled), texts_of(untitled)) == ([""], ["x y"])
+    assert "titles" not in merge_hits([untitled, hits], k=2)
+
+
+def test_a_dense_index_gives_each_hit_its_title_and_text(small_retriever):
+    hits = small_retriever("Who is the president?", k=3)
+    corpus = small_retriever.corpus
+    assert hits.titles == [corpus[pid].title for pid in hits.ids] and hits.texts == [corpus[pid].text for pid in hits.ids]
+
+
+def test_every_rerank_is_a_step_of_the_trace_and_no_retrieval_is_counted_twice(small_retriever, musique_dev):
+    coop = CoopRAG(retriever=small_retriever, rerank="maxsim", n=6, k=2)
+    with dspy.context(lm=TypedScript(coop, garbled=0).lm):
+        prediction = coop(question=musique_dev[0].question)
+    kinds = [record["kind"] for record in prediction.stage_trace]
+    assert kinds.count("retriever") == prediction.counts["retrieval_calls"] == 1 and kinds.count("rerank") == 1
+    rerank = next(record for record in prediction.stage_trace if record["kind"] == "rerank")
+    assert rerank["stage"] == "rerank" and len(rerank["inputs"]["candidates"]) == 6 and rerank["inputs"]["k"] == 2
+    assert rerank["outputs"]["ids"] == prediction.passage_ids  # what the later stages read
+
+    dual = DualRAG(retriever=small_retriever, rerank="maxsim", n=6, k=2, max_iterations=1)
+    replies = {"reason": {"thought": "Find the founder.", "need_retrieval": "true"},
+               "identify": {"entities": json.dumps([{"entity": "Xbox", "queries": ["Xbox maker", "Xbox company"]}])},
+               "summarize": {"knowledge": "Microsoft makes it."}, "answer": {"answer": "Bill Gates"}}
+    lm = scripted_lm(lambda prompt: next(reply for stage, reply in replies.items()
+                                         if f"[[ ## {next(iter(reply))} ## ]]" in prompt.rsplit("Respond", 1)[-1]))[0]
+    with dspy.context(lm=lm):
+        prediction = dual(question=QUESTION)
+    steps = [(record["kind"], record["inputs"].get("query", record["inputs"].get("arg0")))
+             for record in prediction.stage_trace if record["kind"] in ("retriever", "rerank")]
+    assert steps == [("retriever", "Xbox maker"), ("retriever", "Xbox company"), ("rerank", "Xbox")]  # Eqs. 6–8
+    assert prediction.counts["retrieval_calls"] == 2
+
+
+def test_run_stage_counts_each_stages_fallback_itself():
+    program = SingleStepRAG(retriever=StaticRetriever([Passage.make("Xbox", "Microsoft makes the Xbox.")]))
+    with dspy.context(lm=scripted_lm(lambda prompt: {"nothing": "here"})[0]):
+        failed = program(question=QUESTION)
+    with dspy.context(lm=scripted_lm(lambda prompt: {"answer": "Microsoft"}, name="parsing")[0]):
+        parsed = program(question=QUESTION)
+    assert (failed.counts["answer.fallback"], failed.counts["fallbacks"]) == (1, 1) and failed.answer == ""
+    assert parsed.counts["answer.fallback"] == 0 and "fallbacks" not in parsed.counts
+
+
+@pytest.mark.parametrize(("cls", "old", "new", "value"), [
+    (ComposeRAG, "paper_examples", "paper_demos", False),
+    (ComposeRAG, "max_subquestions", "max_sub_questions", 3),
+    (HANRAG, "max_subquestions", "max_sub_questions", 3),
+    (CIRAG, "n", "n_triples", 12),
+])
+def test_an_old_setting_name_still_builds_the_program_with_a_warning(cls, old, new, value):
+    with pytest.warns(DeprecationWarning, match=f"{old} is renamed {new}"):
+        program = cls(**{old: value})
+    assert program.config()[new] == value and old not in program.config()
+    with pytest.raises(TypeError, match=f"give {new} only"):
+        cls(**{old: value, new: value})
+
+
+def test_old_names_work_in_set_lines_saved_configs_and_saved_states(tmp_path, questions, monkeypatch):
+    import multihop.lms
+
+    corpus = tmp_path / "corpus.json"
+    corpus.write_text(json.dumps([{"title": "France", "text": "Paris is the capital of France."}]))
+    monkeypatch.setenv("MULTIHOP_HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(multihop.lms, "make_lm", lambda spec, **settings: scripted_lm(
+        lambda prompt: {"route": "straightforward question", "answer": "Paris"})[0])
+    result = CliRunner().invoke(app, ["eval", "--program", "HANRAG", "--set", "max_subquestions=2", "--set",
+                                      "route=straightforward", "--data", str(questions), "--corpus", str(corpus),
+                                      "--out", str(tmp_path / "e"),
+                                      "--lm", "openai/x"])
+    assert result.exit_code == 0, result.output
+    assert "max_subquestions is renamed max_sub_questions" in " ".join(result.output.split())
+    assert json.loads((tmp_path / "e" / "run.json").read_text())["config"]["max_sub_questions"] == 2
+
+    program = ComposeRAG(retriever=StaticRetriever([]), max_reflections=1)
+    program.rank_passages.demos = [dspy.Example(query="q", identifiers="[1]", context="[1] a", reasoning="r",
+                                                ranking="[1]")]
+    save(program, tmp_path / "saved")
+    for path, rename in (("manifest.json", ("paper_demos", "paper_examples")), ("program.json", ("rank_passages",
+                                                                                                "rerank"))):
+        text = (tmp_path / "saved" / path).read_text().replace(f'"{rename[0]}"', f'"{rename[1]}"')
+        (tmp_path / "saved" / path).write_text(text)  # as a release before the renames saved it
+    (tmp_path / "saved" / "files.json").unlink()  # the inventory would (rightly) refuse the edited files
+    with pytest.warns(DeprecationWarning):
+        loaded = load(tmp_path / "saved", retriever=program.retriever)
+    assert loaded.config() == program.config() and len(loaded.rank_passages.demos) == 1
+    with pytest.warns(DeprecationWarning, match="stage rerank is renamed rank_passages"):
+        loaded.set_stage_lm("rerank", scripted_lm(lambda prompt: {})[0])
