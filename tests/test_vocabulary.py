@@ -33,7 +33,8 @@ def test_hits_carry_titles_and_texts_through_picks_and_merges():
 def test_a_dense_index_gives_each_hit_its_title_and_text(small_retriever):
     hits = small_retriever("Who is the president?", k=3)
     corpus = small_retriever.corpus
-    assert hits.titles == [corpus[pid].title for pid in hits.ids] and hits.texts == [corpus[pid].text for pid in hits.ids]
+    assert hits.titles == [corpus[pid].title for pid in hits.ids]
+    assert hits.texts == [corpus[pid].text for pid in hits.ids]
 
 
 def test_every_rerank_is_a_step_of_the_trace_and_no_retrieval_is_counted_twice(small_retriever, musique_dev):

@@ -50,7 +50,8 @@ token distributions rather than a stage of the method.
 Robustness (small models): an unrolling that cannot be parsed, or that returns neither sub-questions nor a chain, is
 retried once (sampled), then the raw question is used (counted as ``unrolling_fallback``); a chain whose last tail is
 not ``<FILL>`` gets it back (``fill_repaired``); a completion that fails keeps the masked chain
-(``complete.fallback``, or ``complete_and_reason.fallback`` when unified); an answer that cannot be parsed is the empty string, never invented.
+(``complete.fallback``, or ``complete_and_reason.fallback`` when unified); an answer that cannot be parsed is the
+empty string, never invented.
 """
 
 from __future__ import annotations
