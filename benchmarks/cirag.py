@@ -47,7 +47,7 @@ COLUMNS = [("llm_eval", "Acc (LLM)"), ("em", "EM"), ("f1", "F1"), ("acc", "Acc")
            ("recall@5", "R@5"), ("iterations", "iter/q"), ("llm_calls", "LLM calls/q"),
            ("extraction_calls", "extraction calls/q"), ("cache_misses", "cache misses/q"),
            *((f"answered.{level}", f"{level} %") for level in ("triple", "sentence", "passage", "top_k", "default")),
-           ("core_unmatched", "unmatched core/q"), ("integrate_fallback", "integrate unp./q"), ("seconds", "s/q")]
+           ("core_unmatched", "unmatched core/q"), ("integrate.fallback", "integrate unp./q"), ("seconds", "s/q")]
 
 
 def row_programs(retriever, cache: str, iterations: list[int], online: bool, student=None,

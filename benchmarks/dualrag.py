@@ -50,9 +50,9 @@ COLUMNS = [("llm_eval", "Acc (LLM)"), ("em", "EM"), ("acc", "Acc"), ("f1", "F1")
            ("recall@5", "R@5"), ("retrieval_iterations", "iter/q"), ("llm_calls", "LLM calls/q"),
            ("completion_tokens.reason", "R out tok"), ("completion_tokens.identify", "EI out tok"),
            ("completion_tokens.summarize", "KS out tok"), ("completion_tokens.answer", "answer out tok"),
-           ("queries", "queries/q"), ("reasoner_fallback", "R unparsed/q"), ("entity_unparsable", "EI unparsed/q"),
-           ("entity_fallback", "EI fallback/q"), ("summary_fallback", "KS unparsed/q"),
-           ("answer_fallback", "answer unparsed/q"), ("seconds", "s/q")]
+           ("queries", "queries/q"), ("reason.fallback", "R unparsed/q"), ("identify.fallback", "EI unparsed/q"),
+           ("entity_fallback", "EI fallback/q"), ("summarize.fallback", "KS unparsed/q"),
+           ("answer.fallback", "answer unparsed/q"), ("seconds", "s/q")]
 
 
 def row_programs(retriever, iterations: list[int], student=None) -> list[tuple[str, str, dspy.Module]]:

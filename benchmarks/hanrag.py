@@ -52,12 +52,12 @@ ABLATIONS = {  # App. E's ablation table
     "-Ending discriminator": {"ending_judge": False},
     "-Refiner": {"refiner": False},
 }
-FALLBACKS = ("route", "decompose", "refine", "relevance", "ending", "aggregate", "answer")
+FALLBACKS = ("router", "decompose", "refine", "relevance", "ending", "aggregate", "answer")
 COLUMNS = [("llm_eval", "Acc (LLM)"), ("em", "EM"), ("f1", "F1"), ("acc", "Acc"), ("steps", "Steps"),
            ("recall@2", "R@2"), ("recall@5", "R@5"), ("llm_calls", "LLM calls/q"),
            *((f"route.{route}", f"{route[:6]} %") for route in ("straightforward", "single-step", "compound",
                                                                  "complex")),
-           ("all_rejected", "all rej./q"), *((f"{stage}_fallback", f"{stage[:6]} unp./q") for stage in FALLBACKS),
+           ("all_rejected", "all rej./q"), *((f"{stage}.fallback", f"{stage[:6]} unp./q") for stage in FALLBACKS),
            ("seconds", "s/q")]
 
 
