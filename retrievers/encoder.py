@@ -19,6 +19,11 @@ written by ``multihop retriever train`` records the ones it was trained with (``
 ``multihop-encoder.json``) and keeps them, trained, whatever is asked. The special tokens change what a text
 encodes to, so an index records them with the encoder (:meth:`Encoder.config`) and refuses a query encoder with
 other ones. Texts are cut at 512 tokens; :attr:`Encoder.truncated` counts the cut ones.
+
+One encoder serves every thread of an evaluation (``--threads``): its model returns every layer's states on every
+call (set once when it loads, never switched per call, which concurrent calls would switch off under each other), and
+the tokenizer and model run one call at a time under the encoder's lock (a fast tokenizer refuses concurrent calls
+that change its truncation, "Already borrowed"; on a CPU the model's own threads use the cores anyway).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,6 +79,7 @@ class Encoder:
         self.truncated = 0
         self._device = device
         self._model = None
+        self._lock = threading.RLock()
         self._checksum: str | None = None
         if sha256 is not None and self.checksum() != sha256:
             raise models.ChecksumMismatchError(
@@ -83,16 +90,18 @@ class Encoder:
     @property
     def model(self):
         """The sentence-transformers model, loaded on first use with the special tokens and a 512-token limit."""
-        if self._model is None:
-            import torch
-            from sentence_transformers import SentenceTransformer
+        with self._lock:
+            if self._model is None:
+                import torch
+                from sentence_transformers import SentenceTransformer
 
-            device = self._device or ("cuda" if torch.cuda.is_available() else "cpu")
-            model = SentenceTransformer(str(self.path), device=device, local_files_only=True)
-            model.max_seq_length = min(MAX_LENGTH, model[0].auto_model.config.max_position_embeddings)
-            _add_special_tokens(model[0], self.special_tokens)
-            self._model = model
-        return self._model
+                device = self._device or ("cuda" if torch.cuda.is_available() else "cpu")
+                model = SentenceTransformer(str(self.path), device=device, local_files_only=True)
+                model.max_seq_length = min(MAX_LENGTH, model[0].auto_model.config.max_position_embeddings)
+                model[0].auto_model.config.output_hidden_states = True  # every call: all layers' states
+                _add_special_tokens(model[0], self.special_tokens)
+                self._model = model
+            return self._model
 
     def config(self) -> dict:
         """What an index records of its encoder and rebuilds it from: ``Encoder(**config)``."""
@@ -130,15 +139,16 @@ class Encoder:
         """Normalised float32 pooled embeddings (:attr:`pooling`), shape ``(len(texts), dimension)``."""
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
-        self._count_truncated(texts)
-        if self.pooling == "cls":
-            states = self.model.encode(texts, batch_size=self.batch_size, output_value="token_embeddings",
-                                       show_progress_bar=progress)
-            vectors = np.stack([state[0].float().cpu().numpy() for state in states])
-            vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-        else:
-            vectors = self.model.encode(texts, batch_size=self.batch_size, normalize_embeddings=True,
-                                        convert_to_numpy=True, show_progress_bar=progress)
+        with self._lock:
+            self._count_truncated(texts)
+            if self.pooling == "cls":
+                states = self.model.encode(texts, batch_size=self.batch_size, output_value="token_embeddings",
+                                           show_progress_bar=progress)
+                vectors = np.stack([state[0].float().cpu().numpy() for state in states])
+                vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+            else:
+                vectors = self.model.encode(texts, batch_size=self.batch_size, normalize_embeddings=True,
+                                            convert_to_numpy=True, show_progress_bar=progress)
         return np.ascontiguousarray(vectors, dtype=np.float32)
 
     def forward(self, texts: list[str], token_layers: tuple[int, ...] = ()) -> dict:
@@ -151,14 +161,10 @@ class Encoder:
         import torch.nn.functional as F
 
         model = self.model
-        features = {key: value.to(model.device) if hasattr(value, "to") else value
-                    for key, value in model.preprocess(texts).items()}
-        transformer = model[0].auto_model
-        transformer.config.output_hidden_states = True
-        try:
+        with self._lock:
+            features = {key: value.to(model.device) if hasattr(value, "to") else value
+                        for key, value in model.preprocess(texts).items()}
             out = model(features)
-        finally:
-            transformer.config.output_hidden_states = False
         hidden = out["all_layer_embeddings"]
         pooled = hidden[-1][:, 0] if self.pooling == "cls" else out["sentence_embedding"]
         return {
@@ -175,7 +181,8 @@ class Encoder:
 
         if not texts:
             raise ValueError("no texts to encode")
-        self._count_truncated(texts)
+        with self._lock:
+            self._count_truncated(texts)
         order = np.argsort([-len(t) for t in texts], kind="stable")
         pooled = np.zeros((len(texts), self.dimension), dtype=np.float32)
         cls = np.zeros((len(texts), self.num_layers + 1, self.dimension), dtype=np.float32)
@@ -235,3 +242,16 @@ def _add_special_tokens(transformer, tokens: tuple[str, ...]) -> None:
         mean = weight[: min(new_ids)].mean(dim=0)
         for token_id in new_ids:
             weight[token_id] = mean
+
+
+_SHARED: dict[str, Encoder] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_encoder(name: str) -> Encoder:
+    """One :class:`Encoder` of ``name`` (no special tokens, mean pooling) for the whole process: the encoder a
+    program embeds with on its own (threads evaluating questions share it, and it loads once)."""
+    with _SHARED_LOCK:
+        if name not in _SHARED:
+            _SHARED[name] = Encoder(name)
+        return _SHARED[name]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import threading
 from collections.abc import Sequence
 
 import dspy
@@ -33,6 +34,8 @@ from .token_cache import TokenCache
 DEFAULT_ENCODER = "mpnet"
 
 logger = logging.getLogger(__name__)
+
+_LOADING = threading.Lock()  # a reranker's default encoder is loaded once, whichever thread asks first
 
 
 class LateInteraction:
@@ -59,8 +62,9 @@ class LateInteraction:
 
     @property
     def encoder(self) -> Encoder:
-        if self._encoder is None:
-            self._encoder = self._default_encoder()
+        with _LOADING:  # questions in threads: one encoder loaded, not one a thread
+            if self._encoder is None:
+                self._encoder = self._default_encoder()
         return self._encoder
 
     def _default_encoder(self) -> Encoder:

@@ -159,7 +159,6 @@ class CIRAG(MultihopProgram):
         self.k, self.n_triples, self.max_iterations, self.reranker = k, n_triples, max_iterations, reranker
         self.granularities, self.triple_cache, self.encoder = list(granularities), triple_cache, encoder  # JSON's list
         self._cache = TripleCache(triple_cache) if triple_cache else None
-        self._encoder = None
         self.paper_demos, self.topk_fallback = paper_demos, topk_fallback
         levels = [*granularities, *(["passage"] if topk_fallback and "passage" not in granularities else [])]
         self.add_stages(PAPER_DEMOS if paper_demos else None, extract_entities=ExtractEntities,
@@ -167,11 +166,9 @@ class CIRAG(MultihopProgram):
                         **{f"answer_{level}": CASCADE_LEVELS[level] for level in levels})  # top-K reads passages
 
     def embed(self, texts: list[str]):
-        if self._encoder is None:
-            from multihop.retrievers import Encoder
+        from multihop.retrievers.encoder import shared_encoder
 
-            self._encoder = Encoder(self.encoder)
-        return self._encoder.encode(texts)
+        return shared_encoder(self.encoder).encode(texts)
 
     def extract(self, passage: Passage) -> Extraction:
         """Figs. 9–10 on one passage: its named entities, then its triples; an unparsable reply (after
