@@ -52,7 +52,7 @@ ABLATIONS = {  # App. E's ablation table
     "-Ending discriminator": {"ending_judge": False},
     "-Refiner": {"refiner": False},
 }
-FALLBACKS = ("router", "decompose", "refine", "relevance", "ending", "aggregate", "answer")
+FALLBACKS = ("router", "decompose", "refine", "relevance", "ending", "aggregate", "answer", "direct_answer")
 COLUMNS = [("llm_eval", "Acc (LLM)"), ("em", "EM"), ("f1", "F1"), ("acc", "Acc"), ("steps", "Steps"),
            ("recall@2", "R@2"), ("recall@5", "R@5"), ("llm_calls", "LLM calls/q"),
            *((f"route.{route}", f"{route[:6]} %") for route in ("straightforward", "single-step", "compound",

@@ -4,9 +4,15 @@ Public names are imported lazily, so ``import multihop`` is fast and the floor n
 retrievers at import time.
 """
 
+import os
 from importlib import import_module
 
 __version__ = "0.1.0"
+
+# Nothing is fetched at run time: DSPy (through LiteLLM's variable) reads its bundled model metadata instead of
+# refreshing it from the network, which offline would fail with a warning on every command. Set the variable to
+# "false" to let it refresh.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "true")
 
 _EXPORTS = {
     "load_dataset": "multihop.data",

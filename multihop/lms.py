@@ -171,8 +171,12 @@ def make_lm(
 
 
 def _local_lm(target: str, adapter: Path | None, engine: str, constrained: bool, settings: dict) -> dspy.LM:
-    if adapter is not None and not (adapter / "adapter_config.json").exists():
-        raise FileNotFoundError(f"{adapter} is not a LoRA adapter folder (no adapter_config.json)")
+    if adapter is not None:
+        required = ("adapter_config.json", "adapter_model.safetensors")
+        missing = [name for name in required if not (adapter / name).exists()]
+        if missing:  # checked before any question; a pickled adapter_model.bin is never loaded
+            raise FileNotFoundError(f"{adapter} is not a LoRA adapter folder: it lacks {' and '.join(missing)} (an "
+                                    "adapter is loaded from safetensors only; save it with safe_serialization=True)")
     if adapter is not None:
         verify_inventory(adapter)
         check_adapter_base(adapter, target)

@@ -4,9 +4,12 @@ questions that are measured and never trained on (:func:`held_apart_ids`)."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from multihop.paths import data_dir
+
+logger = logging.getLogger(__name__)
 
 QUESTION_SETS = {
     "dev": {"musique": "musique/dev/musique_qa_100.json", "hotpotqa": "hotpotqa/dev/hotpot_dev100.jsonl",
@@ -27,10 +30,17 @@ def question_file(source: str | Path = "musique", split: str = "dev") -> Path:
 
 
 def held_apart_ids() -> set[str]:
-    """The ids of every dev question file in ``MULTIHOP_DATA``: the questions measured, never trained on."""
+    """The ids of every dev question file in ``MULTIHOP_DATA``: the questions measured, never trained on. Without
+    ``MULTIHOP_DATA`` there are no dev files to hold apart: none, said in one log line (a user's own train file is
+    never refused for that)."""
     from multihop.data import load_dataset
 
-    files = [data_dir() / relative for relative in QUESTION_SETS["dev"].values()]
+    try:
+        root = data_dir()
+    except FileNotFoundError:
+        logger.warning("MULTIHOP_DATA is not set: no dev questions to hold apart from training")
+        return set()
+    files = [root / relative for relative in QUESTION_SETS["dev"].values()]
     return {str(example.get("id")) for path in files if path.exists() for example in load_dataset(path)}
 
 

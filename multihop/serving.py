@@ -16,6 +16,7 @@ refused.
 from __future__ import annotations
 
 import importlib.util
+import ipaddress
 import os
 from pathlib import Path
 
@@ -26,9 +27,25 @@ from multihop.lms import llamacpp_weights, local_gguf
 SERVER_MODULES = ("fastapi", "uvicorn", "sse_starlette", "starlette_context", "pydantic_settings")
 
 
-def server_app(spec: str, port: int, host: str = "127.0.0.1", adapter: Path | None = None):
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is an address only this machine reaches (127.0.0.0/8, ::1, localhost)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a name: it may resolve to any interface
+
+
+def server_app(spec: str, port: int, host: str = "127.0.0.1", adapter: Path | None = None, api_key: str | None = None,
+               insecure: bool = False):
     """llama-cpp-python's server application with the model of ``spec`` loaded; ``ValueError`` says what to change
-    when the spec is not a local GGUF model or the server's packages are missing."""
+    when the spec is not a local GGUF model, the server's packages are missing, or the host is reachable from other
+    machines while no ``api_key`` guards it (unless ``insecure``). With ``api_key`` every request must carry it as a
+    bearer token (401 otherwise)."""
+    if not is_loopback(host) and not api_key and not insecure:
+        raise ValueError(f"--host {host} opens the model to the network: give --api-key (or $MULTIHOP_API_KEY) so "
+                         "only clients with the key are answered, or --insecure to serve it to anyone")
     if adapter is not None and not (Path(adapter) / "adapter_config.json").exists():
         raise ValueError(f"{adapter} is not a LoRA adapter folder (no adapter_config.json)")
     if not spec.startswith("local:") or local_gguf(spec.removeprefix("local:")) is None:
@@ -49,4 +66,5 @@ def server_app(spec: str, port: int, host: str = "127.0.0.1", adapter: Path | No
     model = ModelSettings(model=str(gguf), model_alias=name, n_ctx=MAX_CONTEXT, n_threads=threads,
                           n_threads_batch=threads, lora_path=str(lora) if lora else None, verbose=False)
     with plain_weight_buffers():
-        return create_app(server_settings=ServerSettings(host=host, port=port), model_settings=[model])
+        return create_app(server_settings=ServerSettings(host=host, port=port, api_key=api_key or None),
+                          model_settings=[model])

@@ -96,10 +96,11 @@ class Trace:
 
     def stage_name(self, instance: Any) -> str:
         """A stage's path in the program (``answer.predict``, ``retriever``); a step of its own kind (a rerank) is
-        named by its kind, another module outside the program ``rm``."""
+        named by its kind, a module the program built for itself by its ``trace_stage`` (``search``), another module
+        outside the program ``rm``."""
         if getattr(instance, "trace_kind", None):
             return instance.trace_kind
-        name = self.names.get(id(instance))
+        name = self.names.get(id(instance)) or getattr(instance, "trace_stage", None)
         if name is None:
             return "rm" if not isinstance(instance, dspy.Predict) else type(instance).__name__.lower()
         return name

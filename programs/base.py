@@ -41,6 +41,8 @@ from multihop.retrievers import Retriever, make_reranker
 from multihop.retrievers.query import Hits, pick
 from multihop.tracing import TracedModule, count
 
+from .switches import typed
+
 logger = logging.getLogger(__name__)
 
 PROGRAMS: dict[str, type[MultihopProgram]] = {}
@@ -84,6 +86,12 @@ class MultihopProgram(TracedModule):
         super().__init__()
         self.retriever = retriever
         self._searchers = _Searchers()
+
+    @classmethod
+    def typed_settings(cls, settings: dict) -> dict:
+        """``settings`` under their current names (:meth:`current_names`) and coerced to the constructor's annotations
+        (:func:`.switches.typed`); a value that does not fit is a ``SwitchTypeError`` naming the switch and its type."""
+        return typed(cls, cls.current_names(settings))
 
     @classmethod
     def current_names(cls, settings: dict) -> dict:
@@ -167,7 +175,8 @@ class MultihopProgram(TracedModule):
 
     def searcher(self) -> dspy.Module:
         """The module :meth:`search` calls, built once per retriever (a reranker may load an encoder): the retriever
-        itself for a program with no ``rerank`` switch, else its first stage with this program's reranker."""
+        itself for a program with no ``rerank`` switch, else its first stage with this program's reranker, taking
+        the program's ``n`` candidates and keeping ``k`` (a program with a ``rerank`` switch has both settings)."""
         rm = self.rm
         with self._searchers.lock:
             built = self._searchers.by_retriever.get(id(rm))
@@ -182,7 +191,9 @@ class MultihopProgram(TracedModule):
         if self.rerank is None:
             return first_stage
         reranker = make_reranker(self.rerank, **self.reranker_options())
-        return Retriever(first_stage, reranker, n=self.n, k=self.k)
+        searcher = Retriever(first_stage, reranker, n=self.n, k=self.k)
+        searcher.trace_stage = "search"  # its records' stage name
+        return searcher
 
     def reranker_options(self) -> dict:
         """The options the program's reranker is built with (beyond its name): none by default."""
@@ -242,15 +253,19 @@ class MultihopProgram(TracedModule):
 
 
 class _Searchers:
-    """A program's searchers by retriever, built once under a lock (questions run in threads). A copy of the program
-    starts with none, so it builds its own for whatever retriever it is given."""
+    """A program's searchers by retriever, built once under a lock (questions run in threads). Copies of the program
+    (an optimizer's candidates) share them, as they share the retriever, so no copy loads a reranker's encoder again;
+    a pickled program starts with none."""
 
     def __init__(self):
         self.by_retriever: dict[int, tuple[dspy.Module, dspy.Module]] = {}
         self.lock = threading.Lock()
 
     def __deepcopy__(self, memo: dict) -> _Searchers:
-        return _Searchers()
+        return self
+
+    def __reduce__(self):
+        return _Searchers, ()
 
 
 def _reading_old_names(init, cls: type[MultihopProgram]):

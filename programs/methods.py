@@ -5,8 +5,8 @@ program. So a new method is its own files and one import line in ``programs/__in
 method").
 
 A program class without a declaration (a subclass in a notebook, a test's) still runs everywhere a program name is
-taken (:data:`~.base.PROGRAMS`); :func:`method_of` gives it the defaults: a dense first stage, no papers' numbers, no
-loop budget, not compared by default.
+taken (:data:`~.base.PROGRAMS`); :func:`method_of` gives it the defaults: a dense first stage, no papers' numbers, its
+``max_iterations`` (when it has one) as its loop budget, not compared by default.
 """
 
 from __future__ import annotations
@@ -86,7 +86,9 @@ def method_of(name: str) -> Method:
         return METHODS[name]
     if name not in PROGRAMS:
         raise KeyError(f"unknown program {name!r}; choose from {', '.join(PROGRAMS)}")
-    return Method(PROGRAMS[name], compare=False, declared=False)
+    cls = PROGRAMS[name]
+    loop = "max_iterations" if "max_iterations" in cls.settings() else None
+    return Method(cls, loop_budget=loop, compare=False, declared=False)
 
 
 def compared_by_default() -> list[str]:

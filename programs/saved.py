@@ -64,7 +64,7 @@ def load(directory: str | Path, program: MultihopProgram | None = None, retrieve
             raise ValueError(f"{directory} holds a {info['program']}, which is no known program "
                              f"({', '.join(PROGRAMS)})")
         cls = PROGRAMS[info["program"]]
-        kwargs = cls.current_names(info.get("config") or {})
+        kwargs = cls.typed_settings(info.get("config") or {})
         if takes_retriever(cls):
             if retriever is None and info.get("retriever"):
                 from multihop.retrievers import load_retriever

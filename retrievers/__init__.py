@@ -1,6 +1,7 @@
 """Retrievers shared by every program: encoders, FAISS and BM25 indexes, rerankers behind one protocol (RaLa, MaxSim)
 and the DSPy modules."""
 
+from .cosine import Cosine
 from .dense import DenseRetriever
 from .encoder import Encoder
 from .hybrid import HybridRetriever
@@ -18,6 +19,7 @@ __all__ = [
     "CACHED_FIRST_STAGES",
     "RERANKERS",
     "BM25Retriever",
+    "Cosine",
     "DenseRetriever",
     "Encoder",
     "FaissIndex",

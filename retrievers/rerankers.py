@@ -18,6 +18,7 @@ from typing import Protocol, runtime_checkable
 
 import dspy
 
+from .cosine import Cosine
 from .late_interaction import MaxSim
 from .query import Hits
 from .rala import RaLa
@@ -65,6 +66,7 @@ RERANKERS: dict[str, Callable[..., Reranker]] = {
     "maxsim": MaxSim,
     "rala-eq4": partial(RaLa, "eq4"),
     "rala-eq3": partial(RaLa, "eq3"),
+    "cosine": Cosine,
 }
 
 

@@ -149,9 +149,11 @@ def test_granularity_subsets_change_the_calls():
 def test_the_reranker_keeps_the_n_triples_most_similar_to_the_query():
     from multihop.retrievers import Encoder
 
-    prog = program(n=2)
+    prog = program(n_triples=2)
     stages = script(prog)
     prediction = run(prog, stages)
+    ranked = [record for record in prediction.stage_trace if record["kind"] == "rerank"]
+    assert ranked and ranked[0]["stage"] == "rerank" and len(ranked[0]["outputs"]["ids"]) == 2  # a traced step
     read = prediction.rounds[0]["retrieved_ids"]
     triples = [t for doc in DOCS if doc.id in read for t in TRIPLES[doc.title]]
     encoder = Encoder("minilm")  # the expected order, from the encoder's cosines computed here
@@ -160,10 +162,11 @@ def test_the_reranker_keeps_the_n_triples_most_similar_to_the_query():
     first = stages.engine.requests[stages.seen.index("integrate")]
     assert json.loads(field(first, "fact_before_filter")) == [Triple(*t).render() for t in expected]
     assert prediction.rounds[0]["candidates"] == 2
-    everything = program(n=1, reranker=False)
+    everything = program(n_triples=1, reranker=False)
     stages = script(everything)
     prediction = run(everything, stages)
     assert prediction.rounds[0]["candidates"] == len(triples) == 3  # every triple of the documents read
+    assert not hasattr(everything, "rank_triples") and not any(r["kind"] == "rerank" for r in prediction.stage_trace)
 
 
 def test_the_cache_replaces_extraction_is_resumable_and_refuses_another_corpus(tmp_path):

@@ -3,6 +3,8 @@ with one line too (exit 1), and the traceback only with ``--debug``."""
 
 import json
 
+import pytest
+
 from multihop.cli import app
 from multihop.cli.errors import run
 
@@ -78,3 +80,16 @@ def test_an_identical_rerun_resumes_and_another_run_is_refused(capsys, monkeypat
     capsys.readouterr()
     err = fails([*argv, "--limit", "1"], capsys)
     assert "holds another evaluation (limit: None there, 1 now)" in err
+
+
+def test_model_metadata_is_read_from_dspys_snapshot_with_no_network_call(monkeypatch, caplog):
+    import urllib.request
+
+    from dspy.clients import model_metadata
+
+    import multihop  # noqa: F401 - sets the variable
+
+    monkeypatch.setattr(model_metadata, "_data", None)
+    monkeypatch.setattr(urllib.request, "urlopen", lambda *args, **kwargs: pytest.fail("a network call"))
+    assert model_metadata._load() and model_metadata.source_info()["source"] == "local"
+    assert "refresh failed" not in caplog.text

@@ -287,6 +287,21 @@ def test_gold_trajectories_cli_builds_rows_without_an_index_and_refuses_dev_ques
     assert "held apart for measuring" in capsys.readouterr().err
 
 
+def test_gold_rows_of_a_users_own_file_need_no_multihop_data(tmp_path, monkeypatch, caplog):
+    from typer.testing import CliRunner
+
+    from multihop.cli import app
+
+    monkeypatch.delenv("MULTIHOP_DATA", raising=False)
+    train = tmp_path / "train.json"
+    train.write_text(json.dumps([MUSIQUE]))
+    result = CliRunner().invoke(app, ["trajectories", "--gold", "--program", "ComposeRAG", "--data", str(train),
+                                      "--out", str(tmp_path / "rows")])
+    assert result.exit_code == 0, result.output
+    assert json.loads((tmp_path / "rows" / "manifest.json").read_text())["kept"] == 1
+    assert "MULTIHOP_DATA is not set: no dev questions to hold apart" in caplog.text
+
+
 def test_a_gold_student_runs_as_its_stage_and_refuses_another_base(tmp_path, musique):
     from multihop.lms import make_lm
     from multihop.models import sha256_file

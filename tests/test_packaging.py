@@ -34,6 +34,8 @@ def tree_files() -> set[str]:
 def test_the_wheel_holds_every_module_and_the_shipped_student(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
     assert not tree_files() - names, sorted(tree_files() - names)
+    stale = {name for name in names if name.endswith(".py")} - tree_files()  # e.g. a module left in build/lib
+    assert not stale, sorted(stale)
     assert "multihop/programs/dualrag/program.py" in names  # the package a hand-kept list once left out
 
 

@@ -30,7 +30,7 @@ from multihop.programs import (
 from multihop.programs.gold import GOLD_BUILDERS, register_gold_builder
 from multihop.tracing import count
 
-from helpers import StaticRetriever, TypedScript, scripted_lm
+from helpers import StaticRetriever, TypedScript, scripted_lm, tiny_causal_lm
 
 runner = CliRunner()
 
@@ -166,9 +166,12 @@ def test_a_declared_method_saves_loads_builds_gold_rows_and_has_its_preset_and_s
     rows = [json.loads(line) for line in (tmp_path / "rows" / "answer.jsonl").read_text().splitlines()]
     assert len(rows) == 2 and rows[0]["completion"].count("Paris")
 
-    from multihop.optimize.distill import DistillConfig
-
-    assert (DistillConfig.preset("toyrag").epochs, DistillConfig.preset("toyrag").lr) == (3, 1e-3)
+    base = tiny_causal_lm(tmp_path / "tiny", [row["completion"] for row in rows] * 20)
+    distilled = runner.invoke(multihop_app, ["distill", str(tmp_path / "rows" / "answer.jsonl"), "--preset",
+                                             "toyrag", "--base", base, "--out", str(tmp_path / "student")])
+    assert distilled.exit_code == 0, distilled.output
+    trained = json.loads((tmp_path / "student" / "distill.json").read_text())
+    assert (trained["config"]["epochs"], trained["config"]["lr"]) == (3, 1e-3)  # the toy's declared preset
     described = " ".join(runner.invoke(multihop_app, ["distill", "--help"]).output.replace("│", "").split())
     assert "toyrag (epochs=3, lr=0.001)" in described
 
@@ -217,6 +220,20 @@ def test_config_survives_json_and_every_switch_is_accepted_by_set(name):
     pairs = [f"{key}={json.dumps(value)}" for key, value in config.items() if key != "k"]
     program, _ = build_program(name, None, None, None, None, "mpnet", pairs, index=False)
     assert program.config() == config
+
+
+@pytest.mark.parametrize("name", DECLARED)
+def test_the_class_docstring_documents_every_switch_and_an_example(name):
+    import inspect
+
+    doc = inspect.getdoc(PROGRAMS[name])
+    assert "Example:" in doc and ">>>" in doc.split("Example:", 1)[1]
+    settings = PROGRAMS[name].settings()
+    if settings:
+        args = doc.split("Args:", 1)[1].split("Example:", 1)[0]
+        documented = [line.strip().split(":", 1)[0] for line in args.splitlines()
+                      if line.startswith("    ") and not line.startswith("        ") and ":" in line]
+        assert documented == ([*(["retriever"] if takes_retriever(PROGRAMS[name]) else []), *settings]), documented
 
 
 @pytest.mark.parametrize("name", DECLARED)
@@ -282,6 +299,8 @@ def test_evaluation_reuses_the_programs_own_trace_with_the_same_counts(name, mon
     with dspy.context(lm=TypedScript(program).lm):
         row, trace = run_question(program, example)
         assert len(opened) == 1 and row["error"] is None  # one trace for the question: the program's own
-        direct = program(question=example.question)
-    assert row["counts"] == {key: value for key, value in direct.counts.items() if key != "passage_ids"}
-    assert [r["stage"] for r in trace] == [r["stage"] for r in direct.stage_trace]
+        with tracing.record_trace(program) as outer:  # what evaluation recorded around the program before
+            direct = program(question=example.question)
+    assert row["counts"] == {key: value for key, value in outer.counts().items() if key != "passage_ids"}
+    assert outer.counts() == direct.counts
+    assert sorted(r["stage"] for r in trace) == sorted(r["stage"] for r in direct.stage_trace)  # HANRAG fans out

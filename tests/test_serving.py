@@ -51,3 +51,25 @@ def test_a_program_runs_against_the_served_model_over_loopback():
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def test_a_host_other_machines_reach_needs_a_key_or_insecure():
+    from multihop.serving import is_loopback
+
+    assert [is_loopback(h) for h in ("127.0.0.1", "127.0.0.2", "::1", "localhost", "0.0.0.0", "10.0.0.5", "myhost")] \
+        == [True, True, True, True, False, False, False]
+    for host in ("0.0.0.0", "192.168.1.7"):
+        with pytest.raises(ValueError, match=f"--host {host} opens the model to the network: give --api-key"):
+            server_app("local:smollm2", 8000, host=host)
+
+
+@pytest.mark.slow
+def test_a_keyed_server_answers_only_clients_with_the_key():
+    pytest.importorskip("llama_cpp.server", reason="llama-cpp-python's server is not installed")
+    from starlette.testclient import TestClient
+
+    client = TestClient(server_app("local:smollm2", 8000, host="0.0.0.0", api_key="s3cret"))
+    assert client.get("/v1/models").status_code == 401
+    assert client.get("/v1/models", headers={"Authorization": "Bearer wrong"}).status_code == 401
+    answered = client.get("/v1/models", headers={"Authorization": "Bearer s3cret"})
+    assert answered.status_code == 200 and answered.json()["data"][0]["id"].startswith("smollm2")

@@ -49,7 +49,7 @@ from multihop.lm_options import LMOptions
 from multihop.lms import make_lm
 from multihop.models import sha256_file
 from multihop.optimize.students import use_student
-from multihop.programs import PROGRAMS, compared_by_default, method_of, takes_retriever
+from multihop.programs import METHODS, PROGRAMS, compared_by_default, method_of, takes_retriever
 from multihop.question_sets import DATASETS, question_file
 from multihop.report import write_report
 from multihop.retrievers import CACHED_FIRST_STAGES, build_cached, load_retriever
@@ -68,13 +68,13 @@ def build_program(name: str, retriever: dspy.Module | None, budget: Budget) -> d
     return cls(retriever=retriever, **values) if takes_retriever(cls) else cls(**values)
 
 
-def shared_retriever(questions: Path, first_stage: str, encoder: str, programs: Sequence[str]
-                     ) -> tuple[dspy.Module, Path]:
+def shared_retriever(questions: Path, first_stage: str, encoder: str) -> tuple[dspy.Module, Path]:
     """The retriever every program of a dataset shares, and its index folder (cached under ``MULTIHOP_HOME``): the
     IRCoT corpus of the question file ``questions`` indexed by ``first_stage``, a dense one by ``encoder`` with the
-    token states and the query markers of every program compared."""
+    token states and the query markers of every declared method (whichever are compared, so that comparing one more
+    program later finds the same index and extends the same runs)."""
     corpus = load_corpus(questions)
-    markers = tuple(dict.fromkeys(token for name in programs for token in PROGRAMS[name].special_tokens))
+    markers = tuple(dict.fromkeys(token for method in METHODS.values() for token in method.program.special_tokens))
     folder = build_cached(corpus, first_stage, encoder=encoder, token_layers=(), special_tokens=markers)
     return load_retriever(folder), Path(folder)
 
@@ -136,7 +136,7 @@ def compare(
         examples = load_dataset(path, limit=limit)
         comparison["datasets"][key] = {"file": str(path), "questions": len(examples),
                                        "ids": [str(example.id) for example in examples]}
-        retriever, index = (shared_retriever(path, first_stage, encoder, names)
+        retriever, index = (shared_retriever(path, first_stage, encoder)
                             if any(takes_retriever(PROGRAMS[name]) for name in names) else (None, None))
         comparison["retriever"]["indexes"][key] = str(index) if index else None
         for name in names:

@@ -56,14 +56,19 @@ def build_program(name: str, retriever_dir: str | None, corpus: str | None, data
                   encoder: str, settings: list[str] | None = None, index: bool = True):
     """``(program, retriever folder or None)``; ``index=False`` builds a retrieving program without its index."""
     from multihop.programs import PROGRAMS, method_of, takes_retriever
+    from multihop.programs.switches import SwitchTypeError
 
     if name not in PROGRAMS:
         raise typer.BadParameter(f"unknown program {name!r}; choose from {', '.join(PROGRAMS)}")
     cls = PROGRAMS[name]
     with warnings.catch_warnings(record=True) as renamed:
         warnings.simplefilter("always", DeprecationWarning)
+        switches = parse_settings(settings or [])
         try:
-            switches = cls.current_names(parse_settings(settings or []))
+            switches = cls.typed_settings(switches)
+        except SwitchTypeError as exc:
+            value = next((pair for pair in settings if pair.partition("=")[0] == exc.switch), exc.switch)
+            raise typer.BadParameter(f"{value}: {exc}", param_hint="--set") from exc
         except TypeError as exc:
             raise typer.BadParameter(str(exc), param_hint="--set") from exc
     for warning in renamed:

@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from multihop.cli.console import console
+from multihop.lm_options import API_KEY_ENV
 from multihop.models import DEFAULT_LM
 
 
@@ -15,14 +16,19 @@ def serve_cmd(
     port: int = typer.Option(8000, "--port", help="the port to listen on", min=1, max=65535),
     host: str = typer.Option("127.0.0.1", "--host", help="the address to listen on (loopback by default)"),
     adapter: Path | None = typer.Option(None, "--adapter", help="a LoRA adapter folder from `multihop distill`"),
+    api_key: str | None = typer.Option(None, "--api-key", envvar=API_KEY_ENV, show_envvar=False,
+                                       help=f"the key clients must send (default: ${API_KEY_ENV}); needed to serve "
+                                       "on an address other machines reach"),
+    insecure: bool = typer.Option(False, "--insecure", help="serve on a non-loopback --host without a key"),
 ):
-    """Serve a local model over the OpenAI API (llama-cpp-python's server) so that several processes share it."""
+    """Serve a local model over the OpenAI API (llama-cpp-python's server) so that several processes share it. Off
+    loopback it answers only clients with --api-key, unless told --insecure."""
     from multihop.serving import server_app
 
     try:
-        app = server_app(lm, port, host, adapter)
+        app = server_app(lm, port, host, adapter, api_key=api_key, insecure=insecure)
     except (FileNotFoundError, ValueError, RuntimeError) as exc:  # RuntimeError: a model not installed or corrupt
-        raise typer.BadParameter(str(exc), param_hint="--lm / --adapter") from exc
+        raise typer.BadParameter(str(exc), param_hint="--lm / --adapter / --host") from exc
     import uvicorn  # checked by server_app
 
     console.print(f"serving {lm} on http://{host}:{port}/v1 — clients pass --lm {lm} --api-base http://{host}:{port}/v1")

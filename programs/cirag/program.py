@@ -1,23 +1,23 @@
 """CIRAG (seed 004): iterative triple construction with provenance, the knowledge distiller's integration loop and
 cascaded multi-granularity answering (ACMG) (§3.3–3.4, Fig. 2).
 
-Each of at most ``max_iterations`` rounds (L = 4): the current query (the question, then the distiller's next
-question) retrieves the top ``k`` documents (K = 10); each document's triples (``extract_entities`` then
-``extract_triples``, Figs. 9–10, or its row of the offline triple cache) keep their provenance: the document and the
-document's sentence most similar to the triple by the encoder (the paper leaves that link open: ours); the triples are
-reranked by the encoder's cosine to the current query and the top ``n`` (N = 30) are the candidates. ``integrate``
-(the knowledge distiller, Fig. 11, Eqs. 1–2) reads the question, the candidates and the earlier rounds (each written
-in Fig. 11's section markers: its candidates, thought, core triples and next question — Eq. 2's history), and writes a
-thought, the core triples and the next question; the core triples are matched back to the candidates (exact in
-normal form, else the same subject and object with the relation reworded, counted ``core_fuzzy``; the others dropped
-and counted ``core_unmatched``) and add their triples, sentences (shown
-after their document's title, ours: a pronoun's sentence keeps its subject) and documents to the three pools (Eqs.
-3–4). The loop stops on a reply that is "<no question>" (or empty, or a bare "none") or after L rounds.
-ACMG (Eqs. 5–6) then answers from the triple pool; on "Unanswerable" from the sentences; then from the documents; when
-every level refuses (an "Unanswerable" or any abstention), the answer is empty (never the refusal; counted
-``answered.default``, Fig. 5's "default": Eq. 6 defaults to the document level's answer, a refusal, which is
-never returned as an answer; a level whose pool is empty is skipped, ours); ``topk_fallback=True`` (ours, off by
-default) gives the last round's top-K documents one more passage-level try when no core document was found.
+Each of at most ``max_iterations`` rounds (L = 4): the current query (the question, then the distiller's next question)
+retrieves the top ``k`` documents (K = 10); each document's triples (``extract_entities`` then ``extract_triples``,
+Figs. 9–10, or its row of the offline triple cache) keep their provenance: the document and the document's sentence most
+similar to the triple by the encoder (the paper leaves that link open: ours); the triples are reranked by the encoder's
+cosine to the current query (a traced ``rerank`` step, the ``cosine`` reranker) and the top ``n_triples`` (N = 30) are
+the candidates. ``integrate`` (the knowledge distiller, Fig. 11, Eqs. 1–2) reads the question, the candidates and the
+earlier rounds (each written in Fig. 11's section markers: its candidates, thought, core triples and next question — Eq.
+2's history), and writes a thought, the core triples and the next question; the core triples are matched back to the
+candidates (exact in normal form, else the same subject and object with the relation reworded, counted ``core_fuzzy``;
+the others dropped and counted ``core_unmatched``) and add their triples, sentences (shown after their document's title,
+ours: a pronoun's sentence keeps its subject) and documents to the three pools (Eqs. 3–4). The loop stops on a reply
+that is "<no question>" (or empty, or a bare "none") or after L rounds. ACMG (Eqs. 5–6) then answers from the triple
+pool; on "Unanswerable" from the sentences; then from the documents; when every level refuses (an "Unanswerable" or any
+abstention), the answer is empty (never the refusal; counted ``answered.default``, Fig. 5's "default": Eq. 6 defaults to
+the document level's answer, a refusal, which is never returned as an answer; a level whose pool is empty is skipped,
+ours); ``topk_fallback=True`` (ours, off by default) gives the last round's top-K documents one more passage-level try
+when no core document was found.
 
 The paper's: the three phases, K = 10, N = 30, L = 4, provenance, the pools, the cascade and its order, the offline
 cache (the paper's default, following KiRAG) vs online extraction, and the ablations. Ours: the triple → sentence link
@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 import dspy
 
 from multihop.corpus import Passage
+from multihop.retrievers import Cosine, RerankStep
 from multihop.retrievers.query import texts_of, titles_of
 from multihop.signatures.cirag import (
     CASCADE_LEVELS,
@@ -63,7 +64,7 @@ from ..base import MultihopProgram
 from ..text import is_abstention, safe_answer, split_sentences, unique
 from .cache import Extraction, TripleCache
 from .demos import PAPER_DEMOS
-from .triples import Triple, assign, match_core, top_n, well_formed
+from .triples import Triple, assign, match_core, well_formed
 
 LEVELS = tuple(CASCADE_LEVELS)
 
@@ -160,6 +161,8 @@ class CIRAG(MultihopProgram):
         self.granularities, self.triple_cache, self.encoder = list(granularities), triple_cache, encoder  # JSON's list
         self._cache = TripleCache(triple_cache) if triple_cache else None
         self.paper_demos, self.topk_fallback = paper_demos, topk_fallback
+        if reranker:  # a traced rerank step, by the encoder's cosine (the encoder loads on first use)
+            self.rank_triples = RerankStep(Cosine(encoder))
         levels = [*granularities, *(["passage"] if topk_fallback and "passage" not in granularities else [])]
         self.add_stages(PAPER_DEMOS if paper_demos else None, extract_entities=ExtractEntities,
                         extract_triples=ExtractTriples, integrate=Integrate,
@@ -205,7 +208,7 @@ class CIRAG(MultihopProgram):
                 zip(hits.ids, titles_of(hits), texts_of(hits), strict=True)]
 
     def candidates(self, query: str, passages: list[Passage]) -> list[Triple]:
-        """The round's triples, reranked by cosine to ``query`` to the top ``n`` (all of them without the
+        """The round's triples, reranked by cosine to ``query`` to the top ``n_triples`` (all of them without the
         reranker)."""
         triples, seen = [], set()
         for triple in (t for passage in passages for t in self.document_triples(passage)):
@@ -213,8 +216,8 @@ class CIRAG(MultihopProgram):
                 seen.add(triple.key)
                 triples.append(triple)
         if self.reranker and len(triples) > 1:
-            scores = (self.embed([t.words() for t in triples]) @ self.embed([query]).T)[:, 0]
-            triples = [triples[i] for i in top_n(scores.tolist(), self.n_triples)]
+            units = dspy.Prediction(passages=[t.words() for t in triples], ids=[str(i) for i in range(len(triples))])
+            triples = [triples[int(i)] for i in self.rank_triples(query, units, self.n_triples).ids]
         count("candidates", len(triples))
         return triples
 

@@ -5,15 +5,15 @@ Simple QA pipeline (App. A.2): retrieve the top ``k`` for the question → ``ans
 
 Multi-hop QA pipeline (§4.2, Fig. 1): ``decompose`` into sub-questions with ``#n`` placeholders (none: the question is
 its own single hop) → for each sub-question: ``construct`` (resolve ``#n`` from the earlier answers) → ``decide``
-whether retrieval is needed → retrieve the top ``n`` → ``rerank`` (listwise, keep ``k``) → ``answer`` with ``[n]``
-citations → ``verify``; a failed verification ``rewrite``s the query and retries (Fig. 4) → ``finalize`` from the
-answered sub-questions. Self-reflection (§4.3, Alg. 1): ``verify_final`` checks the final answer against the passages
-the hops cited; when it fails, ``improve_analysis`` diagnoses the solving record, ``improve_decomposition`` writes a new
-decomposition and the pipeline reruns, at most ``max_reflections`` times (3, §6.1). A final answer still not grounded
-after the last reflection becomes an abstention ("I don't know.", §4.1.3: "signal an abstention if a high-confidence,
-verifiable answer cannot be produced"; counted as ``abstained_ungrounded``); ``abstain_ungrounded=False`` returns it
-as it is. A hop whose answer fails verification after its rewrites passes that answer on to the next hops (the paper
-reruns the whole decomposition instead, through self-reflection).
+whether retrieval is needed → retrieve the top ``n`` → ``rank_passages`` (listwise, keep ``k``) → ``answer`` with
+``[n]`` citations → ``verify``; a failed verification ``rewrite``s the query and retries (Fig. 4) → ``finalize`` from
+the answered sub-questions. Self-reflection (§4.3, Alg. 1): ``verify_final`` checks the final answer against the
+passages the hops cited; when it fails, ``improve_analysis`` diagnoses the solving record, ``improve_decomposition``
+writes a new decomposition and the pipeline reruns, at most ``max_reflections`` times (3, §6.1). A final answer still
+not grounded after the last reflection becomes an abstention ("I don't know.", §4.1.3: "signal an abstention if a
+high-confidence, verifiable answer cannot be produced"; counted as ``abstained_ungrounded``);
+``abstain_ungrounded=False`` returns it as it is. A hop whose answer fails verification after its rewrites passes that
+answer on to the next hops (the paper reruns the whole decomposition instead, through self-reflection).
 
 Switches (Tables 3, 5, 6): ``decomposition`` (QD+QC, paired as §6.2 says), ``query_rewriting`` (QR),
 ``passage_reranking`` (PR), ``answer_verification`` (AV), ``retrieval_decision`` (Table 5), ``simple_qa`` (Table 6),
@@ -247,7 +247,7 @@ class ComposeRAG(MultihopProgram):
         return rewritten
 
     def solve(self, run: Solving, question: str, pipeline: bool = True) -> Hop:
-        """One (sub-)question: decide retrieval → retrieve (→ rerank) → answer → verify; a failed verification
+        """One (sub-)question: decide retrieval → retrieve (→ rank_passages) → answer → verify; a failed verification
         retrieves after a skipped retrieval, else rewrites the query (at most ``max_rewrites``) and retries. The
         pipeline's hop n is answered with the original question and the earlier hops as background. The simple
         pipeline (``pipeline=False``) is retrieve → answer → verify, once, with no background."""

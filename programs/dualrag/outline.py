@@ -112,7 +112,8 @@ def merge_by_score(hits: list[dspy.Prediction]) -> Hits:
             if pid not in rows or score > rows[pid][2]:
                 rows[pid] = (h, i, float(score))
     ordered = sorted(rows.values(), key=lambda row: -row[2])
-    fields = ["passages", "ids"] + [name for name in ("titles", "texts") if all(hit.get(name) for hit in hits)]
+    fields = ["passages", "ids"] + [name for name in ("titles", "texts")
+                                    if all(hit.get(name) is not None for hit in hits)]
     return Hits(**{name: [hits[h][name][i] for h, i, _ in ordered] for name in fields},
                 scores=[score for _, _, score in ordered])
 

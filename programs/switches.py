@@ -1,0 +1,59 @@
+"""A program's switches typed by its ``__init__`` annotations: ``--set`` values and saved configs are coerced to the
+annotated type (pydantic's lax validation: ``"3"`` → 3, ``"yes"`` → True, a list → a tuple), and a value that does
+not fit is a :class:`SwitchTypeError` naming the switch and its type (``DualRAG's max_iterations is an integer``).
+Ranges (``≥ 1``) stay the constructor's own checks."""
+
+from __future__ import annotations
+
+import inspect
+import types
+import typing
+
+from pydantic import TypeAdapter, ValidationError
+
+NAMES = {int: "an integer", float: "a number", bool: "true or false", str: "a text", type(None): "null"}
+
+
+class SwitchTypeError(ValueError):
+    """A switch value that does not fit the switch's annotated type."""
+
+    def __init__(self, program: str, switch: str, annotation):
+        super().__init__(f"{program}'s {switch} is {describe(annotation)}")
+        self.switch = switch
+
+
+def describe(annotation) -> str:
+    """An annotation in words: ``int`` → "an integer", ``str | None`` → "a text or null", ``Literal["a", "b"]`` →
+    "one of a, b", ``tuple[str, ...]`` → "a list of texts"."""
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(describe(arg) for arg in args)
+    if origin is typing.Literal:
+        return "one of " + ", ".join(str(arg) for arg in args)
+    if origin in (list, tuple):
+        item = args[0] if args else str
+        return "a list of " + PLURALS.get(item, describe(item))
+    return NAMES.get(annotation, f"a {getattr(annotation, '__name__', annotation)}")
+
+
+PLURALS = {int: "integers", float: "numbers", bool: "booleans", str: "texts"}
+
+
+def annotations(cls: type) -> dict:
+    """The resolved ``__init__`` annotations of a program class (a wrapped ``__init__`` unwrapped)."""
+    return typing.get_type_hints(inspect.unwrap(cls.__init__))
+
+
+def typed(cls: type, settings: dict) -> dict:
+    """``settings`` coerced to the annotations of ``cls.__init__``; a switch without an annotation is kept as it is."""
+    hints = annotations(cls)
+    coerced = {}
+    for name, value in settings.items():
+        if name not in hints:
+            coerced[name] = value
+            continue
+        try:
+            coerced[name] = TypeAdapter(hints[name]).validate_python(value)
+        except ValidationError:
+            raise SwitchTypeError(cls.__name__, name, hints[name]) from None
+    return coerced
