@@ -12,7 +12,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: run test test-fast lint setup clean bench-retrieval student bench-students
+.PHONY: run test test-fast lint setup clean bench-retrieval student bench-students browser
 
 setup: $(STAMP)
 
@@ -25,10 +25,6 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --progress-bar on -e '.[llamacpp]' || \
 		echo "llama-cpp-python did not build: local LMs run on the transformers engine (slower decoding, no served mode)"
 	$(BIN)/multihop models install $(MODELS)
-	@# headless Chromium for the slow test of `multihop compare`'s report: best effort, as root with apt-get only
-	command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
-		apt-get update -qq && apt-get install -y -qq chromium; } || \
-		echo "Chromium not installed (needs root and apt-get): the report's rendering test will be skipped"
 	touch $(STAMP)
 
 run: $(STAMP)
@@ -63,6 +59,13 @@ student: $(STAMP)
 BENCH_STUDENT ?= multihop/students/gold-smollm2
 bench-students: $(STAMP)
 	$(BIN)/python benchmarks/students.py --student $(BENCH_STUDENT)
+
+# Headless Chromium for the slow test of `multihop compare`'s report (it skips without one): Debian's package,
+# installed system-wide only when asked for (root and apt-get); CI does it in .ci/run.
+browser:
+	command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
+		apt-get update -qq && apt-get install -y -qq chromium; } || \
+		echo "Chromium not installed (needs root and apt-get): the report's rendering test will be skipped"
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

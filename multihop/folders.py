@@ -61,6 +61,8 @@ def locked(path: str | Path, file: bool = False, wait: bool = False) -> Iterator
     finally:
         if outermost:
             holder.unlink(missing_ok=True)
+            if not wait:  # the job is done: no lock file stays in its folder (removed while still held, so a job
+                (folder / name).unlink(missing_ok=True)  # refused meanwhile saw it held; a waiting lock keeps its file)
         lock.release()
 
 

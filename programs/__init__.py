@@ -3,13 +3,18 @@ baselines, saving/loading them, and the registries every shared place reads (pro
 presets). A new method is one import line here."""
 
 from .base import PROGRAMS, MultihopProgram, takes_retriever
-from .baselines import NoRetrieval, SingleStepRAG
-from .cirag import CIRAG
-from .composerag import ComposeRAG
+from .methods import METHODS, Method, compared_by_default, method_of
+
+# isort: off
+# the methods in their papers' order (seeds 000-004), then the baselines: the order they declare themselves in, which
+# is `multihop compare`'s default order
 from .cooprag import CoopRAG
 from .dualrag import DualRAG
+from .composerag import ComposeRAG
 from .hanrag import HANRAG
-from .methods import METHODS, Method, compared_by_default, method_of
+from .cirag import CIRAG
+from .baselines import NoRetrieval, SingleStepRAG
+# isort: on
 from .saved import load, save
 from .students import DISTILL_PRESETS, register_distill_preset
 

@@ -143,7 +143,9 @@ def test_a_declared_method_is_evaluated_through_its_first_stage_and_switches(toy
 
 def test_compare_runs_a_declared_method_by_default_with_its_loop_budget_and_its_papers_numbers(toy, data,
                                                                                               tmp_path):
-    assert "ToyRAG" in compared_by_default() and method_of("ToyRAG").first_stage == "bm25"
+    assert compared_by_default() == ["CoopRAG", "DualRAG", "ComposeRAG", "HANRAG", "CIRAG", "NoRetrieval",
+                                     "SingleStepRAG", "ToyRAG"]  # the papers' order, then declaration order
+    assert method_of("ToyRAG").first_stage == "bm25"
     dspy.configure(lm=scripted_lm(lambda prompt: {"answer": "Paris", "hedges": "false"})[0])
     comparison = multihop.compare(tmp_path / "c", programs=["ToyRAG", "NoRetrieval"], datasets=["musique"],
                                   budget=multihop.Budget(k=1, max_iterations=5), first_stage="bm25", progress=False)

@@ -97,7 +97,17 @@ def test_a_folder_lock_is_reentrant_in_its_process_and_released_by_the_outermost
         with locked(tmp_path):  # a job holding its folder calls a step that locks it too
             pass
         assert (tmp_path / ".multihop.lock.pid").exists()  # still held by the outer block
-    assert not (tmp_path / ".multihop.lock.pid").exists()
+    assert not (tmp_path / ".multihop.lock.pid").exists() and not (tmp_path / ".multihop.lock").exists()
+
+
+def test_a_saved_folder_keeps_no_lock_file_and_lists_none(tmp_path):
+    from multihop.programs import SingleStepRAG, save
+
+    save(SingleStepRAG(), tmp_path / "saved")
+    assert sorted(path.name for path in (tmp_path / "saved").iterdir()) == ["files.json", "manifest.json",
+                                                                            "program.json"]
+    assert evaluate(Echo(), echo_examples(1), tmp_path / "run", progress=False)["questions"] == 1
+    assert not list((tmp_path / "run").glob(".multihop.lock*"))
 
 
 def test_a_run_that_recorded_nothing_does_not_hold_its_folder(tmp_path):
