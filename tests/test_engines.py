@@ -110,6 +110,7 @@ def test_a_lora_student_is_converted_for_llama_cpp_and_keys_the_cache(tmp_path, 
     adapter = tmp_path / "lora"
     adapter.mkdir()
     (adapter / "adapter_config.json").write_text("{}")
+    (adapter / "adapter_model.safetensors").write_bytes(b"")  # never read: the conversion is stubbed
     converted = []
     monkeypatch.setattr(lms, "gguf_lora", lambda folder, gguf, sha: converted.append((folder, sha)) or
                         tmp_path / f"{sha[:4]}converted.gguf")

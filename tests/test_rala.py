@@ -143,9 +143,9 @@ def test_program_copies_share_the_retriever_and_copy_the_predictors(cached_retri
 
 
 def test_every_registered_name_builds_its_reranker_and_rebuilds_it_from_its_config():
-    assert list(RERANKERS) == ["maxsim", "rala-eq4", "rala-eq3"]
+    assert list(RERANKERS) == ["maxsim", "rala-eq4", "rala-eq3", "cosine"]
     built = {name: make_reranker(name) for name in RERANKERS}
-    assert type(built["maxsim"]) is MaxSim
+    assert type(built["maxsim"]) is MaxSim and built["cosine"].config() == {"reranker": "cosine", "encoder": "mpnet"}
     assert (built["rala-eq4"].scoring, built["rala-eq3"].scoring) == ("eq4", "eq3")
     for name, reranker in built.items():
         assert isinstance(reranker, Reranker) and reranker.config()["reranker"] == name
@@ -156,7 +156,7 @@ def test_every_registered_name_builds_its_reranker_and_rebuilds_it_from_its_conf
         "special_tokens": [], "encoder": None}
     with pytest.raises(ValueError) as unknown:
         make_reranker("colbert")
-    assert str(unknown.value) == "unknown reranker 'colbert'; choose one of maxsim, rala-eq4, rala-eq3"
+    assert str(unknown.value) == "unknown reranker 'colbert'; choose one of maxsim, rala-eq4, rala-eq3, cosine"
     with pytest.raises(ValueError, match="'maxsim': got an unexpected keyword argument 'buckets'"):
         make_reranker("maxsim", buckets=2)
 

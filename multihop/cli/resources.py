@@ -68,7 +68,7 @@ def index_build(
     first_stage: str = typer.Option("dense", help="dense, bm25 or hybrid"),
     encoder: str = typer.Option("mpnet", help="encoder name or sentence-transformers folder"),
     index: str = typer.Option("auto", help="FAISS index kind: flat, ivf, hnsw or auto (flat below 100k passages)"),
-    rerank: str = typer.Option("none", help="none or a reranker name: maxsim, rala-eq4, rala-eq3"),
+    rerank: str = typer.Option("none", help="none or a reranker name: maxsim, rala-eq4, rala-eq3, cosine"),
     n: int = typer.Option(20, help="first-stage passages handed to the reranker", min=1),
     k: int = typer.Option(5, help="passages returned", min=1),
     buckets: int = typer.Option(None, help="RaLa layer buckets (default: the fine-tuned encoder's, else 4)", min=1),
