@@ -27,11 +27,12 @@ import dspy
 from rich.console import Console
 
 from multihop.benchmarks.common import cached_retriever, evaluate_rows, run_folder
+from multihop.data import questions_with_corpus
 from multihop.evaluation import render_table
 from multihop.lm_options import LMOptions
 from multihop.programs import CIRAG, SingleStepRAG
 from multihop.programs.cirag.cache import build_cache
-from multihop.question_sets import DATASETS, questions_with_corpus
+from multihop.question_sets import DATASETS
 
 console = Console(width=200)
 K = 10  # §4.3: the top-10 documents a round

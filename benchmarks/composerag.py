@@ -28,10 +28,11 @@ from pathlib import Path
 from rich.console import Console
 
 from multihop.benchmarks.common import cached_retriever, evaluate_rows, run_folder
+from multihop.data import questions_with_corpus
 from multihop.evaluation import render_table
 from multihop.lm_options import LMOptions
 from multihop.programs import ComposeRAG
-from multihop.question_sets import DATASETS, questions_with_corpus
+from multihop.question_sets import DATASETS
 
 console = Console(width=170)
 MODULES_OFF = {"decomposition": False, "passage_reranking": False, "answer_verification": False,

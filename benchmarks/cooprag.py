@@ -31,13 +31,14 @@ from rich.console import Console
 from rich.table import Table
 
 from multihop.benchmarks.common import cached_retriever
+from multihop.data import questions_with_corpus
 from multihop.evaluation import evaluate, render_table
 from multihop.jsonl import read_rows
 from multihop.lm_options import LMOptions
 from multihop.metrics import recall_at_k
 from multihop.programs import CoopRAG, SingleStepRAG
 from multihop.programs.cooprag.training import unroll_questions
-from multihop.question_sets import question_file, questions_with_corpus
+from multihop.question_sets import question_file
 from multihop.retrievers import DenseRetriever, RaLa, Retriever
 
 console = Console(width=160)

@@ -30,10 +30,11 @@ import dspy
 from rich.console import Console
 
 from multihop.benchmarks.common import cached_retriever, evaluate_rows, run_folder
+from multihop.data import questions_with_corpus
 from multihop.evaluation import render_table
 from multihop.lm_options import LMOptions
 from multihop.programs import DualRAG, SingleStepRAG
-from multihop.question_sets import DATASETS, questions_with_corpus
+from multihop.question_sets import DATASETS
 
 console = Console(width=200)
 K = 10  # §4.3: the top-10 documents after reranking the top-50

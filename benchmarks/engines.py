@@ -29,10 +29,10 @@ from rich.console import Console
 from rich.table import Table
 
 from multihop.benchmarks.common import cached_retriever
+from multihop.data import questions_with_corpus
 from multihop.evaluation import evaluate
 from multihop.lms import chat_request, make_lm
 from multihop.programs import PROGRAMS, CoopRAG, SingleStepRAG
-from multihop.question_sets import questions_with_corpus
 
 console = Console(width=170)
 ENGINES = {"transformers": {"engine": "transformers", "constrained": False},

@@ -33,6 +33,7 @@ from rich.table import Table
 
 from multihop.benchmarks.common import evaluate_rows, run_folder
 from multihop.benchmarks.students import per_stage, stage_table
+from multihop.data import load_questions, questions_with_corpus
 from multihop.evaluation import render_table
 from multihop.lm_options import LMOptions
 from multihop.lms import default_adapter
@@ -41,7 +42,7 @@ from multihop.optimize.students import trained_stages
 from multihop.programs import HANRAG, NoRetrieval, SingleStepRAG
 from multihop.programs.hanrag import REVELATOR_STAGES
 from multihop.programs.hanrag.routes import route_of
-from multihop.question_sets import DATASETS, load_questions, questions_with_corpus
+from multihop.question_sets import DATASETS
 from multihop.retrievers import BM25Retriever
 
 console = Console(width=200)

@@ -27,7 +27,7 @@ from rich.console import Console
 from rich.table import Table
 
 from multihop.benchmarks.common import cached_retriever
-from multihop.data import build_corpus
+from multihop.data import build_corpus, load_questions
 from multihop.lm_options import LMOptions
 from multihop.lms import chat_request
 from multihop.metrics import f1
@@ -35,7 +35,6 @@ from multihop.optimize.compile import compile_program, validation_score
 from multihop.optimize.distill import DistillConfig, distill
 from multihop.optimize.trajectories import collect
 from multihop.programs import SingleStepRAG
-from multihop.question_sets import load_questions
 
 console = Console(width=150)
 
@@ -54,8 +53,8 @@ def prompt_table(args, options: LMOptions, retriever) -> Table:
     for name in args.optimizers.split(","):
         start = time.perf_counter()
         try:
-            compiled, _ = compile_program(SingleStepRAG(retriever=retriever), train, optimizer=name, metric="f1",
-                                           prompt_lm=prompt_lm)
+            compiled = compile_program(SingleStepRAG(retriever=retriever), train, optimizer=name, metric="f1",
+                                       prompt_lm=prompt_lm)
         except Exception as exc:  # a benchmark reports a failing optimizer and goes on
             table.add_row(name, "failed", type(exc).__name__, f"{time.perf_counter() - start:.0f}", str(exc)[:40])
             continue

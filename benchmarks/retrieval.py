@@ -26,10 +26,11 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from multihop.data import questions_with_corpus
 from multihop.metrics import recall_at_k
 from multihop.models import FINETUNED_STAMP
 from multihop.paths import home
-from multihop.question_sets import question_file, questions_with_corpus
+from multihop.question_sets import question_file
 from multihop.retrievers import (
     BM25Retriever,
     DenseRetriever,

@@ -34,6 +34,7 @@ from rich.table import Table
 
 from multihop import models
 from multihop.benchmarks.common import cached_retriever
+from multihop.data import load_questions, questions_with_corpus
 from multihop.evaluation import evaluate, render_table
 from multihop.lm_options import LMOptions
 from multihop.lms import default_adapter
@@ -42,7 +43,6 @@ from multihop.optimize.gold import gold_targets
 from multihop.optimize.stage_scores import SCORE_NAMES, scored_field, stage_score
 from multihop.optimize.students import trained_stages
 from multihop.programs import ComposeRAG, CoopRAG, SingleStepRAG
-from multihop.question_sets import load_questions, questions_with_corpus
 from multihop.retrievers import RaLa, Retriever
 
 console = Console(width=160)

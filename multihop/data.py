@@ -32,6 +32,7 @@ import dspy
 
 from multihop.corpus import Corpus, DataFormatError, Passage, join_sentences
 from multihop.paths import data_dir
+from multihop.question_sets import QUESTION_SETS, question_file
 
 logger = logging.getLogger(__name__)
 
@@ -260,14 +261,19 @@ def _generic(rec: dict, where: str) -> dspy.Example:
 _PARSERS = {"musique": _musique, "hotpotqa": _hotpotqa, "2wiki": _2wiki, "jsonl": _generic}
 
 
-def load_dataset(path: str | Path, format: str | None = None, limit: int | None = None) -> list[dspy.Example]:
-    """Load a question file as ``dspy.Example``s with ``question`` as the input.
+def load_dataset(path: str | Path, format: str | None = None, limit: int | None = None, split: str = "dev"
+                 ) -> list[dspy.Example]:
+    """Load a question file as ``dspy.Example``s with ``question`` as the input. ``path`` is a file, a path relative
+    to ``MULTIHOP_DATA`` (``"musique/dev/musique_qa_100.json"``), or a dataset name (``"musique"``, ``"hotpotqa"``,
+    ``"2wiki"``: its ``split`` file, dev or train), as the command line takes them
+    (:func:`multihop.question_sets.question_file`).
 
     ``format`` is one of ``musique``, ``hotpotqa``, ``2wiki``, ``jsonl``; detected from the first record when None.
     Duplicate question ids are refused. Empty paragraphs are dropped from each example and counted in a log line.
     """
     if format is not None and format not in FORMATS:
         raise ValueError(f"unknown format {format!r}; use one of {', '.join(FORMATS)}")
+    path = question_file(path, split)
     examples: list[dspy.Example] = []
     seen: dict[str, str] = {}
     empty = 0
@@ -351,3 +357,28 @@ def find_files(root: Path | None = None) -> list[dict]:
             kind, count = f"unreadable ({exc})", 0
         rows.append({"path": str(path.relative_to(root)), "kind": kind, "records": count})
     return rows
+
+
+def held_apart_ids() -> set[str]:
+    """The ids of every dev question file in ``MULTIHOP_DATA``: the questions measured, never trained on. Without
+    ``MULTIHOP_DATA`` there are no dev files to hold apart: none, said in one log line (a user's own train file is
+    never refused for that)."""
+    try:
+        root = data_dir()
+    except FileNotFoundError:
+        logger.warning("MULTIHOP_DATA is not set: no dev questions to hold apart from training")
+        return set()
+    files = [root / relative for relative in QUESTION_SETS["dev"].values()]
+    return {str(example.get("id")) for path in files if path.exists() for example in load_dataset(path)}
+
+
+def load_questions(source: str | Path = "musique", split: str = "dev", limit: int | None = None) -> list:
+    """The first ``limit`` questions (all by default) of :func:`question_file`\\ ``(source, split)``."""
+    return load_dataset(source, split=split, limit=limit)
+
+
+def questions_with_corpus(source: str | Path = "musique", split: str = "dev", limit: int | None = None) -> tuple:
+    """:func:`load_questions` and their IRCoT corpus (the union of their paragraphs, deduplicated)."""
+    path = question_file(source, split)
+    examples = load_dataset(path, limit=limit)
+    return examples, build_corpus(examples, source=str(path))

@@ -53,6 +53,13 @@ RATES = {"em", "f1", "acc", "cover_em", "llm_eval"}  # and every recall@k: share
 OPTIONAL = {"llm_eval"}  # shown only when some summary has it
 
 
+def require_module(program, what: str) -> None:
+    """Refuse anything but a ``dspy.Module`` in one line (a ``(program, report)`` tuple would otherwise fail on every
+    question)."""
+    if not isinstance(program, dspy.Module):
+        raise TypeError(f"{what} takes a dspy.Module (a program), not a {type(program).__name__}")
+
+
 def trace_path(out_dir: Path, qid: str) -> Path:
     return out_dir / "traces" / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', qid)}.json"
 
@@ -193,6 +200,7 @@ def evaluate(
     them, so a rerun retries them. ``judge_lm`` adds LLM Eval to each row. A program that reads more of an example
     than its question (an oracle's gold label) says so with ``prepare_examples(examples)``, applied first.
     """
+    require_module(program, "evaluate")
     prepare = getattr(program, "prepare_examples", None)
     examples = prepare(examples) if prepare is not None else examples
     judge = LLMJudge(judge_lm) if judge_lm is not None else None

@@ -86,10 +86,11 @@ def compile_program(
     prompt_lm: dspy.LM | None = None,
     seed: int = 0,
     **settings,
-) -> tuple[dspy.Module, dict]:
-    """Compile ``program`` with one of :data:`OPTIMIZERS` and return it with a report: optimizer, settings, metric,
-    seed, and the validation score before and after (on ``valset`` when given). A compile that leaves the score
-    where it was says so in ``report["unchanged"]`` and a warning."""
+) -> dspy.Module:
+    """Compile ``program`` with one of :data:`OPTIMIZERS` and return the compiled program, as DSPy's ``compile``
+    does, with its report as ``compiled.compile_report``: optimizer, settings, metric, seed, and the validation score
+    before and after (on ``valset`` when given). A compile that leaves the score where it was says so in
+    ``report["unchanged"]`` and a warning."""
     random.seed(seed)
     teleprompter, compile_kwargs = make_optimizer(optimizer, metric, teacher_lm, prompt_lm, seed, **dict(settings))
     if optimizer in ("random-search", "mipro", "gepa") and valset:
@@ -104,4 +105,5 @@ def compile_program(
         if report["unchanged"]:
             logger.warning("%s left the validation %s at %.1f: the metric never changed", optimizer, metric,
                            report["val_after"])
-    return compiled, report
+    compiled.compile_report = report
+    return compiled

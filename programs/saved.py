@@ -15,6 +15,7 @@ from pathlib import Path
 
 import dspy
 
+from multihop.evaluation import require_module
 from multihop.folders import locked, verify_inventory, write_inventory
 from multihop.paths import atomic_write_text, read_json
 
@@ -37,6 +38,7 @@ def save(program: MultihopProgram, directory: str | Path, **manifest) -> Path:
     """Save ``program``'s state (its demos trimmed, in place, to what a prompt shows: :func:`trim_demos`) and a
     manifest (class, config, plus any keyword given here, such as the ``retriever`` folder :func:`load` rebuilds
     the retriever from)."""
+    require_module(program, "save")
     directory = Path(directory)
     with locked(directory):
         trim_demos(program).save(str(directory / STATE))

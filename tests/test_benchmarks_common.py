@@ -5,9 +5,10 @@ import sys
 import dspy
 import pytest
 
+from multihop.data import questions_with_corpus
 from multihop.lm_options import LMOptions
 from multihop.programs import ComposeRAG
-from multihop.question_sets import DATASETS, question_file, questions_with_corpus
+from multihop.question_sets import DATASETS, question_file
 
 from helpers import data_root
 

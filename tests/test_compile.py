@@ -19,8 +19,9 @@ def test_bootstrap_adds_demos_and_save_load_answers_the_same(static_retriever, t
     lm, _ = scripted_lm(_answer_from_prompt)
     dspy.configure(lm=lm)
     trainset = examples(6)
-    compiled, report = compile_program(SingleStepRAG(retriever=static_retriever, k=2), trainset, metric="em")
-    assert report["optimizer"] == "bootstrap" and "val_before" not in report
+    compiled = compile_program(SingleStepRAG(retriever=static_retriever, k=2), trainset, metric="em")
+    report = compiled.compile_report
+    assert isinstance(compiled, SingleStepRAG) and report["optimizer"] == "bootstrap" and "val_before" not in report
     assert len(compiled.answer.demos) >= 2
     save(compiled, tmp_path / "prog", lm="scripted")
     loaded = load(tmp_path / "prog", retriever=static_retriever)
@@ -39,19 +40,20 @@ def test_loading_into_another_program_is_refused(static_retriever, tmp_path):
 def test_labeled_few_shot_and_random_search_report_validation_scores(static_retriever):
     lm, _ = scripted_lm(_answer_from_prompt)
     dspy.configure(lm=lm)
-    labeled, _ = compile_program(SingleStepRAG(retriever=static_retriever, k=2), examples(6), optimizer="labeled",
-                                 k=3)
+    labeled = compile_program(SingleStepRAG(retriever=static_retriever, k=2), examples(6), optimizer="labeled",
+                              k=3)
     assert len(labeled.answer.demos) == 3
     assert all(set(dict(d)) == {"question", "answer"} for d in labeled.answer.demos)  # signature fields only
-    _, report = compile_program(NoRetrieval(), examples(6), optimizer="random-search", metric="em",
-                                       valset=examples(3), num_candidate_programs=2)
+    report = compile_program(NoRetrieval(), examples(6), optimizer="random-search", metric="em", valset=examples(3),
+                             num_candidate_programs=2).compile_report
     assert report["val_before"] == report["val_after"] == 100.0 and report["unchanged"] is True
 
 
 def test_a_compile_that_never_changes_the_metric_says_so(caplog):
     lm, _ = scripted_lm(lambda prompt: {"answer": "wrong"})
     dspy.configure(lm=lm)
-    compiled, report = compile_program(NoRetrieval(), examples(6), metric="f1", valset=examples(2))
+    compiled = compile_program(NoRetrieval(), examples(6), metric="f1", valset=examples(2))
+    report = compiled.compile_report
     assert report["val_before"] == report["val_after"] == 0.0 and report["unchanged"]
     assert "never changed" in caplog.text
     # none bootstrapped (every answer was wrong): the demos are the labelled fill-up, with the gold answers
@@ -80,7 +82,7 @@ def test_a_labelled_demo_reaches_the_prompt_and_is_stored_with_its_signature_fie
     dspy.configure(lm=lm)
     train = [example(i, paragraphs=[{"title": "T", "text": "long paragraph"}], gold_passage_ids=["p"])
              for i in range(3)]
-    compiled, _ = compile_program(SingleStepRAG(retriever=static_retriever, k=2), train, optimizer="labeled", k=1)
+    compiled = compile_program(SingleStepRAG(retriever=static_retriever, k=2), train, optimizer="labeled", k=1)
     [demo] = compiled.answer.demos
     compiled(question="question 9")
     shown = engine.requests[-1].split("question 9", 1)[0]  # the prompt before the real question

@@ -345,7 +345,7 @@ def test_compiles_saves_and_loads(static_retriever, tmp_path):
     dspy.configure(lm=script.lm)
     program = ComposeRAG(retriever=static_retriever, simple_qa=False, max_reflections=1, passage_reranking=False)
     trainset = [dspy.Example(question=QUESTION, answers=["Seattle"]).with_inputs("question")]
-    compiled, _ = compile_program(program, trainset, optimizer="bootstrap", metric="cover_em")
+    compiled = compile_program(program, trainset, optimizer="bootstrap", metric="cover_em")
     assert compiled.answer.demos and compiled.decompose.demos[0].sub_questions == SUBS  # bootstrapped, not the paper's
     save(compiled, tmp_path / "compiled")
     loaded = load(tmp_path / "compiled", retriever=static_retriever)

@@ -183,7 +183,7 @@ def test_rala_reranks_the_first_stage_candidates_of_a_real_corpus(cached_retriev
 def test_bootstrap_compiles_demos_for_all_three_stages(static_retriever):
     program, _ = scripted(CoopRAG(retriever=static_retriever, rerank=None))
     trainset = [dspy.Example(question=QUESTION, answer="Bill Gates", answers=["Bill Gates"]).with_inputs("question")]
-    compiled, _ = compile_program(program, trainset, optimizer="bootstrap")
+    compiled = compile_program(program, trainset, optimizer="bootstrap")
     assert {name: len(p.demos) for name, p in compiled.named_predictors()} == {"unroll": 1, "complete": 1,
                                                                               "reason": 1}
 
@@ -342,3 +342,16 @@ def test_key_extract_exists_only_when_switched_on():
     assert CoopRAG(rerank=None, key_extract_rounds=2).stage_names() == ["unroll", "key_extract", "complete", "reason"]
     with pytest.raises(ValueError, match="key_extract_rounds"):
         CoopRAG(key_extract_rounds=-1)
+
+
+@pytest.mark.slow
+def test_the_unrolling_fits_the_default_local_budget_on_real_questions(musique_dev, caplog):
+    from multihop.lms import configure_lm
+    from multihop.signatures.cooprag import QuestionUnrolling
+
+    configure_lm("local:smollm2")  # the default cap, 128 tokens: the unrolling's schema gets what it needs
+    unroll = dspy.Predict(QuestionUnrolling)
+    for example in musique_dev[:5]:
+        unrolled = unroll(question=example.question)  # an unparsable reply would raise
+        assert unrolled.reasoning_chain is not None
+    assert "truncated" not in caplog.text

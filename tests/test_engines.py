@@ -231,10 +231,11 @@ class ScriptedEngine(LocalEngine):
 
     def __init__(self, finishes: list[str], constrained: bool = True):
         super().__init__("scripted", constrained)
-        self.finishes, self.schemas = finishes, []
+        self.finishes, self.schemas, self.budgets = finishes, [], []
 
     def generate(self, messages, config, max_tokens, schema):
         self.schemas.append(schema)
+        self.budgets.append(max_tokens)
         finish = self.finishes[len(self.schemas) - 1]
         return Generation("{}", finish, 10, 7, max_tokens if finish == "length" else 5)
 
@@ -257,14 +258,20 @@ def test_a_constrained_reply_cut_at_the_cap_is_decoded_again_under_tighter_caps(
     assert (reply.usage.input_tokens, reply.usage.output_tokens, reply.usage.cache_read_tokens) == (10, 69, 7)
 
 
-def test_no_second_decode_when_the_caps_cannot_shrink_and_none_without_constraints():
+def test_a_budget_the_smallest_caps_do_not_fit_is_raised_to_what_they_need_and_none_without_constraints():
     schema = {"type": "object", "properties": {"chain": {"type": "array", "items": {"type": "string"}}}}
+    smallest = bounded(schema, 8)  # 3 items of 24 characters: 99 characters of JSON at most
+    assert worst_case_chars(smallest) == 99 and bounded(schema, 8 // CHARS_PER_TOKEN) == smallest
     engine = ScriptedEngine(["length", "stop"])
     reply = engine.complete(constrained_request(schema, 8))
-    assert engine.schemas == [bounded(schema, 8)] and reply.finish_reason == "length"  # the smallest caps already
+    assert engine.schemas == [smallest, smallest] and reply.finish_reason == "stop"
+    assert engine.budgets == [33, 99]  # its characters at three a token, then at one a token: never cut at 8
+    roomy = ScriptedEngine(["length", "stop"])
+    roomy.complete(constrained_request(schema, 512))
+    assert roomy.budgets == [512, 512] and roomy.schemas == [bounded(schema, 512), bounded(schema, 170)]
     free = ScriptedEngine(["length", "stop"], constrained=False)
     free.complete(constrained_request(schema, 64))
-    assert free.schemas == [None]
+    assert free.schemas == [None] and free.budgets == [64]
 
 
 def test_llama_cpp_decodes_greedily_with_the_engines_seed_and_reports_the_reused_prefix(tmp_path):
@@ -322,3 +329,23 @@ def test_chat_request_keeps_the_lms_settings_unless_overridden():
     assert (request.config.max_tokens, request.config.temperature) == (8, 0.3)
     assert request.system == "Be brief." and [m.role for m in request.messages] == ["user", "assistant", "user"]
     assert request.messages[-1].text == "Capital of France?"
+
+
+def test_every_stage_of_every_program_fits_its_budget_at_the_default_local_cap():
+    from dspy.adapters.json_adapter import _get_structured_outputs_response_format
+
+    from multihop.engines.base import LOCAL_MAX_TOKENS
+    from multihop.engines.schema import decoding_plan, tokens_needed
+    from multihop.programs import METHODS
+
+    raised = set()
+    for name, method in METHODS.items():
+        for stage, predictor in method.program().named_predictors():
+            schema = _get_structured_outputs_response_format(predictor.signature).model_json_schema()
+            plan = decoding_plan({"type": "json_schema", "schema": schema}, LOCAL_MAX_TOKENS)
+            (first, budget), (last, last_budget) = plan[0], plan[-1]
+            assert worst_case_chars(first) < 10_000, f"{name}.{stage} has an unbounded part"
+            assert budget >= tokens_needed(first) and last_budget >= worst_case_chars(last), f"{name}.{stage}"
+            if budget > LOCAL_MAX_TOKENS:
+                raised.add(f"{name}.{stage}")
+    assert "CoopRAG.unroll" in raised  # the unrolling's smallest caps need more than 128 tokens (issue 32)

@@ -148,3 +148,17 @@ def test_shared_evaluation_names_no_programs_event(tmp_path):
 def test_a_count_display_must_be_a_rate_or_a_mean():
     with pytest.raises(TypeError, match="percent"):
         type("Odd", (Echo,), {"count_display": {"hedged": "percent"}})
+
+
+def test_evaluate_save_and_compare_refuse_anything_but_a_program(tmp_path):
+    import multihop
+    from multihop.programs import save
+
+    program = Echo()
+    for call in (lambda: evaluate((program, {}), echo_examples(1), tmp_path / "e", progress=False),
+                 lambda: save((program, {}), tmp_path / "s")):
+        with pytest.raises(TypeError, match="takes a dspy.Module \\(a program\\), not a tuple"):
+            call()
+    with pytest.raises(TypeError, match="compare takes program names"):
+        multihop.compare(tmp_path / "c", programs=[program], datasets=["musique"], progress=False)
+    assert not (tmp_path / "e").exists() and not (tmp_path / "s").exists()

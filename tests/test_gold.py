@@ -232,7 +232,8 @@ def test_held_apart_questions_never_enter_a_training_set(tmp_path, musique):
 
 
 def test_the_dev_files_are_held_apart_and_the_train_files_are_not():
-    from multihop.question_sets import QUESTION_SETS, held_apart_ids
+    from multihop.data import held_apart_ids
+    from multihop.question_sets import QUESTION_SETS
 
     held = held_apart_ids()
     dev = load_dataset(data_root() / QUESTION_SETS["dev"]["musique"])
@@ -446,12 +447,13 @@ def test_composerag_gold_rows_are_the_prompts_its_pipeline_sends(tmp_path, musiq
 @pytest.mark.slow
 def test_the_shipped_student_is_smollm2s_learnt_from_train_files_and_reads_dev_questions():
     from multihop.cli.demo import SHIPPED_STUDENT
+    from multihop.data import load_questions
     from multihop.lms import base_checksum, default_adapter, make_lm
     from multihop.metrics import f1
     from multihop.models import sha256_file
     from multihop.optimize.distill import MANIFEST
     from multihop.optimize.students import use_student
-    from multihop.question_sets import load_questions, question_file
+    from multihop.question_sets import question_file
 
     trained = json.loads((SHIPPED_STUDENT / MANIFEST).read_text())
     assert trained["base_sha256"] == base_checksum("smollm2")

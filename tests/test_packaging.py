@@ -2,6 +2,7 @@
 every module under the package folders and the shipped student are in it; and (slow) the wheel alone, installed
 into a fresh virtualenv on top of the project's dependencies, imports every module."""
 
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -16,9 +17,12 @@ FOLDERS = {"multihop": "multihop", "signatures": "multihop/signatures", "program
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("wheel")
+    """The wheel of a copy of this checkout (no build/ folder of an earlier build, none left behind here)."""
+    source, out = tmp_path_factory.mktemp("source"), tmp_path_factory.mktemp("wheel")
+    shutil.copytree(ROOT, source, dirs_exist_ok=True, ignore=shutil.ignore_patterns(
+        ".venv", ".git", "build", "dist", "*.egg-info", "__pycache__", "runs", ".pytest_cache", ".ruff_cache"))
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--quiet", "-w",
-                    str(out), str(ROOT)], check=True, capture_output=True)
+                    str(out), str(source)], check=True, capture_output=True)
     return next(out.glob("multihop-*.whl"))
 
 

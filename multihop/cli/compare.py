@@ -184,8 +184,12 @@ def dev_files(datasets: Sequence[str]) -> dict[str, Path]:
     return files
 
 
-def check_choices(names: list[str], students: dict, first_stage: str) -> None:
-    """Refuse unknown or repeated programs, students of programs not compared and an unknown first stage."""
+def check_choices(names: list, students: dict, first_stage: str) -> None:
+    """Refuse programs given as anything but their names, unknown or repeated programs, students of programs not
+    compared and an unknown first stage."""
+    objects = [type(name).__name__ for name in names if not isinstance(name, str)]
+    if objects:
+        raise TypeError(f"compare takes program names (e.g. {', '.join(PROGRAMS)}), not a {objects[0]}")
     unknown = [name for name in names if name not in PROGRAMS]
     if unknown:
         raise ValueError(f"unknown program(s) {', '.join(unknown)}; choose from {', '.join(PROGRAMS)}")

@@ -28,8 +28,9 @@ from rich.console import Console
 
 from multihop.cli.console import console
 from multihop.cli.options import lm_options
+from multihop.data import load_questions
 from multihop.lm_options import DEFAULT_LM, LMOptions
-from multihop.question_sets import QUESTION_SETS, load_questions
+from multihop.question_sets import QUESTION_SETS
 
 # Both programs answer with a short phrase: 32 tokens hold a JSON answer such as {"answer": "for Best Performance by
 # a Leading Actress in a Play in Ondine"}, and on two CPU cores each generated token of SmolLM2 costs ~0.1 s. One
@@ -84,9 +85,9 @@ def run_demo(out: Path, train: int = 20, dev: int = 20, lm: LMOptions | None = N
     if (compiled_dir / "manifest.json").exists():
         rag = load(compiled_dir, retriever=retriever)
     else:
-        rag, report = compile_program(SingleStepRAG(retriever=retriever), trainset, metric="f1",
-                                      max_bootstrapped_demos=1, max_labeled_demos=0)
-        save(rag, compiled_dir, retriever=str(index_dir), lm=lm.lm, **report,
+        rag = compile_program(SingleStepRAG(retriever=retriever), trainset, metric="f1", max_bootstrapped_demos=1,
+                              max_labeled_demos=0)
+        save(rag, compiled_dir, retriever=str(index_dir), lm=lm.lm, **rag.compile_report,
              data={"path": QUESTION_SETS["train"]["musique"], "questions": len(trainset)})
     console.print(f"demos per stage: { {n: len(p.demos) for n, p in rag.named_predictors()} } → {compiled_dir}")
     step("compile", t0)

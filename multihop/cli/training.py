@@ -98,8 +98,9 @@ def compile_cmd(
         instance, retriever_path = spec.build(data_file)
         other = {name: lm.make(spec) if spec else None
                  for name, spec in (("prompt_lm", prompt_lm), ("teacher_lm", teacher_lm))}
-        compiled, report = compile_program(instance, trainset, optimizer=optimizer, metric=metric, valset=valset,
-                                           seed=seed, **other)
+        compiled = compile_program(instance, trainset, optimizer=optimizer, metric=metric, valset=valset, seed=seed,
+                                   **other)
+        report = compiled.compile_report
         files = {"train": file_info(data_file, trainset),
                  **({"val": file_info(val_file, valset)} if val_file else {})}
         save(compiled, out, retriever=retriever_path, lm=lm.lm, prompt_lm=prompt_lm, teacher_lm=teacher_lm,
@@ -130,10 +131,9 @@ def trajectories_cmd(
 ):
     """Record every stage call of a program run by a teacher LM, keeping the questions that pass the metric; or,
     with --gold, the stages' targets built from the train file's annotations."""
-    from multihop.data import load_dataset
+    from multihop.data import held_apart_ids, load_dataset
     from multihop.optimize.trajectories import collect, refuse_held_apart
     from multihop.programs import load
-    from multihop.question_sets import held_apart_ids
 
     data_file = question_path(data, "train")
     examples = load_dataset(data_file, limit=limit if limit or gold else 20)

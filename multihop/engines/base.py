@@ -9,7 +9,7 @@ from typing import NamedTuple
 
 from dspy.lm15 import Message, Response, TextPart, Usage, response_to_events
 
-from .schema import decoding_schemas
+from .schema import decoding_plan
 
 LOCAL_MAX_TOKENS = 128  # a local engine's generation cap when neither the LM nor the request sets one
 REQUEST_PARAMS = frozenset({"temperature", "max_tokens", "top_p", "top_k", "stop", "seed"})
@@ -50,7 +50,8 @@ class LocalEngine:
     ``constrained`` the engine declares structured outputs (``supports_response_schema``), so DSPy's
     ``JSONAdapter`` sends each signature's JSON schema; every string and list in it is bounded so that the longest
     reply fits ``max_tokens`` (:func:`~.schema.bounded`), and a reply that still reaches the cap is decoded once more
-    under caps of a character a token (:func:`~.schema.decoding_schemas`). A reply then parses into the declared
+    under caps of a character a token; a schema whose smallest caps need more tokens than ``max_tokens`` gets them
+    (:func:`~.schema.decoding_plan`). A reply then parses into the declared
     fields and types and ends when its closing brace is written. The prompt counts once in the usage, and the tokens
     the engine reused from its prefix cache are reported as DSPy's ``cache_read_tokens``.
     """
@@ -69,10 +70,10 @@ class LocalEngine:
     def complete(self, request) -> Response:
         config = request.config
         max_tokens = config.max_tokens or LOCAL_MAX_TOKENS
-        schemas = decoding_schemas(config.response_format, max_tokens) if self.constrained else [None]
+        plan = decoding_plan(config.response_format, max_tokens) if self.constrained else [(None, max_tokens)]
         messages, first, completion_tokens = chat_messages(request), None, 0
-        for schema in schemas:
-            generation = self.generate(messages, config, max_tokens, schema)
+        for schema, budget in plan:
+            generation = self.generate(messages, config, budget, schema)
             if first is None:
                 first = generation
             completion_tokens += generation.completion_tokens

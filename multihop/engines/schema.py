@@ -1,6 +1,7 @@
 """JSON schemas bounded for constrained decoding: every string and list gets a length cap, small enough that the
 longest reply the schema allows fits the generation budget, so a reply decoded under it ends when its fields are
-written instead of running to ``max_tokens``.
+written instead of running to ``max_tokens``. When even the smallest caps do not fit, the call's token budget is
+raised to what they need (:func:`decoding_plan`), so no stage reply is cut at a budget its schema cannot fit.
 
 Caps already in the schema are kept. The others start at :data:`STRING_CAP` characters and :data:`LIST_CAP` items
 and shrink — lists first, one item at a time down to :data:`MIN_LIST`, then strings by a quarter down to
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import copy
 
-POLICY = 2  # the bounding rules' version: part of a constrained LM's cache key, so a change never replays old replies
+POLICY = 3  # the bounding rules' version: part of a constrained LM's cache key, so a change never replays old replies
 STRING_CAP = 200  # characters: a sentence or two of reasoning from a small model
 LIST_CAP = 6  # items: the most sub-questions or triples a stage of the five methods asks for
 MIN_STRING, MIN_LIST = 24, 3  # a list keeps room for a triple
@@ -24,15 +25,24 @@ _SUBSCHEMAS = ("items", "additionalProperties")  # one schema
 _ALTERNATIVES = ("anyOf", "oneOf", "allOf", "prefixItems")  # lists of schemas
 
 
-def decoding_schemas(response_format: dict | None, max_tokens: int) -> list[dict | None]:
-    """The schemas to decode a reply under, in turn: the request's schema bounded for ``max_tokens``, then — for a
-    reply that still reaches the cap (a run of one-character tokens, such as digits) — bounded for a character a token
-    when those caps are smaller. ``[None]`` when the request asks for no schema (free text or plain JSON mode)."""
+def decoding_plan(response_format: dict | None, max_tokens: int) -> list[tuple[dict | None, int]]:
+    """The ``(schema, token budget)`` decodes of a reply, in turn: the request's schema bounded for ``max_tokens``,
+    then — for a reply that still reaches its budget (a run of one-character tokens, such as digits) — bounded for a
+    character a token. Each budget is at least what its schema's longest reply needs (:func:`tokens_needed`), so a
+    schema whose smallest caps exceed ``max_tokens`` raises the budget instead of being cut; the second budget counts
+    a token a character. ``[(None, max_tokens)]`` when the request asks for no schema (free text or plain JSON)."""
     schema = response_schema(response_format)
     if schema is None:
-        return [None]
+        return [(None, max_tokens)]
     first, second = bounded(schema, max_tokens), bounded(schema, max_tokens // CHARS_PER_TOKEN)
-    return [first] if first == second else [first, second]
+    plan = [(first, max(max_tokens, tokens_needed(first))), (second, max(max_tokens, worst_case_chars(second)))]
+    return plan[:1] if plan[0] == plan[1] else plan
+
+
+def tokens_needed(schema: dict) -> int:
+    """The tokens the longest reply a bounded ``schema`` allows needs, at :data:`CHARS_PER_TOKEN` characters a
+    token."""
+    return -(-worst_case_chars(schema) // CHARS_PER_TOKEN)
 
 
 def response_schema(response_format: dict | None) -> dict | None:

@@ -37,11 +37,10 @@ def dualrag_sft(
 
     import dspy
 
-    from multihop.data import load_dataset
+    from multihop.data import held_apart_ids, load_dataset
     from multihop.lms import default_adapter
     from multihop.optimize.trajectories import read_collection, refuse_held_apart, render_call, write_trajectories
     from multihop.programs import DualRAG
-    from multihop.question_sets import held_apart_ids
 
     data_file = question_path(data, "train")
     examples = load_dataset(data_file, limit=limit)

@@ -30,12 +30,11 @@ def hanrag_revelator_data(
     OUT/*/*.jsonl --preset hanrag`."""
     import dspy
 
-    from multihop.data import load_dataset
+    from multihop.data import held_apart_ids, load_dataset
     from multihop.lms import default_adapter
     from multihop.optimize.gold import gold_trajectories
     from multihop.programs import HANRAG
     from multihop.programs.gold import GoldContext
-    from multihop.question_sets import held_apart_ids
 
     program, held_apart = HANRAG(paper_demos=paper_demos), held_apart_ids()
     for source in data:
