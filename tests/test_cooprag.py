@@ -351,7 +351,7 @@ def test_the_unrolling_fits_the_default_local_budget_on_real_questions(musique_d
 
     configure_lm("local:smollm2")  # the default cap, 128 tokens: the unrolling's schema gets what it needs
     unroll = dspy.Predict(QuestionUnrolling)
-    for example in musique_dev[:5]:
-        unrolled = unroll(question=example.question)  # an unparsable reply would raise
+    for question in (e.question for e in musique_dev[:5]):
+        unrolled = unroll(question=question)  # an unparsable reply would raise
         assert unrolled.reasoning_chain is not None
     assert "truncated" not in caplog.text
