@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextvars
 import hashlib
 import json
+import logging
 import re
 import time
 import traceback
@@ -41,6 +42,7 @@ from multihop.metrics import LLMJudge, answer_scores, recall_at_k
 from multihop.paths import atomic_write_text
 from multihop.tracing import TracedModule, jsonable, record_trace
 
+logger = logging.getLogger(__name__)
 RESULTS = "results.jsonl"
 MAX_ENDPOINT_FAILURES = 10  # questions in a row whose LM endpoint failed: the run stops
 ENDPOINT_ERRORS = (LMTransportError, LMTimeoutError, LMServerError, LMRateLimitError, LMAuthError, LMBillingError)
@@ -165,6 +167,9 @@ class EndpointDownError(RuntimeError):
     """The LM endpoint failed on :data:`MAX_ENDPOINT_FAILURES` questions in a row."""
 
 
+GROWING = frozenset({"questions", "count", "limit"})  # what a rerun over a superset of the questions may change
+
+
 def run_manifest(program: dspy.Module, examples: Sequence[dspy.Example], judge_lm: dspy.BaseLM | None = None,
                  **extra) -> dict:
     """What makes an evaluation folder's rows mean something: the program and its settings, the LM (its model
@@ -195,7 +200,9 @@ def evaluate(
     ``threads`` questions run at once, each in a copy of the caller's context, so ``dspy.context(...)`` settings and
     traces stay per question. The folder is locked while the run writes (:func:`multihop.folders.locked`) and keeps
     the run's manifest (``manifest``, default :func:`run_manifest`): rerunning with the same manifest resumes —
-    retrying the questions that ended in an error unless ``keep_errors`` —, another is refused. When the LM endpoint
+    retrying the questions that ended in an error unless ``keep_errors`` —, rerunning on more questions of the same
+    run (a larger ``--limit``: every recorded question among them, nothing else changed) extends it, keeping the
+    recorded rows and asking only the new questions, and another is refused. When the LM endpoint
     fails on :data:`MAX_ENDPOINT_FAILURES` questions in a row the run stops (``EndpointDownError``) without recording
     them, so a rerun retries them. ``judge_lm`` adds LLM Eval to each row. A program that reads more of an example
     than its question (an oracle's gold label) says so with ``prepare_examples(examples)``, applied first.
@@ -206,9 +213,13 @@ def evaluate(
     judge = LLMJudge(judge_lm) if judge_lm is not None else None
     out = Path(out_dir)
     with locked(out):
-        if not read_rows(out / RESULTS):  # nothing recorded yet (or a run that stopped before any row): a new run
+        recorded = read_rows(out / RESULTS)
+        if not recorded:  # nothing recorded yet (or a run that stopped before any row): a new run
             (out / RUN_MANIFEST).unlink(missing_ok=True)
-        check_run(out / RUN_MANIFEST, manifest or run_manifest(program, examples, judge_lm), kind="evaluation")
+        superset = set(recorded) <= {str(example.id) for example in examples}  # more questions of the same run
+        if check_run(out / RUN_MANIFEST, manifest or run_manifest(program, examples, judge_lm), kind="evaluation",
+                     growing=GROWING if superset else frozenset()):
+            logger.info("%s: the run grows from %d recorded questions to %d", out, len(recorded), len(examples))
         rows = resumable_rows(out / RESULTS, keep_errors)
         todo = [ex for ex in examples if ex.id not in rows]
         _run(program, todo, judge, out, rows, threads,

@@ -66,21 +66,27 @@ def locked(path: str | Path, file: bool = False, wait: bool = False) -> Iterator
         lock.release()
 
 
-def check_run(path: str | Path, manifest: dict, kind: str = "run") -> None:
+def check_run(path: str | Path, manifest: dict, kind: str = "run", growing: frozenset[str] = frozenset()) -> bool:
     """Write ``manifest`` to ``path`` (a folder's :data:`RUN_MANIFEST`, or an output file's ``<file>.run.json``) on
-    the first start; on a rerun, refuse one that differs, naming the keys."""
+    the first start; on a rerun, refuse one that differs, naming the keys — unless only the keys in ``growing``
+    differ (the caller found the new run a superset of the recorded one: more questions of the same run), which
+    extends the run: the manifest is replaced and True returned."""
     path = Path(path)
     manifest = json.loads(json.dumps(manifest, default=str))  # as it reads back
     if not path.exists():
         atomic_write_text(path, json.dumps(manifest, indent=2, sort_keys=True))
-        return
+        return False
     saved = read_json(path)
     differ = sorted(key for key in saved.keys() | manifest.keys() if saved.get(key) != manifest.get(key))
+    if differ and set(differ) <= growing:
+        atomic_write_text(path, json.dumps(manifest, indent=2, sort_keys=True))
+        return True
     if differ:
         details = "; ".join(f"{key}: {saved.get(key)!r} there, {manifest.get(key)!r} now" for key in differ[:4])
         details += f"; and {len(differ) - 4} more" if len(differ) > 4 else ""
         raise RunMismatchError(f"{path.parent if path.name == RUN_MANIFEST else path} holds another {kind} "
                                f"({details}); write elsewhere or delete it to start over")
+    return False
 
 
 def write_inventory(folder: str | Path) -> dict:

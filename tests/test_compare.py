@@ -135,6 +135,17 @@ def test_a_rerun_skips_the_finished_rows(musique, lm, tmp_path):
     assert len(lm.requests) == before  # all done: nothing runs
 
 
+def test_a_comparison_grows_to_more_questions_asking_only_the_new_ones(musique, lm, tmp_path):
+    out = tmp_path / "cmp"
+    multihop.compare(out, programs=["NoRetrieval"], datasets=["musique"], first_stage="bm25", limit=2,
+                     budget=Budget(k=2, max_iterations=3), progress=False)
+    first = (out / "musique" / "NoRetrieval" / "results.jsonl").read_text()
+    before = len(lm.requests)
+    comparison = compare(out, programs=["NoRetrieval"])  # every question now
+    assert len(lm.requests) - before == 1 and comparison["rows"][0]["questions"] == 3
+    assert (out / "musique" / "NoRetrieval" / "results.jsonl").read_text().startswith(first)
+
+
 def test_adding_a_program_runs_only_it(musique, lm, tmp_path):
     out = tmp_path / "cmp"
     compare(out, programs=["NoRetrieval", "SingleStepRAG"])

@@ -265,10 +265,10 @@ def test_a_budget_the_smallest_caps_do_not_fit_is_raised_to_what_they_need_and_n
     engine = ScriptedEngine(["length", "stop"])
     reply = engine.complete(constrained_request(schema, 8))
     assert engine.schemas == [smallest, smallest] and reply.finish_reason == "stop"
-    assert engine.budgets == [33, 99]  # its characters at three a token, then at one a token: never cut at 8
+    assert engine.budgets == [33, 198]  # its characters at three a token, then two tokens a character: never cut
     roomy = ScriptedEngine(["length", "stop"])
     roomy.complete(constrained_request(schema, 512))
-    assert roomy.budgets == [512, 512] and roomy.schemas == [bounded(schema, 512), bounded(schema, 170)]
+    assert roomy.budgets[0] == 512 and roomy.schemas == [bounded(schema, 512), bounded(schema, 170)]
     free = ScriptedEngine(["length", "stop"], constrained=False)
     free.complete(constrained_request(schema, 64))
     assert free.schemas == [None] and free.budgets == [64]
@@ -345,7 +345,7 @@ def test_every_stage_of_every_program_fits_its_budget_at_the_default_local_cap()
             plan = decoding_plan({"type": "json_schema", "schema": schema}, LOCAL_MAX_TOKENS)
             (first, budget), (last, last_budget) = plan[0], plan[-1]
             assert worst_case_chars(first) < 10_000, f"{name}.{stage} has an unbounded part"
-            assert budget >= tokens_needed(first) and last_budget >= worst_case_chars(last), f"{name}.{stage}"
+            assert budget >= tokens_needed(first) and last_budget >= 2 * worst_case_chars(last), f"{name}.{stage}"
             if budget > LOCAL_MAX_TOKENS:
                 raised.add(f"{name}.{stage}")
     assert "CoopRAG.unroll" in raised  # the unrolling's smallest caps need more than 128 tokens (issue 32)

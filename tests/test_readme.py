@@ -26,7 +26,7 @@ def test_the_readme_python_block_runs_as_written_from_an_empty_folder(tmp_path):
     script = python_block() + ("\nassert isinstance(summary, dict) and summary['questions'] == 5, summary\n"
                                "assert type(program).__name__ == 'SingleStepRAG' and prediction.counts['llm_calls']\n"
                                "print('ran', summary['questions'], 'questions')\n")
-    env = {**os.environ, "MULTIHOP_DATA": str(data), "HF_HUB_OFFLINE": "1"}
+    env = {**os.environ, "MULTIHOP_DATA": str(data), "HF_HUB_OFFLINE": "1", "DSPY_CACHEDIR": str(tmp_path / "cache")}
     result = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,
                             timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]

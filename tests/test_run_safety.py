@@ -4,6 +4,7 @@ import json
 import multiprocessing
 import time
 
+import dspy
 import pytest
 from dspy.utils.exceptions import LMServerError
 
@@ -11,7 +12,7 @@ from multihop.evaluation import MAX_ENDPOINT_FAILURES, EndpointDownError, evalua
 from multihop.folders import FolderInUseError, RunMismatchError, locked
 from multihop.jsonl import read_rows
 
-from helpers import Echo, echo_examples
+from helpers import Echo, echo_examples, scripted_lm
 
 
 class Outage(Echo):
@@ -31,9 +32,25 @@ def test_a_rerun_of_another_program_or_question_set_is_refused_naming_what_diffe
     with pytest.raises(RunMismatchError, match=r"holds another evaluation \(config: \{'answer': 'x'\} there, "
                                                r"\{'answer': 'y'\} now\)"):
         evaluate(Echo(answer="y"), echo_examples(3), tmp_path, progress=False)
-    with pytest.raises(RunMismatchError, match="count: 3 there, 5 now"):
-        evaluate(Echo(), echo_examples(5), tmp_path, progress=False)
+    others = [example.copy(id=f"other{i}") for i, example in enumerate(echo_examples(3))]
+    with pytest.raises(RunMismatchError, match="holds another evaluation \\(questions: "):
+        evaluate(Echo(), others, tmp_path, progress=False)  # other questions: no superset of the recorded ones
     assert evaluate(Echo(), echo_examples(3), tmp_path, progress=False)["questions"] == 3  # the same run resumes
+
+
+def test_a_run_grows_to_more_questions_keeping_its_rows_and_asking_only_the_new_ones(tmp_path):
+    from multihop.programs import NoRetrieval
+
+    lm, engine = scripted_lm(lambda prompt: {"answer": "x"}, cache=False)
+    with dspy.context(lm=lm):
+        evaluate(NoRetrieval(), echo_examples(2), tmp_path, progress=False)
+        first = (tmp_path / "results.jsonl").read_text().splitlines()
+        summary = evaluate(NoRetrieval(), echo_examples(5), tmp_path, progress=False)  # a larger --limit
+    assert len(engine.requests) == 2 + 3 and summary["questions"] == 5
+    assert (tmp_path / "results.jsonl").read_text().splitlines()[:2] == first  # byte-identical
+    assert json.loads((tmp_path / "run.json").read_text())["count"] == 5
+    with pytest.raises(RunMismatchError, match="config"):  # a grown run is still the same run
+        evaluate(Echo(), echo_examples(5), tmp_path, progress=False)
 
 
 def test_errored_questions_are_retried_on_rerun_and_the_file_keeps_one_row_per_id(tmp_path):
