@@ -21,6 +21,7 @@ _EXPORTS = {
     "Corpus": "multihop.corpus",
     "Passage": "multihop.corpus",
     "make_lm": "multihop.lms",
+    "configure_lm": "multihop.lms",
     "evaluate": "multihop.evaluation",
     "compare": "multihop.cli.compare",
     "Budget": "multihop.comparison",

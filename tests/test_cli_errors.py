@@ -78,8 +78,8 @@ def test_an_identical_rerun_resumes_and_another_run_is_refused(capsys, monkeypat
     argv = ["eval", "--program", "NoRetrieval", "--data", str(questions), "--out", str(tmp_path / "run")]
     assert run(app, argv) == 0 and run(app, argv) == 0  # the same run resumes
     capsys.readouterr()
-    err = fails([*argv, "--limit", "1"], capsys)
-    assert "holds another evaluation (limit: None there, 1 now)" in err
+    err = fails([*argv, "--judge-lm", "openai/judge"], capsys)
+    assert "holds another evaluation (judge: None there, 'local/scripted' now)" in err
 
 
 def test_model_metadata_is_read_from_dspys_snapshot_with_no_network_call(monkeypatch, caplog):

@@ -31,7 +31,8 @@ def decoding_plan(response_format: dict | None, max_tokens: int) -> list[tuple[d
     then — for a reply that still reaches its budget (a run of one-character tokens, such as digits) — bounded for a
     character a token. Each budget is at least what its schema's longest reply needs (:func:`tokens_needed`), so a
     schema whose smallest caps exceed ``max_tokens`` raises the budget instead of being cut; the second budget counts
-    :data:`RETRY_TOKENS_PER_CHAR` tokens a character (runs of digits, accented names). ``[(None, max_tokens)]`` when the request asks for no schema (free text or plain JSON)."""
+    :data:`RETRY_TOKENS_PER_CHAR` tokens a character (runs of digits, accented names). ``[(None, max_tokens)]`` when
+    the request asks for no schema (free text or plain JSON)."""
     schema = response_schema(response_format)
     if schema is None:
         return [(None, max_tokens)]
