@@ -9,10 +9,11 @@ from importlib import import_module
 
 __version__ = "0.1.0"
 
-# Nothing is fetched at run time: DSPy (through LiteLLM's variable) reads its bundled model metadata instead of
-# refreshing it from the network, which offline would fail with a warning on every command. Set the variable to
-# "false" to let it refresh.
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "true")
+# Offline (HF_HUB_OFFLINE, as the Makefile and the CLI's machines set it), nothing is fetched at run time: DSPy, through
+# LiteLLM's variable, reads its bundled model metadata instead of failing to refresh it with a warning on every
+# command. Online, the variable is left alone.
+if os.environ.get("HF_HUB_OFFLINE") == "1":
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "true")
 
 _EXPORTS = {
     "load_dataset": "multihop.data",

@@ -216,7 +216,8 @@ def evaluate(
         recorded = read_rows(out / RESULTS)
         if not recorded:  # nothing recorded yet (or a run that stopped before any row): a new run
             (out / RUN_MANIFEST).unlink(missing_ok=True)
-        superset = set(recorded) <= {str(example.id) for example in examples}  # more questions of the same run
+        asked = {str(example.id): example.question for example in examples}
+        superset = all(asked.get(qid) == row.get("question") for qid, row in recorded.items())  # the same questions
         if check_run(out / RUN_MANIFEST, manifest or run_manifest(program, examples, judge_lm), kind="evaluation",
                      growing=GROWING if superset else frozenset()):
             logger.info("%s: the run grows from %d recorded questions to %d", out, len(recorded), len(examples))

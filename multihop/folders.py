@@ -59,10 +59,10 @@ def locked(path: str | Path, file: bool = False, wait: bool = False) -> Iterator
             atomic_write_text(holder, str(os.getpid()))
         yield path
     finally:
-        if outermost:
+        if lock.lock_counter == 1:  # the last holder in this process (threads share the lock): the job is done
             holder.unlink(missing_ok=True)
-            if not wait:  # the job is done: no lock file stays in its folder (removed while still held, so a job
-                (folder / name).unlink(missing_ok=True)  # refused meanwhile saw it held; a waiting lock keeps its file)
+            if not wait:  # no lock file stays in its folder (removed while still held, so a job refused meanwhile
+                (folder / name).unlink(missing_ok=True)  # saw it held; a waiting lock, outside saved folders, keeps it)
         lock.release()
 
 

@@ -157,7 +157,7 @@ def make_lm(
         if api_base:
             if adapter:
                 raise ValueError("a served model's adapter is the server's: pass --adapter to `multihop serve`")
-            return _served_lm(spec.removeprefix("local:"), api_base, constrained, timeout, settings)
+            return _served_lm(spec.removeprefix("local:"), api_base, constrained, timeout, settings, api_key)
         return _local_lm(spec.removeprefix("local:"), Path(adapter) if adapter else None, engine, constrained,
                          settings)
     if adapter:
@@ -170,16 +170,22 @@ def make_lm(
                    num_retries=RETRIES, **extra, **kwargs)
 
 
+def check_adapter(adapter: Path, target: str) -> None:
+    """Refuse, before any question, an adapter folder that lacks ``adapter_config.json`` or
+    ``adapter_model.safetensors`` (a pickled ``adapter_model.bin`` is never loaded), whose files differ from its
+    inventory, or that a student manifest says was trained on another base."""
+    required = ("adapter_config.json", "adapter_model.safetensors")
+    missing = [name for name in required if not (adapter / name).exists()]
+    if missing:
+        raise FileNotFoundError(f"{adapter} is not a LoRA adapter folder: it lacks {' and '.join(missing)} (an "
+                                "adapter is loaded from safetensors only; save it with safe_serialization=True)")
+    verify_inventory(adapter)
+    check_adapter_base(adapter, target)
+
+
 def _local_lm(target: str, adapter: Path | None, engine: str, constrained: bool, settings: dict) -> dspy.LM:
     if adapter is not None:
-        required = ("adapter_config.json", "adapter_model.safetensors")
-        missing = [name for name in required if not (adapter / name).exists()]
-        if missing:  # checked before any question; a pickled adapter_model.bin is never loaded
-            raise FileNotFoundError(f"{adapter} is not a LoRA adapter folder: it lacks {' and '.join(missing)} (an "
-                                    "adapter is loaded from safetensors only; save it with safe_serialization=True)")
-    if adapter is not None:
-        verify_inventory(adapter)
-        check_adapter_base(adapter, target)
+        check_adapter(adapter, target)
     name = local_name(target)
     gguf = local_gguf(target)  # checked after the adapter: resolving verifies the weights first
     if engine == "auto":
@@ -203,14 +209,16 @@ def _local_lm(target: str, adapter: Path | None, engine: str, constrained: bool,
     return dspy.LM(model, engine=shared_engine(TransformersEngine, path, adapter, constrained=constrained), **settings)
 
 
-def _served_lm(target: str, api_base: str, constrained: bool, timeout: float, settings: dict) -> dspy.LM:
-    """The local model ``multihop serve`` runs at ``api_base``; its name there identifies its weights."""
-    name = served_model(api_base)
+def _served_lm(target: str, api_base: str, constrained: bool, timeout: float, settings: dict,
+               api_key: str | None = None) -> dspy.LM:
+    """The local model ``multihop serve`` runs at ``api_base`` (sending ``api_key`` to a keyed one); its name there
+    identifies its weights."""
+    name = served_model(api_base, api_key=api_key)
     if not name.startswith(f"{local_name(target)}-llamacpp-"):
         raise ValueError(f"the server at {api_base} runs {name!r}, not local:{target} (`multihop serve --lm "
                          f"local:{target}` serves it)")
     decoding = f"-json{POLICY}" if constrained else ""
-    engine = shared_engine(ServedEngine, api_base, name, timeout, constrained=constrained)
+    engine = shared_engine(ServedEngine, api_base, name, timeout, constrained=constrained, api_key=api_key)
     return dspy.LM(f"local/{name}{decoding}", engine=engine, num_retries=RETRIES, **settings)
 
 

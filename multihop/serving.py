@@ -21,8 +21,7 @@ import os
 from pathlib import Path
 
 from multihop.engines.llamacpp import MAX_CONTEXT, llama_cpp_available, physical_cores, plain_weight_buffers
-from multihop.folders import verify_inventory
-from multihop.lms import llamacpp_weights, local_gguf
+from multihop.lms import check_adapter, llamacpp_weights, local_gguf
 
 SERVER_MODULES = ("fastapi", "uvicorn", "sse_starlette", "starlette_context", "pydantic_settings")
 
@@ -46,8 +45,6 @@ def server_app(spec: str, port: int, host: str = "127.0.0.1", adapter: Path | No
     if not is_loopback(host) and not api_key and not insecure:
         raise ValueError(f"--host {host} opens the model to the network: give --api-key (or $MULTIHOP_API_KEY) so "
                          "only clients with the key are answered, or --insecure to serve it to anyone")
-    if adapter is not None and not (Path(adapter) / "adapter_config.json").exists():
-        raise ValueError(f"{adapter} is not a LoRA adapter folder (no adapter_config.json)")
     if not spec.startswith("local:") or local_gguf(spec.removeprefix("local:")) is None:
         raise ValueError(f"{spec!r} is not a local GGUF model: serve local:smollm2 or local:<file.gguf>")
     if os.environ.get("CONFIG_FILE"):
@@ -60,7 +57,10 @@ def server_app(spec: str, port: int, host: str = "127.0.0.1", adapter: Path | No
     from llama_cpp.server.settings import ModelSettings, ServerSettings
 
     if adapter is not None:
-        verify_inventory(adapter)
+        try:
+            check_adapter(Path(adapter), spec.removeprefix("local:"))
+        except FileNotFoundError as exc:
+            raise ValueError(str(exc)) from None
     gguf, lora, name = llamacpp_weights(spec.removeprefix("local:"), adapter)
     threads = physical_cores()
     model = ModelSettings(model=str(gguf), model_alias=name, n_ctx=MAX_CONTEXT, n_threads=threads,

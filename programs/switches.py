@@ -9,7 +9,7 @@ import inspect
 import types
 import typing
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import PydanticSchemaGenerationError, TypeAdapter, ValidationError
 
 NAMES = {int: "an integer", float: "a number", bool: "true or false", str: "a text", type(None): "null"}
 
@@ -40,20 +40,32 @@ PLURALS = {int: "integers", float: "numbers", bool: "booleans", str: "texts"}
 
 
 def annotations(cls: type) -> dict:
-    """The resolved ``__init__`` annotations of a program class (a wrapped ``__init__`` unwrapped)."""
-    return typing.get_type_hints(inspect.unwrap(cls.__init__))
+    """The resolved ``__init__`` annotations of a program class (a wrapped ``__init__`` unwrapped); none when they do
+    not resolve (a class defined where its annotations' names are not), so its switches stay untyped."""
+    try:
+        return typing.get_type_hints(inspect.unwrap(cls.__init__))
+    except (NameError, TypeError):
+        return {}
 
 
 def typed(cls: type, settings: dict) -> dict:
-    """``settings`` coerced to the annotations of ``cls.__init__``; a switch without an annotation is kept as it is."""
+    """``settings`` coerced to the annotations of ``cls.__init__``; a switch without an annotation (or one pydantic
+    cannot check) is kept as it is, and ``false`` for an optional switch means none (``--set rerank=false``)."""
     hints = annotations(cls)
     coerced = {}
     for name, value in settings.items():
-        if name not in hints:
+        hint = hints.get(name)
+        if value is False and type(None) in typing.get_args(hint) and bool not in typing.get_args(hint):
+            value = None
+        try:
+            adapter = TypeAdapter(hint) if hint is not None else None
+        except PydanticSchemaGenerationError:
+            adapter = None
+        if adapter is None:
             coerced[name] = value
             continue
         try:
-            coerced[name] = TypeAdapter(hints[name]).validate_python(value)
+            coerced[name] = adapter.validate_python(value)
         except ValidationError:
-            raise SwitchTypeError(cls.__name__, name, hints[name]) from None
+            raise SwitchTypeError(cls.__name__, name, hint) from None
     return coerced

@@ -2,6 +2,7 @@
 with one line too (exit 1), and the traceback only with ``--debug``."""
 
 import json
+import os
 
 import pytest
 
@@ -82,14 +83,19 @@ def test_an_identical_rerun_resumes_and_another_run_is_refused(capsys, monkeypat
     assert "holds another evaluation (judge: None there, 'local/scripted' now)" in err
 
 
-def test_model_metadata_is_read_from_dspys_snapshot_with_no_network_call(monkeypatch, caplog):
+def test_model_metadata_is_read_from_dspys_snapshot_with_no_network_call(monkeypatch, capfd):
+    import importlib
     import urllib.request
 
     from dspy.clients import model_metadata
 
-    import multihop  # noqa: F401 - sets the variable
+    import multihop
 
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.delenv("LITELLM_LOCAL_MODEL_COST_MAP", raising=False)
+    importlib.reload(multihop)  # offline: importing multihop sets DSPy's (LiteLLM's) variable
+    assert os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] == "true"
     monkeypatch.setattr(model_metadata, "_data", None)
     monkeypatch.setattr(urllib.request, "urlopen", lambda *args, **kwargs: pytest.fail("a network call"))
     assert model_metadata._load() and model_metadata.source_info()["source"] == "local"
-    assert "refresh failed" not in caplog.text
+    assert "refresh failed" not in capfd.readouterr().err  # DSPy's own logger writes to stderr

@@ -135,7 +135,7 @@ def test_engine_choices_that_cannot_work_are_refused(tmp_path, monkeypatch):
         make_lm("openai/x", engine="llamacpp")
     with pytest.raises(ValueError, match="no model server answers at http://127.0.0.1:9/v1"):
         make_lm("local:smollm2", api_base="http://127.0.0.1:9/v1")  # nothing listens on the discard port
-    monkeypatch.setattr(lms, "served_model", lambda api_base: "qwen-llamacpp-0123456789ab")
+    monkeypatch.setattr(lms, "served_model", lambda api_base, api_key=None: "qwen-llamacpp-0123456789ab")
     with pytest.raises(ValueError, match="runs 'qwen-llamacpp-0123456789ab', not local:smollm2"):
         make_lm("local:smollm2", api_base="http://127.0.0.1:8000/v1")
 
@@ -265,7 +265,10 @@ def test_a_budget_the_smallest_caps_do_not_fit_is_raised_to_what_they_need_and_n
     engine = ScriptedEngine(["length", "stop"])
     reply = engine.complete(constrained_request(schema, 8))
     assert engine.schemas == [smallest, smallest] and reply.finish_reason == "stop"
-    assert engine.budgets == [33, 198]  # its characters at three a token, then two tokens a character: never cut
+    assert engine.budgets == [33, 64]  # its characters at three a token, then two tokens a character, at most 8 × 8
+    unbounded = ScriptedEngine(["length", "length"])  # a part no cap bounds (10,000 characters) asks for no more
+    unbounded.complete(constrained_request({"type": "object", "properties": {"any": {}}}, 100))
+    assert unbounded.budgets == [800]  # one decode: the retry could ask for no more
     roomy = ScriptedEngine(["length", "stop"])
     roomy.complete(constrained_request(schema, 512))
     assert roomy.budgets[0] == 512 and roomy.schemas == [bounded(schema, 512), bounded(schema, 170)]
@@ -346,6 +349,7 @@ def test_every_stage_of_every_program_fits_its_budget_at_the_default_local_cap()
             (first, budget), (last, last_budget) = plan[0], plan[-1]
             assert worst_case_chars(first) < 10_000, f"{name}.{stage} has an unbounded part"
             assert budget >= tokens_needed(first) and last_budget >= 2 * worst_case_chars(last), f"{name}.{stage}"
+            assert last_budget <= 8 * LOCAL_MAX_TOKENS  # and none past the ceiling
             if budget > LOCAL_MAX_TOKENS:
                 raised.add(f"{name}.{stage}")
     assert "CoopRAG.unroll" in raised  # the unrolling's smallest caps need more than 128 tokens (issue 32)

@@ -8,6 +8,7 @@ import time
 import dspy
 import pytest
 
+from multihop.engines.schema import POLICY
 from multihop.lms import make_lm
 from multihop.programs import NoRetrieval
 from multihop.serving import server_app
@@ -30,20 +31,22 @@ def free_port() -> int:
 def test_a_program_runs_against_the_served_model_over_loopback():
     pytest.importorskip("llama_cpp.server", reason="llama-cpp-python's server is not installed")
     port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "multihop.cli", "serve", "--port", str(port)],
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    server = subprocess.Popen([sys.executable, "-m", "multihop.cli", "serve", "--port", str(port), "--api-key",
+                               "s3cret"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         deadline = time.monotonic() + 60
         while True:
-            try:
-                lm = make_lm("local:smollm2", api_base=f"http://127.0.0.1:{port}/v1", cache=False)
+            try:  # a keyed server: the client sends the key with every request
+                lm = make_lm("local:smollm2", api_base=f"http://127.0.0.1:{port}/v1", api_key="s3cret", cache=False)
                 break
             except ValueError:
                 if server.poll() is not None or time.monotonic() > deadline:
                     server.kill()
                     pytest.fail(f"the server did not start: {server.communicate(timeout=10)[0]}")
                 time.sleep(0.5)
-        assert lm.model.startswith("local/smollm2-llamacpp-") and lm.model.endswith("-json2")
+        assert lm.model.startswith("local/smollm2-llamacpp-") and lm.model.endswith(f"-json{POLICY}")
+        with pytest.raises(ValueError, match="401"):  # no key: refused
+            make_lm("local:smollm2", api_base=f"http://127.0.0.1:{port}/v1")
         with dspy.context(lm=lm, adapter=dspy.JSONAdapter()):
             prediction = NoRetrieval()(question="Who wrote Hamlet?")
         assert prediction.answer and prediction.counts["llm_calls"] == 1

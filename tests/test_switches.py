@@ -30,6 +30,7 @@ def test_values_are_coerced_to_the_annotations_and_a_misfit_names_its_switch():
     assert typed(Typed, {"rounds": "3", "share": 1, "on": "no", "mode": "slow", "levels": ["a", "b"],
                          "name": None}) == {"rounds": 3, "share": 1.0, "on": False, "mode": "slow",
                                             "levels": ("a", "b"), "name": None}
+    assert typed(Typed, {"name": False}) == {"name": None}  # false: none, for an optional switch (rerank=false)
     for switch, value, words in [("rounds", "abc", "an integer"), ("share", "half", "a number"),
                                  ("on", "maybe", "true or false"), ("mode", "medium", "one of fast, slow"),
                                  ("levels", 3, "a list of texts"), ("name", 5, "a text or null")]:

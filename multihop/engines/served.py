@@ -22,10 +22,15 @@ from .base import Generation, LocalEngine
 from .llamacpp import completion_options
 
 
-def served_model(api_base: str, timeout: float = 10.0) -> str:
+def key_headers(api_key: str | None) -> dict:
+    """The bearer header a keyed server (``multihop serve --api-key``) wants, or none."""
+    return {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+
+def served_model(api_base: str, timeout: float = 10.0, api_key: str | None = None) -> str:
     """The name of the model a server at ``api_base`` runs (its first model); ``ValueError`` when none answers."""
     try:
-        reply = httpx.get(f"{api_base.rstrip('/')}/models", timeout=timeout)
+        reply = httpx.get(f"{api_base.rstrip('/')}/models", timeout=timeout, headers=key_headers(api_key))
         reply.raise_for_status()
         return reply.json()["data"][0]["id"]
     except (httpx.HTTPError, KeyError, IndexError, ValueError) as exc:
@@ -37,10 +42,11 @@ class ServedEngine(LocalEngine):
     ``timeout`` seconds. Failures are DSPy's LM errors — a timeout, an unreachable server, HTTP 429 and 5xx being the
     ones DSPy retries."""
 
-    def __init__(self, api_base: str, model: str, timeout: float, constrained: bool = True):
+    def __init__(self, api_base: str, model: str, timeout: float, constrained: bool = True,
+                 api_key: str | None = None):
         super().__init__(model, constrained)
         self.api_base, self.timeout = api_base.rstrip("/"), timeout
-        self._client = httpx.Client(timeout=timeout)
+        self._client = httpx.Client(timeout=timeout, headers=key_headers(api_key))  # the key stays out of the state
 
     def generate(self, messages: list[dict], config, max_tokens: int, schema: dict | None) -> Generation:
         body = {"model": self.name, "messages": messages, **completion_options(config, max_tokens, schema)}
