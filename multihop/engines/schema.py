@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import copy
 
-POLICY = 5  # the bounding rules' version: part of a constrained LM's cache key, so a change never replays old replies
+POLICY = 6  # the bounding rules' version: part of a constrained LM's cache key, so a change never replays old replies
 STRING_CAP = 200  # characters: a sentence or two of reasoning from a small model
 LIST_CAP = 6  # items: the most sub-questions or triples a stage of the five methods asks for
 MIN_STRING, MIN_LIST = 24, 3  # a list keeps room for a triple
 CHARS_PER_TOKEN = 3
-RETRY_TOKENS_PER_CHAR = 2  # the retry's budget: a byte-level tokenizer spends two tokens on many non-ASCII characters
 RAISE_LIMIT = 8  # a budget is raised to at most this many times the call's max_tokens (a schema part with no cap
 # counts 10,000 characters: it never asks for more)
 _SCALARS = {"integer": 20, "number": 52, "boolean": 5, "null": 4}  # the longest literals llama.cpp's grammar allows
@@ -33,7 +32,7 @@ def decoding_plan(response_format: dict | None, max_tokens: int) -> list[tuple[d
     then — for a reply that still reaches its budget (a run of one-character tokens, such as digits) — bounded for a
     character a token. Each budget is at least what its schema's longest reply needs (:func:`tokens_needed`), so a
     schema whose smallest caps exceed ``max_tokens`` raises the budget instead of being cut; the second budget counts
-    :data:`RETRY_TOKENS_PER_CHAR` tokens a character (runs of digits, accented names). No budget exceeds
+    a token a character, as its caps do. No budget exceeds
     :data:`RAISE_LIMIT` times ``max_tokens``. ``[(None, max_tokens)]`` when the request asks for no schema (free text
     or plain JSON)."""
     schema = response_schema(response_format)
@@ -42,7 +41,7 @@ def decoding_plan(response_format: dict | None, max_tokens: int) -> list[tuple[d
     first, second = bounded(schema, max_tokens), bounded(schema, max_tokens // CHARS_PER_TOKEN)
     ceiling = RAISE_LIMIT * max_tokens
     plan = [(first, min(ceiling, max(max_tokens, tokens_needed(first)))),
-            (second, min(ceiling, max(max_tokens, RETRY_TOKENS_PER_CHAR * worst_case_chars(second))))]
+            (second, min(ceiling, max(max_tokens, worst_case_chars(second))))]
     return plan[:1] if plan[0] == plan[1] else plan
 
 
