@@ -4,7 +4,6 @@ it is, or under ``MULTIHOP_DATA``)."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from multihop.paths import data_dir
@@ -28,8 +27,10 @@ def question_file(source: str | Path = "musique", split: str = "dev") -> Path:
     if relative:
         return data_dir() / relative
     path = Path(source)
-    if not path.exists() and not path.is_absolute() and os.environ.get("MULTIHOP_DATA"):
-        under = Path(os.environ["MULTIHOP_DATA"]) / path
-        if under.exists():
-            return under
-    return path
+    if path.exists() or path.is_absolute():
+        return path
+    try:
+        under = data_dir() / path
+    except FileNotFoundError:  # no MULTIHOP_DATA: the path as given, which the reader names when it is missing
+        return path
+    return under if under.exists() else path

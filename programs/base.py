@@ -166,9 +166,9 @@ class MultihopProgram(TracedModule):
 
     def rerank_hits(self, anchor: str, hits: dspy.Prediction, k: int) -> Hits:
         """``hits`` reranked against ``anchor`` by the program's reranker to the top ``k`` (a traced ``rerank``
-        step); without a reranker, the first ``k`` as they are."""
+        step); without a reranker, or no hits to rerank, the first ``k`` as they are."""
         searcher = self.searcher()
-        if not isinstance(searcher, Retriever) or searcher.rerank is None:
+        if not hits.ids or not isinstance(searcher, Retriever) or searcher.rerank is None:
             first = range(min(k, len(hits.ids)))
             return pick(hits, first, [hits.scores[i] for i in first] if hits.get("scores") else [0.0] * len(first))
         return searcher.rerank(anchor, hits, k)

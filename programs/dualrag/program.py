@@ -59,7 +59,7 @@ from dataclasses import dataclass, field
 import dspy
 
 from multihop.retrievers import checked_reranker
-from multihop.retrievers.query import Hits, pick, titles_of
+from multihop.retrievers.query import Hits, titles_of
 from multihop.signatures.dualrag import (
     EntityIdentifier,
     KnowledgeSummarizer,
@@ -254,10 +254,7 @@ class DualRAG(MultihopProgram):
         reranked against ``anchor`` (the entity) to the top ``k``."""
         hits = [self.first_stage_search(query, k=self.n if self.rerank else self.k) for query in queries]
         count("queries", len(queries))
-        merged = merge_by_score(hits)
-        if self.rerank is None or not merged.ids:
-            return pick(merged, range(min(self.k, len(merged.ids))), merged.scores[: self.k])
-        return self.rerank_hits(anchor, merged, self.k)
+        return self.rerank_hits(anchor, merge_by_score(hits), self.k)
 
     def document_texts(self, anchor: str, queries: list[str]) -> tuple[list[str], list[str]]:
         """The ids and rendered texts of :meth:`documents`."""
