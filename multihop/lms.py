@@ -16,7 +16,15 @@
   server running another model is refused), decoded as the in-process llama.cpp engine decodes it
   (:class:`~multihop.engines.served.ServedEngine`).
 - anything else: a ``dspy.LM`` model string (``openai/gpt-4o-mini``, ``hosted_vllm/...``, ``ollama_chat/...``) with
-  optional ``api_base`` / ``api_key`` for OpenAI-compatible servers.
+  optional ``api_base`` / ``api_key`` for OpenAI-compatible servers. With structured outputs on (``structured``:
+  ``auto`` turns them on for ``hosted_vllm/`` and for ``openai/`` with an ``api_base``), the model is reached over
+  the OpenAI chat API by :class:`~multihop.engines.served.ServedEngine`, which sends every stage's bounded JSON schema
+  (``json_schema``, the form vLLM, SGLang and OpenAI take; ``json_object``, llama-cpp-python's), so served replies
+  parse and end within their budget as local ones do; the model string ``<spec>-<form><policy>`` keys DSPy's cache
+  by the decoding. Without them, DSPy's own LiteLLM/native engine decodes freely.
+
+Every LM built on one of our engines also has its async twin (``async_engine``), so ``await lm.acall(...)`` and
+``await program.acall(...)`` reach the same engine.
 """
 
 from __future__ import annotations
@@ -34,7 +42,7 @@ from dspy.lm15 import Config, Message, Request
 
 from multihop import models
 from multihop.engines import LlamaCppEngine, ServedEngine, TransformersEngine, llama_cpp_available
-from multihop.engines.base import LOCAL_MAX_TOKENS
+from multihop.engines.base import LOCAL_MAX_TOKENS, AsyncEngine, LocalEngine
 from multihop.engines.lora import gguf_lora
 from multihop.engines.schema import POLICY
 from multihop.engines.served import served_model
@@ -46,6 +54,9 @@ RETRIES = 2  # retries of a served LM's request that timed out or got HTTP 429/5
 CONFIG_FIELDS = frozenset(field.name for field in dataclasses.fields(Config))
 WEIGHT_FILES = ("model.safetensors", "adapter_model.safetensors", "multihop.json")
 STUDENT_MANIFEST = "distill.json"  # what `multihop distill` writes beside its adapter
+STRUCTURED = ("auto", "json_schema", "json_object", "off")  # how a served LM's stage replies are decoded
+SCHEMA_PROVIDERS = ("hosted_vllm",)  # providers `auto` sends schemas to (and openai/ given an api_base)
+OPENAI_API_BASE = "https://api.openai.com/v1"
 
 logger = logging.getLogger(__name__)
 
@@ -135,11 +146,13 @@ def make_lm(
     engine: str = "auto",
     constrained: bool = True,
     timeout: float | None = None,
+    structured: str = "auto",
     **kwargs,
 ) -> dspy.LM:
     """Build an LM from a spec: ``local:smollm2``, ``local:<path>``, or any ``dspy.LM`` model string. ``engine``
     (``auto``, ``llamacpp``, ``transformers``) and ``constrained`` (decode under the signature's JSON schema) apply to
-    local models. A served LM's request may take ``timeout`` seconds (default ``$MULTIHOP_LM_TIMEOUT`` or
+    local models. ``structured`` says how replies are constrained (:func:`schema_form`): ``auto``, ``json_schema``,
+    ``json_object`` or ``off`` (free decoding, also for a local model). A served LM's request may take ``timeout`` seconds (default ``$MULTIHOP_LM_TIMEOUT`` or
     :data:`~multihop.models.DEFAULT_LM_TIMEOUT`) and is retried :data:`RETRIES` times on a timeout, HTTP 429 or 5xx, so
     one call gives up within about ``timeout × (RETRIES + 1)`` plus DSPy's backoff."""
     if timeout is None:
@@ -152,22 +165,60 @@ def make_lm(
         raise ValueError(f"an LM timeout is a positive number of seconds, not {timeout}")
     if engine not in LOCAL_ENGINES:
         raise ValueError(f"unknown engine {engine!r}; choose one of {', '.join(LOCAL_ENGINES)}")
+    form = schema_form(spec, api_base, structured)
     if spec.startswith("local:"):
         settings = {"max_tokens": max_tokens or LOCAL_MAX_TOKENS, "temperature": temperature, "cache": cache, **kwargs}
+        constrained = constrained and form is not None
         if api_base:
             if adapter:
                 raise ValueError("a served model's adapter is the server's: pass --adapter to `multihop serve`")
-            return _served_lm(spec.removeprefix("local:"), api_base, constrained, timeout, settings, api_key)
+            return _served_lm(spec.removeprefix("local:"), api_base, form or "json_object", constrained, timeout,
+                              settings, api_key)
         return _local_lm(spec.removeprefix("local:"), Path(adapter) if adapter else None, engine, constrained,
                          settings)
     if adapter:
         raise ValueError("adapter= applies to local models only")
     if engine != "auto":
         raise ValueError(f"engine={engine!r} applies to local models only")
+    settings = {"max_tokens": max_tokens or DEFAULT_MAX_TOKENS, "temperature": temperature, "cache": cache, **kwargs}
+    if form is not None:
+        return _schema_lm(spec, api_base, api_key, form, timeout, settings)
     extra = {k: v for k, v in (("api_base", api_base), ("api_key", api_key)) if v}
-    max_tokens = max_tokens or DEFAULT_MAX_TOKENS
-    return dspy.LM(spec, max_tokens=max_tokens, temperature=temperature, cache=cache, timeout=timeout,
-                   num_retries=RETRIES, **extra, **kwargs)
+    return dspy.LM(spec, timeout=timeout, num_retries=RETRIES, **extra, **settings)
+
+
+def schema_form(spec: str, api_base: str | None, structured: str = "auto") -> str | None:
+    """The form in which ``spec``'s calls send each stage's bounded schema (``json_schema`` or ``json_object``), or
+    None for free decoding. ``auto``: a local model's own (``json_object``, what ``multihop serve`` takes; the
+    in-process engines decode under the schema itself), ``json_schema`` for ``hosted_vllm/`` and for ``openai/``
+    with an ``api_base`` (vLLM, SGLang, an OpenAI-compatible server), none for hosted providers, which may refuse
+    schemas (DSPy's own adapters send what LiteLLM says they take)."""
+    if structured not in STRUCTURED:
+        raise ValueError(f"--structured {structured!r}: choose one of {', '.join(STRUCTURED)}")
+    if structured != "auto":
+        return None if structured == "off" else structured
+    if spec.startswith("local:"):
+        return "json_object"
+    provider = spec.partition("/")[0]
+    return "json_schema" if provider in SCHEMA_PROVIDERS or (provider == "openai" and api_base) else None
+
+
+def _schema_lm(spec: str, api_base: str | None, api_key: str | None, form: str, timeout: float, settings: dict
+               ) -> dspy.LM:
+    """``spec`` (``provider/model``) over the OpenAI chat API of its server, every call sending its bounded schema in
+    ``form``; the server and key default to LiteLLM's variables (``HOSTED_VLLM_API_BASE``, ``OPENAI_API_KEY``...),
+    and OpenAI's own API for ``openai/``."""
+    provider, _, model = spec.partition("/")
+    if not model:
+        raise ValueError(f"--structured {form} needs a provider/model spec (hosted_vllm/<model>), not {spec!r}")
+    variable = provider.upper()
+    api_base = api_base or os.environ.get(f"{variable}_API_BASE") or (OPENAI_API_BASE if provider == "openai" else None)
+    if not api_base:
+        raise ValueError(f"{spec} with structured outputs is reached at its server: give --api-base (or set "
+                         f"{variable}_API_BASE), or --structured off")
+    api_key = api_key or os.environ.get(f"{variable}_API_KEY")
+    engine = shared_engine(ServedEngine, api_base, model, timeout, api_key=api_key, schema_form=form)
+    return engine_lm(f"{spec}-{form}{POLICY}", engine, num_retries=RETRIES, **settings)
 
 
 def check_adapter(adapter: Path, target: str) -> None:
@@ -202,24 +253,30 @@ def _local_lm(target: str, adapter: Path | None, engine: str, constrained: bool,
             raise ValueError("the llama.cpp engine needs llama-cpp-python: `make setup` builds it, or `pip install "
                              "llama-cpp-python`; engine='transformers' runs without it")
         gguf, lora, identity = llamacpp_weights(target, adapter)
-        return dspy.LM(f"local/{identity}{decoding}",
-                       engine=shared_engine(LlamaCppEngine, gguf, constrained=constrained, lora=lora), **settings)
+        return engine_lm(f"local/{identity}{decoding}",
+                         shared_engine(LlamaCppEngine, gguf, constrained=constrained, lora=lora), **settings)
     path = resolve_local(target)
     model = f"local/{name}-{_fingerprint(path, adapter)}{decoding}"
-    return dspy.LM(model, engine=shared_engine(TransformersEngine, path, adapter, constrained=constrained), **settings)
+    return engine_lm(model, shared_engine(TransformersEngine, path, adapter, constrained=constrained), **settings)
 
 
-def _served_lm(target: str, api_base: str, constrained: bool, timeout: float, settings: dict,
+def _served_lm(target: str, api_base: str, form: str, constrained: bool, timeout: float, settings: dict,
                api_key: str | None = None) -> dspy.LM:
     """The local model ``multihop serve`` runs at ``api_base`` (sending ``api_key`` to a keyed one); its name there
-    identifies its weights."""
+    identifies its weights. Its schemas go in ``form`` (llama-cpp-python's server takes ``json_object``)."""
     name = served_model(api_base, api_key=api_key)
     if not name.startswith(f"{local_name(target)}-llamacpp-"):
         raise ValueError(f"the server at {api_base} runs {name!r}, not local:{target} (`multihop serve --lm "
                          f"local:{target}` serves it)")
-    decoding = f"-json{POLICY}" if constrained else ""
-    engine = shared_engine(ServedEngine, api_base, name, timeout, constrained=constrained, api_key=api_key)
-    return dspy.LM(f"local/{name}{decoding}", engine=engine, num_retries=RETRIES, **settings)
+    decoding = (f"-json{POLICY}" if form == "json_object" else f"-{form}{POLICY}") if constrained else ""
+    engine = shared_engine(ServedEngine, api_base, name, timeout, constrained=constrained, api_key=api_key,
+                           schema_form=form)
+    return engine_lm(f"local/{name}{decoding}", engine, num_retries=RETRIES, **settings)
+
+
+def engine_lm(model: str, engine: LocalEngine, **settings) -> dspy.LM:
+    """A ``dspy.LM`` over one of our engines, with its async twin."""
+    return dspy.LM(model, engine=engine, async_engine=AsyncEngine(engine), **settings)
 
 
 _ENGINES: dict[tuple, object] = {}
@@ -248,15 +305,20 @@ def chat_request(lm: dspy.LM, messages: list[dict], **config) -> Request:
     return Request(model=lm.model, system=system, messages=turns, config=Config(**{**settings, **config}))
 
 
-def default_adapter(spec: str) -> dspy.Adapter:
-    """The adapter a spec runs best with. Local models get DSPy's ``JSONAdapter``: SmolLM2-135M degenerates on the
-    ChatAdapter's ``[[ ## field ## ]]`` markers (measured: it repeats the header line until ``max_tokens``) but
-    writes JSON objects, so the ChatAdapter's first attempt would be a wasted generation on every call."""
-    return dspy.JSONAdapter() if spec.startswith("local:") else dspy.ChatAdapter()
+def default_adapter(lm: str | dspy.BaseLM) -> dspy.Adapter:
+    """The adapter an LM (or a spec) runs best with. Local models get DSPy's ``JSONAdapter``: SmolLM2-135M degenerates
+    on the ChatAdapter's ``[[ ## field ## ]]`` markers (measured: it repeats the header line until ``max_tokens``) but
+    writes JSON objects, so the ChatAdapter's first attempt would be a wasted generation on every call. A served LM
+    decoding under its stages' schemas gets it too (it is what sends the schema); any other the ``ChatAdapter``."""
+    if isinstance(lm, str):
+        return dspy.JSONAdapter() if lm.startswith("local:") else dspy.ChatAdapter()
+    engine = getattr(lm, "engine", None)
+    constrained = isinstance(engine, LocalEngine) and engine.constrained
+    return dspy.JSONAdapter() if constrained or lm.model.startswith("local/") else dspy.ChatAdapter()
 
 
 def configure_lm(spec: str = DEFAULT_LM, **kwargs) -> dspy.LM:
     """``make_lm(spec, **kwargs)`` and ``dspy.configure`` it with its default adapter."""
     lm = make_lm(spec, **kwargs)
-    dspy.configure(lm=lm, adapter=default_adapter(spec))
+    dspy.configure(lm=lm, adapter=default_adapter(lm))
     return lm

@@ -19,13 +19,16 @@ DSPy's context settings (the LM, callbacks, this trace) only when its tasks run 
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
+import functools
 import json
 import threading
 import time
 import warnings
 from collections import Counter
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
 
@@ -75,6 +78,14 @@ def _call_inputs(inputs: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in flat.items() if k not in ("config", "demos", "signature", "lm")}
 
 
+class Branch:
+    """The stage records and counted events of one call fanned out from a traced call, kept apart while it runs."""
+
+    def __init__(self):
+        self.records: list[dict] = []
+        self.events: Counter = Counter()
+
+
 class Trace:
     """The ordered stage records of one program call, its counted events, and the per-question counts the papers
     report. Safe to share between threads."""
@@ -93,6 +104,8 @@ class Trace:
         self.usage: UsageTracker | None = None  # set by record_trace
         self.current = contextvars.ContextVar(f"multihop_stage_{id(self)}", default=None)
         self.module = contextvars.ContextVar(f"multihop_module_{id(self)}", default=None)
+        self.branch = contextvars.ContextVar(f"multihop_branch_{id(self)}", default=None)  # a fanned-out call's
+        # records and events, kept apart until :func:`multihop.parallel.fan_out` adds them in the serial order
 
     def stage_name(self, instance: Any) -> str:
         """A stage's path in the program (``answer.predict``, ``retriever``); a step of its own kind (a rerank) is
@@ -106,8 +119,22 @@ class Trace:
         return name
 
     def count(self, name: str, n: int = 1) -> None:
+        branch = self.branch.get()
         with self._lock:
-            self.events[name] += n
+            (self.events if branch is None else branch.events)[name] += n
+
+    def add_record(self, record: dict) -> None:
+        """Add a finished stage record to this trace, or to the branch of the fanned-out call that made it."""
+        branch = self.branch.get()
+        with self._lock:
+            (self.records if branch is None else branch.records).append(record)
+
+    def merge(self, branch: Branch) -> None:
+        """Add a branch's records and events where the call that opened it adds its own."""
+        parent = self.branch.get()
+        with self._lock:
+            (self.records if parent is None else parent.records).extend(branch.records)
+            (self.events if parent is None else parent.events).update(branch.events)
 
     def counts(self) -> dict:
         """LLM calls, LM requests, retrievals, stage errors, tokens (with the prompt tokens an engine read from its
@@ -243,8 +270,7 @@ class TraceCallback(BaseCallback):
         record["outputs"] = jsonable(outputs)
         if exception is not None:
             record["error"] = f"{type(exception).__name__}: {exception}"
-        with trace._lock:
-            trace.records.append(record)
+        trace.add_record(record)
 
     def on_lm_start(self, call_id: str, instance: Any, inputs: dict[str, Any]):
         record = self.trace.current.get()
@@ -275,13 +301,33 @@ class TracedPrediction(dspy.Prediction):
 
 class TracedModule(dspy.Module):
     """A module that records its own trace: every call returns a :class:`TracedPrediction` with the stage records
-    and counts of that call, so evaluation reuses them instead of tracing the call a second time."""
+    and counts of that call, so evaluation reuses them instead of tracing the call a second time.
+
+    ``await module.acall(...)`` is the same call for asyncio code (a server hosting a program): it runs on a worker
+    thread of :data:`ASYNC_WORKERS` in a copy of the caller's context (its ``dspy.context`` settings, its traces), so
+    the event loop stays free and the prediction keeps its ``stage_trace``, counts and usage. Our stages are
+    synchronous DSPy modules: an awaited call holds one worker thread while its LM calls are in flight."""
 
     def __call__(self, *args, **kwargs) -> TracedPrediction:
         own_usage = dspy.settings.track_usage and dspy.settings.get("usage_tracker") is None
         with record_trace(self) as trace:
             prediction = super().__call__(*args, **kwargs)
         return TracedPrediction.from_trace(prediction, trace, with_usage=own_usage)
+
+    async def acall(self, *args, **kwargs) -> TracedPrediction:
+        call = functools.partial(contextvars.copy_context().run, self.__call__, *args, **kwargs)
+        return await asyncio.get_running_loop().run_in_executor(_async_workers(), call)
+
+    async def aforward(self, *args, **kwargs) -> TracedPrediction:
+        return await self.acall(*args, **kwargs)
+
+
+ASYNC_WORKERS = 512  # calls awaited at once across a process (threads are made as calls arrive)
+
+
+@functools.cache
+def _async_workers() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max_workers=ASYNC_WORKERS, thread_name_prefix="multihop-acall")
 
 
 @contextmanager

@@ -37,6 +37,7 @@ from typing import ClassVar
 import dspy
 from dspy.utils.exceptions import AdapterParseError
 
+from multihop.parallel import concurrency, fan_out
 from multihop.retrievers import Retriever, make_reranker
 from multihop.retrievers.query import Hits, pick
 from multihop.tracing import TracedModule, count
@@ -68,6 +69,7 @@ class MultihopProgram(TracedModule):
     index_pooling: ClassVar[str] = "mean"  # the first-stage pooling of an index built for it (same two ways)
     renamed_settings: ClassVar[dict[str, str]] = {}  # old setting name → its new name, read for one more release
     renamed_stages: ClassVar[dict[str, str]] = {}  # old stage name → its new name (saved states, set_stage_lm)
+    inner_threads: int | None = None  # independent calls of one question run at once (fan_out); None: by the LM
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -146,6 +148,18 @@ class MultihopProgram(TracedModule):
         count(f"{stage}.fallback")
         count("fallbacks")
         return dspy.Prediction(**fallback, failed=True)
+
+    def fan_out(self, fn, items) -> list:
+        """``[fn(item) for item in items]`` for calls the method makes independently of each other (a judgment per
+        passage, an extraction per document), run at once: ``inner_threads`` of them, or by default as many as the
+        LMs take (:func:`multihop.parallel.concurrency`: 8 for a served LM, 1 for an in-process engine, which runs
+        one call at a time). Results, stage records and counts are those of the serial loop, in its order
+        (:func:`multihop.parallel.fan_out`). ``inner_threads`` is not a setting of the method: it changes no
+        result, so it is not in :meth:`config`."""
+        threads = self.inner_threads
+        if threads is None:
+            threads = concurrency(*{id(p.lm): p.lm for _, p in self.named_predictors() if p.lm}.values(), None)
+        return fan_out(fn, items, threads)
 
     def stage_name(self, predictor: dspy.Module) -> str:
         """The stage a predictor of this program is (its attribute name, ``answer`` for ``answer.predict``)."""

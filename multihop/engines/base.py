@@ -3,6 +3,8 @@ response with its token usage, and streaming."""
 
 from __future__ import annotations
 
+import asyncio
+import importlib
 import os
 from collections.abc import Sequence
 from typing import NamedTuple
@@ -56,6 +58,8 @@ class LocalEngine:
     the engine reused from its prefix cache are reported as DSPy's ``cache_read_tokens``.
     """
 
+    in_process = True  # runs the model here, one call at a time (an HTTP engine overrides it)
+
     def __init__(self, name: str, constrained: bool = True):
         self.name, self.constrained = name, constrained
         self.supports_response_schema = constrained
@@ -67,22 +71,55 @@ class LocalEngine:
     def forget_prefix(self) -> None:
         """Drop the KV state kept from the last call, so the next prompt is evaluated whole (for measuring)."""
 
+    def plan(self, request) -> list[tuple[dict | None, int]]:
+        """The ``(schema, token budget)`` decodes a request may take (:func:`~.schema.decoding_plan`)."""
+        max_tokens = request.config.max_tokens or LOCAL_MAX_TOKENS
+        return decoding_plan(request.config.response_format, max_tokens) if self.constrained else [(None, max_tokens)]
+
     def complete(self, request) -> Response:
-        config = request.config
-        max_tokens = config.max_tokens or LOCAL_MAX_TOKENS
-        plan = decoding_plan(config.response_format, max_tokens) if self.constrained else [(None, max_tokens)]
-        messages, first, completion_tokens = chat_messages(request), None, 0
-        for schema, budget in plan:
-            generation = self.generate(messages, config, budget, schema)
-            if first is None:
-                first = generation
-            completion_tokens += generation.completion_tokens
-            if generation.finish != "length":
+        messages, generations = chat_messages(request), []
+        for schema, budget in self.plan(request):
+            generations.append(self.generate(messages, request.config, budget, schema))
+            if generations[-1].finish != "length":
                 break
-        usage = Usage(input_tokens=first.prompt_tokens, output_tokens=completion_tokens,
+        return self.response(generations)
+
+    async def acomplete(self, request) -> Response:
+        """:meth:`complete` awaited: in a worker thread (an in-process engine computes; an HTTP engine awaits)."""
+        return await asyncio.to_thread(self.complete, request)
+
+    def response(self, generations: list[Generation]) -> Response:
+        """The response of a request's decodes: the last one's text, the first one's prompt (counted once)."""
+        first, last = generations[0], generations[-1]
+        usage = Usage(input_tokens=first.prompt_tokens, output_tokens=sum(g.completion_tokens for g in generations),
                       cache_read_tokens=first.cached_tokens)
-        return Response(id=None, model=self.name, message=Message.assistant((TextPart(generation.text),)),
-                        finish_reason=generation.finish, usage=usage)
+        return Response(id=None, model=self.name, message=Message.assistant((TextPart(last.text),)),
+                        finish_reason=last.finish, usage=usage)
 
     def stream(self, request):
         return response_to_events(self.complete(request))
+
+
+class AsyncEngine:
+    """DSPy's async engine protocol (``async complete(Request) -> Response``) over one of our engines, which DSPy
+    takes as ``async_engine=``: ``await program.acall(...)`` then reaches the same engine (its weights, its lock, its
+    server) without blocking the event loop."""
+
+    def __init__(self, engine: LocalEngine):
+        self.engine = engine
+        self.supports_response_schema = engine.supports_response_schema
+        self.supported_params = engine.supported_params
+
+    async def complete(self, request) -> Response:
+        return await self.engine.acomplete(request)
+
+    def dump_state(self) -> dict:
+        engine = type(self.engine)
+        return {"class": f"{engine.__module__}:{engine.__qualname__}", "state": self.engine.dump_state()}
+
+    @classmethod
+    def load_state(cls, state: dict) -> AsyncEngine:
+        module, _, name = state["class"].partition(":")
+        if not module.startswith("multihop.engines."):
+            raise ValueError(f"{state['class']} is not one of multihop's engines")
+        return cls(getattr(importlib.import_module(module), name).load_state(state["state"]))

@@ -1,13 +1,26 @@
-"""The served engine: a local model that ``multihop serve`` runs in another process (llama-cpp-python's
-OpenAI-compatible server), reached over HTTP, with the in-process engines' bounded schema decoding.
+"""The served engine: a model another process serves over the OpenAI chat API — ``multihop serve`` (llama-cpp-python's
+server), vLLM, SGLang or any OpenAI-compatible endpoint — reached over HTTP, with the in-process engines' bounded
+schema decoding (:class:`~.base.LocalEngine`: every stage's schema bounded to its budget, one retry under tighter
+caps, the budget raised to what the schema needs).
 
-DSPy's OpenAI wire sends a schema as ``{"type": "json_schema", ...}``, which llama-cpp-python's server refuses; this
-engine sends each bounded schema the way that server takes it (``{"type": "json_object", "schema": ...}``), with the
-in-process engine's sampling options, so a served model parses and ends its replies as the in-process llama.cpp
-engine does. The server does not report the prompt tokens it reused, so served calls count none.
+Servers take a schema in one of two forms (``schema_form``):
+
+- ``json_schema``: ``{"type": "json_schema", "json_schema": {"name", "schema", "strict"}}``, the OpenAI form that vLLM
+  and SGLang (guided decoding), and OpenAI's structured-output models take; with the OpenAI sampling options only.
+- ``json_object``: ``{"type": "json_object", "schema": ...}``, the form llama-cpp-python's server takes (it refuses
+  the other), with the in-process llama.cpp engine's sampling options, so a model ``multihop serve`` runs parses and
+  ends its replies as the in-process engine does.
+
+A server that refuses the schema (HTTP 400/422 naming the response format, the schema or the grammar) raises
+:class:`StructuredOutputRefused`, one line naming ``--structured off``. Servers do not report the prompt tokens they
+reused, so served calls count none. Calls are safe from many threads (one ``httpx`` client, pooled) and from
+asyncio (:meth:`ServedEngine.acomplete`, one async client per event loop).
 """
 
 from __future__ import annotations
+
+import asyncio
+import threading
 
 import httpx
 from dspy.utils.exceptions import (
@@ -16,14 +29,23 @@ from dspy.utils.exceptions import (
     LMServerError,
     LMTimeoutError,
     LMTransportError,
+    LMUnsupportedFeatureError,
 )
 
-from .base import Generation, LocalEngine
+from .base import Generation, LocalEngine, chat_messages
 from .llamacpp import completion_options
+
+SCHEMA_FORMS = ("json_schema", "json_object")
+POOL = httpx.Limits(max_connections=256, max_keepalive_connections=256)  # many questions and their fan-outs at once
+_REFUSAL_WORDS = ("response_format", "json_schema", "schema", "grammar", "guided")
+
+
+class StructuredOutputRefused(LMUnsupportedFeatureError):
+    """The server does not take the schema a stage sent: the run stops with one line saying what to change."""
 
 
 def key_headers(api_key: str | None) -> dict:
-    """The bearer header a keyed server (``multihop serve --api-key``) wants, or none."""
+    """The bearer header a keyed server (``multihop serve --api-key``, vLLM ``--api-key``) wants, or none."""
     return {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
 
@@ -37,46 +59,113 @@ def served_model(api_base: str, timeout: float = 10.0, api_key: str | None = Non
         raise ValueError(f"no model server answers at {api_base} ({exc}); start one with `multihop serve`") from exc
 
 
+def openai_options(config, max_tokens: int, schema: dict | None) -> dict:
+    """The OpenAI chat-completion options of a request's ``config`` (greedy unless it asks for a temperature; no
+    option a plain OpenAI endpoint would refuse unless the request set it), with the bounded ``schema`` in the
+    ``json_schema`` form."""
+    options = {"max_tokens": max_tokens, "temperature": config.temperature or 0.0}
+    for name in ("top_p", "top_k", "seed"):
+        if getattr(config, name) is not None:
+            options[name] = getattr(config, name)
+    if config.stop:
+        options["stop"] = list(config.stop)
+    if schema is not None:
+        options["response_format"] = {"type": "json_schema",
+                                      "json_schema": {"name": "stage_reply", "schema": schema, "strict": True}}
+    return options
+
+
 class ServedEngine(LocalEngine):
-    """A DSPy engine over the model served at ``api_base`` (``http://127.0.0.1:8000/v1``); a request may take
-    ``timeout`` seconds. Failures are DSPy's LM errors — a timeout, an unreachable server, HTTP 429 and 5xx being the
-    ones DSPy retries."""
+    """A DSPy engine over the model ``model`` served at ``api_base`` (``http://127.0.0.1:8000/v1``), sending each
+    bounded schema in ``schema_form`` (``json_object``: ``multihop serve``; ``json_schema``: vLLM, SGLang, OpenAI); a
+    request may take ``timeout`` seconds. Failures are DSPy's LM errors — a timeout, an unreachable server, HTTP 429
+    and 5xx being the ones DSPy retries — and :class:`StructuredOutputRefused`."""
+
+    in_process = False
 
     def __init__(self, api_base: str, model: str, timeout: float, constrained: bool = True,
-                 api_key: str | None = None):
+                 api_key: str | None = None, schema_form: str = "json_object"):
+        if schema_form not in SCHEMA_FORMS:
+            raise ValueError(f"unknown schema form {schema_form!r}; choose one of {', '.join(SCHEMA_FORMS)}")
         super().__init__(model, constrained)
-        self.api_base, self.timeout = api_base.rstrip("/"), timeout
-        self._client = httpx.Client(timeout=timeout, headers=key_headers(api_key))  # the key stays out of the state
+        self.api_base, self.timeout, self.schema_form = api_base.rstrip("/"), timeout, schema_form
+        self._headers = key_headers(api_key)  # the key stays out of the state
+        self._client = httpx.Client(timeout=timeout, headers=self._headers, limits=POOL)
+        self._async_clients: dict[int, tuple[asyncio.AbstractEventLoop, httpx.AsyncClient]] = {}
+        self._lock = threading.Lock()
+
+    def body(self, messages: list[dict], config, max_tokens: int, schema: dict | None) -> dict:
+        options = (openai_options if self.schema_form == "json_schema" else completion_options)(
+            config, max_tokens, schema)
+        return {"model": self.name, "messages": messages, **options}
 
     def generate(self, messages: list[dict], config, max_tokens: int, schema: dict | None) -> Generation:
-        body = {"model": self.name, "messages": messages, **completion_options(config, max_tokens, schema)}
         try:
-            response = self._client.post(f"{self.api_base}/chat/completions", json=body)
-        except httpx.TimeoutException as exc:
-            raise LMTimeoutError(f"the model server at {self.api_base} gave no reply in {self.timeout:g} s",
-                                 model=self.name) from exc
-        except httpx.TransportError as exc:
-            raise LMTransportError(f"the model server at {self.api_base} is unreachable ({exc})",
-                                   model=self.name) from exc
+            response = self._client.post(f"{self.api_base}/chat/completions",
+                                         json=self.body(messages, config, max_tokens, schema))
+        except httpx.HTTPError as exc:
+            raise self.transport_error(exc) from exc
+        return self.generation(response, schema)
+
+    async def acomplete(self, request):
+        messages, generations = chat_messages(request), []
+        client = self._async_client()
+        for schema, budget in self.plan(request):
+            try:
+                response = await client.post(f"{self.api_base}/chat/completions",
+                                             json=self.body(messages, request.config, budget, schema))
+            except httpx.HTTPError as exc:
+                raise self.transport_error(exc) from exc
+            generations.append(self.generation(response, schema))
+            if generations[-1].finish != "length":
+                break
+        return self.response(generations)
+
+    def _async_client(self) -> httpx.AsyncClient:
+        """The async client of the running event loop (an httpx client is bound to the loop that opened it)."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            for key in [key for key, (owner, _) in self._async_clients.items() if owner.is_closed()]:
+                del self._async_clients[key]
+            if id(loop) not in self._async_clients:
+                client = httpx.AsyncClient(timeout=self.timeout, headers=self._headers, limits=POOL)
+                self._async_clients[id(loop)] = (loop, client)
+            return self._async_clients[id(loop)][1]
+
+    def transport_error(self, exc: httpx.HTTPError) -> Exception:
+        if isinstance(exc, httpx.TimeoutException):
+            return LMTimeoutError(f"the model server at {self.api_base} gave no reply in {self.timeout:g} s",
+                                  model=self.name)
+        return LMTransportError(f"the model server at {self.api_base} is unreachable ({exc})", model=self.name)
+
+    def generation(self, response: httpx.Response, schema: dict | None) -> Generation:
+        """A server's answer as a :class:`~.base.Generation`, or the LM error it means."""
         if response.is_error:
+            text = response.text[:500]
+            if schema is not None and response.status_code in (400, 422) and any(
+                    word in text.lower() for word in _REFUSAL_WORDS):
+                raise StructuredOutputRefused(
+                    f"the model server at {self.api_base} refused the stage's JSON schema in the {self.schema_form} "
+                    f"form (HTTP {response.status_code}: {' '.join(text.split())[:200]}): run with --structured off "
+                    "(free decoding) or --structured json_object (llama-cpp-python's form)", model=self.name)
             kind = LMRateLimitError if response.status_code == 429 else (
                 LMServerError if response.status_code >= 500 else LMInvalidRequestError)
-            raise kind(f"the model server at {self.api_base} answered {response.status_code}: {response.text[:500]}",
+            raise kind(f"the model server at {self.api_base} answered {response.status_code}: {text}",
                        model=self.name)
         reply = response.json()
-        choice, usage = reply["choices"][0], reply["usage"]
+        choice, usage = reply["choices"][0], reply.get("usage") or {}
         finish = "length" if choice.get("finish_reason") == "length" else "stop"
-        # the server reuses the prompt prefix too, but does not report how much
-        return Generation(choice["message"]["content"] or "", finish, usage["prompt_tokens"], 0,
-                          usage["completion_tokens"])
+        return Generation(choice["message"].get("content") or "", finish, usage.get("prompt_tokens", 0), 0,
+                          usage.get("completion_tokens", 0))
 
     def close(self) -> None:
         self._client.close()
 
     def dump_state(self) -> dict:
         return {"api_base": self.api_base, "model": self.name, "constrained": self.constrained,
-                "timeout": self.timeout}
+                "timeout": self.timeout, "schema_form": self.schema_form}
 
     @classmethod
     def load_state(cls, state: dict) -> ServedEngine:
-        return cls(state["api_base"], state["model"], state["timeout"], constrained=state.get("constrained", True))
+        return cls(state["api_base"], state["model"], state["timeout"], constrained=state.get("constrained", True),
+                   schema_form=state.get("schema_form", "json_object"))

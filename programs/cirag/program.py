@@ -209,9 +209,9 @@ class CIRAG(MultihopProgram):
 
     def candidates(self, query: str, passages: list[Passage]) -> list[Triple]:
         """The round's triples, reranked by cosine to ``query`` to the top ``n_triples`` (all of them without the
-        reranker)."""
+        reranker). The documents' extractions are independent: they run at once on a served LM (``fan_out``)."""
         triples, seen = [], set()
-        for triple in (t for passage in passages for t in self.document_triples(passage)):
+        for triple in (t for document in self.fan_out(self.document_triples, passages) for t in document):
             if triple.key not in seen:  # one triple per normal form, where it first appeared
                 seen.add(triple.key)
                 triples.append(triple)

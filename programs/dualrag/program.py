@@ -207,19 +207,23 @@ class DualRAG(MultihopProgram):
         entities → documents → fragments."""
         outline = gathered.outline
         groups = self.entity_groups(question, gathered, history, demand)
-        records = []
+        records, news = [], []
         for entity, (queries, ids, passages) in groups.items():
             done = gathered.seen.setdefault(entity, set())
             new = [(pid, passage) for pid, passage in zip(ids, passages, strict=True) if pid not in done]
             done.update(pid for pid, _ in new)
-            record = EntityRecord(iteration, entity, queries, list(ids), [pid for pid, _ in new])
-            if new:
-                record.knowledge = self.knowledge(question, history, entity, queries, new)
-                added = [outline.add(entity, fragment) for fragment in record.knowledge]
-                count("empty_fragments", added.count(False))
-                if any(added):
-                    gathered.outline_ids.extend(pid for pid, _ in new if pid not in gathered.outline_ids)
-            records.append(record)
+            records.append(EntityRecord(iteration, entity, queries, list(ids), [pid for pid, _ in new]))
+            news.append(new)
+        summarised = [(record, new) for record, new in zip(records, news, strict=True) if new]
+        # each entity's documents are summarised on their own: at once on a served LM, added in the entities' order
+        summaries = self.fan_out(lambda item: self.knowledge(question, history, item[0].entity, item[0].queries,
+                                                             item[1]), summarised)
+        for (record, new), knowledge in zip(summarised, summaries, strict=True):
+            record.knowledge = knowledge
+            added = [outline.add(record.entity, fragment) for fragment in knowledge]
+            count("empty_fragments", added.count(False))
+            if any(added):
+                gathered.outline_ids.extend(pid for pid, _ in new if pid not in gathered.outline_ids)
         return records
 
     def entity_groups(self, question: str, gathered: Knowledge, history: list[str], demand: str
@@ -229,7 +233,9 @@ class DualRAG(MultihopProgram):
         the documents group by title."""
         entities = self.identified(question, gathered, history) if self.entity_identifier else None
         if entities:
-            return {entity: (queries, *self.document_texts(entity, queries)) for entity, queries in entities.items()}
+            searched = self.fan_out(lambda item: self.document_texts(*item), entities.items())  # one per entity
+            return {entity: (queries, *found) for (entity, queries), found in zip(entities.items(), searched,
+                                                                                 strict=True)}
         hits = self.documents(demand, [demand])
         titles = [title or passage[:60] for title, passage in zip(titles_of(hits), hits.passages, strict=True)]
         return {title: ([demand], group_ids, group_passages)

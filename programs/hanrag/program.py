@@ -6,14 +6,14 @@ RAG (§4.1, Fig. 2).
 - straightforward → ``direct_answer`` answers from the LM's knowledge (0 steps);
 - single-step → ANRAG(question) (1 step);
 - compound → ``decompose`` (Prompt 10) splits it into independent sub-questions, ANRAG answers every one of them
-  concurrently (``dspy.Parallel``, one retriever shared), and ``aggregate`` writes the answer from the sub-questions
-  and their answers (Eq. 5; 1 step, as App. C and F count it);
+  concurrently (``fan_out``, one retriever shared), and ``aggregate`` writes the answer from the sub-questions and
+  their answers (Eq. 5; 1 step, as App. C and F count it);
 - complex → up to ``max_steps`` rounds of {``refine`` (Prompt 12) writes the next seed question from the question and
   the seed questions answered so far → ANRAG(seed) → ``ending`` judges whether the question is settled (Eq. 12)};
   the answer is the last seed question's (Eq. 9).
 
 ANRAG(query) retrieves the top ``k`` passages, keeps those ``relevance`` (the relevance discriminator, Prompt 13,
-Eq. 13) judges relevant, and ``answer`` (the generator, Prompt 14) answers the query from them. The Revelator's five
+Eq. 13) judges relevant — one judgment a passage, sent at once to a served LM (``fan_out``) —, and ``answer`` (the generator, Prompt 14) answers the query from them. The Revelator's five
 stages are ``router``, ``decompose``, ``refine``, ``relevance`` and ``ending`` (:data:`REVELATOR_STAGES`), which a
 LoRA Revelator serves with ``set_stage_lm`` while the generator's (``answer``, ``aggregate``, ``direct_answer``) stay on
 the base LM, as §4.1 keeps the generator untuned.
@@ -205,7 +205,11 @@ class HANRAG(MultihopProgram):
         """ANRAG (§4.1): retrieve the top ``k``, keep the passages judged relevant, answer the query from them."""
         hits = self.search(query, k=self.k)
         passages = dict(zip(hits.ids, hits.passages, strict=True))
-        kept = [pid for pid in hits.ids if self.relevant(query, passages[pid])] if self.relevance_filter else hits.ids
+        if self.relevance_filter:  # one judgment a passage, independent of the others
+            judged = self.fan_out(lambda pid: self.relevant(query, passages[pid]), hits.ids)
+            kept = [pid for pid, relevant in zip(hits.ids, judged, strict=True) if relevant]
+        else:
+            kept = hits.ids
         hop = Hop(query, list(hits.ids), list(kept), list(kept))
         if not kept and hits.ids:
             hop.read_ids, hop.all_rejected = list(hits.ids[:1]), True
@@ -229,16 +233,10 @@ class HANRAG(MultihopProgram):
         return sub_questions
 
     def concurrently(self, queries: list[str]) -> list[Hop]:
-        """ANRAG on every query at once (§4.1's "asynchronous execution"), in DSPy's parallel executor, which carries
-        the LM, the retriever and this trace into its threads (the local engines serve one call at a time). No
-        straggler is re-run (``timeout=0``): a slow local LM is not a hung one. The exception of the first query to
-        fail is raised here."""
-        parallel = dspy.Parallel(num_threads=len(queries), max_errors=len(queries) + 1, timeout=0,
-                                 disable_progress_bar=True, return_failed_examples=True)
-        hops, _, exceptions = parallel([(self.anrag, {"query": query}) for query in queries])
-        if exceptions:
-            raise exceptions[0]
-        return hops
+        """ANRAG on every query at once (§4.1's "asynchronous execution") through :meth:`fan_out`: the LM, the
+        retriever and this trace go into its threads, whose records are kept in the queries' order. The exception of
+        the first query to fail is raised here."""
+        return self.fan_out(self.anrag, queries)
 
     def aggregated(self, question: str, hops: list[Hop]) -> str:
         joined = " && ".join(hop.answer for hop in hops)

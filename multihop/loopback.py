@@ -1,0 +1,143 @@
+"""A loopback OpenAI-compatible server for measuring the harness: every chat completion is answered after a fixed
+latency with a reply drawn from the request's JSON schema, so a program runs its whole control flow against an LM
+that costs exactly ``latency`` a call and nothing else.
+
+The server listens on 127.0.0.1 on an ephemeral port, answers at most ``max_requests`` requests and stops after
+``lifetime`` seconds whatever happens (:func:`loopback_server`). Replies are seeded by the request's messages: the
+same prompt always gets the same reply, so two runs that send the same prompts (serial and threaded, threads and
+asyncio) take the same branches. A request without a schema is answered with a JSON object of the fields its prompt
+asks for (the ``JSONAdapter``'s output requirements), each a word. It records each request's body
+(``server.requests``), for tests of what a client sends.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import re
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+WORDS = ("Paris", "Nolan", "1987", "the river", "<no question>", "Who directed it?", "Berlin", "yes")
+MODEL = "loopback"
+_FIELDS = re.compile(r"`(\w+)`")  # the output fields a JSONAdapter prompt asks for, in order
+
+
+def schema_value(schema: dict, draw: random.Random, defs: dict | None = None):
+    """A value ``schema`` allows, drawn with ``draw`` from :data:`WORDS` (enums, caps and item counts respected)."""
+    defs = schema.get("$defs", {}) if defs is None else defs
+    if "$ref" in schema:
+        return schema_value(defs[schema["$ref"].rsplit("/", 1)[-1]], draw, defs)
+    for key in ("anyOf", "oneOf"):
+        if key in schema:
+            options = [option for option in schema[key] if option.get("type") != "null"] or schema[key]
+            return schema_value(draw.choice(options), draw, defs)
+    if "const" in schema:
+        return schema["const"]
+    if "enum" in schema:
+        return draw.choice(schema["enum"])
+    kind = schema.get("type")
+    kind = draw.choice(kind) if isinstance(kind, list) else kind
+    if kind == "object":
+        return {name: schema_value(value, draw, defs) for name, value in schema.get("properties", {}).items()}
+    if kind == "array":
+        low, high = schema.get("minItems", 0), min(schema.get("maxItems", 3), 3)
+        return [schema_value(schema.get("items", {}), draw, defs) for _ in range(draw.randint(low, max(low, high)))]
+    if kind == "integer":
+        return draw.randint(schema.get("minimum", 1), schema.get("maximum", 3))
+    if kind == "number":
+        return round(draw.uniform(0, 1), 2)
+    if kind == "boolean":
+        return draw.random() < 0.5
+    if kind == "null":
+        return None
+    return draw.choice(WORDS)[: schema.get("maxLength", 200)]
+
+
+def reply_text(body: dict) -> str:
+    """The reply to a chat-completion request: JSON drawn from its schema (either form), seeded by its messages."""
+    draw = random.Random(hashlib.sha256(json.dumps(body.get("messages"), sort_keys=True).encode()).hexdigest())
+    response_format = body.get("response_format") or {}
+    schema = response_format.get("schema") or (response_format.get("json_schema") or {}).get("schema")
+    if schema is None:
+        last = (body.get("messages") or [{}])[-1].get("content") or ""
+        asked = _FIELDS.findall(last.rpartition("Respond with")[2]) or ["answer"]
+        return json.dumps({name: draw.choice(WORDS) for name in asked})
+    return json.dumps(schema_value(schema, draw))
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive: a client reuses its connections, as it would with vLLM
+
+    def do_GET(self):  # noqa: N802 - the http.server API
+        self._send(200, {"object": "list", "data": [{"id": MODEL, "object": "model"}]})
+
+    def do_POST(self):  # noqa: N802 - the http.server API
+        server: LoopbackServer = self.server
+        body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
+        with server.lock:
+            server.count += 1
+            over = server.count > server.max_requests
+            if not over and len(server.requests) < server.keep:
+                server.requests.append(body)
+        if over:
+            self._send(503, {"error": {"message": "the loopback server's request budget is spent"}})
+            return
+        time.sleep(server.latency)
+        content = reply_text(body)
+        self._send(200, {"id": "loopback", "object": "chat.completion", "model": body.get("model", MODEL),
+                         "choices": [{"index": 0, "finish_reason": "stop",
+                                      "message": {"role": "assistant", "content": content}}],
+                         "usage": {"prompt_tokens": len(json.dumps(body.get("messages"))) // 4,
+                                   "completion_tokens": len(content) // 4}})
+
+    def _send(self, status: int, payload: dict) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+class LoopbackServer(ThreadingHTTPServer):
+    """The server: ``latency`` seconds a completion, ``count`` completions asked, the first ``keep`` bodies in
+    ``requests``; ``api_base`` is its address."""
+
+    daemon_threads = True
+    request_queue_size = 1024  # many questions, each with its fan-out, connect at once
+
+    def __init__(self, latency: float, max_requests: int, keep: int):
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.latency, self.max_requests, self.keep = latency, max_requests, keep
+        self.count, self.requests, self.lock = 0, [], threading.Lock()
+
+    @property
+    def api_base(self) -> str:
+        return f"http://127.0.0.1:{self.server_port}/v1"
+
+
+@contextmanager
+def loopback_server(latency: float = 0.0, lifetime: float = 600.0, max_requests: int = 1_000_000,
+                    keep: int = 1000) -> Iterator[LoopbackServer]:
+    """A :class:`LoopbackServer` answering in a thread while the block runs, and stopped after ``lifetime`` seconds
+    even if the block is still running."""
+    server = LoopbackServer(latency, max_requests, keep)
+    thread = threading.Thread(target=server.serve_forever, daemon=True, name="multihop-loopback")
+    thread.start()
+    deadline = threading.Timer(lifetime, server.shutdown)
+    deadline.daemon = True
+    deadline.start()
+    try:
+        yield server
+    finally:
+        deadline.cancel()
+        server.shutdown()
+        server.server_close()
