@@ -1,6 +1,6 @@
 """The LM a run uses, as every command and benchmark takes it: the spec, its server and key, a LoRA adapter, the
-engine, the generation cap and the request timeout (:class:`LMOptions`), with the help texts and the argparse
-arguments that set them.
+engine, the generation cap, the request timeout and the decoding (:class:`LMOptions`), with the help texts and the
+argparse arguments that set them.
 
 Imports stay light (the LM modules load inside the methods), so the command line starts at once."""
 
@@ -14,6 +14,8 @@ from pathlib import Path
 
 from multihop.models import DEFAULT_LM, DEFAULT_LM_TIMEOUT, LM_TIMEOUT_ENV, LOCAL_ENGINES
 
+STRUCTURED = ("auto", "json_schema", "json_object", "off")  # how stage replies are constrained (multihop.lms)
+
 API_KEY_ENV = "MULTIHOP_API_KEY"
 LM_HELP = "local:smollm2, local:<HF folder | .gguf>, or a dspy.LM model string (openai/<model>, ollama_chat/<model>)"
 API_BASE_HELP = ("base URL of an OpenAI-compatible server; with a local:<model> spec, the server `multihop serve` "
@@ -24,16 +26,36 @@ ADAPTER_HELP = "LoRA adapter folder for a local LM (from `multihop distill`)"
 MAX_TOKENS_HELP = "generation cap per LM call (default: 128 for a local LM, 384 for a served one)"
 TIMEOUT_HELP = (f"seconds one LM request may take before it is retried (twice, with backoff, as are HTTP 429 and 5xx "
                 f"answers); default ${LM_TIMEOUT_ENV} or {DEFAULT_LM_TIMEOUT:g}, for a served LM")
+STRUCTURED_HELP = ("how stage replies are constrained: auto (a local model's schema; json_schema for hosted_vllm/ and "
+                   "for openai/ with --api-base), json_schema (vLLM, SGLang, OpenAI), json_object (llama-cpp-python's "
+                   "server), off (free decoding)")
 ENGINE_HELP = ("local LM engine: auto (llama.cpp for a GGUF model when llama-cpp-python is installed, a LoRA adapter "
                "converted to GGUF; else transformers), llamacpp or transformers")
+
+
+def served_student(student: str | Path) -> tuple[str | None, Path | None]:
+    """A ``--student`` value as (LM spec, distill folder): a folder is a local student ``(None, folder)``; anything
+    else is a served one, ``SPEC`` or ``SPEC@DIR`` — the LM spec that reaches it (``openai/<lora-name>``, the name
+    ``vllm serve --lora-modules name=DIR`` gives it) and the folder it was trained into, whose manifest says which
+    stages it learnt (None: every stage of the program)."""
+    if Path(student).is_dir():
+        return None, Path(student)
+    spec, _, folder = str(student).partition("@")
+    if "/" not in spec and not spec.startswith("local:"):
+        raise ValueError(f"--student {student!r} is neither a `multihop distill` folder nor an LM spec "
+                         "(openai/<lora-name>[@DIR])")
+    if folder and not Path(folder).is_dir():
+        raise ValueError(f"--student {student!r}: {folder} is not the student's `multihop distill` folder")
+    return spec, Path(folder) if folder else None
 
 
 @dataclass(frozen=True)
 class LMOptions:
     """The LM a run uses: its spec (``lm``), server (``api_base``, ``api_key``), LoRA ``adapter`` and ``engine``
-    (local LMs), generation cap (``max_tokens``; None: the backend's default) and the time a served LM's request may
-    take (``timeout``; None: ``$MULTIHOP_LM_TIMEOUT`` or 120 s). Other LMs of the run (a teacher, a
-    judge, a prompt writer) share the server and key, and the engine choice."""
+    (local LMs), generation cap (``max_tokens``; None: the backend's default), the time a served LM's request may
+    take (``timeout``; None: ``$MULTIHOP_LM_TIMEOUT`` or 120 s) and how replies are constrained (``structured``,
+    :func:`multihop.lms.schema_form`). Other LMs of the run (a teacher, a judge, a prompt writer) share the server
+    and key, and the engine and decoding choices."""
 
     lm: str = DEFAULT_LM
     api_base: str | None = None
@@ -42,6 +64,7 @@ class LMOptions:
     max_tokens: int | None = None
     engine: str = "auto"
     timeout: float | None = None
+    structured: str = "auto"
 
     def make(self, spec: str | None = None, max_tokens: int | None = None):
         """``spec`` (default: this LM, with its adapter and cap) as a ``dspy.LM``; ``max_tokens`` replaces the cap."""
@@ -62,15 +85,20 @@ class LMOptions:
         api_base = self.api_base if own or not local else None
         return {"adapter": self.adapter if own else None, "api_base": api_base, "api_key": self.api_key,
                 "max_tokens": max_tokens or (self.max_tokens if own else None), "timeout": self.timeout,
-                **({"engine": self.engine} if local else {})}
+                "structured": self.structured, **({"engine": self.engine} if local else {})}
 
-    def student(self, adapter: str | Path) -> tuple:
-        """This LM with the LoRA ``adapter`` folder, and the first 8 hex digits of its weights' sha256 (which key the
-        folders of its resumable runs)."""
+    def student(self, student: str | Path) -> tuple:
+        """A student's LM, and what identifies its weights (which keys the folders of its resumable runs): for a
+        ``multihop distill`` folder, this LM with that LoRA adapter and the first 8 hex digits of its weights'
+        sha256; for a served student, ``SPEC[@DIR]`` (:func:`served_student`), the LM of ``SPEC`` on this run's
+        server (vLLM serves a LoRA under its own model name) and the spec."""
         from multihop.models import sha256_file
 
-        weights = sha256_file(Path(adapter) / "adapter_model.safetensors")[:8]
-        return dataclasses.replace(self, adapter=str(adapter)).make(), weights
+        spec, _ = served_student(student)
+        if spec is not None:
+            return self.make(spec), spec
+        weights = sha256_file(Path(student) / "adapter_model.safetensors")[:8]
+        return dataclasses.replace(self, adapter=str(student)).make(), weights
 
     @staticmethod
     def add_arguments(parser: argparse.ArgumentParser, max_tokens: int | None = None) -> None:
@@ -83,7 +111,9 @@ class LMOptions:
         parser.add_argument("--engine", default="auto", choices=LOCAL_ENGINES,
                             help=ENGINE_HELP)
         parser.add_argument("--lm-timeout", type=float, default=None, help=TIMEOUT_HELP)
+        parser.add_argument("--structured", default="auto", choices=STRUCTURED, help=STRUCTURED_HELP)
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> LMOptions:
-        return cls(args.lm, args.api_base, args.api_key, args.adapter, args.max_tokens, args.engine, args.lm_timeout)
+        return cls(args.lm, args.api_base, args.api_key, args.adapter, args.max_tokens, args.engine, args.lm_timeout,
+                   args.structured)

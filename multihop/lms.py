@@ -47,6 +47,7 @@ from multihop.engines.lora import gguf_lora
 from multihop.engines.schema import POLICY
 from multihop.engines.served import served_model
 from multihop.folders import verify_inventory
+from multihop.lm_options import STRUCTURED
 from multihop.models import DEFAULT_LM, DEFAULT_LM_TIMEOUT, LM_TIMEOUT_ENV, LOCAL_ENGINES
 
 DEFAULT_MAX_TOKENS = 384
@@ -54,7 +55,6 @@ RETRIES = 2  # retries of a served LM's request that timed out or got HTTP 429/5
 CONFIG_FIELDS = frozenset(field.name for field in dataclasses.fields(Config))
 WEIGHT_FILES = ("model.safetensors", "adapter_model.safetensors", "multihop.json")
 STUDENT_MANIFEST = "distill.json"  # what `multihop distill` writes beside its adapter
-STRUCTURED = ("auto", "json_schema", "json_object", "off")  # how a served LM's stage replies are decoded
 SCHEMA_PROVIDERS = ("hosted_vllm",)  # providers `auto` sends schemas to (and openai/ given an api_base)
 OPENAI_API_BASE = "https://api.openai.com/v1"
 
@@ -152,9 +152,10 @@ def make_lm(
     """Build an LM from a spec: ``local:smollm2``, ``local:<path>``, or any ``dspy.LM`` model string. ``engine``
     (``auto``, ``llamacpp``, ``transformers``) and ``constrained`` (decode under the signature's JSON schema) apply to
     local models. ``structured`` says how replies are constrained (:func:`schema_form`): ``auto``, ``json_schema``,
-    ``json_object`` or ``off`` (free decoding, also for a local model). A served LM's request may take ``timeout`` seconds (default ``$MULTIHOP_LM_TIMEOUT`` or
-    :data:`~multihop.models.DEFAULT_LM_TIMEOUT`) and is retried :data:`RETRIES` times on a timeout, HTTP 429 or 5xx, so
-    one call gives up within about ``timeout × (RETRIES + 1)`` plus DSPy's backoff."""
+    ``json_object`` or ``off`` (free decoding, also for a local model). A served LM's request may take ``timeout``
+    seconds (default ``$MULTIHOP_LM_TIMEOUT`` or :data:`~multihop.models.DEFAULT_LM_TIMEOUT`) and is retried
+    :data:`RETRIES` times on a timeout, HTTP 429 or 5xx, so one call gives up within about
+    ``timeout × (RETRIES + 1)`` plus DSPy's backoff."""
     if timeout is None:
         try:
             timeout = float(os.environ.get(LM_TIMEOUT_ENV) or DEFAULT_LM_TIMEOUT)

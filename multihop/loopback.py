@@ -5,9 +5,9 @@ that costs exactly ``latency`` a call and nothing else.
 The server listens on 127.0.0.1 on an ephemeral port, answers at most ``max_requests`` requests and stops after
 ``lifetime`` seconds whatever happens (:func:`loopback_server`). Replies are seeded by the request's messages: the
 same prompt always gets the same reply, so two runs that send the same prompts (serial and threaded, threads and
-asyncio) take the same branches. A request without a schema is answered with a JSON object of the fields its prompt
-asks for (the ``JSONAdapter``'s output requirements), each a word. It records each request's body
-(``server.requests``), for tests of what a client sends.
+asyncio) take the same branches. A request without a schema is answered with the fields its prompt asks for, each a
+word, in the format of the adapter that wrote it (DSPy's ``ChatAdapter`` field markers, else a JSON object). It
+records each request's body (``server.requests``), for tests of what a client sends.
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 WORDS = ("Paris", "Nolan", "1987", "the river", "<no question>", "Who directed it?", "Berlin", "yes")
 MODEL = "loopback"
-_FIELDS = re.compile(r"`(\w+)`")  # the output fields a JSONAdapter prompt asks for, in order
+_JSON_FIELDS = re.compile(r"`(\w+)`")  # the output fields a JSONAdapter prompt asks for, in order
+_CHAT_FIELDS = re.compile(r"\[\[ ## (\w+) ## \]\]")  # those a ChatAdapter prompt asks for
 
 
 def schema_value(schema: dict, draw: random.Random, defs: dict | None = None):
@@ -64,9 +65,11 @@ def reply_text(body: dict) -> str:
     response_format = body.get("response_format") or {}
     schema = response_format.get("schema") or (response_format.get("json_schema") or {}).get("schema")
     if schema is None:
-        last = (body.get("messages") or [{}])[-1].get("content") or ""
-        asked = _FIELDS.findall(last.rpartition("Respond with")[2]) or ["answer"]
-        return json.dumps({name: draw.choice(WORDS) for name in asked})
+        last = ((body.get("messages") or [{}])[-1].get("content") or "").rpartition("Respond with")[2]
+        chat = [name for name in _CHAT_FIELDS.findall(last) if name != "completed"]
+        if chat:
+            return "".join(f"[[ ## {name} ## ]]\n{draw.choice(WORDS)}\n\n" for name in chat) + "[[ ## completed ## ]]"
+        return json.dumps({name: draw.choice(WORDS) for name in _JSON_FIELDS.findall(last) or ["answer"]})
     return json.dumps(schema_value(schema, draw))
 
 
@@ -86,6 +89,9 @@ class _Handler(BaseHTTPRequestHandler):
                 server.requests.append(body)
         if over:
             self._send(503, {"error": {"message": "the loopback server's request budget is spent"}})
+            return
+        if server.refuse_schemas and body.get("response_format"):
+            self._send(400, {"error": {"message": "response_format with a JSON schema is not supported"}})
             return
         time.sleep(server.latency)
         content = reply_text(body)
@@ -109,7 +115,8 @@ class _Handler(BaseHTTPRequestHandler):
 
 class LoopbackServer(ThreadingHTTPServer):
     """The server: ``latency`` seconds a completion, ``count`` completions asked, the first ``keep`` bodies in
-    ``requests``; ``api_base`` is its address."""
+    ``requests``; ``api_base`` is its address. ``refuse_schemas`` answers a request with a response format as a
+    server without structured outputs does (HTTP 400)."""
 
     daemon_threads = True
     request_queue_size = 1024  # many questions, each with its fan-out, connect at once
@@ -118,6 +125,7 @@ class LoopbackServer(ThreadingHTTPServer):
         super().__init__(("127.0.0.1", 0), _Handler)
         self.latency, self.max_requests, self.keep = latency, max_requests, keep
         self.count, self.requests, self.lock = 0, [], threading.Lock()
+        self.refuse_schemas = False
 
     @property
     def api_base(self) -> str:

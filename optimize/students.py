@@ -28,10 +28,11 @@ def trained_stages(program: dspy.Module, adapter: str | Path) -> list[str]:
     return [stage for stage in program.stage_names() if stage in learnt]
 
 
-def use_student(program: dspy.Module, lm: dspy.LM, adapter: str | Path) -> list[str]:
-    """Run the stages of ``program`` that the student in ``adapter`` learnt on ``lm`` (that student's LM); returns
-    them. A student that learnt none of them is refused: the program would silently run on its base LM."""
-    stages = trained_stages(program, adapter)
+def use_student(program: dspy.Module, lm: dspy.LM, adapter: str | Path | None) -> list[str]:
+    """Run the stages of ``program`` that the student in ``adapter`` learnt on ``lm`` (that student's LM; a served
+    student's folder may be None: then every stage); returns them. A student that learnt none of them is refused:
+    the program would silently run on its base LM."""
+    stages = trained_stages(program, adapter) if adapter is not None else program.stage_names()
     if not stages:
         raise ValueError(f"the student {adapter} learnt no stage of {type(program).__name__} (stages: "
                          f"{', '.join(program.stage_names())}): train it on that program's rows")

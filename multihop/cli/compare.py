@@ -45,7 +45,7 @@ from multihop.comparison import (
 )
 from multihop.data import load_corpus, load_dataset
 from multihop.evaluation import evaluate, run_manifest
-from multihop.lm_options import LMOptions
+from multihop.lm_options import LMOptions, served_student
 from multihop.lms import make_lm
 from multihop.models import sha256_file
 from multihop.optimize.students import use_student
@@ -105,8 +105,10 @@ def compare(
 
     ``lm`` is an LM spec or :class:`LMOptions` (then DSPy is configured with it, capped at ``budget.max_tokens``), or
     None for the LM DSPy is configured with. ``students`` maps a program to a ``multihop distill`` folder, a LoRA
-    adapter of ``lm`` (which must then be a spec or options). ``limit``: the first N questions of each set;
-    ``threads``: questions at once; ``judge_lm`` adds LLM Eval. ``console`` prints the budget and the tables.
+    adapter of ``lm`` (which must then be a spec or options), or to a served student ``SPEC[@DIR]``
+    (:func:`~multihop.lm_options.served_student`: ``openai/<lora-name>`` on the run's server). ``limit``: the first
+    N questions of each set; ``threads``: questions at once; ``judge_lm`` adds LLM Eval. ``console`` prints the
+    budget and the tables.
     """
     budget = budget or Budget()
     names, students = list(compared_by_default() if programs is None else programs), dict(students or {})
@@ -145,7 +147,7 @@ def compare(
                 weights = None
                 if name in students:
                     student, weights = student_lms[name]
-                    use_student(program, student.copy(rollout_id=rollout(name)), students[name])
+                    use_student(program, student.copy(rollout_id=rollout(name)), served_student(students[name])[1])
                 manifest = run_manifest(program, examples, judge, data_sha256=sha256_file(path)[:16], limit=limit,
                                         retriever=index.name if index and takes_retriever(type(program)) else None,
                                         student=weights, budget=applied)

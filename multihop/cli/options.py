@@ -22,6 +22,7 @@ from multihop.lm_options import (
     LM_HELP,
     LM_TIMEOUT_ENV,
     MAX_TOKENS_HELP,
+    STRUCTURED_HELP,
     TIMEOUT_HELP,
     LMOptions,
 )
@@ -52,7 +53,8 @@ def _lm_errors():
     try:
         yield
     except (FileNotFoundError, ValueError) as exc:
-        raise typer.BadParameter(str(exc), param_hint="the LM options (--lm, --adapter, --engine)") from exc
+        raise typer.BadParameter(str(exc), param_hint="the LM options (--lm, --adapter, --engine, --structured)"
+                                 ) from exc
 
 
 def option_group(param: str, options: dict[str, tuple[type, typer.models.OptionInfo]],
@@ -83,8 +85,8 @@ def option_group(param: str, options: dict[str, tuple[type, typer.models.OptionI
 
 def lm_options(*names: str, help: str = LM_HELP, max_tokens: int | None = None) -> Callable:
     """Give a command the LM options: the LM (``--lm``, or the option ``names``), ``--api-base``, ``--api-key``
-    (default: ``$MULTIHOP_API_KEY``), ``--adapter``, ``--max-tokens`` (default ``max_tokens``), ``--engine`` and
-    ``--lm-timeout``. The
+    (default: ``$MULTIHOP_API_KEY``), ``--adapter``, ``--max-tokens`` (default ``max_tokens``), ``--engine``,
+    ``--lm-timeout`` and ``--structured``. The
     command declares one parameter ``lm`` and receives them in it as an :class:`LMOptions`."""
     return option_group("lm", {
         "lm": (str, typer.Option(DEFAULT_LM, *(names or ("--lm",)), help=help)),
@@ -96,6 +98,7 @@ def lm_options(*names: str, help: str = LM_HELP, max_tokens: int | None = None) 
         "engine": (str, typer.Option("auto", "--engine", help=ENGINE_HELP)),
         "timeout": (float | None, typer.Option(None, "--lm-timeout", envvar=LM_TIMEOUT_ENV, min=1.0,
                                                help=TIMEOUT_HELP)),
+        "structured": (str, typer.Option("auto", "--structured", help=STRUCTURED_HELP)),
     }, CommandLM)
 
 

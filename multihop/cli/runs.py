@@ -68,7 +68,9 @@ def compare_cmd(
     max_iterations: int = typer.Option(4, min=1, help="budget: rounds of each program's loop (the setting its method "
                                        "declares as its loop budget)"),
     student: list[str] = typer.Option(None, "--student", help="PROGRAM=ADAPTER_DIR: run the stages that student "
-                                      "learnt (a `multihop distill` folder) in that program (repeatable)"),
+                                      "learnt (a `multihop distill` folder) in that program; PROGRAM=SPEC[@DIR]: a "
+                                      "served student (openai/<lora-name> on --api-base, the stages its DIR learnt, "
+                                      "else every stage) (repeatable)"),
     first_stage: str = typer.Option("dense", help="the first stage every program shares (a name of "
                                     "multihop.retrievers.CACHED_FIRST_STAGES)"),
     encoder: str = typer.Option("mpnet", help="encoder of the shared dense index"),
@@ -88,7 +90,8 @@ def compare_cmd(
     for pair in student or []:
         name, sep, folder = pair.partition("=")
         if not sep or not name or not folder:
-            raise typer.BadParameter(f"takes PROGRAM=ADAPTER_DIR, got {pair!r}", param_hint="--student")
+            raise typer.BadParameter(f"takes PROGRAM=ADAPTER_DIR or PROGRAM=SPEC[@DIR], got {pair!r}",
+                                     param_hint="--student")
         students[name] = folder
     compare(out, programs=[name.strip() for name in programs.split(",") if name.strip()] if programs else None,
             datasets=[name.strip() for name in datasets.split(",") if name.strip()], lm=lm,

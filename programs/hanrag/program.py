@@ -13,10 +13,11 @@ RAG (§4.1, Fig. 2).
   the answer is the last seed question's (Eq. 9).
 
 ANRAG(query) retrieves the top ``k`` passages, keeps those ``relevance`` (the relevance discriminator, Prompt 13,
-Eq. 13) judges relevant — one judgment a passage, sent at once to a served LM (``fan_out``) —, and ``answer`` (the generator, Prompt 14) answers the query from them. The Revelator's five
-stages are ``router``, ``decompose``, ``refine``, ``relevance`` and ``ending`` (:data:`REVELATOR_STAGES`), which a
-LoRA Revelator serves with ``set_stage_lm`` while the generator's (``answer``, ``aggregate``, ``direct_answer``) stay on
-the base LM, as §4.1 keeps the generator untuned.
+Eq. 13) judges relevant — one judgment a passage, sent at once to a served LM (``fan_out``) —, and ``answer`` (the
+generator, Prompt 14) answers the query from them. The Revelator's five stages are ``router``, ``decompose``,
+``refine``, ``relevance`` and ``ending`` (:data:`REVELATOR_STAGES`), which a LoRA Revelator serves with
+``set_stage_lm`` while the generator's (``answer``, ``aggregate``, ``direct_answer``) stay on the base LM, as §4.1
+keeps the generator untuned.
 
 The paper's: the four routes and their paths, ANRAG, concurrent sub-questions, the seed-question loop ending on the
 ending discriminator, the last seed answer as the answer, BM25 as the retriever (the method's declared ``first_stage``;
