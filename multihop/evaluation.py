@@ -12,6 +12,7 @@ so the judge's calls never count as the program's.
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import hashlib
 import json
@@ -41,7 +42,7 @@ from multihop.folders import RUN_MANIFEST, check_run, locked
 from multihop.jsonl import append_row, read_rows
 from multihop.metrics import LLMJudge, answer_scores, recall_at_k
 from multihop.paths import atomic_write_text
-from multihop.tracing import TracedModule, jsonable, record_trace
+from multihop.tracing import TracedModule, in_worker, jsonable, record_trace
 
 logger = logging.getLogger(__name__)
 RESULTS = "results.jsonl"
@@ -210,32 +211,139 @@ def evaluate(
     fails on :data:`MAX_ENDPOINT_FAILURES` questions in a row the run stops (``EndpointDownError``) without recording
     them, so a rerun retries them. ``judge_lm`` adds LLM Eval to each row. A program that reads more of an example
     than its question (an oracle's gold label) says so with ``prepare_examples(examples)``, applied first.
+    :func:`aevaluate` is the same run for asyncio code.
     """
-    require_module(program, "evaluate")
-    prepare = getattr(program, "prepare_examples", None)
-    examples = prepare(examples) if prepare is not None else examples
-    judge = LLMJudge(judge_lm) if judge_lm is not None else None
-    out = Path(out_dir)
-    with locked(out):
+    with _Run(program, examples, out_dir, progress, name, judge_lm, manifest, keep_errors) as run:
+        with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
+            futures = [pool.submit(contextvars.copy_context().run, run_question, program, ex, run.judge)
+                       for ex in run.todo]
+            try:
+                for future in as_completed(futures):
+                    run.record(*future.result())
+            except BaseException:
+                for future in futures:
+                    future.cancel()
+                raise
+    return run.finish(console)
+
+
+async def aevaluate(
+    program: dspy.Module,
+    examples: Sequence[dspy.Example],
+    out_dir: str | Path,
+    in_flight: int = 8,
+    progress: bool = True,
+    name: str | None = None,
+    console: Console | None = None,
+    judge_lm: dspy.BaseLM | None = None,
+    manifest: dict | None = None,
+    keep_errors: bool = False,
+) -> dict:
+    """:func:`evaluate` for asyncio code (a server that hosts a program): ``in_flight`` questions at once under a
+    semaphore, each awaited as ``program.acall`` awaits a call (:func:`~multihop.tracing.in_worker`), with the same
+    rows, traces, resumption and stops. The folder's lock, the manifest and the summary are written off the event
+    loop."""
+    run = _Run(program, examples, out_dir, progress, name, judge_lm, manifest, keep_errors)
+    await asyncio.to_thread(run.__enter__)
+    gate = asyncio.Semaphore(max(1, in_flight))
+
+    async def answer(example: dspy.Example) -> tuple[dict, list[dict]]:
+        async with gate:
+            return await in_worker(run_question, program, example, run.judge)
+
+    tasks = [asyncio.ensure_future(answer(example)) for example in run.todo]
+    try:
+        for finished in asyncio.as_completed(tasks):
+            run.record(*await finished)
+    except BaseException as exc:
+        for task in tasks:
+            task.cancel()
+        await asyncio.to_thread(run.__exit__, type(exc), exc, exc.__traceback__)
+        raise
+    await asyncio.to_thread(run.__exit__, None, None, None)
+    return run.finish(console)
+
+
+class _Run:
+    """One evaluation in its locked folder: the questions still to answer (``todo``), each finished row and trace
+    recorded as it comes (:meth:`record`), and the summary (:meth:`finish`)."""
+
+    def __init__(self, program, examples, out_dir, progress, name, judge_lm, manifest, keep_errors):
+        require_module(program, "evaluate")
+        prepare = getattr(program, "prepare_examples", None)
+        self.program, self.examples = program, prepare(examples) if prepare is not None else examples
+        self.out, self.name, self.judge_lm, self.keep_errors = Path(out_dir), name, judge_lm, keep_errors
+        self.manifest, self.progress = manifest, progress
+        self.judge = LLMJudge(judge_lm) if judge_lm is not None else None
+        self.streak: list[tuple[dict, list]] = []
+        self.summary: dict = {}
+
+    def __enter__(self) -> _Run:
+        self._lock = locked(self.out)
+        self._lock.__enter__()
+        try:
+            self._open()
+        except BaseException:
+            self._lock.__exit__(None, None, None)
+            raise
+        return self
+
+    def _open(self) -> None:
+        out, examples = self.out, self.examples
         recorded = read_rows(out / RESULTS)
         if not recorded:  # nothing recorded yet (or a run that stopped before any row): a new run
             (out / RUN_MANIFEST).unlink(missing_ok=True)
         asked = {str(example.id): example.question for example in examples}
         superset = all(asked.get(qid) == row.get("question") for qid, row in recorded.items())  # the same questions
-        if check_run(out / RUN_MANIFEST, manifest or run_manifest(program, examples, judge_lm), kind="evaluation",
-                     growing=GROWING if superset else frozenset()):
+        if check_run(out / RUN_MANIFEST, self.manifest or run_manifest(self.program, examples, self.judge_lm),
+                     kind="evaluation", growing=GROWING if superset else frozenset()):
             logger.info("%s: the run grows from %d recorded questions to %d", out, len(recorded), len(examples))
-        rows = resumable_rows(out / RESULTS, keep_errors)
-        todo = [ex for ex in examples if ex.id not in rows]
-        _run(program, todo, judge, out, rows, threads,
-             tqdm(total=len(examples), initial=len(examples) - len(todo), desc=name or "evaluating", unit="q",
-                  disable=not progress))
-        summary = summarize([rows[ex.id] for ex in examples if ex.id in rows], getattr(program, "count_display", {}))
-        summary["program"] = name or type(program).__name__
-        atomic_write_text(out / SUMMARY, json.dumps(summary, indent=2))
-    if console is not None:
-        console.print(render_table({summary["program"]: summary}))
-    return summary
+        self.rows = resumable_rows(out / RESULTS, self.keep_errors)
+        self.todo = [ex for ex in examples if ex.id not in self.rows]
+        (out / "traces").mkdir(parents=True, exist_ok=True)
+        self.sink = open(out / RESULTS, "a", encoding="utf-8")  # noqa: SIM115 - closed by __exit__
+        self.bar = tqdm(total=len(examples), initial=len(examples) - len(self.todo),
+                        desc=self.name or "evaluating", unit="q", disable=not self.progress)
+
+    def record(self, row: dict, trace: list[dict]) -> None:
+        """Keep a finished question; rows of a streak of endpoint failures wait until a question succeeds, and are
+        dropped when the streak stops the run (``EndpointDownError``)."""
+        self.streak.append((row, trace))
+        self.bar.update(1)
+        if row.get("endpoint_error"):
+            if len(self.streak) >= MAX_ENDPOINT_FAILURES:
+                self.streak, streak = [], self.streak
+                raise EndpointDownError(
+                    f"the LM endpoint failed on {len(streak)} questions in a row (last: {row['error'][:200]}); "
+                    "they are not recorded, so a rerun retries them")
+            return
+        self._write_streak()
+
+    def _write_streak(self) -> None:
+        for row, trace in self.streak:  # rows are written by one thread only, as they finish
+            atomic_write_text(trace_path(self.out, row["id"]), json.dumps(jsonable(trace), indent=1))
+            append_row(self.sink, row)
+            self.rows[row["id"]] = row
+        self.streak = []
+
+    def __exit__(self, kind, error, traceback_) -> None:
+        try:
+            if kind is None:
+                self._write_streak()  # the run ended before the streak grew long: keep its rows
+            self.bar.close()
+            self.sink.close()
+            if kind is None:
+                self.summary = summarize([self.rows[ex.id] for ex in self.examples if ex.id in self.rows],
+                                         getattr(self.program, "count_display", {}))
+                self.summary["program"] = self.name or type(self.program).__name__
+                atomic_write_text(self.out / SUMMARY, json.dumps(self.summary, indent=2))
+        finally:
+            self._lock.__exit__(kind, error, traceback_)
+
+    def finish(self, console: Console | None) -> dict:
+        if console is not None:
+            console.print(render_table({self.summary["program"]: self.summary}))
+        return self.summary
 
 
 def resumable_rows(path: Path, keep_errors: bool) -> dict[str, dict]:
@@ -246,37 +354,3 @@ def resumable_rows(path: Path, keep_errors: bool) -> dict[str, dict]:
     if path.exists() and len(kept) != sum(1 for line in path.read_text(encoding="utf-8").splitlines() if line):
         atomic_write_text(path, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in kept.values()))
     return dict(kept)
-
-
-def _run(program, todo, judge, out: Path, rows: dict, threads: int, bar) -> None:
-    """Run ``todo`` and record each row and trace as it finishes; rows of a streak of endpoint failures wait until
-    a question succeeds, and are dropped when the streak stops the run."""
-    (out / "traces").mkdir(parents=True, exist_ok=True)
-    streak: list[tuple[dict, list]] = []
-    with open(out / RESULTS, "a", encoding="utf-8") as sink, ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
-        futures = [pool.submit(contextvars.copy_context().run, run_question, program, ex, judge) for ex in todo]
-        try:
-            for future in as_completed(futures):
-                streak.append(future.result())
-                bar.update(1)
-                if streak[-1][0].get("endpoint_error"):
-                    if len(streak) >= MAX_ENDPOINT_FAILURES:
-                        raise EndpointDownError(
-                            f"the LM endpoint failed on {len(streak)} questions in a row (last: "
-                            f"{streak[-1][0]['error'][:200]}); they are not recorded, so a rerun retries them")
-                    continue
-                for row, trace in streak:  # rows are written by this thread only, as they finish
-                    atomic_write_text(trace_path(out, row["id"]), json.dumps(jsonable(trace), indent=1))
-                    append_row(sink, row)
-                    rows[row["id"]] = row
-                streak = []
-            for row, trace in streak:  # the run ended before the streak grew long: keep its rows
-                atomic_write_text(trace_path(out, row["id"]), json.dumps(jsonable(trace), indent=1))
-                append_row(sink, row)
-                rows[row["id"]] = row
-        except BaseException:
-            for future in futures:
-                future.cancel()
-            raise
-        finally:
-            bar.close()

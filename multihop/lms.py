@@ -314,8 +314,8 @@ def default_adapter(lm: str | dspy.BaseLM) -> dspy.Adapter:
     if isinstance(lm, str):
         return dspy.JSONAdapter() if lm.startswith("local:") else dspy.ChatAdapter()
     engine = getattr(lm, "engine", None)
-    constrained = isinstance(engine, LocalEngine) and engine.constrained
-    return dspy.JSONAdapter() if constrained or lm.model.startswith("local/") else dspy.ChatAdapter()
+    ours = isinstance(engine, LocalEngine)  # a local model (served or not), or one decoding under schemas
+    return dspy.JSONAdapter() if ours and (engine.constrained or lm.model.startswith("local/")) else dspy.ChatAdapter()
 
 
 def configure_lm(spec: str = DEFAULT_LM, **kwargs) -> dspy.LM:

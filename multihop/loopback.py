@@ -12,6 +12,7 @@ records each request's body (``server.requests``), for tests of what a client se
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import random
@@ -149,3 +150,19 @@ def loopback_server(latency: float = 0.0, lifetime: float = 600.0, max_requests:
         deadline.cancel()
         server.shutdown()
         server.server_close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m multihop.loopback --latency 0.3``: serve in this process (so a measured client's CPU time is its
+    own), printing the address on the first line of stdout; it stops after ``--lifetime`` seconds."""
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds every completion takes")
+    parser.add_argument("--lifetime", type=float, default=3600.0, help="seconds before the server stops")
+    args = parser.parse_args(argv)
+    with loopback_server(args.latency, args.lifetime) as server:
+        print(server.api_base, flush=True)
+        time.sleep(args.lifetime)
+
+
+if __name__ == "__main__":
+    main()

@@ -315,8 +315,7 @@ class TracedModule(dspy.Module):
         return TracedPrediction.from_trace(prediction, trace, with_usage=own_usage)
 
     async def acall(self, *args, **kwargs) -> TracedPrediction:
-        call = functools.partial(contextvars.copy_context().run, self.__call__, *args, **kwargs)
-        return await asyncio.get_running_loop().run_in_executor(_async_workers(), call)
+        return await in_worker(self.__call__, *args, **kwargs)
 
     async def aforward(self, *args, **kwargs) -> TracedPrediction:
         return await self.acall(*args, **kwargs)
@@ -328,6 +327,13 @@ ASYNC_WORKERS = 512  # calls awaited at once across a process (threads are made 
 @functools.cache
 def _async_workers() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=ASYNC_WORKERS, thread_name_prefix="multihop-acall")
+
+
+async def in_worker(fn, *args, **kwargs):
+    """``fn(*args, **kwargs)`` awaited: on a worker thread of :data:`ASYNC_WORKERS`, in a copy of the caller's
+    context."""
+    call = functools.partial(contextvars.copy_context().run, fn, *args, **kwargs)
+    return await asyncio.get_running_loop().run_in_executor(_async_workers(), call)
 
 
 @contextmanager

@@ -41,8 +41,9 @@ def gepa_metric(name: str) -> Callable:
 
 
 def make_optimizer(name: str, metric: str, teacher_lm: dspy.LM | None = None, prompt_lm: dspy.LM | None = None,
-                   seed: int = 0, **settings) -> tuple[Any, dict]:
-    """The DSPy teleprompter called ``name`` and the keyword arguments its ``compile`` takes beyond the sets."""
+                   seed: int = 0, threads: int = 1, **settings) -> tuple[Any, dict]:
+    """The DSPy teleprompter called ``name`` and the keyword arguments its ``compile`` takes beyond the sets; the
+    optimizers that evaluate candidates in threads (random-search, mipro, simba, gepa) run ``threads`` at once."""
     score = dspy_metric(metric)
     teacher = {"lm": teacher_lm} if teacher_lm else {}
     demos = {"max_bootstrapped_demos": settings.pop("max_bootstrapped_demos", 2),
@@ -55,24 +56,28 @@ def make_optimizer(name: str, metric: str, teacher_lm: dspy.LM | None = None, pr
     if name == "random-search":
         settings.setdefault("num_candidate_programs", 4)
         return dspy.BootstrapFewShotWithRandomSearch(metric=score, metric_threshold=1e-9, teacher_settings=teacher,
-                                                     **demos, **settings), {}
+                                                     num_threads=threads, **demos, **settings), {}
     if name == "mipro":
         settings.setdefault("auto", "light")
-        return dspy.MIPROv2(metric=score, prompt_model=prompt_lm, teacher_settings=teacher, seed=seed, **demos,
-                            **settings), {"seed": seed}
+        return dspy.MIPROv2(metric=score, prompt_model=prompt_lm, teacher_settings=teacher, seed=seed,
+                            num_threads=threads, **demos, **settings), {"seed": seed}
     if name == "simba":
         settings.setdefault("bsize", 8)
-        return dspy.SIMBA(metric=score, prompt_model=prompt_lm, teacher_settings=teacher, **settings), {"seed": seed}
+        return dspy.SIMBA(metric=score, prompt_model=prompt_lm, teacher_settings=teacher, num_threads=threads,
+                          **settings), {"seed": seed}
     if name == "gepa":
         settings.setdefault("auto", "light")
         reflection = prompt_lm or dspy.settings.lm
-        return dspy.GEPA(metric=gepa_metric(metric), reflection_lm=reflection, seed=seed, **settings), {}
+        return dspy.GEPA(metric=gepa_metric(metric), reflection_lm=reflection, seed=seed, num_threads=threads,
+                         **settings), {}
     raise ValueError(f"unknown optimizer {name!r}; choose one of {', '.join(OPTIMIZERS)}")
 
 
-def validation_score(program: dspy.Module, examples: list[dspy.Example], metric: str) -> float:
-    """Mean metric over ``examples`` (0–100), with DSPy's ``Evaluate``."""
-    evaluate = dspy.Evaluate(devset=examples, metric=dspy_metric(metric), num_threads=1, display_progress=False)
+def validation_score(program: dspy.Module, examples: list[dspy.Example], metric: str, threads: int = 1) -> float:
+    """Mean metric over ``examples`` (0–100), with DSPy's ``Evaluate`` running ``threads`` questions at once (each
+    in the caller's DSPy settings; the score is the serial one)."""
+    evaluate = dspy.Evaluate(devset=examples, metric=dspy_metric(metric), num_threads=threads,
+                             display_progress=False)
     return float(evaluate(program).score)
 
 
@@ -85,22 +90,25 @@ def compile_program(
     teacher_lm: dspy.LM | None = None,
     prompt_lm: dspy.LM | None = None,
     seed: int = 0,
+    threads: int = 1,
     **settings,
 ) -> dspy.Module:
     """Compile ``program`` with one of :data:`OPTIMIZERS` and return the compiled program, as DSPy's ``compile``
     does, with its report as ``compiled.compile_report``: optimizer, settings, metric, seed, and the validation score
     before and after (on ``valset`` when given). A compile that leaves the score where it was says so in
-    ``report["unchanged"]`` and a warning."""
+    ``report["unchanged"]`` and a warning. ``threads`` questions run at once in the validation and in the optimizers
+    that evaluate in threads (for a served LM); a speed setting, it is not in the report."""
     random.seed(seed)
-    teleprompter, compile_kwargs = make_optimizer(optimizer, metric, teacher_lm, prompt_lm, seed, **dict(settings))
+    teleprompter, compile_kwargs = make_optimizer(optimizer, metric, teacher_lm, prompt_lm, seed, threads,
+                                                  **dict(settings))
     if optimizer in ("random-search", "mipro", "gepa") and valset:
         compile_kwargs["valset"] = valset
     report = {"optimizer": optimizer, "settings": settings, "metric": metric, "seed": seed}
     if valset:
-        report["val_before"] = validation_score(program, valset, metric)
+        report["val_before"] = validation_score(program, valset, metric, threads)
     compiled = trim_demos(teleprompter.compile(program, trainset=trainset, **compile_kwargs))
     if valset:
-        report["val_after"] = validation_score(compiled, valset, metric)
+        report["val_after"] = validation_score(compiled, valset, metric, threads)
         report["unchanged"] = report["val_after"] == report["val_before"]
         if report["unchanged"]:
             logger.warning("%s left the validation %s at %.1f: the metric never changed", optimizer, metric,

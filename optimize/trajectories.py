@@ -10,11 +10,15 @@ call — DSPy's ``BootstrapFinetune`` selects by trace position and mislabels ro
 
 The output folder holds one JSON-lines file per stage (``<stage>.jsonl``: ``stage``, ``question_id``, ``call``,
 ``messages``, ``completion``, ``inputs``, ``outputs``, ``teacher``, ``adapter``, ``score``) and ``manifest.json``.
+With ``threads`` > 1 (a served teacher) the questions run ``threads`` at once; the rows are kept in the questions'
+order, so the files are a serial collection's.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 import dspy
@@ -22,10 +26,12 @@ from tqdm.auto import tqdm
 
 from multihop.folders import locked
 from multihop.metrics import dspy_metric
+from multihop.parallel import fan_out
 from multihop.paths import atomic_write_text
 from multihop.tracing import jsonable
 
 MANIFEST = "manifest.json"
+CHUNK_PER_THREAD = 4  # questions a thread runs between two updates of the progress bar
 
 
 class EmptyTrajectoriesError(ValueError):
@@ -58,6 +64,19 @@ def render_call(predictor: dspy.Predict, inputs: dict, outputs: dict, adapter: d
     return {"messages": adapter.format(predictor.signature, predictor.demos, inputs),
             "completion": adapter.format_assistant_message_content(predictor.signature, outputs),
             "adapter": type(adapter).__name__, "inputs": jsonable(inputs), "outputs": jsonable(outputs)}
+
+
+def run_all(program: dspy.Module, examples: list[dspy.Example],
+            threads: int) -> Iterator[tuple[dspy.Prediction, list[dict]]]:
+    """:func:`stage_calls` of every example, ``threads`` at once, in the examples' order (a chunk of ``threads * 4``
+    at a time)."""
+    chunk = 1 if threads <= 1 else threads * CHUNK_PER_THREAD
+    with tqdm(total=len(examples), desc="trajectories", unit="q") as bar:
+        for start in range(0, len(examples), chunk):
+            batch = examples[start:start + chunk]
+            runs = fan_out(partial(stage_calls, program), batch, threads)
+            bar.update(len(batch))
+            yield from runs
 
 
 def write_trajectories(out_dir: Path, rows: dict[str, list[dict]], manifest: dict) -> dict:
@@ -119,28 +138,28 @@ def collect(
     data: dict | None = None,
     held_apart: set[str] | frozenset[str] = frozenset(),
     complete_only: bool = False,
+    threads: int = 1,
 ) -> dict:
     """Collect the passing trajectories of ``examples`` into ``out_dir`` (locked while it runs; a collection replaces
-    the files of the one before it there); returns the manifest, which keeps ``data`` (the questions' file and
-    checksum). With ``complete_only``, a run the program's ``trajectory_complete`` rejects is dropped too (counted
-    ``incomplete``). A question among ``held_apart`` is refused before any call."""
+    the files of the one before it there), running ``threads`` questions at once; returns the manifest, which keeps
+    ``data`` (the questions' file and checksum). With ``complete_only``, a run the program's ``trajectory_complete``
+    rejects is dropped too (counted ``incomplete``). A question among ``held_apart`` is refused before any call."""
     refuse_held_apart(examples, held_apart)
     lm = teacher_lm or dspy.settings.lm
     if lm is None:
         raise ValueError("no teacher LM: pass teacher_lm= or dspy.configure(lm=...)")
     with locked(out_dir):
-        return _collect(program, examples, Path(out_dir), lm, metric, min_score, data, complete_only)
+        return _collect(program, examples, Path(out_dir), lm, metric, min_score, data, complete_only, threads)
 
 
 def _collect(program: dspy.Module, examples: list[dspy.Example], out_dir: Path, lm: dspy.LM, metric: str,
-             min_score: float, data: dict | None, complete_only: bool) -> dict:
+             min_score: float, data: dict | None, complete_only: bool, threads: int) -> dict:
     score_of = dspy_metric(metric)
     complete = getattr(program, "trajectory_complete", None) if complete_only else None
     rows: dict[str, list[dict]] = {}
     kept = failed = incomplete = 0
     with dspy.context(lm=lm):
-        for example in tqdm(examples, desc="trajectories", unit="q"):
-            prediction, calls = stage_calls(program, example)
+        for example, (prediction, calls) in zip(examples, run_all(program, examples, threads), strict=True):
             score = float(score_of(example, prediction))
             if score < min_score:
                 failed += 1

@@ -1,10 +1,13 @@
 """CIRAG (issue 21): construction with provenance, the distiller's loop, ACMG's cascade, the switches and the offline
 triple cache, on scripted LMs, a real BM25 index and the MiniLM encoder."""
 
+import hashlib
 import json
+import time
 
 import dspy
 import pytest
+from typer.testing import CliRunner
 
 from multihop.corpus import Corpus, Passage
 from multihop.programs import CIRAG, load, save
@@ -13,7 +16,7 @@ from multihop.programs.cirag.program import is_stop
 from multihop.programs.cirag.triples import Triple
 from multihop.retrievers import BM25Retriever
 
-from helpers import StageScript, field
+from helpers import StageScript, TypedScript, field
 
 QUESTION = "What county is Erik Hort's birthplace a part of?"
 DOCS = [
@@ -220,6 +223,62 @@ def test_failed_extractions_are_kept_marked_and_retried_by_a_rebuild(tmp_path):
     row = TripleCache(tmp_path / "c").get(DOCS[1].id)
     assert not row.failed and row.triples == [("Montebello", "is located in", "Rockland County")]
     assert len(TripleCache(tmp_path / "c")) == 3
+
+
+def passages(n):
+    return Corpus([Passage.make(f"Place {i}", f"Place {i} lies near Paris. Nolan was born in Place {i}.")
+                   for i in range(n)])
+
+
+def shards(folder):
+    return {path.name: path.read_text() for path in sorted(folder.glob("triples-*.jsonl"))}
+
+
+class JitteredScript(TypedScript):
+    """Replies drawn from the output types, each after a delay drawn from its prompt, so calls sent at once end out
+    of order."""
+
+    def respond(self, prompt: str) -> dict:
+        time.sleep(int(hashlib.sha256(prompt.encode()).hexdigest()[:2], 16) / 255 * 0.02)
+        return super().respond(prompt)
+
+
+def test_extract_with_threads_writes_the_serial_shards_and_counts(tmp_path, monkeypatch):
+    from multihop.cli import app
+    from multihop.lm_options import LMOptions
+
+    corpus = tmp_path / "corpus.json"
+    corpus.write_text(json.dumps({f"Place {i}": f"Place {i} lies near Paris." for i in range(12)}))
+    lm = JitteredScript(CIRAG()).lm  # some replies garbled, so some rows fail
+    monkeypatch.setattr(LMOptions, "configure", lambda *args, **kwargs: dspy.configure(lm=lm) or lm)
+    printed = {}
+    for threads in ("1", "4"):
+        result = CliRunner().invoke(app, ["cirag", "extract", str(corpus), "--out", str(tmp_path / threads),
+                                          "--shard-size", "5", "--threads", threads])
+        assert result.exit_code == 0, result.output
+        output = " ".join(result.output.split())
+        printed[threads] = output[output.index("extracted 12 passages ("):].split(" → ")[0]  # after the progress bar
+    assert shards(tmp_path / "4") == shards(tmp_path / "1") and len(shards(tmp_path / "1")) == 3
+    assert printed["4"] == printed["1"]
+    assert "(0 failed" not in printed["1"]  # the garbled replies made failed rows
+
+
+def test_an_interrupted_threaded_build_keeps_its_finished_chunks_and_resumes_to_the_serial_shards(tmp_path):
+    corpus, extractor = passages(20), CIRAG()
+
+    def dies_on_the_18th(passage):
+        if passage.id == corpus[17].id:
+            raise KeyboardInterrupt  # in the second chunk (4 threads: chunks of 16)
+        return extractor.extract(passage)
+
+    with dspy.context(lm=JitteredScript(extractor, garbled=0).lm):
+        build_cache(corpus, tmp_path / "serial", extractor.extract, shard_size=6, progress=False)
+        with pytest.raises(KeyboardInterrupt):
+            build_cache(corpus, tmp_path / "threaded", dies_on_the_18th, shard_size=6, progress=False, threads=4)
+        assert list(read_all(tmp_path / "threaded")) == [p.id for p in corpus][:16]  # the first chunk, in order
+        assert build_cache(corpus, tmp_path / "threaded", extractor.extract, shard_size=6, progress=False,
+                           threads=4) == (4, 0)
+    assert shards(tmp_path / "threaded") == shards(tmp_path / "serial")
 
 
 def test_the_table_7_case_study_runs_as_the_paper_prints_it():

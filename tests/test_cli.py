@@ -36,7 +36,7 @@ def test_lm_options_reach_every_lm_the_command_builds(built_lms, questions, tmp_
                                  "--max-tokens", "7", "--judge-lm", "openai/judge"],
                            env={"MULTIHOP_API_KEY": "from-env"})
     assert result.exit_code == 0, result.output
-    server = {"api_base": "http://host:8000/v1", "api_key": "from-env", "timeout": None}
+    server = {"api_base": "http://host:8000/v1", "api_key": "from-env", "timeout": None, "structured": "auto"}
     assert built_lms == [("openai/served", {**server, "adapter": None, "max_tokens": 7}),
                          ("openai/judge", {**server, "adapter": None, "max_tokens": None})]  # key and server shared
     row = json.loads((tmp_path / "run" / "results.jsonl").read_text())
@@ -50,7 +50,7 @@ def test_api_key_flag_wins_over_the_environment_and_the_teacher_lm_takes_the_opt
                                  "--max-tokens", "64"], env={"MULTIHOP_API_KEY": "from-env"})
     assert result.exit_code == 0, result.output
     assert built_lms == [("openai/teacher", {"api_base": None, "api_key": "from-flag", "adapter": None,
-                                             "max_tokens": 64, "timeout": None})]
+                                             "max_tokens": 64, "timeout": None, "structured": "auto"})]
     assert "kept 1 of 1 questions" in result.output
 
 
@@ -77,7 +77,8 @@ def _error(result) -> str:
 def test_bad_lm_options_and_data_end_in_one_line_naming_what_to_change(tmp_path):
     adapter = runner.invoke(app, ["ask", "a question", "--load", str(tmp_path), "--lm", "openai/x", "--adapter",
                                   str(tmp_path)])
-    assert "for the LM options (--lm, --adapter, --engine): adapter= applies to local models only" in _error(adapter)
+    assert "for the LM options (--lm, --adapter, --engine, --structured): adapter= applies to local models only" in \
+        _error(adapter)
     data = runner.invoke(app, ["eval", "--program", "NoRetrieval", "--data", "nosuch", "--out", str(tmp_path)])
     assert "Invalid value for --data: nosuch: no such file; give a question file or one of musique, hotpotqa, 2wiki" \
         in _error(data)

@@ -1,9 +1,11 @@
+import hashlib
 import json
+import time
 
 import dspy
 import pytest
 
-from multihop.optimize.compile import compile_program
+from multihop.optimize.compile import compile_program, make_optimizer, validation_score
 from multihop.programs import NoRetrieval, SingleStepRAG, load, save
 
 from helpers import example, examples, scripted_lm
@@ -100,3 +102,23 @@ def test_trimmed_demos_keep_signature_fields_and_drop_those_without_an_output():
                             dspy.Example(question="q2", answers=["a2"])]  # no output field: no adapter shows it
     trim_demos(program)
     assert [dict(d) for d in program.answer.demos] == [{"question": "q1", "answer": "a1"}]
+
+
+def _even_right_slowly(prompt: str) -> dict:
+    # right on the even questions, after a delay drawn from the prompt: calls sent at once end out of order
+    time.sleep(int(hashlib.sha256(prompt.encode()).hexdigest()[:2], 16) / 255 * 0.02)
+    number = prompt.rsplit("question ", 1)[-1].split()[0]
+    return {"answer": f"answer {number}" if int(number) % 2 == 0 else "wrong"}
+
+
+def test_threads_give_the_serial_validation_and_compile_and_reach_the_optimizers(static_retriever):
+    lm, _ = scripted_lm(_even_right_slowly, cache=False)
+    dspy.configure(lm=lm)
+    assert validation_score(NoRetrieval(), examples(8), "em", threads=4) \
+        == validation_score(NoRetrieval(), examples(8), "em") == 50.0
+    compiled = {threads: compile_program(SingleStepRAG(retriever=static_retriever, k=2), examples(6), metric="em",
+                                         valset=examples(5), threads=threads) for threads in (1, 4)}
+    assert compiled[4].compile_report == compiled[1].compile_report and compiled[1].compile_report["val_before"] == 60
+    assert [dict(d) for d in compiled[4].answer.demos] == [dict(d) for d in compiled[1].answer.demos]
+    for name in ("random-search", "mipro", "simba", "gepa"):
+        assert make_optimizer(name, "em", prompt_lm=lm, threads=3)[0].num_threads == 3

@@ -1,4 +1,6 @@
+import hashlib
 import json
+import time
 
 import dspy
 import pytest
@@ -14,7 +16,7 @@ from multihop.retrievers import DenseRetriever, Encoder, Hits, MaxSim, RaLa, Ret
 from multihop.retrievers.finetune import read_unrolled
 from multihop.signatures.cooprag import SPECIAL_TOKENS
 
-from helpers import StageScript, StaticRetriever, data_root, example, scripted_lm
+from helpers import StageScript, StaticRetriever, TypedScript, data_root, example, scripted_lm
 
 QUESTION = "Who founded the company that makes the Xbox?"
 SUBS = ["Which company makes the Xbox?", "Who founded Microsoft?"]
@@ -244,6 +246,25 @@ def test_a_failed_unrolling_keeps_the_raw_question_and_says_so(tmp_path):
     assert rows["q0"]["unrolled"] == questions(1)[0].question
 
 
+class JitteredScript(TypedScript):
+    """Replies drawn from the output types, each after a delay drawn from its prompt, so calls sent at once end out
+    of order."""
+
+    def respond(self, prompt: str) -> dict:
+        time.sleep(int(hashlib.sha256(prompt.encode()).hexdigest()[:2], 16) / 255 * 0.02)
+        return super().respond(prompt)
+
+
+def test_a_threaded_unrolling_writes_the_serial_file(tmp_path):
+    program = CoopRAG(rerank=None)
+    with dspy.context(lm=JitteredScript(program).lm):  # some replies garbled: fallbacks are rows too
+        serial = unroll_questions(program, questions(12), tmp_path / "serial.jsonl", progress=False)
+        threaded = unroll_questions(program, questions(12), tmp_path / "threaded.jsonl", progress=False, threads=4)
+    assert (tmp_path / "threaded.jsonl").read_text() == (tmp_path / "serial.jsonl").read_text()
+    assert list(threaded) == list(serial) == [f"q{i}" for i in range(12)]
+    assert 0 < sum(row["fallback"] for row in serial.values()) < 12
+
+
 def test_cli_unroll_writes_the_file_retriever_train_reads(tmp_path, monkeypatch):
     from multihop.lm_options import LMOptions
 
@@ -252,7 +273,7 @@ def test_cli_unroll_writes_the_file_retriever_train_reads(tmp_path, monkeypatch)
     monkeypatch.setattr(LMOptions, "configure", lambda *args, **kwargs: dspy.configure(lm=script.lm))
     data = data_root() / "musique/dev/musique_qa_100.json"
     result = CliRunner().invoke(app, ["cooprag", "unroll", str(data), "--out", str(tmp_path / "u.jsonl"),
-                                      "--limit", "3"])
+                                      "--limit", "3", "--threads", "2"])
     assert result.exit_code == 0, result.output
     assert "unrolled 3 questions (0 fell back" in result.output and script.seen == ["unroll"] * 3
     assert len(read_unrolled(tmp_path / "u.jsonl")) == 3

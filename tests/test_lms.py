@@ -13,9 +13,9 @@ def test_unknown_local_model_is_a_clear_error(tmp_path):
         make_lm("local:smollm2", adapter=tmp_path)
 
 
-def test_remote_spec_builds_a_plain_dspy_lm():
-    lm = make_lm("openai/some-model", api_base="http://127.0.0.1:9/v1", api_key="x")
-    assert isinstance(lm, dspy.LM) and lm.model == "openai/some-model"
+def test_remote_spec_builds_a_plain_dspy_lm_when_it_decodes_freely():
+    lm = make_lm("openai/some-model", api_base="http://127.0.0.1:9/v1", api_key="x", structured="off")
+    assert isinstance(lm, dspy.LM) and lm.model == "openai/some-model" and lm.engine == "auto"
     assert lm.kwargs["temperature"] == 0.0
     assert isinstance(default_adapter("local:smollm2"), dspy.JSONAdapter)
     assert type(default_adapter("openai/x")) is dspy.ChatAdapter

@@ -1,4 +1,6 @@
+import hashlib
 import json
+import time
 
 import dspy
 import pytest
@@ -54,6 +56,21 @@ def test_collect_keeps_only_passing_questions_and_writes_one_file_per_stage(tmp_
     assert {row["question_id"] for row in hops} == {"q0", "q2"}
     assert [row["call"] for row in hops] == [0, 1, 2, 0, 1, 2]
     assert all(row["teacher"] == "local/teacher" and row["score"] == 1.0 for row in hops)
+
+
+def test_a_threaded_collection_writes_the_serial_files(tmp_path):
+    def jittered(prompt):  # calls sent at once end out of order
+        time.sleep(int(hashlib.sha256(prompt.encode()).hexdigest()[:2], 16) / 255 * 0.02)
+        return respond(prompt)
+
+    lm, _ = scripted_lm(jittered, name="teacher", cache=False)
+    files = {}
+    for threads in (1, 4):
+        manifest = collect(ThreeHops(), examples(12), tmp_path / str(threads), teacher_lm=lm, metric="em",
+                           threads=threads)
+        assert manifest["kept"] == 6 and manifest["stages"] == {"hop": 18, "answer": 6}
+        files[threads] = {path.name: path.read_text() for path in sorted((tmp_path / str(threads)).glob("*.json*"))}
+    assert files[4] == files[1] and set(files[1]) == {"hop.jsonl", "answer.jsonl", "manifest.json"}
 
 
 def test_all_failing_trajectories_are_a_clear_error(tmp_path):

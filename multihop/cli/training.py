@@ -82,6 +82,8 @@ def compile_cmd(
     seed: int = typer.Option(0),
     prompt_lm: str = typer.Option(None, help="LM that writes instructions / reflects (MIPROv2, SIMBA, GEPA)"),
     teacher_lm: str = typer.Option(None, help="LM that runs the program while bootstrapping demos"),
+    threads: int = typer.Option(1, min=1, help="questions run at once by the validation and the optimizers that "
+                                "evaluate in threads (for a served LM)"),
 ):
     """Compile a program with a DSPy optimizer on a train split and save it (DSPy state + manifest)."""
     from multihop.data import load_dataset
@@ -99,7 +101,7 @@ def compile_cmd(
         other = {name: lm.make(spec) if spec else None
                  for name, spec in (("prompt_lm", prompt_lm), ("teacher_lm", teacher_lm))}
         compiled = compile_program(instance, trainset, optimizer=optimizer, metric=metric, valset=valset, seed=seed,
-                                   **other)
+                                   threads=threads, **other)
         report = compiled.compile_report
         files = {"train": file_info(data_file, trainset),
                  **({"val": file_info(val_file, valset)} if val_file else {})}
@@ -128,6 +130,8 @@ def trajectories_cmd(
     seed: int = typer.Option(0, help="--gold: the draw of the distractor passages shown with the gold ones"),
     complete_only: bool = typer.Option(False, help="keep only the runs the program's own test calls complete "
                                        "(`trajectory_complete`: a method's optional filter of teacher runs)"),
+    threads: int = typer.Option(1, min=1, help="questions the teacher runs at once (for a served LM; the rows are "
+                                "the same)"),
 ):
     """Record every stage call of a program run by a teacher LM, keeping the questions that pass the metric; or,
     with --gold, the stages' targets built from the train file's annotations."""
@@ -155,7 +159,7 @@ def trajectories_cmd(
     teacher = lm.configure()
     instance = load(load_dir) if load_dir else spec.build(data_file)[0]
     manifest = collect(instance, examples, out, teacher_lm=teacher, metric=metric, min_score=min_score,
-                       data=file_info(data_file, examples), complete_only=complete_only)
+                       data=file_info(data_file, examples), complete_only=complete_only, threads=threads)
     console.print(f"kept {manifest['kept']} of {manifest['questions']} questions ({manifest['incomplete']} "
                   f"incomplete, {manifest['failed']} below the metric); rows per stage "
                   f"{manifest['stages']} → {out}")

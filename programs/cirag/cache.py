@@ -5,7 +5,9 @@ JSON-lines shards ``triples-NNNNN.jsonl`` of rows ``{"id": passage id, "entities
 "failed": bool}``. Building appends each passage's row as soon as it is extracted, so an interrupted build resumes
 where it stopped (a torn last line is dropped); a passage whose extraction failed (an unparsable reply) is kept as a
 failed row with what parsed, and a rebuild extracts it again; a cache built for another corpus, sharding or extractor
-is refused, so one cache never mixes two LMs' triples.
+is refused, so one cache never mixes two LMs' triples. With ``threads`` > 1 (a served LM) the passages are extracted
+``threads`` at once, in chunks of ``threads * 4`` whose rows are appended in the passages' order once the chunk is
+done: the shards read as a serial build's, and an interrupt loses at most the chunk in flight, which a rerun redoes.
 """
 
 from __future__ import annotations
@@ -20,9 +22,11 @@ from tqdm.auto import tqdm
 from multihop.corpus import Corpus, Passage
 from multihop.folders import locked
 from multihop.jsonl import append_row, read_rows
+from multihop.parallel import fan_out
 from multihop.paths import atomic_write_text
 
 MANIFEST = "manifest.json"
+CHUNK_PER_THREAD = 4  # passages a thread extracts between two appends of a threaded build
 
 
 @dataclass(frozen=True)
@@ -46,10 +50,10 @@ def shard_name(index: int) -> str:
 
 
 def build_cache(corpus: Corpus, out: str | Path, extract: Extractor, shard_size: int = 5000, extractor: str = "",
-                progress: bool = True) -> tuple[int, int]:
+                progress: bool = True, threads: int = 1) -> tuple[int, int]:
     """Extract every passage of ``corpus`` the cache at ``out`` lacks or failed on (``extract(passage) ->
-    Extraction``); ``extractor`` names the extracting LM. Returns how many passages it extracted and how many of
-    those failed."""
+    Extraction``), ``threads`` passages at once; ``extractor`` names the extracting LM. Returns how many passages it
+    extracted and how many of those failed."""
     out = Path(out)
     with locked(out):
         manifest = {"corpus_sha256": corpus.checksum(), "passages": len(corpus), "shard_size": shard_size,
@@ -64,14 +68,25 @@ def build_cache(corpus: Corpus, out: str | Path, extract: Extractor, shard_size:
             atomic_write_text(known, json.dumps(manifest, indent=2))
         done = {pid for pid, row in read_all(out, repair=True).items() if not row.get("failed")}
         todo = [(i, p) for i, p in enumerate(corpus) if p.id not in done]
-        failed = 0
-        for i, passage in tqdm(todo, desc="extracting triples", unit="passage", disable=not progress):
-            found = extract(passage)
-            failed += found.failed
-            with open(out / shard_name(i // shard_size), "a", encoding="utf-8") as sink:
-                append_row(sink, {"id": passage.id, "entities": found.entities,
-                                  "triples": [list(t) for t in found.triples], "failed": found.failed})
-        return len(todo), failed
+        return _extract(out, todo, extract, shard_size, threads, progress)
+
+
+def _extract(out: Path, todo: list[tuple[int, Passage]], extract: Extractor, shard_size: int, threads: int,
+             progress: bool) -> tuple[int, int]:
+    """Extract the passages of ``todo`` (corpus position, passage) ``threads`` at once, appending their rows to
+    their shards in ``todo``'s order a chunk at a time; returns how many were extracted and how many failed."""
+    failed = 0
+    chunk = 1 if threads <= 1 else threads * CHUNK_PER_THREAD
+    with tqdm(total=len(todo), desc="extracting triples", unit="passage", disable=not progress) as bar:
+        for start in range(0, len(todo), chunk):
+            batch = todo[start:start + chunk]
+            for (i, passage), found in zip(batch, fan_out(extract, [p for _, p in batch], threads), strict=True):
+                failed += found.failed
+                with open(out / shard_name(i // shard_size), "a", encoding="utf-8") as sink:
+                    append_row(sink, {"id": passage.id, "entities": found.entities,
+                                      "triples": [list(t) for t in found.triples], "failed": found.failed})
+            bar.update(len(batch))
+    return len(todo), failed
 
 
 def read_all(folder: str | Path, repair: bool = False) -> dict[str, dict]:

@@ -23,6 +23,7 @@ def cirag_extract(
     shard_size: int = typer.Option(5000, min=1, help="passages per JSON-lines shard"),
     questions: int = typer.Option(None, min=1, help="a question file: the paragraphs of its first N questions only "
                                   "(e.g. the train questions whose gold integration rows read the cache)"),
+    threads: int = typer.Option(1, min=1, help="passages extracted at once (for a served LM; the cache is the same)"),
 ):
     """Extract every passage's named entities and triples once (Figs. 9–10) into a resumable, sharded cache that
     `--set triple_cache=DIR` gives CIRAG; passages whose extraction failed are kept as failed rows and extracted
@@ -35,7 +36,7 @@ def cirag_extract(
     configured = lm.configure()
     try:
         done, failed = build_cache(passages, out, CIRAG().extract, shard_size=shard_size,
-                                   extractor=str(configured.model))
+                                   extractor=str(configured.model), threads=threads)
     except CacheMismatchError as exc:
         raise typer.BadParameter(str(exc), param_hint="--out") from exc
     console.print(f"extracted {done} passages ({failed} failed: a rerun retries them; {len(passages) - done} were "

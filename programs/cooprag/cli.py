@@ -22,6 +22,7 @@ def cooprag_unroll(
     out: Path = typer.Option(..., help="JSON-lines file to write (rerun to resume)"),
     uncertainty_mask: bool = typer.Option(True, help="--no-uncertainty-mask: §4.6's unrolling without <UNCERTAIN>"),
     limit: int = typer.Option(None, help="first N questions only", min=1),
+    threads: int = typer.Option(1, min=1, help="questions unrolled at once (for a served LM; the file is the same)"),
 ):
     """Unroll train questions (sub-questions, masked chain, query U of Eq. 1) for `multihop retriever train
     --unrolled`."""
@@ -31,6 +32,7 @@ def cooprag_unroll(
 
     lm.configure()
     examples = load_dataset(question_path(data, "train"), limit=limit)
-    rows = unroll_questions(CoopRAG(uncertainty_mask=uncertainty_mask, rerank=None), examples, out)
+    rows = unroll_questions(CoopRAG(uncertainty_mask=uncertainty_mask, rerank=None), examples, out,
+                            threads=threads)
     fallbacks = sum(rows[ex.id]["fallback"] for ex in examples)
     console.print(f"unrolled {len(examples)} questions ({fallbacks} fell back to the raw question) → {out}")

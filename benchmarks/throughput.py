@@ -1,0 +1,166 @@
+"""Throughput against a served LM, as a share of the ideal (issue 33).
+
+    python benchmarks/throughput.py --latency 0.3 --in-flight 1,8,32,64 --questions 32
+
+A loopback OpenAI-compatible server (:mod:`multihop.loopback`, started here in its own process on 127.0.0.1 and an
+ephemeral port, stopped after ``--lifetime`` seconds) answers every call after exactly ``--latency`` seconds with a
+reply drawn from the call's bounded JSON schema (``--structured auto``: the ``json_schema`` form), so the only cost
+of an LM call is the latency and all the rest is ours. Every program (the five methods and the baselines) answers
+the same ``--questions`` MuSiQue dev questions over the first stage ``multihop compare`` shares (``--first-stage``:
+BM25, whose queries cost no encoder call, by default; or the dense MPNet index with the cached token states its
+rerankers read), with questions in flight as threads (``program(...)`` in a pool) and as
+asyncio tasks (``await program.acall(...)`` under a semaphore). DSPy's cache is off, so every call reaches the
+server.
+
+Columns: LLM calls and sequential LM rounds a question (the most calls of its trace that do not overlap: a
+fan-out of independent calls is one round), wall seconds, questions a second, the ideal wall time — calls × L ÷
+questions in flight (serial calls), and rounds × L ÷ in flight (independent calls overlapped) —, the share of the
+shorter ideal reached (ideal ÷ wall), and the harness's CPU milliseconds per LM call, measured in a run at 0 ms
+latency with one question at a time (this process's CPU time: prompt formatting, parsing, tracing, retrieval and
+reranking; the server's is its own process's). With more questions in flight than questions, all of them run at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import dspy
+from rich.console import Console
+from rich.table import Table
+
+from multihop.cli.compare import build_program, shared_retriever
+from multihop.comparison import Budget
+from multihop.data import load_dataset
+from multihop.lms import default_adapter, make_lm
+from multihop.parallel import fan_out
+from multihop.paths import atomic_write_text
+from multihop.programs import compared_by_default
+from multihop.question_sets import question_file
+
+console = Console(width=170)
+
+
+@contextmanager
+def served(latency: float, lifetime: float):
+    """The loopback server's address, the server running in a child process for at most ``lifetime`` seconds."""
+    child = subprocess.Popen([sys.executable, "-m", "multihop.loopback", "--latency", str(latency), "--lifetime",
+                              str(lifetime)], stdout=subprocess.PIPE, text=True)
+    try:
+        yield child.stdout.readline().strip()
+    finally:
+        child.terminate()
+        child.wait(timeout=10)
+
+
+def lm_rounds(trace: list[dict]) -> int:
+    """The sequential LM rounds of one question: the most LM records of its trace that pairwise do not overlap in
+    time (greedy by end time), each weighing its requests (a retried call is two rounds)."""
+    calls = sorted(((r["start_s"], r["start_s"] + r.get("latency_s", 0.0), r.get("lm_requests", 1))
+                    for r in trace if r["kind"] == "lm"), key=lambda call: call[1])
+    rounds, free_at = 0, float("-inf")
+    for start, end, requests in calls:
+        if start >= free_at - 1e-4:
+            rounds, free_at = rounds + max(1, requests), end
+    return rounds
+
+
+def run_threads(program, questions: list[str], in_flight: int) -> list:
+    return fan_out(lambda question: program(question=question), questions, in_flight)  # each in a context copy
+
+
+def run_async(program, questions: list[str], in_flight: int) -> list:
+    async def all_questions():
+        gate = asyncio.Semaphore(in_flight)
+
+        async def ask(question):
+            async with gate:
+                return await program.acall(question=question)
+
+        return await asyncio.gather(*(ask(question) for question in questions))
+
+    return asyncio.run(all_questions())
+
+
+def measure(name: str, retriever, api_base: str, questions: list[str], in_flight: int, mode: str) -> dict:
+    """One program's questions at ``in_flight`` at once: wall seconds, CPU seconds, calls and rounds."""
+    program = build_program(name, retriever, Budget())
+    lm = make_lm("openai/loopback", api_base=api_base, api_key="loopback", cache=False)
+    with dspy.context(lm=lm, adapter=default_adapter(lm)):
+        run = run_threads if mode == "threads" else run_async
+        cpu, start = time.process_time(), time.perf_counter()
+        predictions = run(program, questions, in_flight)
+        wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+    calls = sum(p.counts["llm_calls"] for p in predictions)
+    requests = sum(p.counts["lm_requests"] for p in predictions)
+    rounds = sum(lm_rounds(p.stage_trace) for p in predictions)
+    errors = sum(p.counts.get("stage_errors", 0) for p in predictions)
+    return {"program": name, "mode": mode, "in_flight": in_flight, "questions": len(questions), "wall_s": wall,
+            "cpu_s": cpu, "llm_calls": calls, "lm_requests": requests, "rounds": rounds, "stage_errors": errors}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--latency", type=float, default=0.3, help="seconds every LM call takes")
+    parser.add_argument("--in-flight", default="1,8,32,64", help="questions in flight, comma-separated")
+    parser.add_argument("--questions", type=int, default=32, help="MuSiQue dev questions")
+    parser.add_argument("--programs", default=None, help="programs, comma-separated (default: compare's)")
+    parser.add_argument("--modes", default="threads,async", help="threads, async or both")
+    parser.add_argument("--first-stage", default="bm25", choices=("bm25", "dense"),
+                        help="the shared first stage: bm25 (no CPU a query), or dense (MPNet queries, cached token "
+                        "states for the rerankers)")
+    parser.add_argument("--lifetime", type=float, default=3 * 3600, help="seconds the loopback server may run")
+    parser.add_argument("--out", type=Path, default=Path("runs/throughput"))
+    args = parser.parse_args()
+    path = question_file("musique", "dev")
+    questions = [example.question for example in load_dataset(path, limit=args.questions)]
+    retriever, _ = shared_retriever(path, args.first_stage, "mpnet")
+    names = args.programs.split(",") if args.programs else compared_by_default()
+    levels = [int(n) for n in args.in_flight.split(",")]
+    args.out.mkdir(parents=True, exist_ok=True)
+    rows, harness = [], {}
+    with served(0.0, args.lifetime) as api_base:
+        for name in names:  # warm-up (encoders loaded, first calls) then the harness's CPU a call
+            measure(name, retriever, api_base, questions[:2], 1, "threads")
+            zero = measure(name, retriever, api_base, questions, 1, "threads")
+            harness[name] = 1000 * zero["cpu_s"] / max(1, zero["lm_requests"])
+            console.print(f"{name}: harness {harness[name]:.1f} ms CPU a call ({zero['llm_calls']} calls)")
+    with served(args.latency, args.lifetime) as api_base:
+        for name in names:
+            for mode in args.modes.split(","):
+                for in_flight in levels:
+                    row = measure(name, retriever, api_base, questions, in_flight, mode)
+                    row["harness_ms_per_call"] = harness[name]
+                    rows.append(row)
+                    console.print(f"{name} {mode} ×{in_flight}: {row['wall_s']:.1f} s, {row['llm_calls']} calls, "
+                                  f"{row['rounds']} rounds")
+                    atomic_write_text(args.out / "throughput.json", json.dumps(
+                        {"latency_s": args.latency, "questions": len(questions), "first_stage": args.first_stage,
+                         "rows": rows}, indent=1))
+    console.print(table(rows, args.latency))
+
+
+def table(rows: list[dict], latency: float) -> Table:
+    out = Table(title=f"Throughput against a loopback server answering every call after {latency * 1000:.0f} ms")
+    for column in ("program", "mode", "in flight", "LLM calls/q", "LM rounds/q", "wall s", "q/s", "ideal s (serial)",
+                   "ideal s (overlapped)", "share of ideal", "harness ms/call", "stage errors"):
+        out.add_column(column, justify="left" if column in ("program", "mode") else "right")
+    for row in rows:
+        n, at_once = row["questions"], min(row["in_flight"], row["questions"])
+        serial = row["lm_requests"] * latency / at_once
+        overlapped = row["rounds"] * latency / at_once
+        out.add_row(row["program"], row["mode"], str(row["in_flight"]), f"{row['llm_calls'] / n:.1f}",
+                    f"{row['rounds'] / n:.1f}", f"{row['wall_s']:.1f}", f"{n / row['wall_s']:.2f}", f"{serial:.1f}",
+                    f"{overlapped:.1f}", f"{100 * overlapped / row['wall_s']:.0f}%",
+                    f"{row['harness_ms_per_call']:.1f}", str(row["stage_errors"]))
+    return out
+
+
+if __name__ == "__main__":
+    main()
