@@ -14,7 +14,7 @@ one lock), so fanning out only adds threads; a served LM takes :data:`SERVED_INN
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
@@ -23,6 +23,7 @@ import dspy
 from multihop.tracing import Branch, active_traces
 
 SERVED_INNER_THREADS = 8  # independent calls of one question sent at once to a served LM
+CHUNK_PER_THREAD = 4  # items a thread takes between two results handed back by fan_out_chunks
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -56,6 +57,16 @@ def fan_out(fn: Callable[[T], R], items: Iterable[T], threads: int) -> list[R]:
             raise error
         results.append(result)
     return results
+
+
+def fan_out_chunks(fn: Callable[[T], R], items: Sequence[T], threads: int) -> Iterator[list[tuple[T, R]]]:
+    """:func:`fan_out` over ``items`` a chunk at a time (``threads`` × :data:`CHUNK_PER_THREAD` items; one when
+    serial), yielding each chunk's ``(item, result)`` pairs in order: a batch job appends them as they come, so an
+    interrupt loses at most the chunk in flight, which a rerun redoes."""
+    size = 1 if threads <= 1 else threads * CHUNK_PER_THREAD
+    for start in range(0, len(items), size):
+        chunk = list(items[start:start + size])
+        yield list(zip(chunk, fan_out(fn, chunk, threads), strict=True))
 
 
 def concurrency(*lms: dspy.BaseLM | None) -> int:

@@ -43,8 +43,10 @@ def gepa_metric(name: str) -> Callable:
 def make_optimizer(name: str, metric: str, teacher_lm: dspy.LM | None = None, prompt_lm: dspy.LM | None = None,
                    seed: int = 0, threads: int = 1, **settings) -> tuple[Any, dict]:
     """The DSPy teleprompter called ``name`` and the keyword arguments its ``compile`` takes beyond the sets; the
-    optimizers that evaluate candidates in threads (random-search, mipro, simba, gepa) run ``threads`` at once."""
+    optimizers that evaluate candidates in threads (random-search, mipro, simba, gepa) run ``threads`` at once (at
+    1, their own default: DSPy's settings)."""
     score = dspy_metric(metric)
+    parallel = {"num_threads": threads} if threads > 1 else {}
     teacher = {"lm": teacher_lm} if teacher_lm else {}
     demos = {"max_bootstrapped_demos": settings.pop("max_bootstrapped_demos", 2),
              "max_labeled_demos": settings.pop("max_labeled_demos", 2)}
@@ -56,19 +58,19 @@ def make_optimizer(name: str, metric: str, teacher_lm: dspy.LM | None = None, pr
     if name == "random-search":
         settings.setdefault("num_candidate_programs", 4)
         return dspy.BootstrapFewShotWithRandomSearch(metric=score, metric_threshold=1e-9, teacher_settings=teacher,
-                                                     num_threads=threads, **demos, **settings), {}
+                                                     **parallel, **demos, **settings), {}
     if name == "mipro":
         settings.setdefault("auto", "light")
         return dspy.MIPROv2(metric=score, prompt_model=prompt_lm, teacher_settings=teacher, seed=seed,
-                            num_threads=threads, **demos, **settings), {"seed": seed}
+                            **parallel, **demos, **settings), {"seed": seed}
     if name == "simba":
         settings.setdefault("bsize", 8)
-        return dspy.SIMBA(metric=score, prompt_model=prompt_lm, teacher_settings=teacher, num_threads=threads,
+        return dspy.SIMBA(metric=score, prompt_model=prompt_lm, teacher_settings=teacher, **parallel,
                           **settings), {"seed": seed}
     if name == "gepa":
         settings.setdefault("auto", "light")
         reflection = prompt_lm or dspy.settings.lm
-        return dspy.GEPA(metric=gepa_metric(metric), reflection_lm=reflection, seed=seed, num_threads=threads,
+        return dspy.GEPA(metric=gepa_metric(metric), reflection_lm=reflection, seed=seed, **parallel,
                          **settings), {}
     raise ValueError(f"unknown optimizer {name!r}; choose one of {', '.join(OPTIMIZERS)}")
 

@@ -26,12 +26,11 @@ from tqdm.auto import tqdm
 
 from multihop.folders import locked
 from multihop.metrics import dspy_metric
-from multihop.parallel import fan_out
+from multihop.parallel import fan_out_chunks
 from multihop.paths import atomic_write_text
 from multihop.tracing import jsonable
 
 MANIFEST = "manifest.json"
-CHUNK_PER_THREAD = 4  # questions a thread runs between two updates of the progress bar
 
 
 class EmptyTrajectoriesError(ValueError):
@@ -70,13 +69,10 @@ def run_all(program: dspy.Module, examples: list[dspy.Example],
             threads: int) -> Iterator[tuple[dspy.Prediction, list[dict]]]:
     """:func:`stage_calls` of every example, ``threads`` at once, in the examples' order (a chunk of ``threads * 4``
     at a time)."""
-    chunk = 1 if threads <= 1 else threads * CHUNK_PER_THREAD
     with tqdm(total=len(examples), desc="trajectories", unit="q") as bar:
-        for start in range(0, len(examples), chunk):
-            batch = examples[start:start + chunk]
-            runs = fan_out(partial(stage_calls, program), batch, threads)
-            bar.update(len(batch))
-            yield from runs
+        for chunk in fan_out_chunks(partial(stage_calls, program), examples, threads):
+            bar.update(len(chunk))
+            yield from (run for _, run in chunk)
 
 
 def write_trajectories(out_dir: Path, rows: dict[str, list[dict]], manifest: dict) -> dict:

@@ -22,11 +22,10 @@ from tqdm.auto import tqdm
 from multihop.corpus import Corpus, Passage
 from multihop.folders import locked
 from multihop.jsonl import append_row, read_rows
-from multihop.parallel import fan_out
+from multihop.parallel import fan_out_chunks
 from multihop.paths import atomic_write_text
 
 MANIFEST = "manifest.json"
-CHUNK_PER_THREAD = 4  # passages a thread extracts between two appends of a threaded build
 
 
 @dataclass(frozen=True)
@@ -76,16 +75,14 @@ def _extract(out: Path, todo: list[tuple[int, Passage]], extract: Extractor, sha
     """Extract the passages of ``todo`` (corpus position, passage) ``threads`` at once, appending their rows to
     their shards in ``todo``'s order a chunk at a time; returns how many were extracted and how many failed."""
     failed = 0
-    chunk = 1 if threads <= 1 else threads * CHUNK_PER_THREAD
     with tqdm(total=len(todo), desc="extracting triples", unit="passage", disable=not progress) as bar:
-        for start in range(0, len(todo), chunk):
-            batch = todo[start:start + chunk]
-            for (i, passage), found in zip(batch, fan_out(extract, [p for _, p in batch], threads), strict=True):
+        for chunk in fan_out_chunks(lambda item: extract(item[1]), todo, threads):
+            for (i, passage), found in chunk:
                 failed += found.failed
                 with open(out / shard_name(i // shard_size), "a", encoding="utf-8") as sink:
                     append_row(sink, {"id": passage.id, "entities": found.entities,
                                       "triples": [list(t) for t in found.triples], "failed": found.failed})
-            bar.update(len(batch))
+            bar.update(len(chunk))
     return len(todo), failed
 
 

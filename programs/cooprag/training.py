@@ -23,11 +23,9 @@ from tqdm.auto import tqdm
 
 from multihop.folders import check_run, locked
 from multihop.jsonl import append_row, read_rows
-from multihop.parallel import fan_out
+from multihop.parallel import fan_out_chunks
 
 from .program import CoopRAG
-
-CHUNK_PER_THREAD = 4  # questions a thread unrolls between two appends of a threaded run
 
 
 def unroll_questions(program: CoopRAG, examples: Sequence[dspy.Example], out: str | Path,
@@ -48,15 +46,13 @@ def _unroll(program: CoopRAG, examples: Sequence[dspy.Example], out: Path, progr
             threads: int) -> dict[str, dict]:
     rows = read_rows(out)
     todo = [ex for ex in examples if ex.id not in rows]
-    chunk = 1 if threads <= 1 else threads * CHUNK_PER_THREAD
     with open(out, "a", encoding="utf-8") as sink, \
             tqdm(total=len(todo), desc="unrolling", unit="q", disable=not progress) as bar:
-        for start in range(0, len(todo), chunk):
-            batch = todo[start:start + chunk]
-            for row in fan_out(partial(unrolled_row, program), batch, threads):
+        for chunk in fan_out_chunks(partial(unrolled_row, program), todo, threads):
+            for _, row in chunk:
                 append_row(sink, row)
                 rows[row["id"]] = row
-            bar.update(len(batch))
+            bar.update(len(chunk))
     return rows
 
 
