@@ -1,14 +1,14 @@
 """Throughput against a served LM, as a share of the ideal (issue 33).
 
-    python benchmarks/throughput.py --latency 0.3 --in-flight 1,8,32,64 --questions 32
+    python benchmarks/throughput.py --latency 0.3 --in-flight 1,8,32,64 --async-in-flight 32 --questions 32
 
 A loopback OpenAI-compatible server (:mod:`multihop.loopback`, started here in its own process on 127.0.0.1 and an
 ephemeral port, stopped after ``--lifetime`` seconds) answers every call after exactly ``--latency`` seconds with a
 reply drawn from the call's bounded JSON schema (``--structured auto``: the ``json_schema`` form), so the only cost
 of an LM call is the latency and all the rest is ours. Every program (the five methods and the baselines) answers
 the same ``--questions`` MuSiQue dev questions over the first stage ``multihop compare`` shares (``--first-stage``:
-BM25, whose queries cost no encoder call, by default; or the dense MPNet index with the cached token states its
-rerankers read), with questions in flight as threads (``program(...)`` in a pool) and as
+the dense MPNet index with the cached token states its rerankers read, by default; or BM25, whose queries cost no
+encoder call, over which CoopRAG's and DualRAG's rerankers encode their candidates for every question), with questions in flight as threads (``program(...)`` in a pool) and as
 asyncio tasks (``await program.acall(...)`` under a semaphore). DSPy's cache is off, so every call reaches the
 server.
 
@@ -111,10 +111,11 @@ def main() -> None:
     parser.add_argument("--in-flight", default="1,8,32,64", help="questions in flight, comma-separated")
     parser.add_argument("--questions", type=int, default=32, help="MuSiQue dev questions")
     parser.add_argument("--programs", default=None, help="programs, comma-separated (default: compare's)")
-    parser.add_argument("--modes", default="threads,async", help="threads, async or both")
-    parser.add_argument("--first-stage", default="bm25", choices=("bm25", "dense"),
-                        help="the shared first stage: bm25 (no CPU a query), or dense (MPNet queries, cached token "
-                        "states for the rerankers)")
+    parser.add_argument("--async-in-flight", default="32", help="questions in flight as asyncio tasks, comma-separated "
+                        "(none: '')")
+    parser.add_argument("--first-stage", default="dense", choices=("bm25", "dense"),
+                        help="the shared first stage: dense (MPNet queries, cached token states for the rerankers) or "
+                        "bm25 (no encoder a query; rerankers encode their candidates)")
     parser.add_argument("--lifetime", type=float, default=3 * 3600, help="seconds the loopback server may run")
     parser.add_argument("--out", type=Path, default=Path("runs/throughput"))
     args = parser.parse_args()
@@ -122,7 +123,8 @@ def main() -> None:
     questions = [example.question for example in load_dataset(path, limit=args.questions)]
     retriever, _ = shared_retriever(path, args.first_stage, "mpnet")
     names = args.programs.split(",") if args.programs else compared_by_default()
-    levels = [int(n) for n in args.in_flight.split(",")]
+    runs = [("threads", int(n)) for n in args.in_flight.split(",") if n] + [
+        ("async", int(n)) for n in args.async_in_flight.split(",") if n]
     args.out.mkdir(parents=True, exist_ok=True)
     rows, harness = [], {}
     with served(0.0, args.lifetime) as api_base:
@@ -133,16 +135,15 @@ def main() -> None:
             console.print(f"{name}: harness {harness[name]:.1f} ms CPU a call ({zero['llm_calls']} calls)")
     with served(args.latency, args.lifetime) as api_base:
         for name in names:
-            for mode in args.modes.split(","):
-                for in_flight in levels:
-                    row = measure(name, retriever, api_base, questions, in_flight, mode)
-                    row["harness_ms_per_call"] = harness[name]
-                    rows.append(row)
-                    console.print(f"{name} {mode} ×{in_flight}: {row['wall_s']:.1f} s, {row['llm_calls']} calls, "
-                                  f"{row['rounds']} rounds")
-                    atomic_write_text(args.out / "throughput.json", json.dumps(
-                        {"latency_s": args.latency, "questions": len(questions), "first_stage": args.first_stage,
-                         "rows": rows}, indent=1))
+            for mode, in_flight in runs:
+                row = measure(name, retriever, api_base, questions, in_flight, mode)
+                row["harness_ms_per_call"] = harness[name]
+                rows.append(row)
+                console.print(f"{name} {mode} ×{in_flight}: {row['wall_s']:.1f} s, {row['llm_calls']} calls, "
+                              f"{row['rounds']} rounds")
+                atomic_write_text(args.out / "throughput.json", json.dumps(
+                    {"latency_s": args.latency, "questions": len(questions), "first_stage": args.first_stage,
+                     "rows": rows}, indent=1))
     console.print(table(rows, args.latency))
 
 

@@ -23,7 +23,10 @@ other ones. Texts are cut at 512 tokens; :attr:`Encoder.truncated` counts the cu
 One encoder serves every thread of an evaluation (``--threads``): its model returns every layer's states on every
 call (set once when it loads, never switched per call, which concurrent calls would switch off under each other), and
 the tokenizer and model run one call at a time under the encoder's lock (a fast tokenizer refuses concurrent calls
-that change its truncation, "Already borrowed"; on a CPU the model's own threads use the cores anyway).
+that change its truncation, "Already borrowed"; on a CPU the model's own threads use the cores anyway). Calls that
+arrive while another is encoding wait, and are then answered together by one forward pass over all their texts
+(:class:`Coalescing`): many questions in flight encode their queries in batches, which on a CPU costs about half the
+CPU a text of one call a text (measured: MPNet, 32 MuSiQue questions, 2 cores, 232 → 101 ms CPU a query).
 """
 
 from __future__ import annotations
@@ -47,6 +50,48 @@ POOLINGS = ("mean", "cls")
 logger = logging.getLogger(__name__)
 
 
+class _Waiting:
+    """One call's texts, and its result or error once a batch has run."""
+
+    def __init__(self, texts: list[str]):
+        self.texts, self.result, self.error, self.done = texts, None, None, False
+
+
+class Coalescing:
+    """``run(texts)`` for many threads: a call made while another batch runs waits for its turn, and the thread whose
+    turn comes runs every waiting call's texts as one batch, handing each call its rows (``split(result, start,
+    stop)``). A lone call runs alone, as it would without this; no call waits for company."""
+
+    def __init__(self, run, split):
+        self.run, self.split = run, split
+        self.waiting: list[_Waiting] = []
+        self.queue_lock, self.turn = threading.Lock(), threading.Lock()
+
+    def __call__(self, texts: list[str]):
+        call = _Waiting(texts)
+        with self.queue_lock:
+            self.waiting.append(call)
+        with self.turn:
+            if not call.done:
+                with self.queue_lock:
+                    batch, self.waiting = self.waiting, []
+                self._run(batch)
+        if call.error is not None:
+            raise call.error
+        return call.result
+
+    def _run(self, batch: list[_Waiting]) -> None:
+        try:
+            result, start = self.run([text for call in batch for text in call.texts]), 0
+            for call in batch:
+                call.result, start = self.split(result, start, start + len(call.texts)), start + len(call.texts)
+        except Exception as exc:  # noqa: BLE001 - every call of the batch raises it
+            for call in batch:
+                call.error = exc
+        for call in batch:
+            call.done = True
+
+
 @dataclass
 class EncodedStates:
     """Layer-wise states of a batch of texts (numpy, float32, rows L2-normalised).
@@ -60,6 +105,11 @@ class EncodedStates:
     tokens: list[np.ndarray]
     cls: np.ndarray
     layer_tokens: dict[int, list[np.ndarray]]
+
+    def rows(self, start: int, stop: int) -> EncodedStates:
+        """The states of texts ``start`` to ``stop`` of the batch."""
+        return EncodedStates(self.pooled[start:stop], self.tokens[start:stop], self.cls[start:stop],
+                             {layer: states[start:stop] for layer, states in self.layer_tokens.items()})
 
 
 class Encoder:
@@ -81,6 +131,8 @@ class Encoder:
         self._model = None
         self._lock = threading.RLock()
         self._checksum: str | None = None
+        self._encode = Coalescing(self._encode_batch, lambda vectors, start, stop: vectors[start:stop])
+        self._states: dict[tuple[int, ...], Coalescing] = {}
         if sha256 is not None and self.checksum() != sha256:
             raise models.ChecksumMismatchError(
                 f"encoder {self.name} has weights with sha256 {self.checksum()}, not the {sha256} recorded with the "
@@ -136,9 +188,13 @@ class Encoder:
         return self._checksum
 
     def encode(self, texts: list[str], progress: bool = False) -> np.ndarray:
-        """Normalised float32 pooled embeddings (:attr:`pooling`), shape ``(len(texts), dimension)``."""
+        """Normalised float32 pooled embeddings (:attr:`pooling`), shape ``(len(texts), dimension)``; concurrent
+        calls are encoded together (:class:`Coalescing`)."""
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
+        return self._encode_batch(texts, progress) if progress else self._encode(list(texts))
+
+    def _encode_batch(self, texts: list[str], progress: bool = False) -> np.ndarray:
         with self._lock:
             self._count_truncated(texts)
             if self.pooling == "cls":
@@ -176,11 +232,20 @@ class Encoder:
         }
 
     def states(self, texts: list[str], token_layers: tuple[int, ...] = ()) -> EncodedStates:
-        """:meth:`forward` without gradients, batched by length, as numpy arrays trimmed to each text's tokens."""
-        import torch
-
+        """:meth:`forward` without gradients, batched by length, as numpy arrays trimmed to each text's tokens;
+        concurrent calls for the same layers are encoded together (:class:`Coalescing`)."""
         if not texts:
             raise ValueError("no texts to encode")
+        layers = tuple(token_layers)
+        with self._lock:
+            if layers not in self._states:
+                self._states[layers] = Coalescing(lambda batch: self._states_batch(batch, layers),
+                                                  lambda states, start, stop: states.rows(start, stop))
+        return self._states[layers](list(texts))
+
+    def _states_batch(self, texts: list[str], token_layers: tuple[int, ...]) -> EncodedStates:
+        import torch
+
         with self._lock:
             self._count_truncated(texts)
         order = np.argsort([-len(t) for t in texts], kind="stable")
