@@ -8,9 +8,9 @@ reply drawn from the call's bounded JSON schema (``--structured auto``: the ``js
 of an LM call is the latency and all the rest is ours. Every program (the five methods and the baselines) answers
 the same ``--questions`` MuSiQue dev questions over the first stage ``multihop compare`` shares (``--first-stage``:
 the dense MPNet index with the cached token states its rerankers read, by default; or BM25, whose queries cost no
-encoder call, over which CoopRAG's and DualRAG's rerankers encode their candidates for every question), with questions in flight as threads (``program(...)`` in a pool) and as
-asyncio tasks (``await program.acall(...)`` under a semaphore). DSPy's cache is off, so every call reaches the
-server.
+encoder call, over which CoopRAG's and DualRAG's rerankers encode their candidates for every question), with
+questions in flight as threads (``program(...)`` in a pool) and as asyncio tasks (``await program.acall(...)`` under a
+semaphore). DSPy's cache is off, so every call reaches the server.
 
 Columns: LLM calls and sequential LM rounds a question (the most calls of its trace that do not overlap: a
 fan-out of independent calls is one round), wall seconds, questions a second, the ideal wall time — calls × L ÷
