@@ -21,7 +21,8 @@ import re
 import time
 import traceback
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import Executor, ThreadPoolExecutor, as_completed
+from contextlib import nullcontext
 from pathlib import Path
 
 import dspy
@@ -199,6 +200,7 @@ def evaluate(
     judge_lm: dspy.BaseLM | None = None,
     manifest: dict | None = None,
     keep_errors: bool = False,
+    pool: Executor | None = None,
 ) -> dict:
     """Evaluate ``program`` on ``examples``, writing rows and traces to ``out_dir`` as they finish; returns the summary.
 
@@ -211,11 +213,12 @@ def evaluate(
     fails on :data:`MAX_ENDPOINT_FAILURES` questions in a row the run stops (``EndpointDownError``) without recording
     them, so a rerun retries them. ``judge_lm`` adds LLM Eval to each row. A program that reads more of an example
     than its question (an oracle's gold label) says so with ``prepare_examples(examples)``, applied first.
-    :func:`aevaluate` is the same run for asyncio code.
+    ``pool``: an executor shared with other evaluations (``multihop compare`` runs every program's questions through
+    one), used instead of ``threads`` threads of its own. :func:`aevaluate` is the same run for asyncio code.
     """
     with _Run(program, examples, out_dir, progress, name, judge_lm, manifest, keep_errors) as run:
-        with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
-            futures = [pool.submit(contextvars.copy_context().run, run_question, program, ex, run.judge)
+        with nullcontext(pool) if pool is not None else ThreadPoolExecutor(max_workers=max(1, threads)) as executor:
+            futures = [executor.submit(contextvars.copy_context().run, run_question, program, ex, run.judge)
                        for ex in run.todo]
             try:
                 for future in as_completed(futures):

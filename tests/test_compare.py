@@ -231,3 +231,33 @@ def test_the_report_renders_in_headless_chromium_with_its_table_and_an_opened_tr
     subprocess.run([*flags, f"--screenshot={shot}", "--window-size=1280,2000", (out / "report.html").as_uri()],
                    capture_output=True, timeout=120, check=True)
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20000
+
+
+def test_threads_run_every_programs_questions_through_one_pool_with_the_serial_rows(musique, tmp_path):
+    import threading
+    import time
+
+    active, overlapped, lock = [], [], threading.Lock()
+
+    def slow(prompt: str) -> dict:
+        kind = "passages" if "[[ ## passages ## ]]" in prompt else "other"  # SingleStepRAG, or the two others
+        with lock:
+            active.append(kind)
+            overlapped.append(len(set(active)) > 1)
+        time.sleep(0.05)
+        with lock:
+            active.remove(kind)
+        return respond(prompt)
+
+    rows = {}
+    for threads in (1, 6):
+        dspy.configure(lm=scripted_lm(slow, cache=False)[0])
+        out = tmp_path / f"cmp{threads}"
+        comparison = multihop.compare(out, programs=THREE, datasets=["musique"], first_stage="bm25",
+                                      budget=Budget(k=2, max_iterations=3), progress=False, threads=threads)
+        assert [row["program"] for row in comparison["rows"]] == THREE
+        rows[threads] = {program: sorted(({k: v for k, v in row.items() if k != "seconds"} for row in
+                                          read_rows(out / "musique" / program / "results.jsonl").values()),
+                                         key=lambda row: row["id"]) for program in THREE}
+    assert rows[6] == rows[1]
+    assert any(overlapped)  # SingleStepRAG's calls ran beside the other programs': one pool for all

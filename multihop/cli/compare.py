@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import zlib
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import dspy
@@ -49,6 +50,7 @@ from multihop.lm_options import LMOptions, served_student
 from multihop.lms import make_lm
 from multihop.models import sha256_file
 from multihop.optimize.students import use_student
+from multihop.parallel import fan_out
 from multihop.programs import METHODS, PROGRAMS, compared_by_default, method_of, takes_retriever
 from multihop.question_sets import DATASETS, question_file
 from multihop.report import write_report
@@ -107,8 +109,8 @@ def compare(
     None for the LM DSPy is configured with. ``students`` maps a program to a ``multihop distill`` folder, a LoRA
     adapter of ``lm`` (which must then be a spec or options), or to a served student ``SPEC[@DIR]``
     (:func:`~multihop.lm_options.served_student`: ``openai/<lora-name>`` on the run's server). ``limit``: the first
-    N questions of each set; ``threads``: questions at once; ``judge_lm`` adds LLM Eval. ``console`` prints the
-    budget and the tables.
+    N questions of each set; ``threads``: questions at once, of every program and dataset (one pool); ``judge_lm``
+    adds LLM Eval. ``console`` prints the budget and the tables.
     """
     budget = budget or Budget()
     names, students = list(compared_by_default() if programs is None else programs), dict(students or {})
@@ -134,6 +136,7 @@ def compare(
                       "indexes": {}},
         "datasets": {}, "programs": {}, "runs": [], "rows": [], "papers": [], "charts": [],
     }
+    runs = []  # (dataset, program name, program, its questions, its question file, its index), in table order
     for key, path in files.items():
         examples = load_dataset(path, limit=limit)
         comparison["datasets"][key] = {"file": str(path), "questions": len(examples),
@@ -141,22 +144,30 @@ def compare(
         retriever, index = (shared_retriever(path, first_stage, encoder)
                             if any(takes_retriever(PROGRAMS[name]) for name in names) else (None, None))
         comparison["retriever"]["indexes"][key] = str(index) if index else None
-        for name in names:
-            program = build_program(name, retriever, budget)
-            with dspy.context(lm=base.copy(rollout_id=rollout(name))):
-                weights = None
-                if name in students:
-                    student, weights = student_lms[name]
-                    use_student(program, student.copy(rollout_id=rollout(name)), served_student(students[name])[1])
-                manifest = run_manifest(program, examples, judge, data_sha256=sha256_file(path)[:16], limit=limit,
-                                        retriever=index.name if index and takes_retriever(type(program)) else None,
-                                        student=weights, budget=applied)
-                summary = evaluate(program, examples, out / key / name, threads=threads, progress=progress,
-                                   name=name, judge_lm=judge, manifest=manifest)
-            comparison["programs"].setdefault(name, {"budget": budget_knobs(name), "config": program.config(),
-                                                     "student": str(students[name]) if name in students else None})
-            comparison["runs"].append({"dataset": key, "program": name, "folder": f"{key}/{name}"})
-            comparison["rows"].append(summary_row(key, name, summary))
+        runs += [(key, name, build_program(name, retriever, budget), examples, path, index) for name in names]
+
+    def evaluated(run: tuple) -> dict:
+        key, name, program, examples, path, index = run
+        with dspy.context(lm=base.copy(rollout_id=rollout(name))):
+            weights = None
+            if name in students:
+                student, weights = student_lms[name]
+                use_student(program, student.copy(rollout_id=rollout(name)), served_student(students[name])[1])
+            manifest = run_manifest(program, examples, judge, data_sha256=sha256_file(path)[:16], limit=limit,
+                                    retriever=index.name if index and takes_retriever(type(program)) else None,
+                                    student=weights, budget=applied)
+            return evaluate(program, examples, out / key / name, threads=threads, progress=progress, name=name,
+                            judge_lm=judge, manifest=manifest, pool=pool)
+
+    # with threads, every program's questions go through one pool of that many: the runs start together and a
+    # program that finishes early leaves its threads to the others (each run's rows are those of a run alone)
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        summaries = fan_out(evaluated, runs, len(runs) if threads > 1 else 1)
+    for (key, name, program, *_), summary in zip(runs, summaries, strict=True):
+        comparison["programs"].setdefault(name, {"budget": budget_knobs(name), "config": program.config(),
+                                                 "student": str(students[name]) if name in students else None})
+        comparison["runs"].append({"dataset": key, "program": name, "folder": f"{key}/{name}"})
+        comparison["rows"].append(summary_row(key, name, summary))
     comparison["papers"] = [paper_row(result) for name in names for result in method_of(name).papers
                             if result.dataset in comparison["datasets"]]
     comparison["charts"] = [chart.name for chart in write_charts(out, comparison["rows"])]
