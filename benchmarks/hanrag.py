@@ -36,7 +36,6 @@ from multihop.benchmarks.students import per_stage, stage_table
 from multihop.data import load_questions, questions_with_corpus
 from multihop.evaluation import render_table
 from multihop.lm_options import LMOptions
-from multihop.lms import default_adapter
 from multihop.optimize.gold import gold_targets
 from multihop.optimize.students import trained_stages
 from multihop.programs import HANRAG, NoRetrieval, SingleStepRAG
@@ -122,7 +121,7 @@ def main() -> None:
     if args.revelator:
         revelator = (*options.student(args.revelator), args.revelator)
         if args.per_stage:
-            program, adapter = HANRAG(), default_adapter(args.lm)
+            program, adapter = HANRAG(), options.default_adapter()
             stages = {stage: lm for stage in program.stage_names()}
             lms = {"base": stages, "student": {**stages, **dict.fromkeys(REVELATOR_STAGES, revelator[0])}}
             scored = {("HANRAG", dataset): per_stage(program, load_questions(dataset), lms, args.per_stage, adapter)

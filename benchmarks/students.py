@@ -37,7 +37,6 @@ from multihop.benchmarks.common import cached_retriever
 from multihop.data import load_questions, questions_with_corpus
 from multihop.evaluation import evaluate, render_table
 from multihop.lm_options import LMOptions
-from multihop.lms import default_adapter
 from multihop.optimize.distill import MANIFEST
 from multihop.optimize.gold import gold_targets
 from multihop.optimize.stage_scores import SCORE_NAMES, scored_field, stage_score
@@ -126,7 +125,7 @@ def main() -> None:
         program = PROGRAMS[name]()
         lms = {"base": stage_lms(program, base, base_short), "student": stage_lms(program, student, student_short)}
         for dataset in args.data:
-            scored = per_stage(program, load_questions(dataset), lms, args.per_stage, default_adapter(args.lm))
+            scored = per_stage(program, load_questions(dataset), lms, args.per_stage, options.default_adapter())
             if scored:
                 results[(name, dataset)] = scored
     console.print(stage_table(results))

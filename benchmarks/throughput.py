@@ -35,13 +35,11 @@ import dspy
 from rich.console import Console
 from rich.table import Table
 
-from multihop.cli.compare import build_program, shared_retriever
-from multihop.comparison import Budget
 from multihop.data import load_dataset
 from multihop.lms import default_adapter, make_lm
 from multihop.parallel import fan_out
 from multihop.paths import atomic_write_text
-from multihop.programs import compared_by_default
+from multihop.programs import PROGRAMS, compared_by_default, shared_retriever, takes_retriever
 from multihop.question_sets import question_file
 
 console = Console(width=170)
@@ -90,7 +88,8 @@ def run_async(program, questions: list[str], in_flight: int) -> list:
 
 def measure(name: str, retriever, api_base: str, questions: list[str], in_flight: int, mode: str) -> dict:
     """One program's questions at ``in_flight`` at once: wall seconds, CPU seconds, calls and rounds."""
-    program = build_program(name, retriever, Budget())
+    cls = PROGRAMS[name]  # with its own defaults
+    program = cls(retriever=retriever) if takes_retriever(cls) else cls()
     lm = make_lm("openai/loopback", api_base=api_base, api_key="loopback", cache=False)
     with dspy.context(lm=lm, adapter=default_adapter(lm)):
         run = run_threads if mode == "threads" else run_async
@@ -118,7 +117,13 @@ def main() -> None:
                         "bm25 (no encoder a query; rerankers encode their candidates)")
     parser.add_argument("--lifetime", type=float, default=3 * 3600, help="seconds the loopback server may run")
     parser.add_argument("--out", type=Path, default=Path("runs/throughput"))
+    parser.add_argument("--table", type=Path, default=None, help="print the tables of a saved throughput.json only")
     args = parser.parse_args()
+    if args.table is not None:
+        saved = json.loads(args.table.read_text())
+        console.print(table(saved["rows"], saved["latency_s"]))
+        print(markdown(saved["rows"], saved["latency_s"]))
+        return
     path = question_file("musique", "dev")
     questions = [example.question for example in load_dataset(path, limit=args.questions)]
     retriever, _ = shared_retriever(path, args.first_stage, "mpnet")
@@ -145,22 +150,41 @@ def main() -> None:
                     {"latency_s": args.latency, "questions": len(questions), "first_stage": args.first_stage,
                      "rows": rows}, indent=1))
     console.print(table(rows, args.latency))
+    atomic_write_text(args.out / "throughput.md", markdown(rows, args.latency))
 
 
 def table(rows: list[dict], latency: float) -> Table:
+    """The measured rows against their ideals. A program's LM rounds are those of its run with one question at a
+    time (nothing else competes there), so a run whose independent calls were serialised falls short of its ideal
+    instead of moving it."""
+    rounds = {row["program"]: row["rounds"] for row in rows if row["mode"] == "threads" and row["in_flight"] == 1}
     out = Table(title=f"Throughput against a loopback server answering every call after {latency * 1000:.0f} ms")
-    for column in ("program", "mode", "in flight", "LLM calls/q", "LM rounds/q", "wall s", "q/s", "ideal s (serial)",
-                   "ideal s (overlapped)", "share of ideal", "harness ms/call", "stage errors"):
+    for column in COLUMNS:
         out.add_column(column, justify="left" if column in ("program", "mode") else "right")
     for row in rows:
-        n, at_once = row["questions"], min(row["in_flight"], row["questions"])
-        serial = row["lm_requests"] * latency / at_once
-        overlapped = row["rounds"] * latency / at_once
-        out.add_row(row["program"], row["mode"], str(row["in_flight"]), f"{row['llm_calls'] / n:.1f}",
-                    f"{row['rounds'] / n:.1f}", f"{row['wall_s']:.1f}", f"{n / row['wall_s']:.2f}", f"{serial:.1f}",
-                    f"{overlapped:.1f}", f"{100 * overlapped / row['wall_s']:.0f}%",
-                    f"{row['harness_ms_per_call']:.1f}", str(row["stage_errors"]))
+        out.add_row(*cells(row, latency, rounds.get(row["program"], row["rounds"])))
     return out
+
+
+COLUMNS = ("program", "mode", "in flight", "LLM calls/q", "LM rounds/q", "wall s", "q/s", "ideal s (serial)",
+           "ideal s (overlapped)", "share of ideal", "harness ms/call", "stage errors")
+
+
+def cells(row: dict, latency: float, rounds: int) -> list[str]:
+    n, at_once = row["questions"], min(row["in_flight"], row["questions"])
+    serial, overlapped = row["lm_requests"] * latency / at_once, rounds * latency / at_once
+    return [row["program"], row["mode"], str(row["in_flight"]), f"{row['llm_calls'] / n:.1f}", f"{rounds / n:.1f}",
+            f"{row['wall_s']:.1f}", f"{n / row['wall_s']:.2f}", f"{serial:.1f}", f"{overlapped:.1f}",
+            f"{100 * overlapped / row['wall_s']:.0f}%", f"{row['harness_ms_per_call']:.1f}", str(row["stage_errors"])]
+
+
+def markdown(rows: list[dict], latency: float) -> str:
+    """The table as Markdown (the README's)."""
+    rounds = {row["program"]: row["rounds"] for row in rows if row["mode"] == "threads" and row["in_flight"] == 1}
+    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    lines += ["| " + " | ".join(cells(row, latency, rounds.get(row["program"], row["rounds"]))) + " |"
+              for row in rows]
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

@@ -24,6 +24,8 @@ _EXPORTS = {
     "make_lm": "multihop.lms",
     "configure_lm": "multihop.lms",
     "evaluate": "multihop.evaluation",
+    "aevaluate": "multihop.evaluation",
+    "evaluate_all": "multihop.evaluation",
     "compare": "multihop.cli.compare",
     "Budget": "multihop.comparison",
     "LLMJudge": "multihop.metrics",

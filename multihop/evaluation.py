@@ -21,8 +21,9 @@ import re
 import time
 import traceback
 from collections.abc import Sequence
-from concurrent.futures import Executor, ThreadPoolExecutor, as_completed
-from contextlib import nullcontext
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 
 import dspy
@@ -200,7 +201,6 @@ def evaluate(
     judge_lm: dspy.BaseLM | None = None,
     manifest: dict | None = None,
     keep_errors: bool = False,
-    pool: Executor | None = None,
 ) -> dict:
     """Evaluate ``program`` on ``examples``, writing rows and traces to ``out_dir`` as they finish; returns the summary.
 
@@ -213,21 +213,56 @@ def evaluate(
     fails on :data:`MAX_ENDPOINT_FAILURES` questions in a row the run stops (``EndpointDownError``) without recording
     them, so a rerun retries them. ``judge_lm`` adds LLM Eval to each row. A program that reads more of an example
     than its question (an oracle's gold label) says so with ``prepare_examples(examples)``, applied first.
-    ``pool``: an executor shared with other evaluations (``multihop compare`` runs every program's questions through
-    one), used instead of ``threads`` threads of its own. :func:`aevaluate` is the same run for asyncio code.
+    :func:`evaluate_all` runs several evaluations through one pool; :func:`aevaluate` is this run for asyncio code.
     """
-    with _Run(program, examples, out_dir, progress, name, judge_lm, manifest, keep_errors) as run:
-        with nullcontext(pool) if pool is not None else ThreadPoolExecutor(max_workers=max(1, threads)) as executor:
-            futures = [executor.submit(contextvars.copy_context().run, run_question, program, ex, run.judge)
-                       for ex in run.todo]
+    evaluation = Evaluation(program, examples, out_dir, name, judge_lm, manifest, keep_errors)
+    return _shown(evaluate_all([evaluation], threads, progress)[0], console)
+
+
+def _shown(summary: dict, console: Console | None) -> dict:
+    if console is not None:
+        console.print(render_table({summary["program"]: summary}))
+    return summary
+
+
+@dataclass
+class Evaluation:
+    """One evaluation of :func:`evaluate_all`: what :func:`evaluate` takes, and the ``context`` its questions run in
+    (``contextvars.copy_context()`` taken inside its ``dspy.context(...)``; None: the caller's)."""
+
+    program: dspy.Module
+    examples: Sequence[dspy.Example]
+    out_dir: str | Path
+    name: str | None = None
+    judge_lm: dspy.BaseLM | None = None
+    manifest: dict | None = None
+    keep_errors: bool = False
+    context: contextvars.Context | None = None
+
+
+def evaluate_all(evaluations: Sequence[Evaluation], threads: int = 1, progress: bool = True) -> list[dict]:
+    """Run several evaluations as :func:`evaluate` runs one, every question of every one through one pool of
+    ``threads`` (``multihop compare``: the programs run together, and one that finishes early leaves its threads to
+    the others), each in its evaluation's context; returns their summaries in order. Each folder's rows are those of
+    its evaluation run alone. An error or an interrupt cancels every question not yet started."""
+    contexts = [evaluation.context or contextvars.copy_context() for evaluation in evaluations]
+    with ExitStack() as stack:
+        bar = None if len(evaluations) == 1 else stack.enter_context(
+            tqdm(total=sum(len(e.examples) for e in evaluations), desc="evaluating", unit="q", disable=not progress))
+        runs = [context.run(stack.enter_context, _Run(e.program, e.examples, e.out_dir, progress, e.name, e.judge_lm,
+                                                      e.manifest, e.keep_errors, bar))
+                for e, context in zip(evaluations, contexts, strict=True)]
+        with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
+            futures = {pool.submit(context.copy().run, run_question, run.program, example, run.judge): run
+                       for run, context in zip(runs, contexts, strict=True) for example in run.todo}
             try:
                 for future in as_completed(futures):
-                    run.record(*future.result())
+                    futures[future].record(*future.result())
             except BaseException:
                 for future in futures:
                     future.cancel()
                 raise
-    return run.finish(console)
+    return [run.summary for run in runs]
 
 
 async def aevaluate(
@@ -257,21 +292,21 @@ async def aevaluate(
     tasks = [asyncio.ensure_future(answer(example)) for example in run.todo]
     try:
         for finished in asyncio.as_completed(tasks):
-            run.record(*await finished)
+            await asyncio.to_thread(run.record, *await finished)  # the row and trace writes block
     except BaseException as exc:
         for task in tasks:
             task.cancel()
         await asyncio.to_thread(run.__exit__, type(exc), exc, exc.__traceback__)
         raise
     await asyncio.to_thread(run.__exit__, None, None, None)
-    return run.finish(console)
+    return _shown(run.summary, console)
 
 
 class _Run:
     """One evaluation in its locked folder: the questions still to answer (``todo``), each finished row and trace
     recorded as it comes (:meth:`record`), and the summary (:meth:`finish`)."""
 
-    def __init__(self, program, examples, out_dir, progress, name, judge_lm, manifest, keep_errors):
+    def __init__(self, program, examples, out_dir, progress, name, judge_lm, manifest, keep_errors, bar=None):
         require_module(program, "evaluate")
         prepare = getattr(program, "prepare_examples", None)
         self.program, self.examples = program, prepare(examples) if prepare is not None else examples
@@ -280,6 +315,7 @@ class _Run:
         self.judge = LLMJudge(judge_lm) if judge_lm is not None else None
         self.streak: list[tuple[dict, list]] = []
         self.summary: dict = {}
+        self.shared_bar = bar  # several runs' progress on one bar (evaluate_all)
 
     def __enter__(self) -> _Run:
         self._lock = locked(self.out)
@@ -305,8 +341,12 @@ class _Run:
         self.todo = [ex for ex in examples if ex.id not in self.rows]
         (out / "traces").mkdir(parents=True, exist_ok=True)
         self.sink = open(out / RESULTS, "a", encoding="utf-8")  # noqa: SIM115 - closed by __exit__
-        self.bar = tqdm(total=len(examples), initial=len(examples) - len(self.todo),
-                        desc=self.name or "evaluating", unit="q", disable=not self.progress)
+        if self.shared_bar is not None:
+            self.bar = self.shared_bar
+            self.bar.update(len(examples) - len(self.todo))
+        else:
+            self.bar = tqdm(total=len(examples), initial=len(examples) - len(self.todo),
+                            desc=self.name or "evaluating", unit="q", disable=not self.progress)
 
     def record(self, row: dict, trace: list[dict]) -> None:
         """Keep a finished question; rows of a streak of endpoint failures wait until a question succeeds, and are
@@ -333,7 +373,8 @@ class _Run:
         try:
             if kind is None:
                 self._write_streak()  # the run ended before the streak grew long: keep its rows
-            self.bar.close()
+            if self.shared_bar is None:
+                self.bar.close()
             self.sink.close()
             if kind is None:
                 self.summary = summarize([self.rows[ex.id] for ex in self.examples if ex.id in self.rows],
@@ -342,11 +383,6 @@ class _Run:
                 atomic_write_text(self.out / SUMMARY, json.dumps(self.summary, indent=2))
         finally:
             self._lock.__exit__(kind, error, traceback_)
-
-    def finish(self, console: Console | None) -> dict:
-        if console is not None:
-            console.print(render_table({self.summary["program"]: self.summary}))
-        return self.summary
 
 
 def resumable_rows(path: Path, keep_errors: bool) -> dict[str, dict]:

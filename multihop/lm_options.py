@@ -12,9 +12,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from multihop.models import DEFAULT_LM, DEFAULT_LM_TIMEOUT, LM_TIMEOUT_ENV, LOCAL_ENGINES
-
-STRUCTURED = ("auto", "json_schema", "json_object", "off")  # how stage replies are constrained (multihop.lms)
+from multihop.models import DEFAULT_LM, DEFAULT_LM_TIMEOUT, LM_TIMEOUT_ENV, LOCAL_ENGINES, STRUCTURED
 
 API_KEY_ENV = "MULTIHOP_API_KEY"
 LM_HELP = "local:smollm2, local:<HF folder | .gguf>, or a dspy.LM model string (openai/<model>, ollama_chat/<model>)"
@@ -27,7 +25,7 @@ MAX_TOKENS_HELP = "generation cap per LM call (default: 128 for a local LM, 384 
 TIMEOUT_HELP = (f"seconds one LM request may take before it is retried (twice, with backoff, as are HTTP 429 and 5xx "
                 f"answers); default ${LM_TIMEOUT_ENV} or {DEFAULT_LM_TIMEOUT:g}, for a served LM")
 STRUCTURED_HELP = ("how stage replies are constrained: auto (a local model's schema; json_schema for hosted_vllm/ and "
-                   "for openai/ with --api-base), json_schema (vLLM, SGLang, OpenAI), json_object (llama-cpp-python's "
+                   "for openai/ with --api-base), json_schema (vLLM, SGLang), json_object (llama-cpp-python's "
                    "server), off (free decoding)")
 ENGINE_HELP = ("local LM engine: auto (llama.cpp for a GGUF model when llama-cpp-python is installed, a LoRA adapter "
                "converted to GGUF; else transformers), llamacpp or transformers")
@@ -38,14 +36,18 @@ def served_student(student: str | Path) -> tuple[str | None, Path | None]:
     else is a served one, ``SPEC`` or ``SPEC@DIR`` — the LM spec that reaches it (``openai/<lora-name>``, the name
     ``vllm serve --lora-modules name=DIR`` gives it) and the folder it was trained into, whose manifest says which
     stages it learnt (None: every stage of the program)."""
-    if Path(student).is_dir():
-        return None, Path(student)
-    spec, _, folder = str(student).partition("@")
-    if "/" not in spec and not spec.startswith("local:"):
-        raise ValueError(f"--student {student!r} is neither a `multihop distill` folder nor an LM spec "
-                         "(openai/<lora-name>[@DIR])")
+    text = str(student)
+    if Path(text).is_dir():
+        return None, Path(text)
+    spec, at, folder = text.rpartition("@")
+    if not at or not (Path(folder).is_dir() or "/" in folder or os.sep in folder):
+        spec, folder = text, ""  # an @ of the model's own name (vertex_ai/claude-3-5-sonnet@20240620)
     if folder and not Path(folder).is_dir():
         raise ValueError(f"--student {student!r}: {folder} is not the student's `multihop distill` folder")
+    parent = Path(spec).parent
+    if "/" not in spec or (parent != Path(".") and parent.is_dir()):
+        raise ValueError(f"--student {student!r} is neither a `multihop distill` folder (no such folder) nor an LM "
+                         "spec (openai/<lora-name>[@DIR])")
     return spec, Path(folder) if folder else None
 
 
@@ -95,10 +97,17 @@ class LMOptions:
         from multihop.models import sha256_file
 
         spec, _ = served_student(student)
-        if spec is not None:
-            return self.make(spec), spec
+        if spec is not None:  # on the run's server, under the run's cap
+            return self.make(spec, max_tokens=self.max_tokens), spec
         weights = sha256_file(Path(student) / "adapter_model.safetensors")[:8]
         return dataclasses.replace(self, adapter=str(student)).make(), weights
+
+    def default_adapter(self):
+        """The adapter this LM runs best with (:func:`multihop.lms.default_adapter`), without building it: the one
+        a student's rows are rendered with, as its LM will be prompted."""
+        from multihop.lms import default_adapter
+
+        return default_adapter(self.lm, self.api_base, self.structured)
 
     @staticmethod
     def add_arguments(parser: argparse.ArgumentParser, max_tokens: int | None = None) -> None:

@@ -47,8 +47,7 @@ from multihop.engines.lora import gguf_lora
 from multihop.engines.schema import POLICY
 from multihop.engines.served import served_model
 from multihop.folders import verify_inventory
-from multihop.lm_options import STRUCTURED
-from multihop.models import DEFAULT_LM, DEFAULT_LM_TIMEOUT, LM_TIMEOUT_ENV, LOCAL_ENGINES
+from multihop.models import DEFAULT_LM, DEFAULT_LM_TIMEOUT, LM_TIMEOUT_ENV, LOCAL_ENGINES, STRUCTURED
 
 DEFAULT_MAX_TOKENS = 384
 RETRIES = 2  # retries of a served LM's request that timed out or got HTTP 429/5xx (DSPy backs off between them)
@@ -201,7 +200,8 @@ def schema_form(spec: str, api_base: str | None, structured: str = "auto") -> st
     if spec.startswith("local:"):
         return "json_object"
     provider = spec.partition("/")[0]
-    return "json_schema" if provider in SCHEMA_PROVIDERS or (provider == "openai" and api_base) else None
+    served = api_base or os.environ.get(f"{provider.upper()}_API_BASE")  # where _schema_lm would send it
+    return "json_schema" if provider in SCHEMA_PROVIDERS or (provider == "openai" and served) else None
 
 
 def _schema_lm(spec: str, api_base: str | None, api_key: str | None, form: str, timeout: float, settings: dict
@@ -306,13 +306,15 @@ def chat_request(lm: dspy.LM, messages: list[dict], **config) -> Request:
     return Request(model=lm.model, system=system, messages=turns, config=Config(**{**settings, **config}))
 
 
-def default_adapter(lm: str | dspy.BaseLM) -> dspy.Adapter:
+def default_adapter(lm: str | dspy.BaseLM, api_base: str | None = None, structured: str = "auto") -> dspy.Adapter:
     """The adapter an LM (or a spec) runs best with. Local models get DSPy's ``JSONAdapter``: SmolLM2-135M degenerates
     on the ChatAdapter's ``[[ ## field ## ]]`` markers (measured: it repeats the header line until ``max_tokens``) but
     writes JSON objects, so the ChatAdapter's first attempt would be a wasted generation on every call. A served LM
-    decoding under its stages' schemas gets it too (it is what sends the schema); any other the ``ChatAdapter``."""
+    decoding under its stages' schemas gets it too (it is what sends the schema); any other the ``ChatAdapter``. A spec
+    is read with the ``api_base`` and ``structured`` it is made with (:func:`schema_form`)."""
     if isinstance(lm, str):
-        return dspy.JSONAdapter() if lm.startswith("local:") else dspy.ChatAdapter()
+        return dspy.JSONAdapter() if schema_form(lm, api_base, structured) or lm.startswith("local:") else \
+            dspy.ChatAdapter()
     engine = getattr(lm, "engine", None)
     ours = isinstance(engine, LocalEngine)  # a local model (served or not), or one decoding under schemas
     return dspy.JSONAdapter() if ours and (engine.constrained or lm.model.startswith("local/")) else dspy.ChatAdapter()

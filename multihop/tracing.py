@@ -10,11 +10,13 @@ first-class. Token counts come from DSPy's usage tracker, so cache hits count ze
 Programs count their own events (a fallback taken, a repair made) with :func:`count`, which adds to every trace
 recorded in the current context; :meth:`Trace.counts` reports them beside the LLM and retrieval counts.
 
-Work a program fans out with ``dspy.Parallel`` (or DSPy's ``ParallelExecutor``) is recorded into the same trace:
-DSPy copies the context's settings into each worker, callbacks included, and deep-copies the usage tracker, whose
-copy here is the tracker itself, so children share the trace and their tokens. A plain ``ThreadPoolExecutor`` sees
-DSPy's context settings (the LM, callbacks, this trace) only when its tasks run in a copy of the caller's context:
-``pool.submit(contextvars.copy_context().run, fn, ...)``, as :func:`multihop.evaluate` does.
+Work a program fans out with :func:`multihop.parallel.fan_out` (``MultihopProgram.fan_out``) is recorded into the
+same trace in the serial order: each call runs in a copy of the caller's context with a :class:`Branch` of its own,
+added in the items' order when all have ended. ``dspy.Parallel`` also records into the trace (DSPy copies its
+settings, callbacks included, into each worker, and deep-copies the usage tracker, whose copy here is the tracker
+itself), but in the order the calls end, and outside any branch of an enclosing fan-out. A plain
+``ThreadPoolExecutor`` sees DSPy's context settings (the LM, callbacks, this trace) only when its tasks run in a copy
+of the caller's context: ``pool.submit(contextvars.copy_context().run, fn, ...)``, as :func:`multihop.evaluate` does.
 """
 
 from __future__ import annotations

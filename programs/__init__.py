@@ -3,7 +3,15 @@ baselines, saving/loading them, and the registries every shared place reads (pro
 presets). A new method is one import line here."""
 
 from .base import PROGRAMS, MultihopProgram, takes_retriever
-from .methods import METHODS, Method, compared_by_default, method_of
+from .methods import (
+           METHODS,
+           Method,
+           budget_knobs,
+           compared_by_default,
+           method_of,
+           program_under_budget,
+           shared_retriever,
+)
 
 # isort: off
 # the methods in their papers' order (seeds 000-004), then the baselines: the order they declare themselves in, which
@@ -19,5 +27,6 @@ from .saved import load, save
 from .students import DISTILL_PRESETS, register_distill_preset
 
 __all__ = ["CIRAG", "DISTILL_PRESETS", "HANRAG", "METHODS", "PROGRAMS", "ComposeRAG", "CoopRAG", "DualRAG", "Method",
-           "MultihopProgram", "NoRetrieval", "SingleStepRAG", "compared_by_default", "load", "method_of",
-           "register_distill_preset", "save", "takes_retriever"]
+           "MultihopProgram", "NoRetrieval", "SingleStepRAG", "budget_knobs", "compared_by_default", "load",
+           "method_of", "program_under_budget", "register_distill_preset", "save", "shared_retriever",
+           "takes_retriever"]

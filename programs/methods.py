@@ -13,10 +13,16 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from pathlib import Path
 
+import dspy
+
+from multihop.comparison import Budget
+from multihop.data import load_corpus
 from multihop.papers import PaperResult
+from multihop.retrievers import build_cached, load_retriever
 
-from .base import PROGRAMS, MultihopProgram
+from .base import PROGRAMS, MultihopProgram, takes_retriever
 from .students import register_distill_preset
 
 METHODS: dict[str, Method] = {}
@@ -94,3 +100,27 @@ def method_of(name: str) -> Method:
 def compared_by_default() -> list[str]:
     """The programs ``multihop compare`` runs when none are named, in declaration order."""
     return [name for name, method in METHODS.items() if method.compare]
+
+
+def shared_retriever(questions: Path, first_stage: str, encoder: str) -> tuple[dspy.Module, Path]:
+    """The retriever every program of a dataset shares, and its index folder (cached under ``MULTIHOP_HOME``): the
+    IRCoT corpus of the question file ``questions`` indexed by ``first_stage``, a dense one by ``encoder`` with the
+    token states and the query markers of every declared method (whichever are compared, so that comparing one more
+    program later finds the same index and extends the same runs)."""
+    corpus = load_corpus(questions)
+    markers = tuple(dict.fromkeys(token for method in METHODS.values() for token in method.program.special_tokens))
+    folder = build_cached(corpus, first_stage, encoder=encoder, token_layers=(), special_tokens=markers)
+    return load_retriever(folder), Path(folder)
+
+
+def budget_knobs(name: str) -> dict[str, str | None]:
+    """The constructor setting each budget item sets in program ``name`` (None: it has no such knob): ``k`` when it
+    has one, and the loop budget its method declares; ``max_tokens`` is the LM's, so every program's."""
+    return {"k": "k" if "k" in PROGRAMS[name].settings() else None, "max_iterations": method_of(name).loop_budget}
+
+
+def program_under_budget(name: str, retriever: dspy.Module | None, budget: Budget) -> dspy.Module:
+    """Program ``name`` with its defaults but the budget's knobs, on the shared ``retriever``."""
+    cls = PROGRAMS[name]
+    values = {setting: getattr(budget, item) for item, setting in budget_knobs(name).items() if setting}
+    return cls(retriever=retriever, **values) if takes_retriever(cls) else cls(**values)

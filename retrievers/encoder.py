@@ -26,7 +26,9 @@ the tokenizer and model run one call at a time under the encoder's lock (a fast 
 that change its truncation, "Already borrowed"; on a CPU the model's own threads use the cores anyway). Calls that
 arrive while another is encoding wait, and are then answered together by one forward pass over all their texts
 (:class:`Coalescing`): many questions in flight encode their queries in batches, which on a CPU costs about half the
-CPU a text of one call a text (measured: MPNet, 32 MuSiQue questions, 2 cores, 232 → 101 ms CPU a query).
+CPU a text of one call a text (measured: MPNet, 32 MuSiQue questions, 2 cores, 232 → 101 ms CPU a query). Which
+texts share a padded batch then depends on timing, which moves a score by float rounding (below 1e-5, tested): a
+near-tie between two passages could order differently from run to run.
 """
 
 from __future__ import annotations
@@ -81,15 +83,32 @@ class Coalescing:
         return call.result
 
     def _run(self, batch: list[_Waiting]) -> None:
+        """Answer the batch; when it fails, each call alone, so one call's bad input fails that call only."""
         try:
-            result, start = self.run([text for call in batch for text in call.texts]), 0
+            try:
+                self._answer(batch)
+            except Exception as exc:  # noqa: BLE001 - handed to the calls
+                if len(batch) == 1:
+                    batch[0].error = exc
+                else:
+                    for call in batch:
+                        try:
+                            self._answer([call])
+                        except Exception as alone:  # noqa: BLE001 - handed to its call
+                            call.error = alone
+        except BaseException as exc:  # an interrupt: no waiting call is left without an answer
             for call in batch:
-                call.result, start = self.split(result, start, start + len(call.texts)), start + len(call.texts)
-        except Exception as exc:  # noqa: BLE001 - every call of the batch raises it
+                if call.result is None and call.error is None:
+                    call.error = exc
+            raise
+        finally:
             for call in batch:
-                call.error = exc
+                call.done = True
+
+    def _answer(self, batch: list[_Waiting]) -> None:
+        result, start = self.run([text for call in batch for text in call.texts]), 0
         for call in batch:
-            call.done = True
+            call.result, start = self.split(result, start, start + len(call.texts)), start + len(call.texts)
 
 
 @dataclass

@@ -51,7 +51,7 @@ def test_lm_arguments_build_the_lm_and_share_the_server_with_other_lms(monkeypat
     options.make(max_tokens=16)
     options.make("openai/judge")
     options.make("local:student")
-    server = {"api_base": "http://host/v1", "api_key": "from-env", "timeout": 30.0}
+    server = {"api_base": "http://host/v1", "api_key": "from-env", "timeout": 30.0, "structured": "auto"}
     local = {**server, "adapter": "lora", "engine": "transformers"}
     assert built == [("local:smollm2", {**local, "max_tokens": 128}), ("local:smollm2", {**local, "max_tokens": 16}),
                      ("openai/judge", {**server, "adapter": None, "max_tokens": None}),  # the adapter is the LM's own

@@ -200,7 +200,7 @@ def test_bad_programs_students_and_budgets_are_one_line_errors(musique, tmp_path
     assert run(app, ["compare", "--out", str(tmp_path / "c"), "--programs", "NoRetrieval,Nope"]) == 2
     assert "error: unknown program(s) Nope; choose from" in capsys.readouterr().err
     assert run(app, ["compare", "--out", str(tmp_path / "c"), "--student", "HANRAG"]) == 2
-    assert "takes PROGRAM=ADAPTER_DIR, got 'HANRAG'" in capsys.readouterr().err
+    assert "takes PROGRAM=ADAPTER_DIR or PROGRAM=SPEC[@DIR], got 'HANRAG'" in capsys.readouterr().err
     with pytest.raises(ValueError, match="a student for HANRAG, which is not compared"):
         multihop.compare(tmp_path / "c", programs=["NoRetrieval"], students={"HANRAG": tmp_path})
     with pytest.raises(ValueError, match="budget k must be a whole number"):

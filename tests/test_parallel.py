@@ -121,14 +121,18 @@ def stable(record: dict) -> dict:
 
 @pytest.mark.parametrize("name", sorted(programs()))
 def test_a_program_with_independent_calls_gives_the_serial_run_at_four_inner_threads(name):
-    runs = {}
+    runs, dspy_traces = {}, {}
     for threads in (1, 4):
         program = programs()[name]()
         program.inner_threads = threads
         script = ShuffledScript(program, garbled=0.1)
-        with dspy.context(lm=script.lm, adapter=dspy.ChatAdapter()):
+        names = {id(predictor): stage for stage, predictor in program.named_predictors()}
+        calls = []  # DSPy's own trace, which optimizers and trajectory collection read
+        with dspy.context(lm=script.lm, adapter=dspy.ChatAdapter(), trace=calls):
             runs[threads] = [program(question=q) for q in ("Who directed Inception and where was he born?",
                                                          "Which river flows through the capital of England?")]
+        dspy_traces[threads] = [(names[id(predictor)], dict(inputs)) for predictor, inputs, _ in calls]
+    assert dspy_traces[4] == dspy_traces[1]
     for serial, parallel in zip(runs[1], runs[4], strict=True):
         assert parallel.answer == serial.answer
         assert [stable(r) for r in parallel.stage_trace] == [stable(r) for r in serial.stage_trace]
@@ -165,6 +169,18 @@ def test_concurrent_encoder_calls_run_as_one_batch_and_get_their_own_rows():
     assert len(batches) == 2 and sorted(batches[1]) == ["b", "c", "d", "e", "f", "g"]  # the waiting calls: one batch
     with pytest.raises(RuntimeError, match="encoder failed"):
         coalescing(["boom"])
+    batches.clear()
+    release.clear()
+    started.clear()
+    with ThreadPoolExecutor(3) as pool:  # a bad call in a batch fails alone: the batch is retried call by call
+        first = pool.submit(coalescing, ["x"])
+        started.wait(5)
+        bad, good = pool.submit(coalescing, ["boom"]), pool.submit(coalescing, ["y"])
+        time.sleep(0.2)
+        release.set()
+        assert first.result() == ["X"] and good.result() == ["Y"]
+        with pytest.raises(RuntimeError, match="encoder failed"):
+            bad.result()
 
 
 def test_a_coalesced_query_encodes_as_it_does_alone():

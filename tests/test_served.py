@@ -140,5 +140,5 @@ def test_a_served_student_runs_the_stages_its_folder_learnt_under_its_lora_name(
     with dspy.context(lm=options.make(), adapter=dspy.JSONAdapter()):
         program(question="Who directed Inception?")
     assert [body["model"] for body in server.requests] == ["gold"]
-    with pytest.raises(ValueError, match="neither a `multihop distill` folder nor an LM spec"):
+    with pytest.raises(ValueError, match="neither a `multihop distill` folder"):
         served_student("no-such-folder")

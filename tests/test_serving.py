@@ -51,6 +51,7 @@ def test_a_program_runs_against_the_served_model_over_loopback():
             prediction = NoRetrieval()(question="Who wrote Hamlet?")
         assert prediction.answer and prediction.counts["llm_calls"] == 1
         assert prediction.counts["prompt_tokens"] > 20  # the server's usage reached the trace
+        served_as_openai(port, lm.model.removeprefix("local/").removesuffix(f"-json{POLICY}"))
     finally:
         server.terminate()
         server.wait(timeout=30)
@@ -76,3 +77,28 @@ def test_a_keyed_server_answers_only_clients_with_the_key():
     assert client.get("/v1/models", headers={"Authorization": "Bearer wrong"}).status_code == 401
     answered = client.get("/v1/models", headers={"Authorization": "Bearer s3cret"})
     assert answered.status_code == 200 and answered.json()["data"][0]["id"].startswith("smollm2")
+
+
+def served_as_openai(port: int, name: str) -> None:
+    """The same server reached as any OpenAI-compatible endpoint (``openai/<its model>``): in llama-cpp-python's
+    ``json_object`` form every stage of HANRAG parses (no fallback, no stage error); the ``json_schema`` form, which
+    that server refuses, stops with the line naming ``--structured off``."""
+    from test_parallel import PASSAGES
+
+    from multihop.engines.served import StructuredOutputRefused
+    from multihop.programs import HANRAG
+
+    from helpers import StaticRetriever
+
+    api_base = f"http://127.0.0.1:{port}/v1"
+    lm = make_lm(f"openai/{name}", api_base=api_base, api_key="s3cret", structured="json_object", cache=False,
+                 max_tokens=64)
+    program = HANRAG(retriever=StaticRetriever(PASSAGES), k=2, max_steps=2)
+    with dspy.context(lm=lm, adapter=dspy.JSONAdapter()):
+        prediction = program(question="Where was the director of Inception born?")
+    assert prediction.counts["llm_calls"] >= 2
+    assert prediction.counts.get("fallbacks", 0) == 0 and prediction.counts["stage_errors"] == 0
+    refused = make_lm(f"openai/{name}", api_base=api_base, api_key="s3cret", cache=False)  # auto: json_schema
+    with dspy.context(lm=refused, adapter=dspy.JSONAdapter()), pytest.raises(StructuredOutputRefused,
+                                                                            match="--structured off"):
+        NoRetrieval()(question="Who wrote Hamlet?")

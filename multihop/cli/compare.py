@@ -25,10 +25,10 @@ Then the table (``comparison.json``, ``comparison.md``, the papers' numbers besi
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import zlib
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import dspy
@@ -44,41 +44,24 @@ from multihop.comparison import (
     summary_row,
     write_table,
 )
-from multihop.data import load_corpus, load_dataset
-from multihop.evaluation import evaluate, run_manifest
+from multihop.data import load_dataset
+from multihop.evaluation import Evaluation, evaluate_all, run_manifest
 from multihop.lm_options import LMOptions, served_student
 from multihop.lms import make_lm
 from multihop.models import sha256_file
 from multihop.optimize.students import use_student
-from multihop.parallel import fan_out
-from multihop.programs import METHODS, PROGRAMS, compared_by_default, method_of, takes_retriever
+from multihop.programs import (
+    PROGRAMS,
+    budget_knobs,
+    compared_by_default,
+    method_of,
+    program_under_budget,
+    shared_retriever,
+    takes_retriever,
+)
 from multihop.question_sets import DATASETS, question_file
 from multihop.report import write_report
-from multihop.retrievers import CACHED_FIRST_STAGES, build_cached, load_retriever
-
-
-def budget_knobs(name: str) -> dict[str, str | None]:
-    """The constructor setting each budget item sets in program ``name`` (None: it has no such knob): ``k`` when it
-    has one, and the loop budget its method declares; ``max_tokens`` is the LM's, so every program's."""
-    return {"k": "k" if "k" in PROGRAMS[name].settings() else None, "max_iterations": method_of(name).loop_budget}
-
-
-def build_program(name: str, retriever: dspy.Module | None, budget: Budget) -> dspy.Module:
-    """Program ``name`` with its defaults but the budget's knobs, on the shared ``retriever``."""
-    cls = PROGRAMS[name]
-    values = {setting: getattr(budget, item) for item, setting in budget_knobs(name).items() if setting}
-    return cls(retriever=retriever, **values) if takes_retriever(cls) else cls(**values)
-
-
-def shared_retriever(questions: Path, first_stage: str, encoder: str) -> tuple[dspy.Module, Path]:
-    """The retriever every program of a dataset shares, and its index folder (cached under ``MULTIHOP_HOME``): the
-    IRCoT corpus of the question file ``questions`` indexed by ``first_stage``, a dense one by ``encoder`` with the
-    token states and the query markers of every declared method (whichever are compared, so that comparing one more
-    program later finds the same index and extends the same runs)."""
-    corpus = load_corpus(questions)
-    markers = tuple(dict.fromkeys(token for method in METHODS.values() for token in method.program.special_tokens))
-    folder = build_cached(corpus, first_stage, encoder=encoder, token_layers=(), special_tokens=markers)
-    return load_retriever(folder), Path(folder)
+from multihop.retrievers import CACHED_FIRST_STAGES
 
 
 def rollout(name: str) -> int:
@@ -144,10 +127,10 @@ def compare(
         retriever, index = (shared_retriever(path, first_stage, encoder)
                             if any(takes_retriever(PROGRAMS[name]) for name in names) else (None, None))
         comparison["retriever"]["indexes"][key] = str(index) if index else None
-        runs += [(key, name, build_program(name, retriever, budget), examples, path, index) for name in names]
+        runs += [(key, name, program_under_budget(name, retriever, budget), examples, path, index) for name in names]
 
-    def evaluated(run: tuple) -> dict:
-        key, name, program, examples, path, index = run
+    evaluations = []
+    for key, name, program, examples, path, index in runs:
         with dspy.context(lm=base.copy(rollout_id=rollout(name))):
             weights = None
             if name in students:
@@ -156,13 +139,11 @@ def compare(
             manifest = run_manifest(program, examples, judge, data_sha256=sha256_file(path)[:16], limit=limit,
                                     retriever=index.name if index and takes_retriever(type(program)) else None,
                                     student=weights, budget=applied)
-            return evaluate(program, examples, out / key / name, threads=threads, progress=progress, name=name,
-                            judge_lm=judge, manifest=manifest, pool=pool)
-
-    # with threads, every program's questions go through one pool of that many: the runs start together and a
-    # program that finishes early leaves its threads to the others (each run's rows are those of a run alone)
-    with ThreadPoolExecutor(max_workers=threads) as pool:
-        summaries = fan_out(evaluated, runs, len(runs) if threads > 1 else 1)
+            evaluations.append(Evaluation(program, examples, out / key / name, name=name, judge_lm=judge,
+                                          manifest=manifest, context=contextvars.copy_context()))
+    # every program's questions go through one pool of --threads: one that finishes early leaves its threads to the
+    # others (each folder's rows are those of its program run alone)
+    summaries = evaluate_all(evaluations, threads, progress)
     for (key, name, program, *_), summary in zip(runs, summaries, strict=True):
         comparison["programs"].setdefault(name, {"budget": budget_knobs(name), "config": program.config(),
                                                  "student": str(students[name]) if name in students else None})

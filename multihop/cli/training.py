@@ -145,12 +145,11 @@ def trajectories_cmd(
     if gold:
         import dspy
 
-        from multihop.lms import default_adapter
         from multihop.optimize.gold import gold_trajectories
         from multihop.programs.gold import GoldContext
 
         instance = load(load_dir) if load_dir else spec.build_unindexed()
-        with dspy.context(adapter=default_adapter(lm.lm)):  # the rows are rendered as the student's LM is prompted
+        with dspy.context(adapter=lm.default_adapter()):  # the rows are rendered as the student's LM is prompted
             manifest = gold_trajectories(instance, examples, out, GoldContext(seed=seed),
                                          data=file_info(data_file, examples))
         console.print(f"gold rows from {manifest['kept']} of {manifest['questions']} questions; rows per stage "

@@ -6,7 +6,9 @@ caps, the budget raised to what the schema needs).
 Servers take a schema in one of two forms (``schema_form``):
 
 - ``json_schema``: ``{"type": "json_schema", "json_schema": {"name", "schema", "strict"}}``, the OpenAI form that vLLM
-  and SGLang (guided decoding), and OpenAI's structured-output models take; with the OpenAI sampling options only.
+  and SGLang take (guided decoding); with the OpenAI sampling options only. OpenAI's own strict mode may refuse the
+  caps (``maxLength``) the bounded schema adds: that refusal is the line below, and ``--structured off`` runs it
+  through DSPy's own structured outputs.
 - ``json_object``: ``{"type": "json_object", "schema": ...}``, the form llama-cpp-python's server takes (it refuses
   the other), with the in-process llama.cpp engine's sampling options, so a model ``multihop serve`` runs parses and
   ends its replies as the in-process engine does.
@@ -36,8 +38,10 @@ from .base import Generation, LocalEngine, chat_messages
 from .llamacpp import completion_options
 
 SCHEMA_FORMS = ("json_schema", "json_object")
+OTHER_FORM = {"json_schema": " or --structured json_object (llama-cpp-python's form)",
+              "json_object": " or --structured json_schema (vLLM's and SGLang's form)"}
 POOL = httpx.Limits(max_connections=256, max_keepalive_connections=256)  # many questions and their fan-outs at once
-_REFUSAL_WORDS = ("response_format", "json_schema", "schema", "grammar", "guided")
+_REFUSAL_WORDS = ("response_format", "json_schema", "grammar", "guided")  # not "schema": a prompt echo has it
 
 
 class StructuredOutputRefused(LMUnsupportedFeatureError):
@@ -77,7 +81,7 @@ def openai_options(config, max_tokens: int, schema: dict | None) -> dict:
 
 class ServedEngine(LocalEngine):
     """A DSPy engine over the model ``model`` served at ``api_base`` (``http://127.0.0.1:8000/v1``), sending each
-    bounded schema in ``schema_form`` (``json_object``: ``multihop serve``; ``json_schema``: vLLM, SGLang, OpenAI); a
+    bounded schema in ``schema_form`` (``json_object``: ``multihop serve``; ``json_schema``: vLLM, SGLang); a
     request may take ``timeout`` seconds. Failures are DSPy's LM errors — a timeout, an unreachable server, HTTP 429
     and 5xx being the ones DSPy retries — and :class:`StructuredOutputRefused`."""
 
@@ -147,7 +151,7 @@ class ServedEngine(LocalEngine):
                 raise StructuredOutputRefused(
                     f"the model server at {self.api_base} refused the stage's JSON schema in the {self.schema_form} "
                     f"form (HTTP {response.status_code}: {' '.join(text.split())[:200]}): run with --structured off "
-                    "(free decoding) or --structured json_object (llama-cpp-python's form)", model=self.name)
+                    f"(free decoding){OTHER_FORM[self.schema_form]}", model=self.name)
             kind = LMRateLimitError if response.status_code == 429 else (
                 LMServerError if response.status_code >= 500 else LMInvalidRequestError)
             raise kind(f"the model server at {self.api_base} answered {response.status_code}: {text}",

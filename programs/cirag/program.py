@@ -42,10 +42,12 @@ sampled retry) ends the loop (``integrate.fallback``); an unparsable answer coun
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass, field
 
 import dspy
+import numpy as np
 
 from multihop.corpus import Passage
 from multihop.retrievers import Cosine, RerankStep
@@ -67,6 +69,7 @@ from .demos import PAPER_DEMOS
 from .triples import Triple, assign, match_core, well_formed
 
 LEVELS = tuple(CASCADE_LEVELS)
+SENTENCE_CACHE = 10_000  # passages whose sentence embeddings stay in memory (~5 sentences × 3 KB each)
 
 
 @dataclass
@@ -196,9 +199,9 @@ class CIRAG(MultihopProgram):
         raw = (cached if cached is not None else self.extract(passage)).triples
         if not raw:
             return []
-        sentences = split_sentences(passage.text) or [passage.text]
+        sentences, sentence_vectors = passage_sentences(self.encoder, passage.text)
         triples = [Triple(*t, doc_id=passage.id) for t in raw]
-        similarity = self.embed([t.words() for t in triples]) @ self.embed(sentences).T
+        similarity = self.embed([t.words() for t in triples]) @ sentence_vectors.T
         return [Triple(t.subject, t.relation, t.obj, passage.id, sentences[j]) for t, j in
                 zip(triples, assign(similarity.tolist()), strict=True)]
 
@@ -284,3 +287,14 @@ class CIRAG(MultihopProgram):
                                 evidence=evidence, query=question)
         answer = safe_answer(result.answer).rstrip(".")
         return "" if UNANSWERABLE.lower() in answer.lower() or is_abstention(answer) else answer
+
+
+@functools.lru_cache(maxsize=SENTENCE_CACHE)
+def passage_sentences(encoder: str, text: str) -> tuple[list[str], np.ndarray]:
+    """A passage's sentences and their embeddings by ``encoder``, kept for the next round or question that reads the
+    passage (the triples change with each extraction, the sentences never): the encoder's work a question does is
+    its triples'."""
+    from multihop.retrievers.encoder import shared_encoder
+
+    sentences = split_sentences(text) or [text]
+    return sentences, shared_encoder(encoder).encode(sentences)

@@ -217,7 +217,9 @@ class ComposeRAG(MultihopProgram):
 
     def solve_all(self, run: Solving) -> None:
         """Iterative sub-question processing (§4.2): construct each sub-question of the current decomposition from
-        the earlier answers, solve it; the round's hops replace the last round's."""
+        the earlier answers, solve it; the round's hops replace the last round's. The hops run one after another
+        even on a served LM: each is constructed from the earlier answers and answered with the earlier hops as
+        background, so none is independent of the one before (no ``fan_out``)."""
         run.hops = []
         for sub_question in run.sub_questions:
             hop = self.solve(run, self.constructed(run, sub_question))

@@ -38,7 +38,6 @@ def dualrag_sft(
     import dspy
 
     from multihop.data import held_apart_ids, load_dataset
-    from multihop.lms import default_adapter
     from multihop.optimize.trajectories import read_collection, refuse_held_apart, render_call, write_trajectories
     from multihop.programs import DualRAG
 
@@ -47,7 +46,7 @@ def dualrag_sft(
     refuse_held_apart(examples, held_apart_ids())
     if gold == bool(teachers):
         raise typer.BadParameter("give teacher trajectory folders, or --gold and none")
-    student_adapter = default_adapter(lm.lm)  # every row is rendered as the student's LM will be prompted
+    student_adapter = lm.default_adapter()  # every row is rendered as the student's LM will be prompted
     if gold:
         from multihop.optimize.gold import gold_trajectories
         from multihop.programs.gold import GoldContext

@@ -31,7 +31,6 @@ def hanrag_revelator_data(
     import dspy
 
     from multihop.data import held_apart_ids, load_dataset
-    from multihop.lms import default_adapter
     from multihop.optimize.gold import gold_trajectories
     from multihop.programs import HANRAG
     from multihop.programs.gold import GoldContext
@@ -41,7 +40,7 @@ def hanrag_revelator_data(
         data_file = question_path(source, "train")
         examples = load_dataset(data_file, limit=limit)
         folder = out / (source if source in DATASETS else data_file.stem)
-        with dspy.context(adapter=default_adapter(lm.lm)):
+        with dspy.context(adapter=lm.default_adapter()):
             manifest = gold_trajectories(program, examples, folder, GoldContext(seed=seed), held_apart=held_apart,
                                          data=file_info(data_file, examples))
         console.print(f"{source}: rows from {manifest['kept']} of {manifest['questions']} questions; rows per stage "

@@ -6,8 +6,9 @@ RAG (§4.1, Fig. 2).
 - straightforward → ``direct_answer`` answers from the LM's knowledge (0 steps);
 - single-step → ANRAG(question) (1 step);
 - compound → ``decompose`` (Prompt 10) splits it into independent sub-questions, ANRAG answers every one of them
-  concurrently (``fan_out``, one retriever shared), and ``aggregate`` writes the answer from the sub-questions and
-  their answers (Eq. 5; 1 step, as App. C and F count it);
+  concurrently on a served LM (``fan_out``, one retriever shared; one after another on an in-process engine, which
+  serves one call at a time), and ``aggregate`` writes the answer from the sub-questions and their answers (Eq. 5;
+  1 step, as App. C and F count it);
 - complex → up to ``max_steps`` rounds of {``refine`` (Prompt 12) writes the next seed question from the question and
   the seed questions answered so far → ANRAG(seed) → ``ending`` judges whether the question is settled (Eq. 12)};
   the answer is the last seed question's (Eq. 9).
