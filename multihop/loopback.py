@@ -76,6 +76,7 @@ def reply_text(body: dict) -> str:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive: a client reuses its connections, as it would with vLLM
+    disable_nagle_algorithm = True  # the headers and the body go out at once: no 40 ms delayed-ACK stall a reply
 
     def do_GET(self):  # noqa: N802 - the http.server API
         self._send(200, {"object": "list", "data": [{"id": MODEL, "object": "model"}]})
