@@ -13,7 +13,7 @@ Servers take a schema in one of two forms (``schema_form``):
   the other), with the in-process llama.cpp engine's sampling options, so a model ``multihop serve`` runs parses and
   ends its replies as the in-process engine does.
 
-A server that refuses the schema (HTTP 400/422 naming the response format, the schema or the grammar) raises
+A server that refuses the schema (HTTP 400, 422 or 500 naming the response format or the grammar) raises
 :class:`StructuredOutputRefused`, one line naming ``--structured off``. Servers do not report the prompt tokens they
 reused, so served calls count none. Calls are safe from many threads (one ``httpx`` client, pooled) and from
 asyncio (:meth:`ServedEngine.acomplete`, one async client per event loop).
@@ -146,7 +146,8 @@ class ServedEngine(LocalEngine):
         """A server's answer as a :class:`~.base.Generation`, or the LM error it means."""
         if response.is_error:
             text = response.text[:500]
-            if schema is not None and response.status_code in (400, 422) and any(
+            # llama-cpp-python's server answers a form it does not take with a 500 naming the response format
+            if schema is not None and response.status_code in (400, 422, 500) and any(
                     word in text.lower() for word in _REFUSAL_WORDS):
                 raise StructuredOutputRefused(
                     f"the model server at {self.api_base} refused the stage's JSON schema in the {self.schema_form} "
