@@ -19,7 +19,7 @@
   optional ``api_base`` / ``api_key`` for OpenAI-compatible servers. With structured outputs on (``structured``:
   ``auto`` turns them on for ``hosted_vllm/`` and for ``openai/`` with an ``api_base``), the model is reached over
   the OpenAI chat API by :class:`~multihop.engines.served.ServedEngine`, which sends every stage's bounded JSON schema
-  (``json_schema``, the form vLLM, SGLang and OpenAI take; ``json_object``, llama-cpp-python's), so served replies
+  (``json_schema``, the form vLLM and SGLang take; ``json_object``, llama-cpp-python's), so served replies
   parse and end within their budget as local ones do; the model string ``<spec>-<form><policy>`` keys DSPy's cache
   by the decoding. Without them, DSPy's own LiteLLM/native engine decodes freely.
 
