@@ -99,9 +99,10 @@ class DenseRetriever(RetrieverModule):
 
     @classmethod
     def load(cls, directory: str | Path, encoder: str | Encoder | None = None, corpus: Corpus | None = None,
-             k: int = 5) -> DenseRetriever:
+             k: int = 5, mmap: bool = False) -> DenseRetriever:
         """Load a saved retriever. A given ``encoder`` or ``corpus`` must match the manifest, else it is refused; an
-        encoder given by name gets the special tokens the index was built with."""
+        encoder given by name gets the special tokens the index was built with. ``mmap`` maps the FAISS index instead
+        of reading it (an index larger than the memory)."""
         directory = Path(directory)
         verify_inventory(directory)
         corpus = corpus or load_corpus(directory / CORPUS_FILE)
@@ -122,6 +123,7 @@ class DenseRetriever(RetrieverModule):
         index = FaissIndex.load(
             directory,
             expect={"encoder_sha256": encoder.checksum(), "corpus_sha256": corpus.checksum(), "count": len(corpus)},
+            mmap=mmap,
         )
         tokens = TokenCache(directory / TOKENS_DIR) if (directory / TOKENS_DIR).exists() else None
         if tokens is not None and len(tokens) != len(corpus):

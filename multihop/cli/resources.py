@@ -67,7 +67,8 @@ def index_build(
     out: Path = typer.Option(..., help="folder to write the retriever into"),
     first_stage: str = typer.Option("dense", help="dense, bm25 or hybrid"),
     encoder: str = typer.Option("mpnet", help="encoder name or sentence-transformers folder"),
-    index: str = typer.Option("auto", help="FAISS index kind: flat, ivf, hnsw or auto (flat below 100k passages)"),
+    index: str = typer.Option("auto", help="FAISS index: flat, ivf, hnsw, auto (flat below 100k passages) or any "
+                              "faiss.index_factory string, e.g. HNSW32, IVF4096,PQ64, OPQ64,IVF65536_HNSW32,PQ64"),
     rerank: str = typer.Option("none", help="none or a reranker name: maxsim, rala-eq4, rala-eq3, cosine"),
     n: int = typer.Option(20, help="first-stage passages handed to the reranker", min=1),
     k: int = typer.Option(5, help="passages returned", min=1),
