@@ -6,6 +6,7 @@ import json
 import re
 import shutil
 import subprocess
+from pathlib import Path
 
 import dspy
 import pytest
@@ -261,3 +262,25 @@ def test_threads_run_every_programs_questions_through_one_pool_with_the_serial_r
                                          key=lambda row: row["id"]) for program in THREE}
     assert rows[6] == rows[1]
     assert any(overlapped)  # SingleStepRAG's calls ran beside the other programs': one pool for all
+
+
+def test_one_corpus_or_retriever_folder_serves_every_program_and_dataset(musique, lm, tmp_path, capsys):
+    corpus = tmp_path / "corpus.jsonl"  # the dev paragraphs among others: ids are content hashes, so gold is found
+    passages = [{"title": title, "text": text} for *_, paragraphs in QUESTIONS for title, text in paragraphs]
+    passages += [{"title": f"Other {i}", "text": f"Unrelated passage number {i} about nothing."} for i in range(5)]
+    corpus.write_text("".join(json.dumps(passage) + "\n" for passage in passages))
+    comparison = multihop.compare(
+        tmp_path / "by-corpus", programs=["SingleStepRAG"], datasets=["musique"], first_stage="bm25",
+        budget=Budget(k=2, max_iterations=3), progress=False, corpus=corpus)
+    index = Path(comparison["retriever"]["indexes"]["musique"])
+    assert len((index / "corpus.jsonl").read_text().splitlines()) == len(passages)  # the given corpus
+    assert comparison["rows"][0]["recall@2"] == 1.0
+    assert run(app, ["index", "build", str(corpus), "--first-stage", "bm25", "--out", str(tmp_path / "bm25")]) == 0
+    comparison = multihop.compare(tmp_path / "by-folder", programs=["SingleStepRAG"], datasets=["musique"],
+                                  first_stage="bm25", budget=Budget(k=2, max_iterations=3), progress=False,
+                                  retriever=tmp_path / "bm25")
+    assert comparison["retriever"]["indexes"]["musique"] == str(tmp_path / "bm25")
+    assert comparison["rows"][0]["recall@2"] == 1.0
+    assert run(app, ["compare", "--out", str(tmp_path / "both"), "--corpus", str(corpus), "--retriever",
+                     str(tmp_path / "bm25"), "--first-stage", "bm25"]) == 2
+    assert "not both" in capsys.readouterr().err

@@ -61,7 +61,7 @@ from multihop.programs import (
 )
 from multihop.question_sets import DATASETS, question_file
 from multihop.report import write_report
-from multihop.retrievers import CACHED_FIRST_STAGES
+from multihop.retrievers import CACHED_FIRST_STAGES, load_retriever
 
 
 def rollout(name: str) -> int:
@@ -83,6 +83,8 @@ def compare(
     judge_lm: str | dspy.BaseLM | None = None,
     progress: bool = True,
     console: Console | None = None,
+    corpus: str | Path | None = None,
+    retriever: str | Path | None = None,
 ) -> dict:
     """Compare ``programs`` (default: :func:`~multihop.programs.compared_by_default`) on the dev sets ``datasets``
     under one ``budget`` (default :class:`Budget`\\ ()) and write
@@ -93,8 +95,13 @@ def compare(
     adapter of ``lm`` (which must then be a spec or options), or to a served student ``SPEC[@DIR]``
     (:func:`~multihop.lm_options.served_student`: ``openai/<lora-name>`` on the run's server). ``limit``: the first
     N questions of each set; ``threads``: questions at once, of every program and dataset (one pool); ``judge_lm``
-    adds LLM Eval. ``console`` prints the budget and the tables.
+    adds LLM Eval. ``console`` prints the budget and the tables. ``corpus`` (a corpus or question file, indexed once
+    by ``first_stage``) or ``retriever`` (a saved retriever folder) is the one index every program and dataset
+    searches, instead of each dev file's own paragraphs (passage ids are content hashes, so the gold paragraphs of
+    the dev files are found in a corpus that holds them).
     """
+    if corpus is not None and retriever is not None:
+        raise ValueError("give compare a --corpus to index or a --retriever folder, not both")
     budget = budget or Budget()
     names, students = list(compared_by_default() if programs is None else programs), dict(students or {})
     check_choices(names, students, first_stage)
@@ -119,15 +126,20 @@ def compare(
                       "indexes": {}},
         "datasets": {}, "programs": {}, "runs": [], "rows": [], "papers": [], "charts": [],
     }
+    retrieving = any(takes_retriever(PROGRAMS[name]) for name in names)
+    shared = None  # one index for every dataset: a given retriever folder, or the given corpus indexed once
+    if retrieving and retriever is not None:
+        shared = load_retriever(retriever), Path(retriever)
+    elif retrieving and corpus is not None:
+        shared = shared_retriever(Path(corpus), first_stage, encoder)
     runs = []  # (dataset, program name, program, its questions, its question file, its index), in table order
     for key, path in files.items():
         examples = load_dataset(path, limit=limit)
         comparison["datasets"][key] = {"file": str(path), "questions": len(examples),
                                        "ids": [str(example.id) for example in examples]}
-        retriever, index = (shared_retriever(path, first_stage, encoder)
-                            if any(takes_retriever(PROGRAMS[name]) for name in names) else (None, None))
+        searched, index = shared or (shared_retriever(path, first_stage, encoder) if retrieving else (None, None))
         comparison["retriever"]["indexes"][key] = str(index) if index else None
-        runs += [(key, name, program_under_budget(name, retriever, budget), examples, path, index) for name in names]
+        runs += [(key, name, program_under_budget(name, searched, budget), examples, path, index) for name in names]
 
     evaluations = []
     for key, name, program, examples, path, index in runs:

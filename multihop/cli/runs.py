@@ -74,6 +74,11 @@ def compare_cmd(
     first_stage: str = typer.Option("dense", help="the first stage every program shares (a name of "
                                     "multihop.retrievers.CACHED_FIRST_STAGES)"),
     encoder: str = typer.Option("mpnet", help="encoder of the shared dense index"),
+    corpus: Path = typer.Option(None, exists=True, dir_okay=False, help="one corpus (or question) file every program "
+                                "and dataset searches, indexed once by --first-stage (default: each dev file's own "
+                                "paragraphs)"),
+    retriever: Path = typer.Option(None, exists=True, file_okay=False, help="one saved retriever folder (`multihop "
+                                   "index build`) every program and dataset searches"),
     limit: int = typer.Option(None, help="first N questions of each dev set", min=1),
     threads: int = typer.Option(1, help="questions evaluated at once", min=1),
     judge_lm: str = typer.Option(None, help="an LM that judges each answer (LLM Eval, ComposeRAG §5.1)"),
@@ -97,7 +102,7 @@ def compare_cmd(
             datasets=[name.strip() for name in datasets.split(",") if name.strip()], lm=lm,
             budget=Budget(k=k, max_iterations=max_iterations, max_tokens=lm.max_tokens), students=students,
             first_stage=first_stage, encoder=encoder, limit=limit, threads=threads, judge_lm=judge_lm,
-            console=console)
+            console=console, corpus=corpus, retriever=retriever)
 
 
 def checksum(path: Path | None) -> str | None:
