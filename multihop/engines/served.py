@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import weakref
 
 import httpx
 from dspy.utils.exceptions import (
@@ -95,6 +96,7 @@ class ServedEngine(LocalEngine):
         self.api_base, self.timeout, self.schema_form = api_base.rstrip("/"), timeout, schema_form
         self._headers = key_headers(api_key)  # the key stays out of the state
         self._client = httpx.Client(timeout=timeout, headers=self._headers, limits=POOL)
+        weakref.finalize(self, self._client.close)  # its pooled connections close with it, or at exit
         self._async_clients: dict[int, tuple[asyncio.AbstractEventLoop, httpx.AsyncClient]] = {}
         self._lock = threading.Lock()
 
