@@ -76,7 +76,10 @@ class DenseRetriever(RetrieverModule):
     @classmethod
     def build_cached(cls, corpus: Corpus, encoder: str = "mpnet", token_layers: tuple[int, ...] | None = None,
                      kind: str = "auto", special_tokens: tuple[str, ...] = (), pooling: str = "mean") -> Path:
-        """The folder of ``corpus``'s index under ``MULTIHOP_HOME/indexes``, built (resumably) on first use."""
+        """The folder of ``corpus``'s index under ``MULTIHOP_HOME/indexes``, built (resumably) on first use. The
+        build encodes into shards of its own (``MULTIHOP_HOME/shards/<index name>``), which an interrupted build
+        resumes from and a finished one removes: the index folder holds the only copy of the vectors and token
+        states."""
         suffix = "" if pooling == "mean" else f"-{pooling}"
         suffix += "" if token_layers is None else "-tokens" + "".join(f"-{layer}" for layer in token_layers)
         if special_tokens:
@@ -85,7 +88,9 @@ class DenseRetriever(RetrieverModule):
         with locked(target, file=True, wait=True):  # two runs needing the same index: one builds, the other waits
             if not (target / "manifest.json").exists():
                 built = Encoder(encoder, special_tokens=special_tokens, pooling=pooling)
-                cls.build(corpus, encoder=built, kind=kind, token_layers=token_layers).save(target)
+                work = home() / "shards" / target.name
+                cls.build(corpus, encoder=built, work_dir=work, kind=kind, token_layers=token_layers).save(target)
+                shutil.rmtree(work, ignore_errors=True)
         return target
 
     def save(self, directory: str | Path) -> None:

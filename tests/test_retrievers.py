@@ -184,8 +184,7 @@ def test_an_index_records_its_pooling_and_refuses_a_query_encoder_that_pools_oth
     assert loaded.encoder.pooling == "cls" and loaded("the passage about topic 4", k=1).ids == [corpus[4].id]
     with pytest.raises(IndexMismatchError, match="built with cls pooling, the encoder pools by mean"):
         DenseRetriever.load(folder, encoder=Encoder("minilm"))
-    assert sorted(p.name for p in (tmp_path / "shards").iterdir()) == [f"minilm-{corpus.checksum()[:16]}",
-                                                                      f"minilm-cls-{corpus.checksum()[:16]}"]
+    assert not list((tmp_path / "shards").iterdir())  # each build's own shards, removed once its index is saved
 
 
 UNROLLED = "Who directed <FILL>? [Question] (<UNCERTAIN>, directed, <FILL>) [Passage]"
