@@ -5,6 +5,7 @@ keeping every trace, and a served student's stages routed to its LoRA's name."""
 
 import asyncio
 import time
+from pathlib import Path
 
 import dspy
 import pytest
@@ -132,7 +133,7 @@ def test_fifty_questions_in_flight_through_acall_keep_their_own_traces():
 
 def test_a_served_student_runs_the_stages_its_folder_learnt_under_its_lora_name(server):
     options = LMOptions(lm="openai/base-model", api_base=server.api_base)
-    assert served_student(SHIPPED_STUDENT) == (None, pytest.importorskip("pathlib").Path(SHIPPED_STUDENT))
+    assert served_student(SHIPPED_STUDENT) == (None, Path(SHIPPED_STUDENT))
     student, weights = options.student(f"openai/gold@{SHIPPED_STUDENT}")
     assert weights == "openai/gold" and student.engine.api_base == server.api_base
     program = SingleStepRAG(retriever=StaticRetriever(PASSAGES), k=2)
