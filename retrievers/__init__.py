@@ -2,7 +2,7 @@
 and the DSPy modules."""
 
 from .cosine import Cosine
-from .dense import DenseRetriever
+from .dense import DenseRetriever, IndexSpec
 from .encoder import Encoder
 from .hybrid import HybridRetriever
 from .index import FaissIndex, IndexMismatchError
@@ -14,10 +14,12 @@ from .rerankers import RERANKERS, Reranker, RerankStep, checked_reranker, load_r
 from .retriever import Retriever
 from .sparse import BM25Retriever
 from .storage import CACHED_FIRST_STAGES, build_cached, build_retriever
+from .token_codecs import TOKEN_STATES
 
 __all__ = [
     "CACHED_FIRST_STAGES",
     "RERANKERS",
+    "TOKEN_STATES",
     "BM25Retriever",
     "Cosine",
     "DenseRetriever",
@@ -25,6 +27,7 @@ __all__ = [
     "FaissIndex",
     "Hits",
     "HybridRetriever",
+    "IndexSpec",
     "IndexMismatchError",
     "MaxSim",
     "RaLa",

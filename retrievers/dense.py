@@ -16,6 +16,8 @@ from __future__ import annotations
 import hashlib
 import logging
 import shutil
+from contextlib import ExitStack
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -26,15 +28,63 @@ from multihop.folders import locked, verify_inventory, write_inventory
 from multihop.paths import atomic_dir, home
 
 from .encoder import Encoder
-from .index import FaissIndex, IndexMismatchError, encode_corpus, read_manifest
+from .index import CorpusEncoding, FaissIndex, IndexMismatchError, encode_corpus, read_manifest
 from .module import RetrieverModule
 from .query import Hits, hits_prediction
 from .token_cache import TokenCache
+from .token_codecs import DEFAULT_TOKEN_STATES, check_form
 
 logger = logging.getLogger(__name__)
 
 CORPUS_FILE = "corpus.jsonl"
 TOKENS_DIR = "tokens"
+
+
+@dataclass(frozen=True)
+class IndexSpec:
+    """One dense index of a corpus: the first stage's ``pooling``, the token states kept for reranking
+    (``token_layers`` None: none; ``()``: the last layer; premature layers an Eq. 3 score reads besides) in the form
+    ``token_states`` with the ``[CLS]`` states of ``cls_layers`` (None: every layer), the query markers
+    ``special_tokens`` and the FAISS ``kind``."""
+
+    pooling: str = "mean"
+    token_layers: tuple[int, ...] | None = None
+    special_tokens: tuple[str, ...] = ()
+    kind: str = "auto"
+    token_states: str = DEFAULT_TOKEN_STATES
+    cls_layers: tuple[int, ...] | None = None
+
+    def __post_init__(self):
+        check_form(self.token_states)
+
+    def stored_layers(self) -> tuple[int, ...] | None:
+        """The premature layers whose token states are stored (None: no token states)."""
+        return None if self.token_layers is None or self.token_states == "none" else tuple(self.token_layers)
+
+    @property
+    def token_dtype(self) -> str:
+        """The float type the encoding keeps token states as for this index."""
+        return "float32" if self.token_states == "full" else "float16"
+
+    def folder_name(self, encoder: str, corpus: Corpus) -> str:
+        """The name of this index's folder (and of its encoding shards) for ``corpus`` by ``encoder``."""
+        suffix = "" if self.pooling == "mean" else f"-{self.pooling}"
+        if self.stored_layers() is not None:
+            suffix += "-tokens" + "".join(f"-{layer}" for layer in self.token_layers)
+            suffix += "" if self.token_states == DEFAULT_TOKEN_STATES else f"-{self.token_states}"
+            suffix += "" if self.cls_layers is None else "-cls" + "".join(f"-{layer}" for layer in self.cls_layers)
+        suffix += _markers_suffix(self.special_tokens)
+        kind = self.kind if self.kind.isidentifier() else hashlib.sha256(self.kind.encode()).hexdigest()[:8]
+        return f"{Path(encoder).name}-{kind}-{corpus.checksum()[:16]}{suffix}"
+
+
+def _markers_suffix(special_tokens: tuple[str, ...]) -> str:
+    return "-special-" + hashlib.sha256("\n".join(special_tokens).encode()).hexdigest()[:8] if special_tokens else ""
+
+
+def _markers_in(corpus: Corpus, markers: tuple[str, ...]) -> tuple[str, ...]:
+    """The markers some passage of ``corpus`` contains (those change how it encodes)."""
+    return tuple(marker for marker in markers if any(marker in text for text in corpus.texts()))
 
 
 class DenseRetriever(RetrieverModule):
@@ -54,53 +104,101 @@ class DenseRetriever(RetrieverModule):
         work_dir: str | Path | None = None,
         kind: str = "auto",
         token_layers: tuple[int, ...] | None = None,
+        token_states: str = DEFAULT_TOKEN_STATES,
+        cls_layers: tuple[int, ...] | None = None,
     ) -> DenseRetriever:
         """Encode ``corpus`` (in resumable shards under ``work_dir``, default ``MULTIHOP_HOME/shards/...``) and index
         it. With ``token_layers`` (``()``: last layer only) the token states for RaLa are kept too, from the same
-        forward pass."""
+        forward pass, in the form ``token_states`` (:data:`~.token_codecs.TOKEN_STATES`; ``none`` keeps none), with
+        the ``[CLS]`` states of ``cls_layers`` (None: every layer)."""
         if len(corpus) == 0:
             raise ValueError("cannot build an index over an empty corpus")
         encoder = encoder if isinstance(encoder, Encoder) else Encoder(encoder)
-        name = Path(encoder.name).name + ("" if encoder.pooling == "mean" else f"-{encoder.pooling}")
-        work = Path(work_dir) if work_dir else home() / "shards" / f"{name}-{corpus.checksum()[:16]}"
-        vectors, shards = encode_corpus(corpus, encoder, work, token_layers=token_layers)
+        spec = IndexSpec(encoder.pooling, token_layers, encoder.special_tokens, kind, token_states, cls_layers)
+        work = Path(work_dir) if work_dir else home() / "shards" / spec.folder_name(encoder.name, corpus)
+        encoded = encode_corpus(corpus, encoder, work, token_layers=spec.stored_layers(), token_dtype=spec.token_dtype)
+        return cls.from_encoding(corpus, encoder, encoded, spec, work / TOKENS_DIR, k=k)
+
+    @classmethod
+    def from_encoding(cls, corpus: Corpus, encoder: Encoder, encoded: CorpusEncoding, spec: IndexSpec,
+                      tokens_dir: Path, k: int = 5) -> DenseRetriever:
+        """The index ``spec`` of a corpus already encoded (its shards), queried with ``encoder``; the token cache, if
+        the spec keeps one, is written to ``tokens_dir`` and moved into the folder the retriever is saved to."""
+        layers = spec.stored_layers()
         manifest = {"retriever": cls.kind, "encoder": encoder.name, "encoder_sha256": encoder.checksum(),
                     "special_tokens": list(encoder.special_tokens), "pooling": encoder.pooling,
-                    "corpus_sha256": corpus.checksum(),
-                    "truncated": encoder.truncated}
+                    "corpus_sha256": corpus.checksum(), "truncated": encoded.truncated,
+                    "token_states": spec.token_states if layers is not None else "none"}
         tokens = None
-        if token_layers is not None:
-            tokens = TokenCache.write(work / TOKENS_DIR, shards, encoder.num_layers, tuple(token_layers))
-        return cls(corpus, encoder, FaissIndex.build(vectors, manifest, kind=kind), k=k, tokens=tokens)
+        if layers is not None:
+            tokens = TokenCache.write(tokens_dir, encoded.shards, encoded.num_layers, layers,
+                                      form=spec.token_states, cls_layers=spec.cls_layers)
+            tokens.scratch = True
+        index = FaissIndex.build(encoded.vectors(encoder.pooling), manifest, kind=spec.kind)
+        return cls(corpus, encoder, index, k=k, tokens=tokens)
 
     @classmethod
     def build_cached(cls, corpus: Corpus, encoder: str = "mpnet", token_layers: tuple[int, ...] | None = None,
-                     kind: str = "auto", special_tokens: tuple[str, ...] = (), pooling: str = "mean") -> Path:
-        """The folder of ``corpus``'s index under ``MULTIHOP_HOME/indexes``, built (resumably) on first use. The
-        build encodes into shards of its own (``MULTIHOP_HOME/shards/<index name>``), which an interrupted build
-        resumes from and a finished one removes: the index folder holds the only copy of the vectors and token
-        states."""
-        suffix = "" if pooling == "mean" else f"-{pooling}"
-        suffix += "" if token_layers is None else "-tokens" + "".join(f"-{layer}" for layer in token_layers)
-        if special_tokens:
-            suffix += "-special-" + hashlib.sha256("\n".join(special_tokens).encode()).hexdigest()[:8]
-        target = home() / "indexes" / f"{Path(encoder).name}-{kind}-{corpus.checksum()[:16]}{suffix}"
-        with locked(target, file=True, wait=True):  # two runs needing the same index: one builds, the other waits
-            if not (target / "manifest.json").exists():
-                built = Encoder(encoder, special_tokens=special_tokens, pooling=pooling)
-                work = home() / "shards" / target.name
-                cls.build(corpus, encoder=built, work_dir=work, kind=kind, token_layers=token_layers).save(target)
-                shutil.rmtree(work, ignore_errors=True)
-        return target
+                     kind: str = "auto", special_tokens: tuple[str, ...] = (), pooling: str = "mean",
+                     token_states: str = DEFAULT_TOKEN_STATES) -> Path:
+        """The folder of ``corpus``'s index under ``MULTIHOP_HOME/indexes``, built (resumably) on first use: one
+        :class:`IndexSpec` of :meth:`build_cached_many`."""
+        spec = IndexSpec(pooling, token_layers, tuple(special_tokens), kind, token_states)
+        return cls.build_cached_many(corpus, encoder, [spec])[0]
+
+    @classmethod
+    def build_cached_many(cls, corpus: Corpus, encoder: str, specs: list[IndexSpec]) -> list[Path]:
+        """The folders of ``corpus``'s indexes ``specs`` under ``MULTIHOP_HOME/indexes``, those missing built from one
+        encoding pass: the passages are encoded once (mean and ``[CLS]`` pooling and the token states any of them
+        keeps, :func:`~.index.encode_corpus`) into shards of their own (``MULTIHOP_HOME/shards``), which an
+        interrupted build resumes from and a finished one removes, so the index folders hold the only copy. Query
+        markers (special tokens) change no passage that does not contain them; a corpus that does is encoded again
+        for each set of markers it contains."""
+        specs = [replace(spec, special_tokens=tuple(spec.special_tokens)) for spec in specs]
+        targets = [home() / "indexes" / spec.folder_name(encoder, corpus) for spec in specs]
+        with ExitStack() as stack:
+            for target in sorted(set(targets)):  # runs needing the same index: one builds, the others wait
+                stack.enter_context(locked(target, file=True, wait=True))
+            missing = {target: spec for spec, target in zip(specs, targets, strict=True)
+                       if not (target / "manifest.json").exists()}
+            groups: dict[tuple[str, ...], dict[Path, IndexSpec]] = {}
+            for target, spec in missing.items():
+                groups.setdefault(_markers_in(corpus, spec.special_tokens), {})[target] = spec
+            for markers, members in groups.items():
+                cls._build_group(corpus, Encoder(encoder, special_tokens=markers), members)
+        return targets
+
+    @classmethod
+    def _build_group(cls, corpus: Corpus, encoding: Encoder, members: dict[Path, IndexSpec]) -> None:
+        """Build the indexes ``members`` (folder → spec) from one encoding of ``corpus`` by ``encoding``."""
+        layers = [spec.stored_layers() for spec in members.values() if spec.stored_layers() is not None]
+        token_layers = tuple(sorted({layer for kept in layers for layer in kept})) if layers else None
+        full = any(spec.token_dtype == "float32" for spec in members.values())
+        work = (home() / "shards" /
+                f"{Path(encoding.name).name}-{corpus.checksum()[:16]}-encoding{_markers_suffix(encoding.special_tokens)}")
+        encoded = encode_corpus(corpus, encoding, work, token_layers=token_layers,
+                                token_dtype="float32" if full else "float16")
+        for number, (target, spec) in enumerate(members.items()):
+            query_encoder = Encoder(encoding.name, special_tokens=spec.special_tokens, pooling=spec.pooling)
+            built = cls.from_encoding(corpus, query_encoder, encoded, spec, work / f"{TOKENS_DIR}-{number}")
+            built.save(target)
+        shutil.rmtree(work, ignore_errors=True)
 
     def save(self, directory: str | Path) -> None:
-        """Save the index, its manifest, the corpus it covers and the token cache into ``directory`` (atomically)."""
-        with atomic_dir(Path(directory)) as tmp:
+        """Save the index, its manifest, the corpus it covers and the token cache into ``directory`` (atomically); a
+        token cache a build has just written is moved there, not copied."""
+        directory = Path(directory)
+        moved = self.tokens is not None and getattr(self.tokens, "scratch", False)
+        with atomic_dir(directory) as tmp:
             self.index.save(tmp)
             self.corpus.save(tmp / CORPUS_FILE)
-            if self.tokens is not None:
+            if moved:
+                shutil.move(self.tokens.directory, tmp / TOKENS_DIR)
+            elif self.tokens is not None:
                 shutil.copytree(self.tokens.directory, tmp / TOKENS_DIR)
             write_inventory(tmp)
+        if moved:
+            self.tokens = TokenCache(directory / TOKENS_DIR)
 
     @classmethod
     def load(cls, directory: str | Path, encoder: str | Encoder | None = None, corpus: Corpus | None = None,

@@ -117,18 +117,26 @@ class EncodedStates:
 
     ``tokens[i]``: last-layer token states of text ``i`` (``[T_i, d]``, ``[CLS]`` first); ``cls``: ``[B, L+1, d]``
     ``[CLS]`` state after the embeddings (0) and after every layer (1..L); ``layer_tokens[l][i]``: token states of
-    premature layer ``l``, only for the layers asked for.
+    premature layer ``l``, only for the layers asked for; ``pooled``: the encoder's pooling, ``mean``: the model's
+    own (mean) pooling, whatever the encoder's.
     """
 
     pooled: np.ndarray
     tokens: list[np.ndarray]
     cls: np.ndarray
     layer_tokens: dict[int, list[np.ndarray]]
+    mean: np.ndarray
 
     def rows(self, start: int, stop: int) -> EncodedStates:
         """The states of texts ``start`` to ``stop`` of the batch."""
         return EncodedStates(self.pooled[start:stop], self.tokens[start:stop], self.cls[start:stop],
-                             {layer: states[start:stop] for layer, states in self.layer_tokens.items()})
+                             {layer: states[start:stop] for layer, states in self.layer_tokens.items()},
+                             self.mean[start:stop])
+
+    def pooled_by(self, pooling: str) -> np.ndarray:
+        """The embeddings pooled by ``pooling`` (:data:`POOLINGS`): ``mean`` the model's own, ``cls`` the last
+        layer's ``[CLS]`` state."""
+        return self.mean if pooling == "mean" else np.ascontiguousarray(self.cls[:, -1])
 
 
 class Encoder:
@@ -214,22 +222,19 @@ class Encoder:
         return self._encode_batch(texts, progress) if progress else self._encode(list(texts))
 
     def _encode_batch(self, texts: list[str], progress: bool = False) -> np.ndarray:
+        if self.pooling == "cls":
+            return self.passage_states(texts).pooled
         with self._lock:
             self._count_truncated(texts)
-            if self.pooling == "cls":
-                states = self.model.encode(texts, batch_size=self.batch_size, output_value="token_embeddings",
-                                           show_progress_bar=progress)
-                vectors = np.stack([state[0].float().cpu().numpy() for state in states])
-                vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-            else:
-                vectors = self.model.encode(texts, batch_size=self.batch_size, normalize_embeddings=True,
-                                            convert_to_numpy=True, show_progress_bar=progress)
+            vectors = self.model.encode(texts, batch_size=self.batch_size, normalize_embeddings=True,
+                                        convert_to_numpy=True, show_progress_bar=progress)
         return np.ascontiguousarray(vectors, dtype=np.float32)
 
     def forward(self, texts: list[str], token_layers: tuple[int, ...] = ()) -> dict:
         """One forward pass with gradients as the caller's context allows (training uses this).
 
-        Returns torch tensors: ``pooled`` ``[B, d]``, ``tokens`` ``[B, T, d]`` (last layer), ``mask`` ``[B, T]``,
+        Returns torch tensors: ``pooled`` ``[B, d]``, ``mean`` ``[B, d]`` (the model's own pooling), ``tokens``
+        ``[B, T, d]`` (last layer), ``mask`` ``[B, T]``,
         ``cls`` ``[B, L+1, d]`` and ``layer_tokens`` ``{l: [B, T, d]}``, all L2-normalised along ``d``.
         """
         import torch
@@ -244,6 +249,7 @@ class Encoder:
         pooled = hidden[-1][:, 0] if self.pooling == "cls" else out["sentence_embedding"]
         return {
             "pooled": F.normalize(pooled, dim=-1),
+            "mean": F.normalize(out["sentence_embedding"], p=2, dim=1),
             "tokens": F.normalize(hidden[-1], dim=-1),
             "mask": features["attention_mask"].bool(),
             "cls": F.normalize(torch.stack([h[:, 0] for h in hidden], dim=1), dim=-1),
@@ -262,28 +268,38 @@ class Encoder:
                                                   lambda states, start, stop: states.rows(start, stop))
         return self._states[layers](list(texts))
 
-    def _states_batch(self, texts: list[str], token_layers: tuple[int, ...]) -> EncodedStates:
+    def passage_states(self, texts: list[str], token_layers: tuple[int, ...] | None = None) -> EncodedStates:
+        """One forward pass a batch over ``texts`` (an index build's): both poolings (``pooled_by``), the ``[CLS]``
+        state of every layer and, unless ``token_layers`` is None, the token states :meth:`states` gives. The batches
+        are sentence-transformers' own (its ``encode``: longest first, ``batch_size`` a batch), so the ``mean``
+        vectors equal ``encode``'s bit for bit, and the tokens and ``[CLS]`` states :meth:`states`'."""
+        return self._states_batch(list(texts), tuple(token_layers or ()), keep_tokens=token_layers is not None)
+
+    def _states_batch(self, texts: list[str], token_layers: tuple[int, ...], keep_tokens: bool = True) -> EncodedStates:
         import torch
 
         with self._lock:
             self._count_truncated(texts)
-        order = np.argsort([-len(t) for t in texts], kind="stable")
+        order = np.argsort([-len(t) for t in texts])  # sentence-transformers' order: the same batches as `encode`
         pooled = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        mean = np.zeros_like(pooled)
         cls = np.zeros((len(texts), self.num_layers + 1, self.dimension), dtype=np.float32)
-        tokens: list = [None] * len(texts)
+        tokens: list = [None] * len(texts) if keep_tokens else []
         layer_tokens: dict[int, list] = {layer: [None] * len(texts) for layer in token_layers}
         with torch.inference_mode():
             for start in range(0, len(texts), self.batch_size):
                 rows = order[start : start + self.batch_size]
                 out = self.forward([texts[i] for i in rows], token_layers)
-                lengths = out["mask"].sum(dim=1).tolist()
                 pooled[rows] = out["pooled"].float().cpu().numpy()
+                mean[rows] = out["mean"].float().cpu().numpy()
                 cls[rows] = out["cls"].float().cpu().numpy()
-                for j, (row, length) in enumerate(zip(rows, lengths, strict=True)):
+                if not keep_tokens:
+                    continue
+                for j, (row, length) in enumerate(zip(rows, out["mask"].sum(dim=1).tolist(), strict=True)):
                     tokens[row] = out["tokens"][j, :length].float().cpu().numpy()
                     for layer in token_layers:
                         layer_tokens[layer][row] = out["layer_tokens"][layer][j, :length].float().cpu().numpy()
-        return EncodedStates(pooled, tokens, cls, layer_tokens)
+        return EncodedStates(pooled, tokens, cls, layer_tokens, mean)
 
     def _count_truncated(self, texts: list[str]) -> None:
         tokenizer = self.model.tokenizer

@@ -36,6 +36,7 @@ DEFAULT_ENCODER = "mpnet"
 logger = logging.getLogger(__name__)
 
 _LOADING = threading.Lock()  # a reranker's default encoder is loaded once, whichever thread asks first
+_TOLD: set[tuple[int, str]] = set()  # (corpus, reason) of the first stages whose candidates a reranker encodes
 
 
 class LateInteraction:
@@ -82,6 +83,10 @@ class LateInteraction:
 
     def token_layers(self, num_layers: int) -> tuple[int, ...]:
         """The premature layers whose token states the score reads besides the last layer's."""
+        return ()
+
+    def cls_layers(self, num_layers: int) -> tuple[int, ...]:
+        """The layers whose ``[CLS]`` states the score reads (the last layer's is a token state already)."""
         return ()
 
     def score(self, q: torch.Tensor, qm: torch.Tensor, d: torch.Tensor, dm: torch.Tensor, cls: np.ndarray,
@@ -136,16 +141,35 @@ class LateInteraction:
         """Last-layer token states, all-layer ``[CLS]`` states and :meth:`token_layers` states of the candidates:
         from the token cache when it covers them and keeps those layers, else computed from their texts."""
         layers = self.token_layers(self.encoder.num_layers)
-        rows = self.cached_rows(candidates)
-        if rows is not None and set(layers) <= set(self.tokens.layers):
+        rows = self.corpus_rows(candidates)
+        if rows is not None and self.tokens is not None and self.tokens.keeps(layers,
+                                                                              self.cls_layers(self.encoder.num_layers)):
             return self.tokens.get(rows, layers)
+        if rows is not None:
+            self._tell_encoding("keeps no token states" if self.tokens is None else
+                                "keeps other layers than this score reads")
         states = self.encoder.states(list(candidates.passages), layers)
         return states.tokens, states.cls, states.layer_tokens
 
+    def _tell_encoding(self, reason: str) -> None:
+        """Say once a process and first stage that its passages are encoded at query time (``reason``: what its index
+        lacks)."""
+        with _LOADING:
+            if (id(self.corpus), reason) in _TOLD:
+                return
+            _TOLD.add((id(self.corpus), reason))
+        logger.warning("the first stage's index %s: %s encodes each query's candidates (about a second a question on a "
+                       "CPU); build it with `--token-states fp16|int8|pq` to read them", reason, self.name)
+
     def cached_rows(self, candidates: dspy.Prediction) -> list[int] | None:
-        """The candidates' rows in the token cache, or None unless each candidate is the passage at its row of the
-        corpus the cache covers."""
-        if self.tokens is None:
+        """The candidates' rows in the token cache, or None unless the reranker reads a token cache and each candidate
+        is the passage at its row of the corpus the cache covers."""
+        return self.corpus_rows(candidates) if self.tokens is not None else None
+
+    def corpus_rows(self, candidates: dspy.Prediction) -> list[int] | None:
+        """The candidates' rows in the bound first stage's corpus, or None unless each candidate is the passage at its
+        row (same id, same text) and the reranker reads that first stage's states (``cache``)."""
+        if self.corpus is None:
             return None
         rows = [self.corpus.row(pid) if pid in self.corpus else None for pid in candidates.ids]
         if any(row is None or self.corpus[row].render() != text

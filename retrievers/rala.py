@@ -98,6 +98,10 @@ class RaLa(LateInteraction):
         """The premature layers whose token states a score needs (Eq. 3 only; Eq. 4 needs ``[CLS]`` states alone)."""
         return self.layers(num_layers) if self.scoring == "eq3" else ()
 
+    def cls_layers(self, num_layers: int) -> tuple[int, ...]:
+        """The candidate layers whose ``[CLS]`` states Eq. 4's ω reads (Eq. 3 reads none)."""
+        return self.layers(num_layers) if self.scoring == "eq4" else ()
+
     def score(self, q, qm, d, dm, cls, layer_tokens) -> torch.Tensor:
         layers = self.layers(cls.shape[1] - 1)
         if self.scoring == "eq4":

@@ -17,34 +17,37 @@ from .module import RetrieverModule
 from .rerankers import make_reranker
 from .retriever import Retriever
 from .sparse import BM25Retriever
+from .token_codecs import DEFAULT_TOKEN_STATES, check_form
 
 FIRST_STAGES = ("dense", "bm25", "hybrid")
 
 
 def _cached_dense(corpus: Corpus, encoder: str, special_tokens: Sequence[str], pooling: str,
-                  token_layers: tuple[int, ...] | None) -> Path:
+                  token_layers: tuple[int, ...] | None, token_states: str) -> Path:
     return DenseRetriever.build_cached(corpus, encoder=encoder, token_layers=token_layers,
-                                       special_tokens=tuple(special_tokens), pooling=pooling)
+                                       special_tokens=tuple(special_tokens), pooling=pooling, token_states=token_states)
 
 
 def _cached_bm25(corpus: Corpus, encoder: str, special_tokens: Sequence[str], pooling: str,
-                 token_layers: tuple[int, ...] | None) -> Path:
+                 token_layers: tuple[int, ...] | None, token_states: str) -> Path:
     return BM25Retriever.build_cached(corpus)
 
 
-# name → builder(corpus, encoder, special_tokens, pooling, token_layers) of the folder, built once under
+# name → builder(corpus, encoder, special_tokens, pooling, token_layers, token_states) of the folder, built once under
 # MULTIHOP_HOME/indexes; a first stage registered here is one a method can declare (``Method(first_stage=...)``)
 CACHED_FIRST_STAGES: dict[str, Callable[..., Path]] = {"dense": _cached_dense, "bm25": _cached_bm25}
 
 
 def build_cached(corpus: Corpus, first_stage: str = "dense", encoder: str = "mpnet", special_tokens: Sequence[str] = (),
-                 pooling: str = "mean", token_layers: tuple[int, ...] | None = None) -> Path:
+                 pooling: str = "mean", token_layers: tuple[int, ...] | None = None,
+                 token_states: str = DEFAULT_TOKEN_STATES) -> Path:
     """The folder of ``corpus``'s ``first_stage`` index (one of :data:`CACHED_FIRST_STAGES`), built on first use and
     reused: a dense one by ``encoder`` with the query markers ``special_tokens``, ``pooling`` and, with
-    ``token_layers=()``, the last layer's token states for reranking; the dense settings mean nothing to BM25."""
+    ``token_layers=()``, the last layer's token states for reranking in the form ``token_states``
+    (:data:`~.token_codecs.TOKEN_STATES`); the dense settings mean nothing to BM25."""
     if first_stage not in CACHED_FIRST_STAGES:
         raise ValueError(f"unknown first stage {first_stage!r}; choose one of {', '.join(CACHED_FIRST_STAGES)}")
-    return CACHED_FIRST_STAGES[first_stage](corpus, encoder, special_tokens, pooling, token_layers)
+    return CACHED_FIRST_STAGES[first_stage](corpus, encoder, special_tokens, pooling, token_layers, token_states)
 
 
 def build_retriever(
@@ -59,6 +62,7 @@ def build_retriever(
     token_cache: bool = True,
     reranker_options: dict | None = None,
     pooling: str = "mean",
+    token_states: str = DEFAULT_TOKEN_STATES,
 ) -> RetrieverModule:
     """Build any retriever from a corpus: ``first_stage`` one of :data:`FIRST_STAGES`, ``rerank`` None or a reranker
     name, built with ``reranker_options`` (RaLa: ``buckets``, ``omega``, ``seed``). ``encoder`` (with
@@ -67,14 +71,17 @@ def build_retriever(
     (:data:`~.encoder.POOLINGS`)."""
     if first_stage not in FIRST_STAGES:
         raise ValueError(f"unknown first stage {first_stage!r}; choose one of {', '.join(FIRST_STAGES)}")
+    check_form(token_states)
     shared = Encoder(encoder, special_tokens=special_tokens, pooling=pooling)  # one model: index, cache, reranker
     reranker = make_reranker(rerank, encoder=shared, **(reranker_options or {})) if rerank is not None else None
-    token_layers = None
+    token_layers = cls_layers = None
     if hasattr(reranker, "token_layers") and token_cache:
         token_layers = reranker.token_layers(shared.num_layers)
+        cls_layers = reranker.cls_layers(shared.num_layers)
 
     def dense() -> DenseRetriever:
-        return DenseRetriever.build(corpus, encoder=shared, k=k, kind=index, token_layers=token_layers)
+        return DenseRetriever.build(corpus, encoder=shared, k=k, kind=index, token_layers=token_layers,
+                                    token_states=token_states, cls_layers=cls_layers)
 
     if first_stage == "dense":
         stage = dense()

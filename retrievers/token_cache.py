@@ -1,10 +1,12 @@
 """Per-passage token states kept beside an index so RaLa reranks without re-encoding (CoopRAG §3.4, App. E.9).
 
-Layout of ``<index>/tokens/``: ``offsets.npy`` (``[N+1]`` row starts), ``last.f16`` (``[total_tokens, d]`` last-layer
-token states), ``layer-<l>.f16`` for any premature layer kept, and ``cls.f16`` (``[N, L+1, d]`` the ``[CLS]`` state of
-every layer), all float16 and memory-mapped, plus ``meta.json``. Storage is about ``2·d`` bytes per token and
-layer (MPNet: ~1.5 KB per token, ~180 KB per MuSiQue paragraph), so a corpus of millions of passages should keep
-only the last layer, or none and let RaLa recompute the top-n.
+Layout of ``<index>/tokens/``: ``offsets.npy`` (``[N+1]`` row starts), ``last.<part>`` (``[total_tokens, ...]``
+the last layer's token states in the cache's form, :mod:`.token_codecs`: ``last.f16`` in ``fp16``, ``last.i8`` and
+``last.scale`` in ``int8``, ``last.pq`` and its quantiser ``last.codec.faiss`` in ``pq``), ``layer-<l>.<part>`` for
+any premature layer an Eq. 3 score reads, and ``cls.<part>`` (``[N, C, d]``, float16 or float32 in ``full``) the
+``[CLS]`` state of the ``C`` kept layers (``cls_layers``; every layer 0..L unless the build named the ones its reranker
+reads), all memory-mapped, plus ``meta.json``. A cache written before the forms (no ``form`` in its meta) is an
+``fp16`` one with every ``[CLS]`` layer, and loads as it is.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from pathlib import Path
 import numpy as np
 
 from multihop.paths import atomic_dir, read_json
+
+from .token_codecs import DEFAULT_TOKEN_STATES, TRAIN_TOKENS, TokenCodec, codec
 
 META = "meta.json"
 
@@ -28,58 +32,129 @@ class TokenCache:
         self.meta = read_json(meta_path)
         self.offsets = np.load(self.directory / "offsets.npy")
         count, dim, total = self.meta["count"], self.meta["dimension"], int(self.offsets[-1])
+        self.form = self.meta.get("form", DEFAULT_TOKEN_STATES)
         self.layers = tuple(self.meta["layers"])
-        self._last = _open(self.directory / "last.f16", (total, dim))
-        self._cls = _open(self.directory / "cls.f16", (count, self.meta["num_layers"] + 1, dim))
-        self._layer = {layer: _open(self.directory / f"layer-{layer}.f16", (total, dim)) for layer in self.layers}
+        self.cls_layers = tuple(self.meta.get("cls_layers", range(self.meta["num_layers"] + 1)))
+        trained = self.directory if self.form == "pq" else None
+        self.codecs = {stem: codec(self.form, trained, stem) for stem in _stems(self.layers)}
+        self.cls_codec = codec("full" if self.form == "full" else "fp16")
+        self._tokens = {stem: _open_parts(self.directory, stem, self.codecs[stem], (total,), dim)
+                        for stem in _stems(self.layers)}
+        self._cls = _open_parts(self.directory, "cls", self.cls_codec, (count, len(self.cls_layers)), dim)
 
     def __len__(self) -> int:
         return self.meta["count"]
 
+    def keeps(self, layers: tuple[int, ...] = (), cls_layers: tuple[int, ...] = ()) -> bool:
+        """Whether the cache holds the premature layers' tokens ``layers`` and the ``[CLS]`` states ``cls_layers``."""
+        return set(layers) <= set(self.layers) and set(cls_layers) <= set(self.cls_layers)
+
+    def bytes_per_token(self) -> int:
+        """Bytes the last layer's states take a token in this cache's form."""
+        return self.codecs["last"].bytes_per_vector(self.meta["dimension"])
+
     def get(self, rows: list[int], layers: tuple[int, ...] = ()) -> tuple[list, np.ndarray, dict[int, list]]:
-        """Last-layer tokens, ``[CLS]`` states ``[n, L+1, d]`` and the kept premature layers' tokens of ``rows``."""
-        missing = set(layers) - set(self.layers)
-        if missing:
-            raise KeyError(f"the token cache keeps layers {self.layers}, not {sorted(missing)}")
+        """Last-layer tokens, ``[CLS]`` states ``[n, L+1, d]`` (NaN at the layers not kept) and the kept premature
+        layers' tokens of ``rows``, decoded to float32."""
+        if not self.keeps(layers):
+            raise KeyError(f"the token cache keeps layers {self.layers}, not {sorted(set(layers) - set(self.layers))}")
         spans = [(int(self.offsets[r]), int(self.offsets[r + 1])) for r in rows]
-        tokens = [np.asarray(self._last[a:b], dtype=np.float32) for a, b in spans]
-        layer_tokens = {layer: [np.asarray(self._layer[layer][a:b], dtype=np.float32) for a, b in spans]
-                        for layer in layers}
-        return tokens, np.asarray(self._cls[rows], dtype=np.float32), layer_tokens
+        tokens = [self._decode("last", a, b) for a, b in spans]
+        layer_tokens = {layer: [self._decode(f"layer-{layer}", a, b) for a, b in spans] for layer in layers}
+        dim = self.meta["dimension"]
+        cls = np.full((len(rows), self.meta["num_layers"] + 1, dim), np.nan, dtype=np.float32)
+        kept = self.cls_codec.decode({part: np.asarray(array[rows]).reshape(-1, *array.shape[2:])
+                                      for part, array in self._cls.items()})
+        cls[:, list(self.cls_layers)] = kept.reshape(len(rows), len(self.cls_layers), dim)
+        return tokens, cls, layer_tokens
+
+    def _decode(self, stem: str, start: int, stop: int) -> np.ndarray:
+        return self.codecs[stem].decode({part: array[start:stop] for part, array in self._tokens[stem].items()})
 
     @staticmethod
-    def write(directory: str | Path, shards: list[Path], num_layers: int, layers: tuple[int, ...]) -> TokenCache:
-        """Assemble the token cache from the encoding shards (``.npz`` files of :func:`~.index.encode_corpus`),
-        streaming one shard at a time into a temporary folder renamed into place at the end."""
+    def write(directory: str | Path, shards: list[Path], num_layers: int, layers: tuple[int, ...],
+              form: str = DEFAULT_TOKEN_STATES, cls_layers: tuple[int, ...] | None = None, seed: int = 0) -> TokenCache:
+        """Assemble the token cache from the encoding shards (``.npz`` files of :func:`~.index.encode_corpus`) in
+        ``form``, keeping the ``[CLS]`` states of ``cls_layers`` (None: every layer), streaming one shard at a time
+        into a temporary folder renamed into place at the end. A ``pq`` codec is first trained on at most
+        :data:`~.token_codecs.TRAIN_TOKENS` token states drawn from the shards with ``seed``."""
         directory = Path(directory)
+        cls_layers = tuple(range(num_layers + 1)) if cls_layers is None else tuple(sorted(set(cls_layers)))
         lengths = [np.load(path)["lengths"] for path in shards]
         offsets = np.concatenate([[0], np.cumsum(np.concatenate(lengths))]).astype(np.int64)
         count, total = len(offsets) - 1, int(offsets[-1])
-        dim = int(np.load(shards[0])["pooled"].shape[1])
+        dim = int(np.load(shards[0])["cls"].shape[-1])
+        stems = _stems(layers)
+        codecs = {stem: codec(form) for stem in stems}
+        for stem, kind in codecs.items():
+            if not kind.trained:
+                kind.train(_sample_tokens(shards, _shard_key(stem), lengths, total, seed), seed=seed)
+        cls_codec = codec("full" if form == "full" else "fp16")
         with atomic_dir(directory) as tmp:
-            last = np.lib.format.open_memmap(tmp / "last.f16", "w+", np.float16, (total, dim))
-            cls = np.lib.format.open_memmap(tmp / "cls.f16", "w+", np.float16, (count, num_layers + 1, dim))
-            per_layer = {layer: np.lib.format.open_memmap(tmp / f"layer-{layer}.f16", "w+", np.float16, (total, dim))
-                         for layer in layers}
+            targets = {stem: _create_parts(tmp, stem, codecs[stem], (total,), dim) for stem in stems}
+            cls = _create_parts(tmp, "cls", cls_codec, (count, len(cls_layers)), dim)
             row = token = 0
             for path in shards:
                 shard = np.load(path)
                 n, t = len(shard["lengths"]), int(shard["lengths"].sum())
-                last[token : token + t] = shard["tokens"]
-                cls[row : row + n] = shard["cls"]
-                for layer, target in per_layer.items():
-                    target[token : token + t] = shard[f"layer_{layer}"]
+                for stem, target in targets.items():
+                    _fill(target, token, codecs[stem].encode(shard[_shard_key(stem)]))
+                kept = shard["cls"][:, list(cls_layers)].reshape(n * len(cls_layers), dim)
+                _fill(cls, row, {part: codes.reshape(n, len(cls_layers), *codes.shape[1:])
+                                 for part, codes in cls_codec.encode(kept).items()})
                 row, token = row + n, token + t
-            for array in (last, cls, *per_layer.values()):
-                array.flush()
+            for arrays in (cls, *targets.values()):
+                for array in arrays.values():
+                    array.flush()
+            for stem, kind in codecs.items():
+                kind.save(tmp, stem)
             np.save(tmp / "offsets.npy", offsets)
-            meta = {"count": count, "dimension": dim, "num_layers": num_layers, "layers": list(layers), "tokens": total}
+            meta = {"count": count, "dimension": dim, "num_layers": num_layers, "layers": list(layers),
+                    "cls_layers": list(cls_layers), "tokens": total, "form": form,
+                    "bytes_per_token": codecs["last"].bytes_per_vector(dim)}
             (tmp / META).write_text(json.dumps(meta, indent=2))
         return TokenCache(directory)
 
 
-def _open(path: Path, shape: tuple[int, ...]) -> np.ndarray:
-    array = np.load(path, mmap_mode="r")
-    if array.shape != shape:
-        raise ValueError(f"{path} holds an array of shape {array.shape}, expected {shape}; rebuild the index")
-    return array
+def _stems(layers: tuple[int, ...]) -> list[str]:
+    """The names of the token-state files: the last layer's and each kept premature layer's."""
+    return ["last", *(f"layer-{layer}" for layer in layers)]
+
+
+def _shard_key(stem: str) -> str:
+    """The array of an encoding shard the token-state file ``stem`` is written from."""
+    return "tokens" if stem == "last" else stem.replace("-", "_")
+
+
+def _sample_tokens(shards: list[Path], key: str, lengths: list[np.ndarray], total: int, seed: int) -> np.ndarray:
+    """At most :data:`TRAIN_TOKENS` token states of the shards' array ``key``, the same share drawn from each."""
+    rng = np.random.default_rng(seed)
+    share = min(1.0, TRAIN_TOKENS / max(1, total))
+    picked = []
+    for path, shard_lengths in zip(shards, lengths, strict=True):
+        t = int(shard_lengths.sum())
+        take = max(1, round(t * share)) if t else 0
+        picked.append(np.load(path)[key][np.sort(rng.choice(t, size=take, replace=False))].astype(np.float32))
+    return np.concatenate(picked)
+
+
+def _create_parts(directory: Path, stem: str, kind: TokenCodec, rows: tuple[int, ...], dim: int) -> dict:
+    return {part: np.lib.format.open_memmap(directory / f"{stem}.{part}", "w+", dtype, (*rows, *shape))
+            for part, (dtype, shape) in kind.parts(dim).items()}
+
+
+def _open_parts(directory: Path, stem: str, kind: TokenCodec, rows: tuple[int, ...], dim: int) -> dict:
+    arrays = {}
+    for part, (_, shape) in kind.parts(dim).items():
+        path = directory / f"{stem}.{part}"
+        array = np.load(path, mmap_mode="r")
+        if array.shape != (*rows, *shape):
+            raise ValueError(f"{path} holds an array of shape {array.shape}, expected {(*rows, *shape)}; rebuild "
+                             "the index")
+        arrays[part] = array
+    return arrays
+
+
+def _fill(arrays: dict[str, np.ndarray], start: int, values: dict[str, np.ndarray]) -> None:
+    for part, value in values.items():
+        arrays[part][start : start + len(value)] = value

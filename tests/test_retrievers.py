@@ -56,25 +56,26 @@ def test_interrupted_encoding_resumes_from_its_shards(tmp_path):
     corpus = Corpus([Passage.make(f"T{i}", f"passage number {i} about topic {i % 3}") for i in range(10)])
     encoder = Encoder("minilm")
     calls, crash = [], [True]
-    real = encoder.encode
+    real = encoder.passage_states
 
-    def failing_encode(texts, progress=False):
+    def failing_encode(texts, token_layers=None):
         calls.append(len(texts))
         if len(calls) == 2 and crash[0]:
             raise RuntimeError("killed mid-build")
-        return real(texts)
+        return real(texts, token_layers)
 
-    encoder.encode = failing_encode
+    encoder.passage_states = failing_encode
     with pytest.raises(RuntimeError, match="killed"):
         encode_corpus(corpus, encoder, tmp_path, shard_size=4)
     assert len(list(tmp_path.glob("shard-*.npz"))) == 1
     calls.clear()
     crash[0] = False
-    vectors, shards = encode_corpus(corpus, encoder, tmp_path, shard_size=4)
-    assert len(shards) == 3
+    encoded = encode_corpus(corpus, encoder, tmp_path, shard_size=4)
+    assert len(encoded.shards) == 3
     assert calls == [4, 2]  # the first shard was not encoded again
+    vectors = encoded.vectors("mean")
     assert vectors.shape == (10, 384)
-    np.testing.assert_allclose(vectors, real(corpus.texts()), atol=1e-5)
+    np.testing.assert_allclose(vectors, encoder.encode(corpus.texts()), atol=1e-5)
 
 
 def test_empty_corpus_and_empty_query_are_clear_errors(small_retriever):

@@ -48,7 +48,7 @@ def run_demo(out: Path, train: int = 20, dev: int = 20, lm: LMOptions | None = N
     from multihop.optimize.compile import compile_program
     from multihop.optimize.students import use_student
     from multihop.programs import CoopRAG, NoRetrieval, SingleStepRAG, load, save
-    from multihop.retrievers import build_cached, load_retriever
+    from multihop.retrievers import DenseRetriever, IndexSpec, load_retriever
 
     lm = lm or LMOptions(max_tokens=DEMO_MAX_TOKENS)
     console = console or Console()
@@ -70,9 +70,8 @@ def run_demo(out: Path, train: int = 20, dev: int = 20, lm: LMOptions | None = N
     devset = load_questions("musique", "dev", limit=dev)
     corpus = build_corpus([*trainset, *devset], source="musique train+dev questions in use")
     console.print(f"MPNet indexes of {len(corpus)} passages (built once, resume if interrupted, then cached)")
-    index_dir = build_cached(corpus, encoder="mpnet")
-    cooprag_dir = build_cached(corpus, encoder="mpnet", token_layers=(), special_tokens=CoopRAG.special_tokens,
-                               pooling=CoopRAG.index_pooling)
+    index_dir, cooprag_dir = DenseRetriever.build_cached_many(corpus, "mpnet", [  # one encoding pass for both
+        IndexSpec(), IndexSpec(CoopRAG.index_pooling, token_layers=(), special_tokens=CoopRAG.special_tokens)])
     retriever = load_retriever(index_dir)
     console.print(f"{len(trainset)} train / {len(devset)} dev questions, {len(corpus)} passages, indexes {index_dir} "
                   f"and (CoopRAG) {cooprag_dir}")

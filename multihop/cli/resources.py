@@ -78,6 +78,9 @@ def index_build(
     pooling: str = typer.Option(None, help="first-stage embedding: mean or cls (default: the --markers program's, "
                                 "CoopRAG's cls of Eq. 2, else mean)"),
     token_cache: bool = typer.Option(True, help="keep token states with a dense index so reranking skips encoding"),
+    token_states: str = typer.Option("fp16", help="how the token states are kept: full (float32), fp16, int8 (d+4 "
+                                     "bytes a token), pq (ColBERTv2-like residual codes, ~34 bytes a token) or none "
+                                     "(the reranker encodes its candidates at query time)"),
 ):
     """Build a retriever (resumable encoding) and save it with its manifest and corpus."""
     from multihop.data import load_corpus
@@ -90,6 +93,7 @@ def index_build(
             retriever = build_retriever(passages, first_stage=first_stage, encoder=encoder, index=index,
                                         rerank=None if rerank == "none" else rerank, n=n, k=k,
                                         special_tokens=program_special_tokens(markers), token_cache=token_cache,
+                                        token_states=token_states,
                                         pooling=pooling or program_index_pooling(markers),
                                         reranker_options={key: value for key, value in
                                                           {"buckets": buckets, "seed": seed}.items()

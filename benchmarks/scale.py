@@ -1,0 +1,198 @@
+"""Full-corpus benchmark (issue 34): FAISS at a million vectors, token-state forms, encoding throughput.
+
+    python benchmarks/scale.py faiss [--count 1000000] [--index "IVF1024,PQ64" ...]
+    python benchmarks/scale.py tokens [--data musique] [--limit 100]
+    python benchmarks/scale.py encoding [--limit 20] [--batch-sizes 8,16,32]
+
+``faiss``: ``--count`` synthetic 768-d vectors drawn around real MPNet centroids (k-means of the MPNet embeddings of
+the MuSiQue dev passages, each vector a centroid plus Gaussian noise of the clusters' own spread, normalised), one
+index per factory string: build seconds, the index's bytes, search latency p50/p99 of single queries on the cores
+there are, recall@10 against exact search.
+
+``tokens``: every ``--token-states`` form on the IRCoT corpus of the ``--limit`` first dev questions (the largest real
+corpus we have), MPNet: bytes a token and a passage, R@2/R@5 of the dense top-20 reranked to the top-5 by RaLa Eq. 4
+and by MaxSim against ``full``, and the rerank latency p50/p99 (``none`` encodes the 20 candidates a query).
+
+``encoding``: passages a second of the MPNet encoding pass an index build runs, by batch size (length-sorted
+batches, as sentence-transformers sorts them).
+
+Each part prints a table and, with ``--json FILE``, writes its rows. Timings are of this machine and its load, which
+the table's title states.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+console = Console(width=160)
+
+
+def load_note() -> str:
+    return f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}"
+
+
+def percentile_ms(values: list[float], q: float) -> float:
+    return 1000 * float(np.percentile(values, q))
+
+
+def synthetic_vectors(count: int, seed: int = 0, centroids: int = 256) -> tuple[np.ndarray, np.ndarray]:
+    """``count`` normalised vectors around k-means centroids of real MPNet passage embeddings, and 200 queries drawn
+    the same way."""
+    import faiss
+
+    from multihop.data import questions_with_corpus
+    from multihop.retrievers import DenseRetriever
+
+    _, corpus = questions_with_corpus("musique", "dev")
+    real = DenseRetriever.load(DenseRetriever.build_cached(corpus, encoder="mpnet")).index.index.reconstruct_n(0, len(
+        corpus))
+    kmeans = faiss.Kmeans(real.shape[1], min(centroids, len(real) // 8), niter=20, seed=seed, spherical=True)
+    kmeans.train(real)
+    _, assigned = kmeans.index.search(real, 1)
+    spread = float(np.sqrt(np.mean((real - kmeans.centroids[assigned[:, 0]]) ** 2)))
+    rng = np.random.default_rng(seed)
+
+    def draw(n: int) -> np.ndarray:
+        out = np.empty((n, real.shape[1]), dtype=np.float32)
+        for start in range(0, n, 100_000):
+            stop = min(n, start + 100_000)
+            picks = rng.integers(0, len(kmeans.centroids), stop - start)
+            block = kmeans.centroids[picks] + spread * rng.standard_normal((stop - start, real.shape[1]),
+                                                                           dtype=np.float32)
+            out[start:stop] = block / np.linalg.norm(block, axis=1, keepdims=True)
+        return out
+
+    return draw(count), draw(200)
+
+
+def faiss_rows(args) -> list[dict]:
+    import faiss
+
+    from multihop.retrievers import FaissIndex
+
+    vectors, queries = synthetic_vectors(args.count)
+    exact = faiss.IndexFlatIP(vectors.shape[1])
+    exact.add(vectors)
+    _, truth = exact.search(queries, 10)
+    del exact
+    rows = []
+    for kind in args.index:
+        start = time.perf_counter()
+        index = FaissIndex.build(vectors, {}, kind=kind)
+        build = time.perf_counter() - start
+        for name, value in args.search.get(kind, {}).items():
+            index.set_search(**{name: value})
+        latency, found = [], []
+        for query in queries:
+            t0 = time.perf_counter()
+            found.append(index.search(query[None], 10)[1][0])
+            latency.append(time.perf_counter() - t0)
+        recall = float(np.mean([len(set(a) & set(b)) / 10 for a, b in zip(truth, found, strict=True)]))
+        rows.append({"index": kind, "search": index.search_params(), "build_s": round(build, 1),
+                     "bytes": int(faiss.serialize_index(index.index).nbytes), "p50_ms": percentile_ms(latency, 50),
+                     "p99_ms": percentile_ms(latency, 99), "recall@10": recall})
+        console.print(rows[-1])
+        del index
+    return rows
+
+
+def token_rows(args) -> list[dict]:
+    from multihop.data import questions_with_corpus
+    from multihop.metrics import recall_at_k
+    from multihop.retrievers import DenseRetriever, Encoder, MaxSim, RaLa, Retriever
+    from multihop.retrievers.dense import IndexSpec
+    from multihop.retrievers.index import encode_corpus
+    from multihop.retrievers.token_codecs import TOKEN_STATES
+
+    examples, corpus = questions_with_corpus(args.data, "dev", limit=args.limit)
+    examples = [example for example in examples if example.gold_passage_ids]
+    encoder = Encoder("mpnet")
+    work = Path(tempfile.mkdtemp(prefix="scale-tokens-"))
+    start = time.perf_counter()
+    encoded = encode_corpus(corpus, encoder, work / "shards", token_layers=(), token_dtype="float32")
+    console.print(f"encoded {len(corpus)} passages in {time.perf_counter() - start:.0f} s ({load_note()})")
+    rows = []
+    for form in TOKEN_STATES:
+        spec = IndexSpec(token_layers=(), token_states=form)
+        dense = DenseRetriever.from_encoding(corpus, encoder, encoded, spec, work / form)
+        tokens = dense.tokens
+        per_token = tokens.bytes_per_token() if tokens else 0
+        folder_bytes = sum(path.stat().st_size for path in (work / form).rglob("*")) if tokens else 0
+        row = {"form": form, "bytes/token": per_token, "bytes/passage": round(folder_bytes / len(corpus))}
+        for name, reranker in (("rala-eq4", RaLa()), ("maxsim", MaxSim())):
+            retriever = Retriever(dense, reranker, n=20, k=5)
+            r2, r5, latency = [], [], []
+            for example in examples:
+                states = encoder.states([example.question])
+                first = dense.search_vectors(states.pooled, 20)[0]
+                t0 = time.perf_counter()
+                hits = retriever.reranker.rerank(example.question, first, 5, query_tokens=states.tokens[0])
+                latency.append(time.perf_counter() - t0)
+                r2.append(recall_at_k(hits.ids, example.gold_passage_ids, 2))
+                r5.append(recall_at_k(hits.ids, example.gold_passage_ids, 5))
+            row.update({f"{name} R@2": 100 * float(np.mean(r2)), f"{name} R@5": 100 * float(np.mean(r5)),
+                        f"{name} p50 ms": percentile_ms(latency, 50), f"{name} p99 ms": percentile_ms(latency, 99)})
+        rows.append(row)
+        console.print(row)
+    shutil.rmtree(work, ignore_errors=True)
+    return rows
+
+
+def encoding_rows(args) -> list[dict]:
+    from multihop.data import questions_with_corpus
+    from multihop.retrievers import Encoder
+
+    _, corpus = questions_with_corpus(args.data, "dev", limit=args.limit)
+    texts = corpus.texts()
+    rows = []
+    for batch_size in args.batch_sizes:
+        encoder = Encoder("mpnet", batch_size=batch_size)
+        encoder.passage_states(texts[:2], ())  # the model loads outside the timing
+        start = time.perf_counter()
+        encoder.passage_states(texts, ())
+        rows.append({"backend": f"torch {encoder.model.device} fp32", "batch": batch_size,
+                     "passages/s": round(len(texts) / (time.perf_counter() - start), 2)})
+        console.print(rows[-1])
+    return rows
+
+
+def print_table(title: str, rows: list[dict]) -> None:
+    table = Table(*rows[0].keys(), title=f"{title} ({load_note()})")
+    for row in rows:
+        table.add_row(*(f"{value:.1f}" if isinstance(value, float) else str(value) for value in row.values()))
+    console.print(table)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("part", choices=("faiss", "tokens", "encoding"))
+    parser.add_argument("--count", type=int, default=1_000_000, help="synthetic vectors (faiss)")
+    parser.add_argument("--index", nargs="+", default=["IVF1024,Flat", "IVF1024,PQ64", "IVF1024,PQ96", "IVF1024,SQ8",
+                                                       "HNSW32"],
+                        help="factory strings (faiss)")
+    parser.add_argument("--nprobe", type=int, default=32, help="nprobe of the IVF indexes (faiss)")
+    parser.add_argument("--data", default="musique", help="dataset of the real corpus (tokens, encoding)")
+    parser.add_argument("--limit", type=int, default=100, help="dev questions whose passages form the corpus")
+    parser.add_argument("--batch-sizes", default="8,16,32", help="encoding batch sizes (encoding)")
+    parser.add_argument("--json", type=Path, help="write the rows here")
+    args = parser.parse_args()
+    args.batch_sizes = [int(size) for size in args.batch_sizes.split(",")]
+    args.search = {kind: {"nprobe": args.nprobe} for kind in args.index if kind.startswith("IVF")}
+    rows = {"faiss": faiss_rows, "tokens": token_rows, "encoding": encoding_rows}[args.part](args)
+    print_table(args.part, rows)
+    if args.json:
+        args.json.write_text(json.dumps({"part": args.part, "load": load_note(), "rows": rows}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,165 @@
+"""How an index stores token states (``--token-states``): the codecs of a :class:`~.token_cache.TokenCache`.
+
+A late-interaction reranker (MaxSim, RaLa) reads every candidate's last-layer token states; kept as float16 they
+cost ``2·d`` bytes a token (MPNet: 1,536 bytes, ~167 KB a MuSiQue paragraph), which at the papers' corpora is tens of
+gigabytes to a terabyte. The forms:
+
+- ``full``: float32, the states as the encoder computed them (the reference the others are measured against);
+- ``fp16``: float16, ``2·d`` bytes a token (the default, as indexes were built before the forms);
+- ``int8``: each token's vector scaled by its own largest magnitude into int8, ``d + 4`` bytes a token (MPNet: 772);
+- ``pq``: ColBERTv2's residual compression through FAISS's standalone codec (``sa_encode``/``sa_decode``) of an
+  ``IVF<K>,PQ<M>`` quantiser trained on a sample of the corpus's tokens: a coarse centroid (``K`` ≈ √tokens, a power
+  of two up to 65,536: one or two bytes) and a product-quantised residual (``M`` = 32 sub-vectors of 8 bits), about
+  34 bytes a token (ColBERTv2 keeps 20–36); each stored layer has a quantiser of its own;
+- ``none``: no token states; a reranker encodes its ``n`` candidates at query time in one batch (what a GPU does
+  fast).
+
+Decoded ``int8`` and ``pq`` vectors are L2-normalised again, as the encoder's states are, so MaxSim stays a mean of
+cosines. The ``[CLS]`` states RaLa's ω reads are one vector a passage and layer: float32 in ``full``, float16
+otherwise. ``benchmarks/scale.py`` measures each form's bytes, R@k against ``full`` and rerank latency.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import faiss
+import numpy as np
+
+TOKEN_STATES = ("full", "fp16", "int8", "pq", "none")
+DEFAULT_TOKEN_STATES = "fp16"
+TRAIN_TOKENS = 65_536  # token vectors the pq codec is trained on at most
+PQ_SUBVECTORS = 32
+CODEC_SUFFIX = "codec.faiss"  # a trained codec's file beside its codes: ``<stem>.codec.faiss``
+
+
+def check_form(form: str) -> str:
+    if form not in TOKEN_STATES:
+        raise ValueError(f"unknown token-state form {form!r}; choose one of {', '.join(TOKEN_STATES)}")
+    return form
+
+
+class TokenCodec:
+    """A storage form of vectors: ``parts(dim)`` names the arrays a vector is stored as (suffix → dtype and shape
+    per vector), ``encode`` turns float32 rows into those arrays, ``decode`` turns them back into float32 rows."""
+
+    form: str
+    trained = True
+
+    def parts(self, dim: int) -> dict[str, tuple[np.dtype, tuple[int, ...]]]:
+        raise NotImplementedError
+
+    def encode(self, vectors: np.ndarray) -> dict[str, np.ndarray]:
+        raise NotImplementedError
+
+    def decode(self, parts: dict[str, np.ndarray]) -> np.ndarray:
+        raise NotImplementedError
+
+    def bytes_per_vector(self, dim: int) -> int:
+        return sum(np.dtype(dtype).itemsize * math.prod(shape) for dtype, shape in self.parts(dim).values())
+
+    def train(self, sample: np.ndarray, seed: int = 0) -> None:
+        """Fit the codec to a sample of the vectors it will store (only ``pq`` learns anything)."""
+
+    def save(self, directory: Path, stem: str) -> None:
+        """Write what decoding the codes of ``stem`` needs besides them (``pq``: the trained quantiser)."""
+
+
+class FloatCodec(TokenCodec):
+    """The states as floats: ``full`` (float32) or ``fp16``."""
+
+    def __init__(self, form: str):
+        self.form = form
+        self.suffix, self.dtype = ("f32", np.float32) if form == "full" else ("f16", np.float16)
+
+    def parts(self, dim):
+        return {self.suffix: (self.dtype, (dim,))}
+
+    def encode(self, vectors):
+        return {self.suffix: np.asarray(vectors, dtype=self.dtype)}
+
+    def decode(self, parts):
+        return np.asarray(parts[self.suffix], dtype=np.float32)
+
+
+class Int8Codec(TokenCodec):
+    """Each vector scaled by its own largest magnitude into int8 (``round(127·x / max|x|)``) and its scale kept."""
+
+    form = "int8"
+
+    def parts(self, dim):
+        return {"i8": (np.int8, (dim,)), "scale": (np.float32, ())}
+
+    def encode(self, vectors):
+        vectors = np.asarray(vectors, dtype=np.float32)
+        scale = np.abs(vectors).max(axis=1) / 127.0
+        scale[scale == 0] = 1.0
+        return {"i8": np.rint(vectors / scale[:, None]).astype(np.int8), "scale": scale.astype(np.float32)}
+
+    def decode(self, parts):
+        return normalised(parts["i8"].astype(np.float32) * np.asarray(parts["scale"], dtype=np.float32)[:, None])
+
+
+class ResidualPQCodec(TokenCodec):
+    """ColBERTv2-like residual codes: FAISS's standalone codec of an ``IVF<K>,PQ<M>x<bits>`` quantiser (the nearest of
+    ``K`` centroids, then the residual product-quantised), trained on a sample of the tokens."""
+
+    form = "pq"
+
+    def __init__(self, index: faiss.Index | None = None):
+        self.index = index
+        self.trained = index is not None and index.is_trained
+
+    @staticmethod
+    def factory(dim: int, tokens: int) -> str:
+        """The quantiser for ``tokens`` training vectors: ``K`` a power of two near √tokens (at least 39 vectors a
+        centroid, at most 65,536), :data:`PQ_SUBVECTORS` sub-vectors (fewer when they do not divide ``dim``) of 8 bits
+        (fewer below 256·39 training vectors)."""
+        near_root = round(math.log2(max(1.0, math.sqrt(tokens))))
+        centroids = 2 ** max(0, min(16, near_root, int(math.log2(max(1, tokens // 39)))))
+        subvectors = max(m for m in range(1, PQ_SUBVECTORS + 1) if dim % m == 0)
+        bits = max(1, min(8, int(math.log2(max(2, tokens // 39)))))
+        return f"IVF{centroids},PQ{subvectors}x{bits}"
+
+    def parts(self, dim):
+        return {"pq": (np.uint8, (self.index.sa_code_size(),))}
+
+    def train(self, sample, seed=0):
+        sample = normalised(np.asarray(sample, dtype=np.float32))
+        index = faiss.index_factory(sample.shape[1], self.factory(*sample.shape[::-1]), faiss.METRIC_INNER_PRODUCT)
+        ivf = faiss.downcast_index(faiss.extract_index_ivf(index))
+        ivf.do_polysemous_training = False  # polysemous codes serve Hamming search, which decoding never does
+        ivf.cp.seed = ivf.pq.cp.seed = seed
+        index.train(sample)
+        self.index, self.trained = index, True
+
+    def encode(self, vectors):
+        return {"pq": self.index.sa_encode(np.ascontiguousarray(vectors, dtype=np.float32))}
+
+    def decode(self, parts):
+        return normalised(self.index.sa_decode(np.ascontiguousarray(parts["pq"])))
+
+    def save(self, directory, stem):
+        faiss.write_index(self.index, str(directory / f"{stem}.{CODEC_SUFFIX}"))
+
+    @classmethod
+    def load(cls, directory: Path, stem: str) -> ResidualPQCodec:
+        return cls(faiss.read_index(str(directory / f"{stem}.{CODEC_SUFFIX}")))
+
+
+def codec(form: str, directory: Path | None = None, stem: str = "last") -> TokenCodec:
+    """The codec of a stored form (``pq``: the one of the codes ``stem`` read from ``directory`` when given, else one
+    to be trained)."""
+    if check_form(form) == "none":
+        raise ValueError("the token-state form 'none' stores nothing")
+    if form == "int8":
+        return Int8Codec()
+    if form == "pq":
+        return ResidualPQCodec.load(directory, stem) if directory is not None else ResidualPQCodec()
+    return FloatCodec(form)
+
+
+def normalised(vectors: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors / np.where(norms == 0, 1.0, norms)
