@@ -106,17 +106,27 @@ class DenseRetriever(RetrieverModule):
         token_layers: tuple[int, ...] | None = None,
         token_states: str = DEFAULT_TOKEN_STATES,
         cls_layers: tuple[int, ...] | None = None,
+        ray: str | None = None,
+        workers: int = 2,
     ) -> DenseRetriever:
         """Encode ``corpus`` (in resumable shards under ``work_dir``, default ``MULTIHOP_HOME/shards/...``) and index
         it. With ``token_layers`` (``()``: last layer only) the token states for RaLa are kept too, from the same
         forward pass, in the form ``token_states`` (:data:`~.token_codecs.TOKEN_STATES`; ``none`` keeps none), with
-        the ``[CLS]`` states of ``cls_layers`` (None: every layer)."""
+        the ``[CLS]`` states of ``cls_layers`` (None: every layer). ``ray`` (``auto`` or a cluster's address) encodes
+        on ``workers`` Ray actors (:mod:`.ray_encoding`) into the same shards."""
         if len(corpus) == 0:
             raise ValueError("cannot build an index over an empty corpus")
         encoder = encoder if isinstance(encoder, Encoder) else Encoder(encoder)
         spec = IndexSpec(encoder.pooling, token_layers, encoder.special_tokens, kind, token_states, cls_layers)
         work = Path(work_dir) if work_dir else home() / "shards" / spec.folder_name(encoder.name, corpus)
-        encoded = encode_corpus(corpus, encoder, work, token_layers=spec.stored_layers(), token_dtype=spec.token_dtype)
+        if ray:
+            from .ray_encoding import ray_encode_corpus
+
+            encoded = ray_encode_corpus(corpus, encoder, work, token_layers=spec.stored_layers(),
+                                        token_dtype=spec.token_dtype, workers=workers, address=ray)
+        else:
+            encoded = encode_corpus(corpus, encoder, work, token_layers=spec.stored_layers(),
+                                    token_dtype=spec.token_dtype)
         return cls.from_encoding(corpus, encoder, encoded, spec, work / TOKENS_DIR, k=k)
 
     @classmethod

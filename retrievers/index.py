@@ -82,6 +82,22 @@ def encode_corpus(
     ``token_layers`` (``()`` for the last layer only), the token and ``[CLS]`` states (as ``token_dtype``: float16,
     or float32 for a ``full`` cache) a :class:`~.token_cache.TokenCache` is written from. Shards already there (from
     an interrupted run of the same corpus, encoder and settings) are reused."""
+    prepare_shards(corpus, encoder, work_dir, shard_size, token_layers, token_dtype)
+    texts = corpus.texts()
+    paths = []
+    starts = range(0, len(texts), shard_size)
+    for start in tqdm(starts, desc=f"encoding {len(texts)} passages", unit="shard", total=len(starts)):
+        path = shard_path(work_dir, start // shard_size)
+        if not path.exists():
+            write_shard(path, texts[start : start + shard_size], encoder, token_layers, np.dtype(token_dtype))
+        paths.append(path)
+    return CorpusEncoding(paths, encoder.dimension, encoder.num_layers)
+
+
+def prepare_shards(corpus: Corpus, encoder: Encoder, work_dir: Path, shard_size: int,
+                   token_layers: tuple[int, ...] | None, token_dtype: str) -> None:
+    """Make ``work_dir`` ready for this encoding: its stamp records the corpus, encoder and settings, and shards of
+    another encoding found there are removed."""
     work_dir.mkdir(parents=True, exist_ok=True)
     stamp = work_dir / "build.json"
     key = {"corpus": corpus.checksum(), "encoder": encoder.checksum(), "special_tokens": list(encoder.special_tokens),
@@ -91,19 +107,16 @@ def encode_corpus(
         for old in work_dir.glob("shard-*.npz"):
             old.unlink()
         atomic_write_text(stamp, json.dumps(key))
-    texts = corpus.texts()
-    paths = []
-    starts = range(0, len(texts), shard_size)
-    for start in tqdm(starts, desc=f"encoding {len(texts)} passages", unit="shard", total=len(starts)):
-        path = work_dir / f"shard-{start // shard_size:06d}.npz"
-        if not path.exists():
-            _write_shard(path, texts[start : start + shard_size], encoder, token_layers, np.dtype(token_dtype))
-        paths.append(path)
-    return CorpusEncoding(paths, encoder.dimension, encoder.num_layers)
 
 
-def _write_shard(path: Path, texts: list[str], encoder: Encoder, token_layers: tuple[int, ...] | None,
-                 dtype: np.dtype) -> None:
+def shard_path(work_dir: Path, number: int) -> Path:
+    return work_dir / f"shard-{number:06d}.npz"
+
+
+def write_shard(path: Path, texts: list[str], encoder: Encoder, token_layers: tuple[int, ...] | None,
+                dtype: np.dtype) -> None:
+    """Encode ``texts`` (one pass, :meth:`~.encoder.Encoder.passage_states`) into the shard file ``path``, written
+    through a rename."""
     before = encoder.truncated
     states = encoder.passage_states(texts, token_layers)
     arrays = {f"pooled_{pooling}": states.pooled_by(pooling) for pooling in POOLINGS}

@@ -63,6 +63,8 @@ def build_retriever(
     reranker_options: dict | None = None,
     pooling: str = "mean",
     token_states: str = DEFAULT_TOKEN_STATES,
+    ray: str | None = None,
+    workers: int = 2,
 ) -> RetrieverModule:
     """Build any retriever from a corpus: ``first_stage`` one of :data:`FIRST_STAGES`, ``rerank`` None or a reranker
     name, built with ``reranker_options`` (RaLa: ``buckets``, ``omega``, ``seed``). ``encoder`` (with
@@ -81,7 +83,7 @@ def build_retriever(
 
     def dense() -> DenseRetriever:
         return DenseRetriever.build(corpus, encoder=shared, k=k, kind=index, token_layers=token_layers,
-                                    token_states=token_states, cls_layers=cls_layers)
+                                    token_states=token_states, cls_layers=cls_layers, ray=ray, workers=workers)
 
     if first_stage == "dense":
         stage = dense()

@@ -81,6 +81,9 @@ def index_build(
     token_states: str = typer.Option("fp16", help="how the token states are kept: full (float32), fp16, int8 (d+4 "
                                      "bytes a token), pq (ColBERTv2-like residual codes, ~34 bytes a token) or none "
                                      "(the reranker encodes its candidates at query time)"),
+    ray: str = typer.Option(None, help="encode on Ray actors: auto (RAY_ADDRESS's cluster, else a local one) or a "
+                            "cluster address; needs pip install 'multihop[ray]'"),
+    workers: int = typer.Option(2, help="Ray encoder actors (with --ray)", min=1),
 ):
     """Build a retriever (resumable encoding) and save it with its manifest and corpus."""
     from multihop.data import load_corpus
@@ -93,7 +96,7 @@ def index_build(
             retriever = build_retriever(passages, first_stage=first_stage, encoder=encoder, index=index,
                                         rerank=None if rerank == "none" else rerank, n=n, k=k,
                                         special_tokens=program_special_tokens(markers), token_cache=token_cache,
-                                        token_states=token_states,
+                                        token_states=token_states, ray=ray, workers=workers,
                                         pooling=pooling or program_index_pooling(markers),
                                         reranker_options={key: value for key, value in
                                                           {"buckets": buckets, "seed": seed}.items()

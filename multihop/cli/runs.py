@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import warnings
+from functools import partial
 from pathlib import Path
 
 import typer
@@ -30,13 +31,21 @@ def eval_cmd(
     judge_lm: str = typer.Option(None, help="an LM that judges each answer (LLM Eval, ComposeRAG §5.1)"),
     keep_errors: bool = typer.Option(False, help="on a rerun, keep the rows that ended in an error instead of "
                                      "retrying them"),
+    shard: str = typer.Option(None, help="i/n: evaluate every n-th question from the i-th only (1-based), for a run "
+                              "split over machines; `multihop merge` joins the n folders"),
+    ray: str = typer.Option(None, help="answer the questions on Ray actors (`--threads` of them): auto (RAY_ADDRESS's "
+                            "cluster, else a local one) or a cluster address; needs pip install 'multihop[ray]'"),
 ):
     """Evaluate a program on a question file; prints the metrics table and saves rows, traces and summary. A rerun
     into the same folder resumes the same run (another program, LM, data or limit is refused) and retries the
     questions that ended in an error."""
     from multihop.data import load_dataset
-    from multihop.evaluation import evaluate, run_manifest
+    from multihop.evaluation import evaluate, render_table, run_manifest
+    from multihop.sharding import parse_shard, shard_manifest, shard_of
 
+    if ray and judge_lm:
+        raise typer.BadParameter("--judge-lm runs in the driver's threads: judge a --ray run's rows without --ray")
+    sharded = parse_shard(shard) if shard else None
     lm.configure()
     judge = lm.make(judge_lm) if judge_lm else None
     data_file = question_path(data, "dev")
@@ -50,9 +59,34 @@ def eval_cmd(
         instance, retriever = spec.build(data_file)
     manifest = run_manifest(instance, examples, judge, data_sha256=checksum(data_file), limit=limit,
                             compiled=folder_checksum(load), retriever=folder_checksum(retriever))
-    evaluate(instance, examples, out, threads=threads, name=type(instance).__name__, console=console, judge_lm=judge,
-             manifest=manifest, keep_errors=keep_errors)
+    if sharded:
+        manifest, examples = shard_manifest(manifest, examples, *sharded), shard_of(examples, *sharded)
+    if ray:
+        from multihop.distributed import ray_evaluate
+
+        recipe = partial(worker_program, lm, spec, data_file, load)
+        summary = ray_evaluate(instance, recipe, examples, out, workers=threads, address=ray,
+                               name=type(instance).__name__, manifest=manifest, keep_errors=keep_errors)
+        console.print(render_table({summary["program"]: summary}))
+    else:
+        evaluate(instance, examples, out, threads=threads, name=type(instance).__name__, console=console,
+                 judge_lm=judge, manifest=manifest, keep_errors=keep_errors)
     console.print(f"rows: {out / 'results.jsonl'}  traces: {out / 'traces'}")
+
+
+def worker_program(lm: LMOptions, spec: ProgramOptions, data_file: Path, load: Path | None) -> tuple:
+    """What a Ray actor of ``eval --ray`` answers with: the program the driver evaluates, built in the actor (a
+    compiled folder loaded, or the program and its index from the options), and its LM's DSPy settings."""
+    from multihop.lms import default_adapter
+
+    if load:
+        from multihop.programs import load as load_program
+
+        program = load_program(load)
+    else:
+        program = spec.build(data_file)[0]
+    made = lm.make()
+    return program, {"lm": made, "adapter": default_adapter(made)}
 
 
 @lm_options()
@@ -137,3 +171,18 @@ def ask_cmd(
     print_trace(prediction.stage_trace)
     console.print(f"[bold]answer:[/bold] {prediction.answer!r}")
     console.print(json.dumps({k: v for k, v in prediction.counts.items() if k != "passage_ids"}))
+
+
+def merge_cmd(
+    out: Path = typer.Argument(..., help="folder to write the merged run into"),
+    shards: list[Path] = typer.Argument(..., help="the folders of `multihop eval --shard i/n`, one per shard"),
+):
+    """Join the folders of a run evaluated in shards (`multihop eval --shard i/n`) into the folder one unsharded run
+    writes: the rows, traces, run manifest and summary."""
+    from multihop.evaluation import render_table
+    from multihop.sharding import merge_shards
+
+    summary = merge_shards(out, shards)
+    console.print(render_table({summary["program"]: summary}))
+    console.print(f"{len(shards)} shards, {summary['questions']} questions → {out}")
+

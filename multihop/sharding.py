@@ -1,0 +1,106 @@
+"""An evaluation split over machines without Ray: ``multihop eval ... --shard i/n`` runs every n-th question (the
+i-th of each n, 1-based) into a folder of its own, and ``multihop merge OUT SHARD_DIR...`` joins the n folders into
+the folder one unsharded run would have written — the same rows and traces, the unsharded run's manifest (so
+``multihop eval`` on the merged folder finds the run finished) and its summary.
+
+A shard's run manifest is the unsharded run's with the shard's own questions and a ``shard`` entry: its number, the
+count ``n`` and the whole run's question hash and count. Merging refuses shards of different runs, a missing or
+repeated shard, and a shard not finished (rerun it into its folder first).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+
+from multihop.evaluation import RESULTS, SUMMARY, summarize
+from multihop.folders import RUN_MANIFEST, locked
+from multihop.jsonl import read_rows
+from multihop.paths import atomic_dir, read_json
+
+
+class ShardError(ValueError):
+    """Shards that cannot be merged, or a ``--shard`` that means nothing."""
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """``"i/n"`` as ``(i, n)``, 1 ≤ i ≤ n."""
+    index, _, count = text.partition("/")
+    if not (index.isdigit() and count.isdigit()) or not 1 <= int(index) <= int(count):
+        raise ShardError(f"--shard {text!r}: write i/n with 1 ≤ i ≤ n, e.g. 1/4")
+    return int(index), int(count)
+
+
+def shard_of(examples: Sequence, index: int, count: int) -> list:
+    """The questions of shard ``index`` of ``count``: every ``count``-th, from the ``index``-th."""
+    return list(examples[index - 1 :: count])
+
+
+def questions_hash(examples: Sequence) -> str:
+    """The hash a run manifest keys its questions by (their ids in order)."""
+    return hashlib.sha256("\n".join(str(example.id) for example in examples).encode()).hexdigest()[:16]
+
+
+def shard_manifest(manifest: dict, examples: Sequence, index: int, count: int) -> dict:
+    """The run manifest of shard ``index`` of ``count`` of a run whose manifest (over all ``examples``) is
+    ``manifest``."""
+    mine = shard_of(examples, index, count)
+    return {**manifest, "questions": questions_hash(mine), "count": len(mine),
+            "shard": {"index": index, "of": count, "questions": manifest["questions"], "count": manifest["count"]}}
+
+
+def merge_shards(out: str | Path, folders: Sequence[str | Path]) -> dict:
+    """Join the finished shard folders of one run into ``out`` (written whole, through a rename); returns its
+    summary."""
+    out, folders = Path(out), [Path(folder) for folder in folders]
+    manifests = []
+    for folder in folders:
+        if not (folder / RUN_MANIFEST).exists():
+            raise ShardError(f"{folder} holds no evaluation ({RUN_MANIFEST} missing)")
+        manifest = read_json(folder / RUN_MANIFEST)
+        if "shard" not in manifest:
+            raise ShardError(f"{folder} is not a shard of a run (it was not evaluated with --shard)")
+        manifests.append(manifest)
+    whole = [_unsharded(manifest) for manifest in manifests]
+    for folder, manifest in zip(folders[1:], whole[1:], strict=True):
+        differ = sorted(key for key in manifest.keys() | whole[0].keys() if manifest.get(key) != whole[0].get(key))
+        if differ:
+            raise ShardError(f"{folder} is a shard of another run than {folders[0]} (they differ in "
+                             f"{', '.join(differ[:4])})")
+    count = manifests[0]["shard"]["of"]
+    numbers = sorted(manifest["shard"]["index"] for manifest in manifests)
+    if numbers != list(range(1, count + 1)):
+        missing = sorted(set(range(1, count + 1)) - set(numbers))
+        repeated = sorted({n for n in numbers if numbers.count(n) > 1})
+        raise ShardError(f"merging needs shards 1 to {count} once each: " + "; ".join(
+            part for part in (f"missing {missing}" if missing else "", f"repeated {repeated}" if repeated else "")
+            if part))
+    rows: dict[str, dict] = {}
+    for folder, manifest in zip(folders, manifests, strict=True):
+        found = read_rows(folder / RESULTS, repair=False)
+        if len(found) != manifest["count"]:
+            raise ShardError(f"shard {manifest['shard']['index']}/{count} in {folder} has {len(found)} of its "
+                             f"{manifest['count']} questions: rerun it into that folder to finish it")
+        rows.update(found)
+    summaries = [read_json(folder / SUMMARY) for folder in folders if (folder / SUMMARY).exists()]
+    summary = summarize(list(rows.values()), summaries[0].get("count_display") if summaries else None)
+    summary["program"] = summaries[0]["program"] if summaries else whole[0]["program"]
+    with locked(out, file=True), atomic_dir(out) as tmp:
+        (tmp / "traces").mkdir()
+        for folder in folders:
+            for trace in (folder / "traces").glob("*.json"):
+                shutil.copy2(trace, tmp / "traces" / trace.name)
+        (tmp / RESULTS).write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows.values()),
+                                   encoding="utf-8")
+        (tmp / RUN_MANIFEST).write_text(json.dumps(whole[0], indent=2, sort_keys=True))
+        (tmp / SUMMARY).write_text(json.dumps(summary, indent=2))
+    return summary
+
+
+def _unsharded(manifest: dict) -> dict:
+    """The manifest of the whole run a shard's manifest belongs to."""
+    whole = {key: value for key, value in manifest.items() if key != "shard"}
+    return {**whole, "questions": manifest["shard"]["questions"], "count": manifest["shard"]["count"]}
