@@ -10,8 +10,9 @@ index per factory string: build seconds, the index's bytes, search latency p50/p
 there are, recall@10 against exact search.
 
 ``tokens``: every ``--token-states`` form on the IRCoT corpus of the ``--limit`` first dev questions (the largest real
-corpus we have), MPNet: bytes a token and a passage, R@2/R@5 of the dense top-20 reranked to the top-5 by RaLa Eq. 4
-and by MaxSim against ``full``, and the rerank latency p50/p99 (``none`` encodes the 20 candidates a query).
+corpus we have), MPNet, keeping the ``[CLS]`` layers of RaLa's default draw (as ``index build --rerank rala-eq4``
+does): bytes a token and a passage, R@2/R@5 of the dense top-20 reranked to the top-5 by RaLa Eq. 4 and by MaxSim
+against ``full``, and the rerank latency p50/p99 (``none`` encodes the 20 candidates a query).
 
 ``encoding``: passages a second of the MPNet encoding pass an index build runs, by batch size (length-sorted
 batches, as sentence-transformers sorts them).
@@ -50,12 +51,11 @@ def synthetic_vectors(count: int, seed: int = 0, centroids: int = 256) -> tuple[
     the same way."""
     import faiss
 
-    from multihop.data import questions_with_corpus
-    from multihop.retrievers import DenseRetriever
+    from multihop.programs import shared_retriever
+    from multihop.question_sets import question_file
 
-    _, corpus = questions_with_corpus("musique", "dev")
-    real = DenseRetriever.load(DenseRetriever.build_cached(corpus, encoder="mpnet")).index.index.reconstruct_n(0, len(
-        corpus))
+    dense, _ = shared_retriever(question_file("musique", "dev"), "dense", "mpnet")  # `compare`'s cached index
+    real = dense.index.index.reconstruct_n(0, len(dense.corpus))
     kmeans = faiss.Kmeans(real.shape[1], min(centroids, len(real) // 8), niter=20, seed=seed, spherical=True)
     kmeans.train(real)
     _, assigned = kmeans.index.search(real, 1)
@@ -122,8 +122,9 @@ def token_rows(args) -> list[dict]:
     encoded = encode_corpus(corpus, encoder, work / "shards", token_layers=(), token_dtype="float32")
     console.print(f"encoded {len(corpus)} passages in {time.perf_counter() - start:.0f} s ({load_note()})")
     rows = []
+    kept = RaLa(encoder=encoder).cls_layers(encoder.num_layers)  # what `index build --rerank rala-eq4` keeps
     for form in TOKEN_STATES:
-        spec = IndexSpec(token_layers=(), token_states=form)
+        spec = IndexSpec(token_layers=(), token_states=form, cls_layers=kept)
         dense = DenseRetriever.from_encoding(corpus, encoder, encoded, spec, work / form)
         tokens = dense.tokens
         per_token = tokens.bytes_per_token() if tokens else 0

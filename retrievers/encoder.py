@@ -48,6 +48,9 @@ from multihop.folders import verify_inventory
 
 MAX_LENGTH = 512
 POOLINGS = ("mean", "cls")
+PRECISIONS = ("auto", "fp32", "fp16", "bf16")
+TORCH_DTYPES = {"fp16": "float16", "bf16": "bfloat16"}
+CPU_BATCH = 8  # texts a forward pass on a CPU (benchmarks/scale.py encoding: larger batches gain nothing there)
 
 logger = logging.getLogger(__name__)
 
@@ -144,15 +147,19 @@ class Encoder:
     with; ``sha256``, when given (a manifest's record), refuses weights with another checksum; ``pooling`` one of
     :data:`POOLINGS`."""
 
-    def __init__(self, name: str = "mpnet", device: str | None = None, batch_size: int = 8,
-                 special_tokens: Sequence[str] = (), sha256: str | None = None, pooling: str = "mean"):
+    def __init__(self, name: str = "mpnet", device: str | None = None, batch_size: int | None = None,
+                 special_tokens: Sequence[str] = (), sha256: str | None = None, pooling: str = "mean",
+                 precision: str = "auto"):
         if pooling not in POOLINGS:
             raise ValueError(f"pooling must be one of {', '.join(POOLINGS)}, not {pooling!r}")
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
+        self.requested_precision = precision
         self.name, self.pooling = str(name), pooling
         self.path = models.resolve_encoder(self.name)
         verify_inventory(self.path)  # a fine-tuned folder: every file as it was saved
         self.special_tokens = tuple(dict.fromkeys((*trained_special_tokens(self.path), *special_tokens)))
-        self.batch_size = batch_size
+        self._batch_size = batch_size
         self.truncated = 0
         self._device = device
         self._model = None
@@ -179,13 +186,43 @@ class Encoder:
                 model.max_seq_length = min(MAX_LENGTH, model[0].auto_model.config.max_position_embeddings)
                 model[0].auto_model.config.output_hidden_states = True  # every call: all layers' states
                 _add_special_tokens(model[0], self.special_tokens)
+                precision = self._resolved_precision(model.device.type)
+                if precision != "fp32":
+                    model.to(getattr(torch, TORCH_DTYPES[precision]))
                 self._model = model
             return self._model
+
+    def _resolved_precision(self, device_type: str) -> str:
+        return ("fp16" if device_type == "cuda" else "fp32") if self.requested_precision == "auto" else \
+            self.requested_precision
+
+    @property
+    def precision(self) -> str:
+        """The float type the model computes in: ``auto`` is fp16 on a GPU and fp32 on a CPU (where half precision
+        is slower and gains nothing)."""
+        return self._resolved_precision(self.model.device.type)
+
+    @property
+    def batch_size(self) -> int:
+        """Texts a forward pass: the one given, else :data:`CPU_BATCH` on a CPU and as many 512-token texts as a
+        quarter of the GPU's free memory holds (:func:`batch_for_memory`) on a GPU."""
+        if self._batch_size is None:
+            import torch
+
+            model = self.model
+            if model.device.type != "cuda":
+                self._batch_size = CPU_BATCH
+            else:
+                free, _ = torch.cuda.mem_get_info(model.device)
+                config = model[0].auto_model.config
+                self._batch_size = batch_for_memory(free, config.hidden_size, config.num_hidden_layers,
+                                                    2 if self.precision != "fp32" else 4)
+        return self._batch_size
 
     def config(self) -> dict:
         """What an index records of its encoder and rebuilds it from: ``Encoder(**config)``."""
         return {"name": self.name, "special_tokens": list(self.special_tokens), "sha256": self.checksum(),
-                "pooling": self.pooling}
+                "pooling": self.pooling, "precision": self.requested_precision}
 
     def same_as(self, other: Encoder) -> bool:
         """Whether ``other`` gives every text the same token and ``[CLS]`` states: the same model and the same special
@@ -309,6 +346,14 @@ class Encoder:
         if cut:
             self.truncated += cut
             logger.info("%d of %d texts are longer than %d tokens and were truncated", cut, len(texts), limit)
+
+
+def batch_for_memory(free_bytes: int, hidden: int, layers: int, bytes_per_value: int, share: float = 0.25) -> int:
+    """Texts of :data:`MAX_LENGTH` tokens a forward pass can take in ``share`` of ``free_bytes``: each keeps every
+    layer's states (``(layers + 1)·512·hidden`` values, as RaLa reads them) and about four times that in the layer being
+    computed (attention and feed-forward), between 8 and 512 texts."""
+    per_text = (layers + 1 + 4) * MAX_LENGTH * hidden * bytes_per_value
+    return int(min(512, max(8, share * free_bytes // per_text)))
 
 
 def trained_special_tokens(folder: Path) -> tuple[str, ...]:

@@ -39,10 +39,16 @@ class _ShardEncoder:
 
 def ray_encode_corpus(corpus: Corpus, encoder: Encoder, work_dir: Path, shard_size: int = SHARD_SIZE,
                       token_layers: tuple[int, ...] | None = None, token_dtype: str = "float16", workers: int = 2,
-                      address: str = "auto", gpus_per_worker: float = 0.0):
-    """:func:`~.index.encode_corpus` with the missing shards encoded by ``workers`` Ray actors (``gpus_per_worker``
-    each when the cluster has GPUs, else one CPU); returns the same :class:`~.index.CorpusEncoding`."""
+                      address: str = "auto", gpus_per_worker: float | None = None):
+    """:func:`~.index.encode_corpus` with the missing shards encoded by ``workers`` Ray actors, each on
+    ``gpus_per_worker`` GPUs (default: one when the cluster has GPUs: one encoder per GPU, at most as many actors as
+    GPUs) or else one CPU; returns the same :class:`~.index.CorpusEncoding`."""
     ray = connect(address)
+    gpus = ray.cluster_resources().get("GPU", 0)
+    if gpus_per_worker is None:
+        gpus_per_worker = 1.0 if gpus else 0.0
+    if gpus_per_worker:
+        workers = max(1, min(workers, int(gpus // gpus_per_worker)))
     prepare_shards(corpus, encoder, work_dir, shard_size, token_layers, token_dtype)
     texts = corpus.texts()
     todo = [{"path": str(shard_path(work_dir, number)), "texts": texts[start : start + shard_size]}

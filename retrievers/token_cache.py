@@ -3,9 +3,9 @@
 Layout of ``<index>/tokens/``: ``offsets.npy`` (``[N+1]`` row starts), ``last.<part>`` (``[total_tokens, ...]``
 the last layer's token states in the cache's form, :mod:`.token_codecs`: ``last.f16`` in ``fp16``, ``last.i8`` and
 ``last.scale`` in ``int8``, ``last.pq`` and its quantiser ``last.codec.faiss`` in ``pq``), ``layer-<l>.<part>`` for
-any premature layer an Eq. 3 score reads, and ``cls.<part>`` (``[N, C, d]``, float16 or float32 in ``full``) the
-``[CLS]`` state of the ``C`` kept layers (``cls_layers``; every layer 0..L unless the build named the ones its reranker
-reads), all memory-mapped, plus ``meta.json``. A cache written before the forms (no ``form`` in its meta) is an
+any premature layer an Eq. 3 score reads, and ``cls.<part>`` (``[N, C, ...]``) the ``[CLS]`` state of the ``C`` kept
+layers (``cls_layers``; every layer 0..L unless the build named the ones its reranker reads; in the tokens' form,
+int8 in ``pq``), all memory-mapped, plus ``meta.json``. A cache written before the forms (no ``form`` in its meta) is an
 ``fp16`` one with every ``[CLS]`` layer, and loads as it is.
 """
 
@@ -37,7 +37,7 @@ class TokenCache:
         self.cls_layers = tuple(self.meta.get("cls_layers", range(self.meta["num_layers"] + 1)))
         trained = self.directory if self.form == "pq" else None
         self.codecs = {stem: codec(self.form, trained, stem) for stem in _stems(self.layers)}
-        self.cls_codec = codec("full" if self.form == "full" else "fp16")
+        self.cls_codec = codec(cls_form(self.form))
         self._tokens = {stem: _open_parts(self.directory, stem, self.codecs[stem], (total,), dim)
                         for stem in _stems(self.layers)}
         self._cls = _open_parts(self.directory, "cls", self.cls_codec, (count, len(self.cls_layers)), dim)
@@ -89,7 +89,7 @@ class TokenCache:
         for stem, kind in codecs.items():
             if not kind.trained:
                 kind.train(_sample_tokens(shards, _shard_key(stem), lengths, total, seed), seed=seed)
-        cls_codec = codec("full" if form == "full" else "fp16")
+        cls_codec = codec(cls_form(form))
         with atomic_dir(directory) as tmp:
             targets = {stem: _create_parts(tmp, stem, codecs[stem], (total,), dim) for stem in stems}
             cls = _create_parts(tmp, "cls", cls_codec, (count, len(cls_layers)), dim)
@@ -114,6 +114,12 @@ class TokenCache:
                     "bytes_per_token": codecs["last"].bytes_per_vector(dim)}
             (tmp / META).write_text(json.dumps(meta, indent=2))
         return TokenCache(directory)
+
+
+def cls_form(form: str) -> str:
+    """The form the ``[CLS]`` states of a cache in ``form`` are kept in: as the tokens, but int8 for ``pq`` (one
+    vector a passage and layer, from other layers than the quantiser was trained on)."""
+    return "int8" if form == "pq" else form
 
 
 def _stems(layers: tuple[int, ...]) -> list[str]:

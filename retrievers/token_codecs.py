@@ -15,8 +15,8 @@ gigabytes to a terabyte. The forms:
   fast).
 
 Decoded ``int8`` and ``pq`` vectors are L2-normalised again, as the encoder's states are, so MaxSim stays a mean of
-cosines. The ``[CLS]`` states RaLa's ω reads are one vector a passage and layer: float32 in ``full``, float16
-otherwise. ``benchmarks/scale.py`` measures each form's bytes, R@k against ``full`` and rerank latency.
+cosines. The ``[CLS]`` states RaLa's ω reads are one vector a passage and layer, kept in the tokens' form (int8 in
+``pq``). ``benchmarks/scale.py`` measures each form's bytes, R@k against ``full`` and rerank latency.
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ class FloatCodec(TokenCodec):
         return {self.suffix: np.asarray(vectors, dtype=self.dtype)}
 
     def decode(self, parts):
-        return np.asarray(parts[self.suffix], dtype=np.float32)
+        return np.array(parts[self.suffix], dtype=np.float32)  # a copy: never a read-only view of the memory map
 
 
 class Int8Codec(TokenCodec):

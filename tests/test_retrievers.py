@@ -2,6 +2,7 @@ import json
 
 import numpy as np
 import pytest
+import torch
 
 from multihop import models
 from multihop.corpus import Corpus, Passage
@@ -286,3 +287,22 @@ def test_dspy_retrieve_reads_a_multihop_retriever_set_as_rm(small_retriever, mus
     dspy.configure(rm=small_retriever)
     question = musique_dev[0].question
     assert dspy.Retrieve(k=3)(question).passages == small_retriever(question, k=3).passages
+
+
+def test_a_gpu_batch_fills_a_quarter_of_the_free_memory():
+    from multihop.retrievers.encoder import batch_for_memory
+
+    assert batch_for_memory(2**30, 768, 12, 4) == 10  # ¼ GiB / ((12+1+4)·512·768·4 B = 26.7 MB a text)
+    assert batch_for_memory(80 * 2**30, 768, 12, 2) == 512  # an H100 in fp16: capped
+    assert batch_for_memory(2**26, 768, 12, 4) == 8  # at least 8
+
+
+def test_an_encoder_computes_in_the_precision_asked_and_fp32_on_a_cpu_by_default():
+    texts = ["The Eiffel Tower stands in Paris.", "Bananas are a yellow fruit."]
+    default, half = Encoder("minilm"), Encoder("minilm", precision="bf16")
+    assert (default.precision, default.batch_size, half.precision) == ("fp32", 8, "bf16")
+    assert next(half.model.parameters()).dtype == torch.bfloat16
+    cosines = (default.encode(texts) * half.encode(texts)).sum(axis=1)
+    assert cosines.min() > 0.99 and half.passage_states(texts, ()).tokens[0].dtype == np.float32
+    with pytest.raises(ValueError, match="precision must be one of auto, fp32, fp16, bf16, not 'fp8'"):
+        Encoder("minilm", precision="fp8")

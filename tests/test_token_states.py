@@ -61,7 +61,7 @@ def test_each_form_round_trips_the_token_states_of_a_real_corpus(encoded, tmp_pa
         cosines = np.concatenate([(a * b).sum(axis=1) for a, b in zip(expected, decoded, strict=True)])
         assert cosines.min() >= min_cosine
         assert cosines.mean() >= {"fp16": 0.9999, "int8": 0.9995, "pq": 0.8}[form]
-    np.testing.assert_allclose(got_cls, ref_cls, atol=2e-3)  # [CLS] states: float16 in every form but full
+    np.testing.assert_allclose(got_cls, ref_cls, atol={"fp16": 2e-3, "int8": 1e-2, "pq": 1e-2}[form])  # [CLS] states
 
 
 def test_compact_forms_rank_a_real_question_s_candidates_as_full_does(encoded, corpus, musique_dev, tmp_path):
