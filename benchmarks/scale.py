@@ -3,6 +3,8 @@
     python benchmarks/scale.py faiss [--count 1000000] [--index "IVF1024,PQ64" ...]
     python benchmarks/scale.py tokens [--data musique] [--limit 100]
     python benchmarks/scale.py encoding [--limit 20] [--batch-sizes 8,16,32]
+    python benchmarks/scale.py ray [--limit 10] [--workers 2]
+    python benchmarks/scale.py project --tokens-json T --faiss-json F --encoding-json E [--ray-json R --gpu-rate P]
 
 ``faiss``: ``--count`` synthetic 768-d vectors drawn around real MPNet centroids (k-means of the MPNet embeddings of
 the MuSiQue dev passages, each vector a centroid plus Gaussian noise of the clusters' own spread, normalised), one
@@ -16,6 +18,13 @@ against ``full``, and the rerank latency p50/p99 (``none`` encodes the 20 candid
 
 ``encoding``: passages a second of the MPNet encoding pass an index build runs, by batch size (length-sorted
 batches, as sentence-transformers sorts them).
+
+``ray``: the same encoding (the passages of the ``--limit`` first dev questions, token states kept) in one process and
+on ``--workers`` actors of a local Ray cluster on this machine's cores: seconds, the ratio, whether the vectors are
+bit-equal and how far the token states are.
+
+``project``: disk, RAM and encoding hours of MuSiQue's, 2Wiki's and HotpotQA's full corpora from the other parts'
+measured rows (:func:`projection_rows`).
 
 Each part prints a table and, with ``--json FILE``, writes its rows. Timings are of this machine and its load, which
 the table's title states.
@@ -123,7 +132,7 @@ def token_rows(args) -> list[dict]:
     console.print(f"encoded {len(corpus)} passages in {time.perf_counter() - start:.0f} s ({load_note()})")
     rows = []
     kept = RaLa(encoder=encoder).cls_layers(encoder.num_layers)  # what `index build --rerank rala-eq4` keeps
-    for form in TOKEN_STATES:
+    for form in args.forms or TOKEN_STATES:
         spec = IndexSpec(token_layers=(), token_states=form, cls_layers=kept)
         dense = DenseRetriever.from_encoding(corpus, encoder, encoded, spec, work / form)
         tokens = dense.tokens
@@ -167,6 +176,82 @@ def encoding_rows(args) -> list[dict]:
     return rows
 
 
+def ray_rows(args) -> list[dict]:
+    """The same encoding in one process and on ``--workers`` Ray actors of a local cluster (this machine's cores):
+    seconds, the ratio, and whether the vectors and token states are the same."""
+    from multihop.data import questions_with_corpus
+    from multihop.distributed import connect
+    from multihop.retrievers import Encoder
+    from multihop.retrievers.index import encode_corpus
+    from multihop.retrievers.ray_encoding import ray_encode_corpus
+
+    _, corpus = questions_with_corpus(args.data, "dev", limit=args.limit)
+    work = Path(tempfile.mkdtemp(prefix="scale-ray-"))
+    encoder = Encoder("mpnet")
+    encoder.passage_states(corpus.texts()[:2], ())  # the model loads outside the timing
+    start = time.perf_counter()
+    connect("auto", num_cpus=os.cpu_count())
+    started = time.perf_counter() - start
+    timings, encodings = {}, {}
+    for name, encode in (("single process", encode_corpus), ("ray", ray_encode_corpus)):
+        options = {"workers": args.workers} if name == "ray" else {}
+        start = time.perf_counter()
+        encodings[name] = encode(corpus, encoder, work / name.replace(" ", "-"), shard_size=args.shard_size,
+                                 token_layers=(), **options)
+        timings[name] = time.perf_counter() - start
+    same = all(np.array_equal(np.load(a)["pooled_mean"], np.load(b)["pooled_mean"]) for a, b in
+               zip(encodings["single process"].shards, encodings["ray"].shards, strict=True))
+    close = max(float(np.abs(np.load(a)["tokens"].astype(np.float32) - np.load(b)["tokens"]).max()) for a, b in
+                zip(encodings["single process"].shards, encodings["ray"].shards, strict=True))
+    shutil.rmtree(work, ignore_errors=True)
+    return [{"run": name, "passages": len(corpus), "seconds": round(seconds, 1),
+             "× single": round(seconds / timings["single process"], 2), "vectors bit-equal": same,
+             "max token diff": close, "ray start s": round(started, 1)} for name, seconds in timings.items()]
+
+
+CORPORA = {"MuSiQue (IRCoT)": ("musique", 139_416), "2Wiki (IRCoT)": ("2wiki", 430_225),
+           "HotpotQA (abstracts)": ("hotpotqa", 5_233_329)}
+
+
+def projection_rows(args) -> list[dict]:
+    """Disk, RAM and encoding hours of the papers' corpora, from the rates the other parts measured (their ``--json``
+    files) and the mean MPNet tokens of a passage of each dataset's dev corpus here. GPU hours need a GPU's measured
+    passages a second (``--gpu-rate``, from ``scale.py encoding`` run on one); N GPUs divide them by N at the Ray
+    efficiency measured on the CPUs (``--ray-json``)."""
+    from multihop.data import questions_with_corpus
+    from multihop.retrievers import Encoder
+
+    tokens = json.loads(args.tokens_json.read_text())["rows"]
+    faiss_rows = json.loads(args.faiss_json.read_text())["rows"] if args.faiss_json else []
+    cpu_rate = max(row["passages/s"] for row in json.loads(args.encoding_json.read_text())["rows"])
+    ray = json.loads(args.ray_json.read_text())["rows"] if args.ray_json else []
+    efficiency = 1 / ray[-1]["× single"] if ray else 1.0  # the work of 2 actors against one process on 2 cores
+    tokenizer = Encoder("mpnet").model.tokenizer
+    def mean_tokens(dataset: str) -> float:
+        _, corpus = questions_with_corpus(dataset, "dev")
+        return float(np.mean([len(ids) for ids in tokenizer(corpus.texts(), truncation=True, max_length=512)[
+            "input_ids"]]))
+
+    per_token = {row["form"]: row["bytes/token"] for row in tokens}
+    measured = mean_tokens(args.data)  # the token rows' corpus: what a passage costs besides its tokens
+    cls_bytes = {row["form"]: row["bytes/passage"] - row["bytes/token"] * measured for row in tokens}
+    rows = []
+    for name, (dataset, passages) in CORPORA.items():
+        tokens_a_passage = mean_tokens(dataset)
+        row = {"corpus": name, "passages": passages, "tokens/passage": round(tokens_a_passage, 1)}
+        for form in ("fp16", "int8", "pq"):
+            size = passages * (tokens_a_passage * per_token[form] + max(0.0, cls_bytes[form]))
+            row[f"{form} GB"] = round(size / 1e9, 1)
+        for factory in faiss_rows:
+            row[f"{factory['index']} RAM GB"] = round(factory["bytes"] / args.faiss_count * passages / 1e9, 2)
+        row["CPU h (2 cores)"] = round(passages / cpu_rate / 3600, 1)
+        if args.gpu_rate:
+            row["1 GPU h"] = round(passages / args.gpu_rate / 3600, 2)
+            row[f"{args.gpus} GPUs h"] = round(passages / (args.gpu_rate * args.gpus * efficiency) / 3600, 2)
+        rows.append(row)
+    return rows
+
+
 def print_table(title: str, rows: list[dict]) -> None:
     table = Table(*rows[0].keys(), title=f"{title} ({load_note()})")
     for row in rows:
@@ -176,7 +261,7 @@ def print_table(title: str, rows: list[dict]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("part", choices=("faiss", "tokens", "encoding"))
+    parser.add_argument("part", choices=("faiss", "tokens", "encoding", "ray", "project"))
     parser.add_argument("--count", type=int, default=1_000_000, help="synthetic vectors (faiss)")
     parser.add_argument("--index", nargs="+", default=["IVF1024,Flat", "IVF1024,PQ64", "IVF1024,PQ96", "IVF1024,SQ8",
                                                        "HNSW32"],
@@ -185,11 +270,22 @@ def main() -> None:
     parser.add_argument("--data", default="musique", help="dataset of the real corpus (tokens, encoding)")
     parser.add_argument("--limit", type=int, default=100, help="dev questions whose passages form the corpus")
     parser.add_argument("--batch-sizes", default="8,16,32", help="encoding batch sizes (encoding)")
+    parser.add_argument("--forms", type=lambda text: text.split(","), help="token-state forms, e.g. int8,pq (tokens; "
+                        "default: every form)")
+    parser.add_argument("--workers", type=int, default=2, help="Ray actors (ray)")
+    parser.add_argument("--shard-size", type=int, default=64, help="passages a shard (ray)")
+    for part in ("tokens", "faiss", "encoding", "ray"):
+        parser.add_argument(f"--{part}-json", type=Path, help=f"the {part} part's rows (project)")
+    parser.add_argument("--faiss-count", type=int, default=1_000_000, help="vectors the faiss rows indexed (project)")
+    parser.add_argument("--gpu-rate", type=float, help="passages a second one GPU encodes, measured there (project)")
+    parser.add_argument("--gpus", type=int, default=8, help="GPUs of the N-GPU column (project)")
     parser.add_argument("--json", type=Path, help="write the rows here")
     args = parser.parse_args()
     args.batch_sizes = [int(size) for size in args.batch_sizes.split(",")]
     args.search = {kind: {"nprobe": args.nprobe} for kind in args.index if kind.startswith("IVF")}
-    rows = {"faiss": faiss_rows, "tokens": token_rows, "encoding": encoding_rows}[args.part](args)
+    parts = {"faiss": faiss_rows, "tokens": token_rows, "encoding": encoding_rows, "ray": ray_rows,
+             "project": projection_rows}
+    rows = parts[args.part](args)
     print_table(args.part, rows)
     if args.json:
         args.json.write_text(json.dumps({"part": args.part, "load": load_note(), "rows": rows}, indent=2))

@@ -3,7 +3,8 @@
 An index is built from a ``faiss.index_factory`` string (``"HNSW32"``, ``"IVF4096,PQ64"``,
 ``"OPQ64,IVF65536_HNSW32,PQ64"``...), trained on a sample of at most :data:`TRAIN_SIZE` vectors when it needs
 training; its search parameters (``nprobe``, ``efSearch``) are recorded and can be changed at query time, and a saved
-index loads memory-mapped (``IO_FLAG_MMAP``) when asked. Three names are aliases of factory strings, as they were
+index loads memory-mapped (``IO_FLAG_MMAP``) when asked. With faiss-gpu installed and a GPU present, the index is
+trained and filled on the GPUs and saved as a CPU index. Three names are aliases of factory strings, as they were
 built before: ``flat`` (exact, ``Flat``), ``ivf`` (``IVF<4·√N>,Flat``, ``nprobe`` of the inverted lists searched per
 query) and ``hnsw`` (``HNSW32,Flat``, ``efConstruction`` 64, ``efSearch`` 512).
 ``auto`` picks ``flat`` below :data:`EXACT_LIMIT` passages and ``ivf`` above. The trade-off: ``flat`` costs
@@ -167,10 +168,12 @@ class FaissIndex:
         if kind == "hnsw":
             faiss.downcast_index(index).hnsw.efConstruction = 64
         _no_polysemous_training(index)
-        if not index.is_trained:
+        built = _on_gpus(index)  # training and adding are the costly part: on the GPUs when faiss-gpu has them
+        if not built.is_trained:
             rows = np.random.default_rng(seed).permutation(count)[:train_size] if count > train_size else slice(None)
-            index.train(np.ascontiguousarray(vectors[rows]))
-        index.add(vectors)
+            built.train(np.ascontiguousarray(vectors[rows]))
+        built.add(vectors)
+        index = faiss.index_gpu_to_cpu(built) if built is not index else index
         search = {name: value for name, value in search.items() if _set_parameter(index, name, value)}
         return cls(index, {**manifest, "kind": kind, "factory": factory, "search": search, "dimension": int(dim),
                            "count": int(count)})
@@ -235,6 +238,17 @@ def factory_string(kind: str, count: int, nprobe: int = 32) -> tuple[str, dict]:
     if kind == "hnsw":
         return "HNSW32,Flat", {"efSearch": 512}
     return kind, {"nprobe": nprobe, "efSearch": 512}
+
+
+def _on_gpus(index: faiss.Index) -> faiss.Index:
+    """``index`` copied onto every GPU when faiss-gpu is installed and sees one, else ``index`` itself; a kind with no
+    GPU implementation (HNSW) stays on the CPU. Not run here: no GPU was lent to the sessions that wrote it."""
+    if not hasattr(faiss, "index_cpu_to_all_gpus") or faiss.get_num_gpus() == 0:
+        return index
+    try:
+        return faiss.index_cpu_to_all_gpus(index)
+    except RuntimeError:
+        return index
 
 
 def _no_polysemous_training(index: faiss.Index) -> None:
