@@ -263,10 +263,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("part", choices=("faiss", "tokens", "encoding", "ray", "project"))
     parser.add_argument("--count", type=int, default=1_000_000, help="synthetic vectors (faiss)")
-    parser.add_argument("--index", nargs="+", default=["IVF1024,Flat", "IVF1024,PQ64", "IVF1024,PQ96", "IVF1024,SQ8",
-                                                       "HNSW32"],
+    parser.add_argument("--index", nargs="+", default=["IVF1024,Flat", "IVF1024,SQ8", "IVF1024,PQ64",
+                                                       "IVF1024,PQ64,Refine(SQ8)"],
                         help="factory strings (faiss)")
     parser.add_argument("--nprobe", type=int, default=32, help="nprobe of the IVF indexes (faiss)")
+    parser.add_argument("--k-factor", type=int, default=16, help="candidates a refined index re-scores, × k (faiss)")
     parser.add_argument("--data", default="musique", help="dataset of the real corpus (tokens, encoding)")
     parser.add_argument("--limit", type=int, default=100, help="dev questions whose passages form the corpus")
     parser.add_argument("--batch-sizes", default="8,16,32", help="encoding batch sizes (encoding)")
@@ -282,7 +283,9 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="write the rows here")
     args = parser.parse_args()
     args.batch_sizes = [int(size) for size in args.batch_sizes.split(",")]
-    args.search = {kind: {"nprobe": args.nprobe} for kind in args.index if kind.startswith("IVF")}
+    args.search = {kind: {**({"nprobe": args.nprobe} if "IVF" in kind else {}),
+                          **({"k_factor_rf": args.k_factor} if "Refine" in kind or "RFlat" in kind else {})}
+                   for kind in args.index}
     parts = {"faiss": faiss_rows, "tokens": token_rows, "encoding": encoding_rows, "ray": ray_rows,
              "project": projection_rows}
     rows = parts[args.part](args)

@@ -41,16 +41,27 @@ def require_ray():
     return ray
 
 
+SHARED_ENV = ("MULTIHOP_HOME", "MULTIHOP_DATA", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "TOKENIZERS_PARALLELISM")
+
+
 def connect(address: str = "auto", num_cpus: int | None = None):
     """Ray, connected: to the cluster at ``address``, or with ``auto`` to ``RAY_ADDRESS``'s, else to a local cluster
-    started on ``num_cpus`` cores (default: all). A connection already open is kept."""
+    started on ``num_cpus`` cores (default: all). The workers get this process's :data:`SHARED_ENV` variables (where
+    the models, indexes and data are). A connection already open is kept."""
     ray = require_ray()
     if not ray.is_initialized():
         local = address == "auto" and not os.environ.get("RAY_ADDRESS")
+        env = {name: os.environ[name] for name in SHARED_ENV if name in os.environ}
         ray.init(address=None if local else (None if address == "auto" else address),
                  num_cpus=num_cpus if local else None, include_dashboard=False, log_to_driver=False,
-                 configure_logging=False)
+                 configure_logging=False, runtime_env={"env_vars": env})
     return ray
+
+
+def actor_cpus(ray, workers: int, wanted: float = 1.0) -> float:
+    """The CPUs each of ``workers`` actors can reserve so that all of them start on the cluster: ``wanted``, or an
+    equal share of the cluster's CPUs when there are fewer (actors waiting on a served LM need little CPU)."""
+    return min(wanted, float(ray.cluster_resources().get("CPU", 1)) / max(1, workers))
 
 
 class _QuestionWorker:
@@ -69,10 +80,10 @@ def ray_evaluate(program: dspy.Module, recipe: Callable[[], tuple[dspy.Module, d
                  name: str | None = None, manifest: dict | None = None, keep_errors: bool = False,
                  progress: bool = True, cpus_per_worker: float = 1.0) -> dict:
     """:func:`~multihop.evaluation.evaluate` with the questions answered by ``workers`` Ray actors, each building its
-    program with ``recipe`` (``program`` is the driver's, which the run's manifest describes). Returns the
-    summary."""
+    program with ``recipe`` (``program`` is the driver's, which the run's manifest describes); more workers than the
+    cluster's CPUs share them (:func:`actor_cpus`), so all start. Returns the summary."""
     ray = connect(address)
-    worker = ray.remote(num_cpus=cpus_per_worker)(_QuestionWorker)
+    worker = ray.remote(num_cpus=actor_cpus(ray, workers, cpus_per_worker))(_QuestionWorker)
     with _Run(program, examples, out_dir, progress, name, None, manifest, keep_errors) as run:
         actors = [worker.remote(recipe) for _ in range(max(0, min(workers, len(run.todo))))]
         try:

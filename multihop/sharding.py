@@ -49,13 +49,16 @@ def shard_manifest(manifest: dict, examples: Sequence, index: int, count: int) -
     ``manifest``."""
     mine = shard_of(examples, index, count)
     return {**manifest, "questions": questions_hash(mine), "count": len(mine),
-            "shard": {"index": index, "of": count, "questions": manifest["questions"], "count": manifest["count"]}}
+            "shard": {"index": index, "of": count, "questions": manifest["questions"], "count": manifest["count"],
+                      "ids": [str(example.id) for example in mine]}}
 
 
 def merge_shards(out: str | Path, folders: Sequence[str | Path]) -> dict:
-    """Join the finished shard folders of one run into ``out`` (written whole, through a rename); returns its
-    summary."""
+    """Join the finished shard folders of one run into ``out`` (a new folder, written whole through a rename): the rows
+    in the questions' order, as one run summarizes them; returns its summary."""
     out, folders = Path(out), [Path(folder) for folder in folders]
+    if out.exists() and any(out.iterdir()):
+        raise ShardError(f"{out} exists and is not empty: merge into a new folder")
     manifests = []
     for folder in folders:
         if not (folder / RUN_MANIFEST).exists():
@@ -78,13 +81,17 @@ def merge_shards(out: str | Path, folders: Sequence[str | Path]) -> dict:
         raise ShardError(f"merging needs shards 1 to {count} once each: " + "; ".join(
             part for part in (f"missing {missing}" if missing else "", f"repeated {repeated}" if repeated else "")
             if part))
-    rows: dict[str, dict] = {}
+    by_shard: dict[int, list[dict]] = {}
     for folder, manifest in zip(folders, manifests, strict=True):
         found = read_rows(folder / RESULTS, repair=False)
-        if len(found) != manifest["count"]:
-            raise ShardError(f"shard {manifest['shard']['index']}/{count} in {folder} has {len(found)} of its "
-                             f"{manifest['count']} questions: rerun it into that folder to finish it")
-        rows.update(found)
+        ids = manifest["shard"]["ids"]
+        if set(found) != set(ids):
+            raise ShardError(f"shard {manifest['shard']['index']}/{count} in {folder} has "
+                             f"{len(set(found) & set(ids))} of its {len(ids)} questions: rerun it into that folder to "
+                             "finish it")
+        by_shard[manifest["shard"]["index"]] = [found[qid] for qid in ids]
+    total = whole[0]["count"]  # question p of the run is question p // n of shard p % n + 1
+    rows = {row["id"]: row for row in (by_shard[p % count + 1][p // count] for p in range(total))}
     summaries = [read_json(folder / SUMMARY) for folder in folders if (folder / SUMMARY).exists()]
     summary = summarize(list(rows.values()), summaries[0].get("count_display") if summaries else None)
     summary["program"] = summaries[0]["program"] if summaries else whole[0]["program"]

@@ -13,7 +13,7 @@ from .rala import RaLa
 from .rerankers import RERANKERS, Reranker, RerankStep, checked_reranker, load_reranker, make_reranker
 from .retriever import Retriever
 from .sparse import BM25Retriever
-from .storage import CACHED_FIRST_STAGES, build_cached, build_retriever
+from .storage import CACHED_FIRST_STAGES, build_cached, build_retriever, remove_build_files
 from .token_codecs import TOKEN_STATES
 
 __all__ = [
@@ -41,4 +41,5 @@ __all__ = [
     "load_reranker",
     "load_retriever",
     "make_reranker",
+    "remove_build_files",
 ]

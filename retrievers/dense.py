@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import shutil
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
@@ -74,8 +75,16 @@ class IndexSpec:
             suffix += "" if self.token_states == DEFAULT_TOKEN_STATES else f"-{self.token_states}"
             suffix += "" if self.cls_layers is None else "-cls" + "".join(f"-{layer}" for layer in self.cls_layers)
         suffix += _markers_suffix(self.special_tokens)
-        kind = self.kind if self.kind.isidentifier() else hashlib.sha256(self.kind.encode()).hexdigest()[:8]
+        kind = self.kind if "/" not in self.kind else hashlib.sha256(self.kind.encode()).hexdigest()[:8]
         return f"{Path(encoder).name}-{kind}-{corpus.checksum()[:16]}{suffix}"
+
+
+def _link_or_copy(source: str, target: str) -> None:
+    """Hard-link ``source`` as ``target``, or copy it where the two are on different filesystems."""
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)
 
 
 def _markers_suffix(special_tokens: tuple[str, ...]) -> str:
@@ -94,6 +103,7 @@ class DenseRetriever(RetrieverModule):
                  tokens: TokenCache | None = None):
         super().__init__()
         self.corpus, self.encoder, self.index, self.k, self.tokens = corpus, encoder, index, k, tokens
+        self.build_dir: Path | None = None  # the default shards folder of the build that made it
 
     @classmethod
     def build(
@@ -127,7 +137,9 @@ class DenseRetriever(RetrieverModule):
         else:
             encoded = encode_corpus(corpus, encoder, work, token_layers=spec.stored_layers(),
                                     token_dtype=spec.token_dtype)
-        return cls.from_encoding(corpus, encoder, encoded, spec, work / TOKENS_DIR, k=k)
+        built = cls.from_encoding(corpus, encoder, encoded, spec, work / TOKENS_DIR, k=k)
+        built.build_dir = None if work_dir else work
+        return built
 
     @classmethod
     def from_encoding(cls, corpus: Corpus, encoder: Encoder, encoded: CorpusEncoding, spec: IndexSpec,
@@ -143,7 +155,6 @@ class DenseRetriever(RetrieverModule):
         if layers is not None:
             tokens = TokenCache.write(tokens_dir, encoded.shards, encoded.num_layers, layers,
                                       form=spec.token_states, cls_layers=spec.cls_layers)
-            tokens.scratch = True
         index = FaissIndex.build(encoded.vectors(encoder.pooling), manifest, kind=spec.kind)
         return cls(corpus, encoder, index, k=k, tokens=tokens)
 
@@ -186,29 +197,33 @@ class DenseRetriever(RetrieverModule):
         full = any(spec.token_dtype == "float32" for spec in members.values())
         work = (home() / "shards" /
                 f"{Path(encoding.name).name}-{corpus.checksum()[:16]}-encoding{_markers_suffix(encoding.special_tokens)}")
-        encoded = encode_corpus(corpus, encoding, work, token_layers=token_layers,
-                                token_dtype="float32" if full else "float16")
-        for number, (target, spec) in enumerate(members.items()):
-            query_encoder = Encoder(encoding.name, special_tokens=spec.special_tokens, pooling=spec.pooling)
-            built = cls.from_encoding(corpus, query_encoder, encoded, spec, work / f"{TOKENS_DIR}-{number}")
-            built.save(target)
-        shutil.rmtree(work, ignore_errors=True)
+        with locked(work, file=True, wait=True):  # another build of this corpus's indexes waits, then reuses none
+            encoded = encode_corpus(corpus, encoding, work, token_layers=token_layers,
+                                    token_dtype="float32" if full else "float16")
+            for number, (target, spec) in enumerate(members.items()):
+                query_encoder = Encoder(encoding.name, special_tokens=spec.special_tokens, pooling=spec.pooling)
+                built = cls.from_encoding(corpus, query_encoder, encoded, spec, work / f"{TOKENS_DIR}-{number}")
+                built.save(target)
+            shutil.rmtree(work, ignore_errors=True)
 
     def save(self, directory: str | Path) -> None:
-        """Save the index, its manifest, the corpus it covers and the token cache into ``directory`` (atomically); a
-        token cache a build has just written is moved there, not copied."""
-        directory = Path(directory)
-        moved = self.tokens is not None and getattr(self.tokens, "scratch", False)
-        with atomic_dir(directory) as tmp:
+        """Save the index, its manifest, the corpus it covers and the token cache into ``directory`` (atomically). The
+        token cache's files are hard-linked, not copied, when the filesystem allows: the saved folder and the build's
+        scratch folder then share one copy on disk, which the build's clean-up leaves to the saved folder alone
+        (:meth:`remove_build_files`), and a save that fails loses nothing."""
+        with atomic_dir(Path(directory)) as tmp:
             self.index.save(tmp)
             self.corpus.save(tmp / CORPUS_FILE)
-            if moved:
-                shutil.move(self.tokens.directory, tmp / TOKENS_DIR)
-            elif self.tokens is not None:
-                shutil.copytree(self.tokens.directory, tmp / TOKENS_DIR)
+            if self.tokens is not None:
+                shutil.copytree(self.tokens.directory, tmp / TOKENS_DIR, copy_function=_link_or_copy)
             write_inventory(tmp)
-        if moved:
-            self.tokens = TokenCache(directory / TOKENS_DIR)
+
+    def remove_build_files(self) -> None:
+        """Remove the encoding shards (and the token cache written among them) of the build that made this retriever
+        in the default shards folder, once it is saved; a ``work_dir`` given to :meth:`build` is the caller's."""
+        if self.build_dir is not None:
+            shutil.rmtree(self.build_dir, ignore_errors=True)
+            self.build_dir = None
 
     @classmethod
     def load(cls, directory: str | Path, encoder: str | Encoder | None = None, corpus: Corpus | None = None,

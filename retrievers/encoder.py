@@ -50,7 +50,7 @@ MAX_LENGTH = 512
 POOLINGS = ("mean", "cls")
 PRECISIONS = ("auto", "fp32", "fp16", "bf16")
 TORCH_DTYPES = {"fp16": "float16", "bf16": "bfloat16"}
-CPU_BATCH = 8  # texts a forward pass on a CPU (benchmarks/scale.py encoding: larger batches gain nothing there)
+CPU_BATCH = 8  # texts a CPU forward pass (benchmarks/scale.py encoding, MPNet, 2 cores: 16 was 10 % faster, 32 slower)
 
 logger = logging.getLogger(__name__)
 
@@ -206,18 +206,19 @@ class Encoder:
     def batch_size(self) -> int:
         """Texts a forward pass: the one given, else :data:`CPU_BATCH` on a CPU and as many 512-token texts as a
         quarter of the GPU's free memory holds (:func:`batch_for_memory`) on a GPU."""
-        if self._batch_size is None:
-            import torch
+        with self._lock:  # threads asking first get one size
+            if self._batch_size is None:
+                import torch
 
-            model = self.model
-            if model.device.type != "cuda":
-                self._batch_size = CPU_BATCH
-            else:
-                free, _ = torch.cuda.mem_get_info(model.device)
-                config = model[0].auto_model.config
-                self._batch_size = batch_for_memory(free, config.hidden_size, config.num_hidden_layers,
-                                                    2 if self.precision != "fp32" else 4)
-        return self._batch_size
+                model = self.model
+                if model.device.type != "cuda":
+                    self._batch_size = CPU_BATCH
+                else:
+                    free, _ = torch.cuda.mem_get_info(model.device)
+                    config = model[0].auto_model.config
+                    self._batch_size = batch_for_memory(free, config.hidden_size, config.num_hidden_layers,
+                                                        2 if self.precision != "fp32" else 4)
+            return self._batch_size
 
     def config(self) -> dict:
         """What an index records of its encoder and rebuilds it from: ``Encoder(**config)``."""
@@ -323,9 +324,10 @@ class Encoder:
         cls = np.zeros((len(texts), self.num_layers + 1, self.dimension), dtype=np.float32)
         tokens: list = [None] * len(texts) if keep_tokens else []
         layer_tokens: dict[int, list] = {layer: [None] * len(texts) for layer in token_layers}
+        batch = self.batch_size
         with torch.inference_mode():
-            for start in range(0, len(texts), self.batch_size):
-                rows = order[start : start + self.batch_size]
+            for start in range(0, len(texts), batch):
+                rows = order[start : start + batch]
                 out = self.forward([texts[i] for i in rows], token_layers)
                 pooled[rows] = out["pooled"].float().cpu().numpy()
                 mean[rows] = out["mean"].float().cpu().numpy()

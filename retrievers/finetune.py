@@ -219,7 +219,8 @@ def train(questions: list[TrainingQuestion], out_dir: str | Path, config: TrainC
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     with locked(out_dir):
-        encoder = Encoder(config.encoder, batch_size=config.micro_batch, special_tokens=config.special_tokens)
+        encoder = Encoder(config.encoder, batch_size=config.micro_batch, special_tokens=config.special_tokens,
+                          precision="fp32")  # trained weights and optimizer states in fp32, whatever the device
         model = encoder.model
         layers = list(RaLa(buckets=config.buckets, seed=config.seed).candidate_layers(encoder.num_layers))
         optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr)

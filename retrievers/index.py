@@ -103,7 +103,7 @@ def prepare_shards(corpus: Corpus, encoder: Encoder, work_dir: Path, shard_size:
     stamp = work_dir / "build.json"
     key = {"corpus": corpus.checksum(), "encoder": encoder.checksum(), "special_tokens": list(encoder.special_tokens),
            "shard_size": shard_size, "token_layers": None if token_layers is None else list(token_layers),
-           "token_dtype": token_dtype, "batch_size": encoder.batch_size}
+           "token_dtype": token_dtype, "precision": encoder.precision}  # the batch size moves floats by rounding only
     if not stamp.exists() or json.loads(stamp.read_text()) != key:
         for old in work_dir.glob("shard-*.npz"):
             old.unlink()

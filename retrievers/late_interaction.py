@@ -36,7 +36,8 @@ DEFAULT_ENCODER = "mpnet"
 logger = logging.getLogger(__name__)
 
 _LOADING = threading.Lock()  # a reranker's default encoder is loaded once, whichever thread asks first
-_TOLD: set[tuple[int, str]] = set()  # (corpus, reason) of the first stages whose candidates a reranker encodes
+_TOLD: set[tuple[int, str]] = set()
+NO_TOKENS = "keeps no token states"  # (corpus, reason) of the first stages whose candidates a reranker encodes
 
 
 class LateInteraction:
@@ -146,25 +147,21 @@ class LateInteraction:
                                                                               self.cls_layers(self.encoder.num_layers)):
             return self.tokens.get(rows, layers)
         if rows is not None:
-            self._tell_encoding("keeps no token states" if self.tokens is None else
-                                "keeps other layers than this score reads")
+            self._tell_encoding(NO_TOKENS if self.tokens is None else "keeps other layers than this score reads")
         states = self.encoder.states(list(candidates.passages), layers)
         return states.tokens, states.cls, states.layer_tokens
 
     def _tell_encoding(self, reason: str) -> None:
         """Say once a process and first stage that its passages are encoded at query time (``reason``: what its index
-        lacks)."""
+        lacks) and how to build one that serves them."""
         with _LOADING:
             if (id(self.corpus), reason) in _TOLD:
                 return
             _TOLD.add((id(self.corpus), reason))
+        remedy = ("build it with `--token-states fp16|int8|pq` to read them" if reason == NO_TOKENS else
+                  f"build it with `--rerank {self.name}` and this reranker's settings to keep those layers")
         logger.warning("the first stage's index %s: %s encodes each query's candidates (about a second a question on a "
-                       "CPU); build it with `--token-states fp16|int8|pq` to read them", reason, self.name)
-
-    def cached_rows(self, candidates: dspy.Prediction) -> list[int] | None:
-        """The candidates' rows in the token cache, or None unless the reranker reads a token cache and each candidate
-        is the passage at its row of the corpus the cache covers."""
-        return self.corpus_rows(candidates) if self.tokens is not None else None
+                       "CPU); %s", reason, self.name, remedy)
 
     def corpus_rows(self, candidates: dspy.Prediction) -> list[int] | None:
         """The candidates' rows in the bound first stage's corpus, or None unless each candidate is the passage at its

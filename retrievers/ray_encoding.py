@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from multihop.corpus import Corpus
-from multihop.distributed import connect
+from multihop.distributed import actor_cpus, connect
 
 from .encoder import Encoder
 from .index import SHARD_SIZE, encode_corpus, prepare_shards, shard_path, write_shard
@@ -28,7 +28,7 @@ class _ShardEncoder:
         import torch
 
         torch.set_num_threads(max(1, threads))  # an actor's share of the node's cores
-        self.encoder = Encoder(**config)
+        self.encoder = Encoder(**config)  # the driver's settings, its batch size and precision among them
         self.token_layers, self.dtype = token_layers, np.dtype(token_dtype)
 
     def __call__(self, batch: dict) -> dict:
@@ -55,11 +55,13 @@ def ray_encode_corpus(corpus: Corpus, encoder: Encoder, work_dir: Path, shard_si
             for number, start in enumerate(range(0, len(texts), shard_size))
             if not shard_path(work_dir, number).exists()]
     if todo:
-        cpus = 0 if gpus_per_worker else 1
-        threads = max(1, int(ray.cluster_resources().get("CPU", 1)) // max(1, workers)) if cpus else 1
+        workers = max(1, min(workers, len(todo)))
+        cpus = 0 if gpus_per_worker else actor_cpus(ray, workers)
+        threads = max(1, int(ray.cluster_resources().get("CPU", 1)) // workers) if cpus else 1
+        config = {**encoder.config(), "batch_size": encoder.batch_size}
         dataset = ray.data.from_items(todo).map_batches(
-            _ShardEncoder, batch_size=1, concurrency=max(1, min(workers, len(todo))), num_cpus=cpus,
-            num_gpus=gpus_per_worker, fn_constructor_kwargs={"config": encoder.config(), "token_layers": token_layers,
+            _ShardEncoder, batch_size=1, compute=ray.data.ActorPoolStrategy(size=workers), num_cpus=cpus,
+            num_gpus=gpus_per_worker, fn_constructor_kwargs={"config": config, "token_layers": token_layers,
                                                              "token_dtype": token_dtype, "threads": threads})
         for _ in dataset.iter_rows():  # drives the encoding; each row is a shard written
             pass

@@ -47,7 +47,8 @@ def build_cached(corpus: Corpus, first_stage: str = "dense", encoder: str = "mpn
     (:data:`~.token_codecs.TOKEN_STATES`); the dense settings mean nothing to BM25."""
     if first_stage not in CACHED_FIRST_STAGES:
         raise ValueError(f"unknown first stage {first_stage!r}; choose one of {', '.join(CACHED_FIRST_STAGES)}")
-    return CACHED_FIRST_STAGES[first_stage](corpus, encoder, special_tokens, pooling, token_layers, token_states)
+    return CACHED_FIRST_STAGES[first_stage](corpus, encoder, special_tokens, pooling, token_layers,
+                                            token_states=token_states)
 
 
 def build_retriever(
@@ -92,3 +93,11 @@ def build_retriever(
     else:
         stage = HybridRetriever(dense(), BM25Retriever(corpus, k=k), k=k)
     return Retriever(stage, reranker, n=n, k=k) if reranker else stage
+
+
+def remove_build_files(retriever) -> None:
+    """Once ``retriever`` (a :func:`build_retriever`'s) is saved: remove the encoding shards its dense indexes were
+    built in (:meth:`DenseRetriever.remove_build_files`), so the saved folder holds the only copy."""
+    for module in (retriever, *(sub for _, sub in retriever.named_sub_modules())):
+        if isinstance(module, DenseRetriever):
+            module.remove_build_files()

@@ -18,7 +18,7 @@ import numpy as np
 
 from multihop.paths import atomic_dir, read_json
 
-from .token_codecs import DEFAULT_TOKEN_STATES, TRAIN_TOKENS, TokenCodec, codec
+from .token_codecs import DEFAULT_TOKEN_STATES, TokenCodec, codec
 
 META = "meta.json"
 
@@ -76,8 +76,8 @@ class TokenCache:
               form: str = DEFAULT_TOKEN_STATES, cls_layers: tuple[int, ...] | None = None, seed: int = 0) -> TokenCache:
         """Assemble the token cache from the encoding shards (``.npz`` files of :func:`~.index.encode_corpus`) in
         ``form``, keeping the ``[CLS]`` states of ``cls_layers`` (None: every layer), streaming one shard at a time
-        into a temporary folder renamed into place at the end. A ``pq`` codec is first trained on at most
-        :data:`~.token_codecs.TRAIN_TOKENS` token states drawn from the shards with ``seed``."""
+        into a temporary folder renamed into place at the end. A ``pq`` codec is first trained on token states drawn
+        from the shards with ``seed`` (:meth:`~.token_codecs.ResidualPQCodec.training_size`)."""
         directory = Path(directory)
         cls_layers = tuple(range(num_layers + 1)) if cls_layers is None else tuple(sorted(set(cls_layers)))
         lengths = [np.load(path)["lengths"] for path in shards]
@@ -88,7 +88,8 @@ class TokenCache:
         codecs = {stem: codec(form) for stem in stems}
         for stem, kind in codecs.items():
             if not kind.trained:
-                kind.train(_sample_tokens(shards, _shard_key(stem), lengths, total, seed), seed=seed)
+                sample = _sample_tokens(shards, _shard_key(stem), lengths, total, kind.training_size(dim, total), seed)
+                kind.train(sample, seed=seed, tokens=total)
         cls_codec = codec(cls_form(form))
         with atomic_dir(directory) as tmp:
             targets = {stem: _create_parts(tmp, stem, codecs[stem], (total,), dim) for stem in stems}
@@ -132,10 +133,11 @@ def _shard_key(stem: str) -> str:
     return "tokens" if stem == "last" else stem.replace("-", "_")
 
 
-def _sample_tokens(shards: list[Path], key: str, lengths: list[np.ndarray], total: int, seed: int) -> np.ndarray:
-    """At most :data:`TRAIN_TOKENS` token states of the shards' array ``key``, the same share drawn from each."""
+def _sample_tokens(shards: list[Path], key: str, lengths: list[np.ndarray], total: int, size: int,
+                   seed: int) -> np.ndarray:
+    """About ``size`` token states of the shards' array ``key``, the same share drawn from each."""
     rng = np.random.default_rng(seed)
-    share = min(1.0, TRAIN_TOKENS / max(1, total))
+    share = min(1.0, size / max(1, total))
     picked = []
     for path, shard_lengths in zip(shards, lengths, strict=True):
         t = int(shard_lengths.sum())

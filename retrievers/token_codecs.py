@@ -4,15 +4,16 @@ A late-interaction reranker (MaxSim, RaLa) reads every candidate's last-layer to
 cost ``2·d`` bytes a token (MPNet: 1,536 bytes, ~167 KB a MuSiQue paragraph), which at the papers' corpora is tens of
 gigabytes to a terabyte. The forms:
 
-- ``full``: float32, the states as the encoder computed them (the reference the others are measured against);
+- ``full``: float32, the states as the encoder computed them (the reference the others are measured against; an
+  encoder computing in fp16 on a GPU gives fp16 values in it);
 - ``fp16``: float16, ``2·d`` bytes a token (the default, as indexes were built before the forms);
 - ``int8``: each token's vector scaled by its own largest magnitude into int8, ``d + 4`` bytes a token (MPNet: 772);
 - ``pq``: ColBERTv2's residual compression through FAISS's standalone codec (``sa_encode``/``sa_decode``) of an
   ``IVF<K>,PQ<M>`` quantiser trained on a sample of the corpus's tokens: a coarse centroid (``K`` ≈ √tokens, a power
   of two up to 65,536: one or two bytes) and a product-quantised residual (``M`` = 32 sub-vectors of 8 bits), about
   34 bytes a token (ColBERTv2 keeps 20–36); each stored layer has a quantiser of its own;
-- ``none``: no token states; a reranker encodes its ``n`` candidates at query time in one batch (what a GPU does
-  fast).
+- ``none``: no token states; a reranker encodes its ``n`` candidates at query time, in the encoder's batches (what
+  a GPU does fast).
 
 Decoded ``int8`` and ``pq`` vectors are L2-normalised again, as the encoder's states are, so MaxSim stays a mean of
 cosines. The ``[CLS]`` states RaLa's ω reads are one vector a passage and layer, kept in the tokens' form (int8 in
@@ -29,7 +30,7 @@ import numpy as np
 
 TOKEN_STATES = ("full", "fp16", "int8", "pq", "none")
 DEFAULT_TOKEN_STATES = "fp16"
-TRAIN_TOKENS = 65_536  # token vectors the pq codec is trained on at most
+TRAIN_TOKENS = 65_536  # token vectors the pq codec is trained on, or 39 a centroid when that is more
 PQ_SUBVECTORS = 32
 CODEC_SUFFIX = "codec.faiss"  # a trained codec's file beside its codes: ``<stem>.codec.faiss``
 
@@ -59,8 +60,12 @@ class TokenCodec:
     def bytes_per_vector(self, dim: int) -> int:
         return sum(np.dtype(dtype).itemsize * math.prod(shape) for dtype, shape in self.parts(dim).values())
 
-    def train(self, sample: np.ndarray, seed: int = 0) -> None:
-        """Fit the codec to a sample of the vectors it will store (only ``pq`` learns anything)."""
+    def training_size(self, dim: int, tokens: int) -> int:
+        """Vectors of ``tokens`` to :meth:`train` on (none but for ``pq``)."""
+        return 0
+
+    def train(self, sample: np.ndarray, seed: int = 0, tokens: int | None = None) -> None:
+        """Fit the codec to a sample of the ``tokens`` vectors it will store (only ``pq`` learns anything)."""
 
     def save(self, directory: Path, stem: str) -> None:
         """Write what decoding the codes of ``stem`` needs besides them (``pq``: the trained quantiser)."""
@@ -125,9 +130,17 @@ class ResidualPQCodec(TokenCodec):
     def parts(self, dim):
         return {"pq": (np.uint8, (self.index.sa_code_size(),))}
 
-    def train(self, sample, seed=0):
+    @classmethod
+    def training_size(cls, dim: int, tokens: int) -> int:
+        """Token vectors to train the quantiser of ``tokens`` on: :data:`TRAIN_TOKENS`, or 39 a centroid when there
+        are more centroids, at most every token."""
+        centroids = int(cls.factory(dim, tokens).split(",")[0][3:])
+        return min(tokens, max(TRAIN_TOKENS, 39 * centroids))
+
+    def train(self, sample, seed=0, tokens=None):
         sample = normalised(np.asarray(sample, dtype=np.float32))
-        index = faiss.index_factory(sample.shape[1], self.factory(*sample.shape[::-1]), faiss.METRIC_INNER_PRODUCT)
+        factory = self.factory(sample.shape[1], tokens or len(sample))
+        index = faiss.index_factory(sample.shape[1], factory, faiss.METRIC_INNER_PRODUCT)
         ivf = faiss.downcast_index(faiss.extract_index_ivf(index))
         ivf.do_polysemous_training = False  # polysemous codes serve Hamming search, which decoding never does
         ivf.cp.seed = ivf.pq.cp.seed = seed

@@ -128,7 +128,7 @@ def local_ray():
 
 
 @pytest.mark.slow
-def test_a_ray_build_equals_the_single_process_build(local_ray, musique_dev, tmp_path):
+def test_a_ray_build_equals_the_single_process_build(local_ray, musique_dev, tmp_path, monkeypatch):
     from multihop.data import build_corpus
     from multihop.retrievers import DenseRetriever, Encoder
     from multihop.retrievers.ray_encoding import ray_encode_corpus
@@ -136,18 +136,25 @@ def test_a_ray_build_equals_the_single_process_build(local_ray, musique_dev, tmp
     corpus = build_corpus(musique_dev[:2])
     encoder = Encoder("minilm")
     single = DenseRetriever.build(corpus, encoder=encoder, work_dir=tmp_path / "single", token_layers=())
+    here = []  # passages this process encodes during the Ray build: none, the actors do
+    real = Encoder.passage_states
+    monkeypatch.setattr(Encoder, "passage_states", lambda self, texts, layers=None: here.extend(texts) or
+                        real(self, texts, layers))
     on_ray = DenseRetriever.build(corpus, encoder=encoder, work_dir=tmp_path / "ray", token_layers=(), ray="auto")
+    assert here == []
     assert len(list((tmp_path / "ray").glob("shard-*.npz"))) == len(list((tmp_path / "single").glob("shard-*.npz")))
     for example in musique_dev[:2]:
         a, b = single(example.question, k=10), on_ray(example.question, k=10)
         assert a.ids == b.ids
         np.testing.assert_allclose(a.scores, b.scores, atol=1e-5)
     np.testing.assert_allclose(single.tokens.get([0, 7])[0][1], on_ray.tokens.get([0, 7])[0][1], atol=2e-3)
-    (tmp_path / "ray" / "shard-000000.npz").unlink()  # resumable per shard: only the missing one is encoded again
-    stamps = {path: path.stat().st_mtime_ns for path in (tmp_path / "ray").glob("shard-*.npz")}
-    ray_encode_corpus(corpus, encoder, tmp_path / "ray", token_layers=(), workers=2)
-    assert all(path.stat().st_mtime_ns == stamp for path, stamp in stamps.items())
-    assert (tmp_path / "ray" / "shard-000000.npz").exists()
+    work = tmp_path / "small-shards"  # resumable per shard: a shard removed is the only one encoded again
+    ray_encode_corpus(corpus, encoder, work, shard_size=8, token_layers=(), workers=2)
+    (work / "shard-000002.npz").unlink()
+    stamps = {path: path.stat().st_mtime_ns for path in work.glob("shard-*.npz")}
+    ray_encode_corpus(corpus, encoder, work, shard_size=8, token_layers=(), workers=2)
+    assert len(stamps) >= 4 and all(path.stat().st_mtime_ns == stamp for path, stamp in stamps.items())
+    assert (work / "shard-000002.npz").exists() and here == []
 
 
 @pytest.mark.slow

@@ -176,7 +176,7 @@ def test_a_reranker_ranks_texts_that_are_not_corpus_rows_by_its_own_score(cached
     omegas = [max(float(np.max(query[0] @ cls[-1] - cls[layers] @ query[0])), OMEGA_FLOOR) for cls in texts.cls]
     for reranker, expected in ((MaxSim().bind(cached_retriever), maxsims),
                                (rala, [w * s for w, s in zip(omegas, maxsims, strict=True)])):
-        assert reranker.cached_rows(MADE_UP) is None  # not rows of the cached corpus: encoded from the texts
+        assert reranker.corpus_rows(MADE_UP) is None  # not rows of the cached corpus: encoded from the texts
         hits = reranker.rerank(QUESTION, MADE_UP, k=2)
         best = sorted(range(3), key=lambda i: -expected[i])[:2]
         assert hits.ids == [f"t{i}" for i in best] and hits.passages == [TEXTS[i] for i in best]
@@ -188,10 +188,10 @@ def test_a_reranker_ranks_texts_that_are_not_corpus_rows_by_its_own_score(cached
 def test_the_token_cache_serves_only_candidates_that_are_rows_of_its_corpus(cached_retriever, musique_dev):
     reranker = RaLa(buckets=2).bind(cached_retriever)
     first = cached_retriever(musique_dev[0].question, k=5)
-    assert reranker.cached_rows(first) == [cached_retriever.corpus.row(pid) for pid in first.ids]
+    assert reranker.corpus_rows(first) == [cached_retriever.corpus.row(pid) for pid in first.ids]
     edited = Hits(passages=[first.passages[0] + " (edited)", *first.passages[1:]], ids=first.ids, scores=first.scores)
-    assert reranker.cached_rows(edited) is None
-    assert RaLa(buckets=2, cache=False).bind(cached_retriever).cached_rows(first) is None
+    assert reranker.corpus_rows(edited) is None
+    assert RaLa(buckets=2, cache=False).bind(cached_retriever).corpus_rows(first) is None
 
 
 def test_a_reranker_shares_the_first_stage_encoder_only_when_it_encodes_alike(cached_retriever):

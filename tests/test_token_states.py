@@ -1,13 +1,23 @@
 """Token states at full-corpus scale (issue 34): the stored forms (``--token-states``), one encoding pass for every
 index of a corpus, one copy on disk, and a reranker that says when it encodes its candidates."""
 
+import json
 import logging
 
 import numpy as np
 import pytest
 
 from multihop.data import build_corpus
-from multihop.retrievers import DenseRetriever, Encoder, IndexSpec, MaxSim, RaLa, Retriever, build_retriever
+from multihop.retrievers import (
+    DenseRetriever,
+    Encoder,
+    IndexSpec,
+    MaxSim,
+    RaLa,
+    Retriever,
+    build_retriever,
+    remove_build_files,
+)
 from multihop.retrievers.index import encode_corpus
 from multihop.retrievers.token_cache import META, TokenCache
 from multihop.retrievers.token_codecs import Int8Codec, ResidualPQCodec, codec
@@ -45,6 +55,8 @@ def test_the_pq_quantiser_scales_its_centroids_and_bits_with_the_training_tokens
     assert ResidualPQCodec.factory(768, 10**11) == "IVF65536,PQ32x8"
     assert ResidualPQCodec.factory(384, 2_000) == "IVF32,PQ32x5"  # 39 vectors a centroid, 2^5·39 ≤ 2,000
     assert ResidualPQCodec.factory(100, 100_000) == "IVF256,PQ25x8"  # 32 does not divide 100: 25 sub-vectors
+    assert ResidualPQCodec.training_size(768, 14_000_000) == 39 * 4096  # 39 vectors a centroid
+    assert ResidualPQCodec.training_size(768, 100_000) == 65_536 and ResidualPQCodec.training_size(768, 900) == 900
 
 
 @pytest.mark.parametrize("form, bytes_per_token, min_cosine", [
@@ -142,7 +154,7 @@ def test_build_cached_many_encodes_once_and_keeps_one_copy(corpus, tmp_path, mon
     specs = [IndexSpec(), IndexSpec("cls", token_layers=(), special_tokens=("[Question]",), token_states="int8")]
     plain, marked = DenseRetriever.build_cached_many(corpus, "minilm", specs)
     assert sum(calls) == len(corpus)  # every passage encoded once for both indexes
-    assert not (tmp_path / "shards").exists() or not any((tmp_path / "shards").iterdir())
+    assert not [path for path in (tmp_path / "shards").iterdir() if not path.name.startswith(".")]  # removed
     assert [path.relative_to(tmp_path) for path in tmp_path.rglob(META)] == [marked.relative_to(tmp_path) / "tokens" /
                                                                              META]
     assert not (plain / "tokens").exists()
@@ -155,15 +167,39 @@ def test_build_cached_many_encodes_once_and_keeps_one_copy(corpus, tmp_path, mon
     assert DenseRetriever.build_cached_many(corpus, "minilm", specs) == [plain, marked] and calls == []
 
 
-def test_a_cache_written_before_the_forms_loads_as_fp16_with_every_cls_layer(encoded, tmp_path):
-    cache = TokenCache.write(tmp_path / "old", encoded.shards, encoded.num_layers, (), form="fp16")
-    meta = cache.meta
-    for key in ("form", "cls_layers", "bytes_per_token"):
-        meta.pop(key)
-    (tmp_path / "old" / META).write_text(__import__("json").dumps(meta))
-    old = TokenCache(tmp_path / "old")
-    assert old.form == "fp16" and old.cls_layers == tuple(range(encoded.num_layers + 1))
-    np.testing.assert_array_equal(old.get([0, 5])[1], cache.get([0, 5])[1])
+def test_a_cache_written_before_the_forms_loads_as_fp16_with_every_cls_layer(tmp_path):
+    old = tmp_path / "old"  # the layout written before the forms, by hand: float16 arrays, every [CLS] layer
+    old.mkdir()
+    rng = np.random.default_rng(0)
+    lengths, dim, layers = [3, 5], 8, 2
+    last = rng.normal(size=(8, dim)).astype(np.float16)
+    cls = rng.normal(size=(2, layers + 1, dim)).astype(np.float16)
+    np.save(old / "offsets.npy", np.array([0, 3, 8], dtype=np.int64))
+    np.save(old / "last.npy", last)
+    np.save(old / "cls.npy", cls)
+    (old / "last.npy").rename(old / "last.f16")
+    (old / "cls.npy").rename(old / "cls.f16")
+    (old / META).write_text(json.dumps({"count": 2, "dimension": dim, "num_layers": layers, "layers": [],
+                                        "tokens": sum(lengths)}))
+    cache = TokenCache(old)
+    assert cache.form == "fp16" and cache.cls_layers == (0, 1, 2) and len(cache) == 2
+    tokens, states, _ = cache.get([1])
+    np.testing.assert_array_equal(tokens[0], last[3:].astype(np.float32))
+    np.testing.assert_array_equal(states[0], cls[1].astype(np.float32))
+
+
+def test_a_build_links_its_token_cache_into_the_saved_index_and_then_removes_its_shards(corpus, tmp_path,
+                                                                                       monkeypatch):
+    monkeypatch.setenv("MULTIHOP_HOME", str(tmp_path / "home"))
+    retriever = build_retriever(corpus, encoder="minilm", rerank="maxsim", token_states="int8")
+    retriever.save(tmp_path / "idx")
+    saved = tmp_path / "idx" / "first_stage" / "tokens" / "last.i8"
+    assert saved.stat().st_nlink == 2  # one copy on disk: the build's file and the saved one are the same
+    remove_build_files(retriever)
+    assert saved.stat().st_nlink == 1
+    assert not [path for path in (tmp_path / "home" / "shards").iterdir() if not path.name.startswith(".")]
+    loaded = Retriever.load(tmp_path / "idx")
+    assert loaded.first_stage.tokens.form == "int8" and loaded(corpus[2].render()).ids[0] == corpus[2].id
 
 
 def test_an_unknown_form_is_one_clear_error(corpus):

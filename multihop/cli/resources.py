@@ -88,7 +88,7 @@ def index_build(
     """Build a retriever (resumable encoding) and save it with its manifest and corpus."""
     from multihop.data import load_corpus
     from multihop.folders import locked
-    from multihop.retrievers import build_retriever
+    from multihop.retrievers import build_retriever, remove_build_files
 
     passages = load_corpus(corpus)
     with locked(out, file=True):  # beside the folder, which the save replaces whole
@@ -104,4 +104,5 @@ def index_build(
         except ValueError as exc:
             raise typer.BadParameter(str(exc)) from exc
         retriever.save(out)
+        remove_build_files(retriever)
     console.print(f"indexed {len(passages)} passages ({passages.skipped_empty} empty skipped) → {out}")

@@ -3,6 +3,7 @@ with a saved one."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import warnings
 from functools import partial
@@ -64,7 +65,10 @@ def eval_cmd(
     if ray:
         from multihop.distributed import ray_evaluate
 
-        recipe = partial(worker_program, lm, spec, data_file, load)
+        absolute = {name: str(Path(value).resolve()) for name in ("retriever", "corpus")  # the actors' folders differ
+                    if (value := getattr(spec, name)) and Path(value).exists()}
+        recipe = partial(worker_program, lm, dataclasses.replace(spec, **absolute), Path(data_file).resolve(),
+                         load.resolve() if load else None)
         summary = ray_evaluate(instance, recipe, examples, out, workers=threads, address=ray,
                                name=type(instance).__name__, manifest=manifest, keep_errors=keep_errors)
         console.print(render_table({summary["program"]: summary}))
