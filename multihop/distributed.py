@@ -23,9 +23,10 @@ from pathlib import Path
 
 import dspy
 
-from multihop.evaluation import _Run, run_question
+from multihop.evaluation import EvaluationRun, run_question
 
 RAY_EXTRA = "pip install 'multihop[ray]'"
+SHARED_ENV = ("MULTIHOP_HOME", "MULTIHOP_DATA", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "TOKENIZERS_PARALLELISM")
 
 
 class RayMissingError(RuntimeError):
@@ -39,9 +40,6 @@ def require_ray():
     except ImportError:
         raise RayMissingError(f"--ray needs Ray, which is not installed: {RAY_EXTRA}") from None
     return ray
-
-
-SHARED_ENV = ("MULTIHOP_HOME", "MULTIHOP_DATA", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "TOKENIZERS_PARALLELISM")
 
 
 def connect(address: str = "auto", num_cpus: int | None = None):
@@ -84,7 +82,7 @@ def ray_evaluate(program: dspy.Module, recipe: Callable[[], tuple[dspy.Module, d
     cluster's CPUs share them (:func:`actor_cpus`), so all start. Returns the summary."""
     ray = connect(address)
     worker = ray.remote(num_cpus=actor_cpus(ray, workers, cpus_per_worker))(_QuestionWorker)
-    with _Run(program, examples, out_dir, progress, name, None, manifest, keep_errors) as run:
+    with EvaluationRun(program, examples, out_dir, progress, name, None, manifest, keep_errors) as run:
         actors = [worker.remote(recipe) for _ in range(max(0, min(workers, len(run.todo))))]
         try:
             answers = ray.util.ActorPool(actors).map_unordered(lambda actor, example: actor.answer.remote(example),

@@ -249,8 +249,8 @@ def evaluate_all(evaluations: Sequence[Evaluation], threads: int = 1, progress: 
     with ExitStack() as stack:
         bar = None if len(evaluations) == 1 else stack.enter_context(
             tqdm(total=sum(len(e.examples) for e in evaluations), desc="evaluating", unit="q", disable=not progress))
-        runs = [context.run(stack.enter_context, _Run(e.program, e.examples, e.out_dir, progress, e.name, e.judge_lm,
-                                                      e.manifest, e.keep_errors, bar))
+        runs = [context.run(stack.enter_context, EvaluationRun(e.program, e.examples, e.out_dir, progress, e.name,
+                                                               e.judge_lm, e.manifest, e.keep_errors, bar))
                 for e, context in zip(evaluations, contexts, strict=True)]
         with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
             futures = {pool.submit(context.copy().run, run_question, run.program, example, run.judge): run
@@ -281,7 +281,7 @@ async def aevaluate(
     semaphore, each awaited as ``program.acall`` awaits a call (:func:`~multihop.tracing.in_worker`), with the same
     rows, traces, resumption and stops. The folder's lock, the manifest and the summary are written off the event
     loop."""
-    run = _Run(program, examples, out_dir, progress, name, judge_lm, manifest, keep_errors)
+    run = EvaluationRun(program, examples, out_dir, progress, name, judge_lm, manifest, keep_errors)
     await asyncio.to_thread(run.__enter__)
     gate = asyncio.Semaphore(max(1, in_flight))
 
@@ -302,7 +302,7 @@ async def aevaluate(
     return _shown(run.summary, console)
 
 
-class _Run:
+class EvaluationRun:
     """One evaluation in its locked folder: the questions still to answer (``todo``), each finished row and trace
     recorded as it comes (:meth:`record`), and the summary (:meth:`finish`)."""
 
@@ -317,7 +317,7 @@ class _Run:
         self.summary: dict = {}
         self.shared_bar = bar  # several runs' progress on one bar (evaluate_all)
 
-    def __enter__(self) -> _Run:
+    def __enter__(self) -> EvaluationRun:
         self._lock = locked(self.out)
         self._lock.__enter__()
         try:
