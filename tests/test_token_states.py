@@ -116,6 +116,7 @@ def test_none_encodes_the_candidates_and_equals_full_and_says_so_once(encoded, c
 
 
 def test_an_index_keeps_only_the_cls_layers_its_reranker_reads(corpus, musique_dev, tmp_path, monkeypatch):
+    monkeypatch.setenv("MULTIHOP_HOME", str(tmp_path / "home"))
     retriever = build_retriever(corpus, encoder="minilm", rerank="rala-eq4", token_states="int8",
                                 reranker_options={"buckets": 2}, n=10)
     layers = retriever.reranker.candidate_layers(retriever.first_stage.encoder.num_layers)
