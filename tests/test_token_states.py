@@ -76,6 +76,7 @@ def test_each_form_round_trips_the_token_states_of_a_real_corpus(encoded, tmp_pa
     np.testing.assert_allclose(got_cls, ref_cls, atol={"fp16": 2e-3, "int8": 1e-2, "pq": 1e-2}[form])  # [CLS] states
 
 
+@pytest.mark.slow
 def test_compact_forms_rank_a_real_question_s_candidates_as_full_does(encoded, corpus, musique_dev, tmp_path):
     encoder = Encoder("minilm")
     retrievers = {}
@@ -96,6 +97,7 @@ def test_compact_forms_rank_a_real_question_s_candidates_as_full_does(encoded, c
     assert np.mean(agree["pq"]) >= 0.6, agree
 
 
+@pytest.mark.slow
 def test_none_encodes_the_candidates_and_equals_full_and_says_so_once(encoded, corpus, musique_dev, tmp_path,
                                                                      caplog):
     encoder = Encoder("minilm")
@@ -115,6 +117,7 @@ def test_none_encodes_the_candidates_and_equals_full_and_says_so_once(encoded, c
     assert len(told) == 1 and "--token-states" in told[0].getMessage()
 
 
+@pytest.mark.slow
 def test_an_index_keeps_only_the_cls_layers_its_reranker_reads(corpus, musique_dev, tmp_path, monkeypatch):
     monkeypatch.setenv("MULTIHOP_HOME", str(tmp_path / "home"))
     retriever = build_retriever(corpus, encoder="minilm", rerank="rala-eq4", token_states="int8",
@@ -146,6 +149,7 @@ def test_one_encoding_pass_equals_the_two_old_passes_bit_for_bit(corpus):
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.slow
 def test_build_cached_many_encodes_once_and_keeps_one_copy(corpus, tmp_path, monkeypatch):
     monkeypatch.setenv("MULTIHOP_HOME", str(tmp_path))
     calls = []
@@ -189,6 +193,7 @@ def test_a_cache_written_before_the_forms_loads_as_fp16_with_every_cls_layer(tmp
     np.testing.assert_array_equal(states[0], cls[1].astype(np.float32))
 
 
+@pytest.mark.slow
 def test_a_build_links_its_token_cache_into_the_saved_index_and_then_removes_its_shards(corpus, tmp_path,
                                                                                        monkeypatch):
     monkeypatch.setenv("MULTIHOP_HOME", str(tmp_path / "home"))
