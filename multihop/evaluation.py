@@ -41,7 +41,7 @@ from tqdm.auto import tqdm
 
 from multihop.engines.served import StructuredOutputRefused
 from multihop.folders import RUN_MANIFEST, check_run, locked
-from multihop.jsonl import append_row, read_rows
+from multihop.jsonl import append_row, read_rows, rows_text
 from multihop.metrics import LLMJudge, answer_scores, recall_at_k
 from multihop.paths import atomic_write_text
 from multihop.tracing import TracedModule, in_worker, jsonable, record_trace
@@ -183,11 +183,15 @@ def run_manifest(program: dspy.Module, examples: Sequence[dspy.Example], judge_l
     string keys the engine, decoding and weights), the judge, the questions (their ids, so a limit counts), and what
     the caller adds (``extra``: a data file's checksum, a compiled program's, a retriever's)."""
     lm = dspy.settings.lm
-    ids = "\n".join(str(example.id) for example in examples)
     settings = {key: lm.kwargs.get(key) for key in ("max_tokens", "temperature", "api_base")} if lm else None
     return {"program": type(program).__name__, "config": program.config() if hasattr(program, "config") else None,
             "lm": getattr(lm, "model", None), "lm_settings": settings, "judge": getattr(judge_lm, "model", None),
-            "questions": hashlib.sha256(ids.encode()).hexdigest()[:16], "count": len(examples), **extra}
+            "questions": questions_hash(examples), "count": len(examples), **extra}
+
+
+def questions_hash(examples: Sequence[dspy.Example]) -> str:
+    """What a run manifest keys its questions by: their ids, in order."""
+    return hashlib.sha256("\n".join(str(example.id) for example in examples).encode()).hexdigest()[:16]
 
 
 def evaluate(
@@ -391,5 +395,5 @@ def resumable_rows(path: Path, keep_errors: bool) -> dict[str, dict]:
     rows = read_rows(path)
     kept = rows if keep_errors else {qid: row for qid, row in rows.items() if not row.get("error")}
     if path.exists() and len(kept) != sum(1 for line in path.read_text(encoding="utf-8").splitlines() if line):
-        atomic_write_text(path, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in kept.values()))
+        atomic_write_text(path, rows_text(kept.values()))
     return dict(kept)

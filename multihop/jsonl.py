@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TextIO
 
@@ -31,6 +32,11 @@ def read_rows(path: Path, repair: bool = True) -> dict[str, dict]:
     if torn and repair:
         atomic_write_text(path, "".join(line + "\n" for line in good_lines))
     return rows
+
+
+def rows_text(rows: Iterable[dict]) -> str:
+    """``rows`` as the text of a JSON-lines file, one row a line."""
+    return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
 
 
 def append_row(sink: TextIO, row: dict) -> None:

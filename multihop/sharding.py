@@ -10,15 +10,14 @@ repeated shard, and a shard not finished (rerun it into its folder first).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
-from multihop.evaluation import RESULTS, SUMMARY, summarize
+from multihop.evaluation import RESULTS, SUMMARY, questions_hash, summarize
 from multihop.folders import RUN_MANIFEST, locked
-from multihop.jsonl import read_rows
+from multihop.jsonl import read_rows, rows_text
 from multihop.paths import atomic_dir, read_json
 
 
@@ -37,11 +36,6 @@ def parse_shard(text: str) -> tuple[int, int]:
 def shard_of(examples: Sequence, index: int, count: int) -> list:
     """The questions of shard ``index`` of ``count``: every ``count``-th, from the ``index``-th."""
     return list(examples[index - 1 :: count])
-
-
-def questions_hash(examples: Sequence) -> str:
-    """The hash a run manifest keys its questions by (their ids in order)."""
-    return hashlib.sha256("\n".join(str(example.id) for example in examples).encode()).hexdigest()[:16]
 
 
 def shard_manifest(manifest: dict, examples: Sequence, index: int, count: int) -> dict:
@@ -100,8 +94,7 @@ def merge_shards(out: str | Path, folders: Sequence[str | Path]) -> dict:
         for folder in folders:
             for trace in (folder / "traces").glob("*.json"):
                 shutil.copy2(trace, tmp / "traces" / trace.name)
-        (tmp / RESULTS).write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows.values()),
-                                   encoding="utf-8")
+        (tmp / RESULTS).write_text(rows_text(rows.values()), encoding="utf-8")
         (tmp / RUN_MANIFEST).write_text(json.dumps(whole[0], indent=2, sort_keys=True))
         (tmp / SUMMARY).write_text(json.dumps(summary, indent=2))
     return summary

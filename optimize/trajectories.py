@@ -25,6 +25,7 @@ import dspy
 from tqdm.auto import tqdm
 
 from multihop.folders import locked
+from multihop.jsonl import rows_text
 from multihop.metrics import dspy_metric
 from multihop.parallel import fan_out_chunks
 from multihop.paths import atomic_write_text
@@ -81,8 +82,7 @@ def write_trajectories(out_dir: Path, rows: dict[str, list[dict]], manifest: dic
     for stale in [*out_dir.glob("*.jsonl"), out_dir / MANIFEST]:  # a collection is written whole: none of the
         stale.unlink(missing_ok=True)                                # last one's files stay beside it
     for stage, stage_rows in rows.items():
-        text = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in stage_rows)
-        atomic_write_text(out_dir / f"{stage}.jsonl", text)
+        atomic_write_text(out_dir / f"{stage}.jsonl", rows_text(stage_rows))
     manifest = {**manifest, "stages": {stage: len(stage_rows) for stage, stage_rows in rows.items()}}
     atomic_write_text(out_dir / MANIFEST, json.dumps(manifest, indent=2))
     return manifest

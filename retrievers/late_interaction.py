@@ -36,8 +36,8 @@ DEFAULT_ENCODER = "mpnet"
 logger = logging.getLogger(__name__)
 
 _LOADING = threading.Lock()  # a reranker's default encoder is loaded once, whichever thread asks first
-_TOLD: set[tuple[int, str]] = set()
-NO_TOKENS = "keeps no token states"  # (corpus, reason) of the first stages whose candidates a reranker encodes
+_TOLD: set[tuple[int, str]] = set()  # (corpus, reason) of the first stages whose candidates a reranker encodes
+NO_TOKENS = "keeps no token states"
 
 
 class LateInteraction:
