@@ -33,19 +33,27 @@ BUDGET_ITEMS = {"k": "passages per retrieval", "max_iterations": "iterations at 
                 "max_tokens": "tokens per LM call at most"}
 
 
+BUDGET_MODES = ("shared", "paper")
+
+
 @dataclass(frozen=True)
 class Budget:
-    """What every program of a comparison may spend, applied wherever a program has the knob: ``k`` passages per
-    retrieval, ``max_iterations`` rounds of its loop (a program's own name for it: max_steps, max_reflections...),
-    and ``max_tokens`` per LM call (None: the LM's own cap, which the comparison records)."""
+    """What every program of a comparison may spend. ``mode="shared"`` (the default): the same for all, applied
+    wherever a program has the knob — ``k`` passages per retrieval, ``max_iterations`` rounds of its loop (a program's
+    own name for it: max_steps, max_reflections...); ``mode="paper"``: each program as its own paper ran it (its
+    defaults and its method's ``paper_settings``), ``k`` and ``max_iterations`` unused. ``max_tokens`` per LM call
+    applies in both (None: the LM's own cap, which the comparison records)."""
 
     k: int = 5
     max_iterations: int = 4
     max_tokens: int | None = None
+    mode: str = "shared"
 
     def __post_init__(self):
+        if self.mode not in BUDGET_MODES:
+            raise ValueError(f"budget mode must be one of {', '.join(BUDGET_MODES)}, got {self.mode!r}")
         for name, value in asdict(self).items():
-            if value is not None and (not isinstance(value, int) or value < 1):
+            if name != "mode" and value is not None and (not isinstance(value, int) or value < 1):
                 raise ValueError(f"budget {name} must be a whole number ≥ 1, got {value!r}")
 
     def as_dict(self) -> dict:
@@ -92,15 +100,23 @@ def dataset_table(comparison: dict, dataset: str) -> tuple[list[dict], list[dict
 
 
 def budget_text(budget: dict) -> str:
-    """The budget as applied, on one line."""
-    return "; ".join(f"{name} = {budget[name] if budget[name] is not None else 'the LM default'} ({what})"
-                     for name, what in BUDGET_ITEMS.items())
+    """The budget as applied, on one line (a comparison written before the modes is a shared one)."""
+    items = BUDGET_ITEMS if budget.get("mode", "shared") == "shared" else {"max_tokens": BUDGET_ITEMS["max_tokens"]}
+    text = "; ".join(f"{name} = {budget[name] if budget[name] is not None else 'the LM default'} ({what})"
+                     for name, what in items.items())
+    return text if budget.get("mode", "shared") == "shared" else f"each program's paper's settings; {text}"
 
 
 def knobs_text(programs: dict) -> str:
-    """The constructor setting each budget item became in each program (``none`` where it has no such knob)."""
-    return "; ".join(f"{program}: " + (", ".join(f"{item} → {setting}" for item, setting in info["budget"].items()
-                                                 if setting) or "none") for program, info in programs.items())
+    """What the budget became in each program: the constructor setting each shared budget item set (``none`` where it
+    has no such knob), or, under the paper's budget, the settings its paper gives (``defaults`` when they are its
+    defaults)."""
+    def knobs(info: dict) -> str:
+        if "paper_settings" in info:
+            return ", ".join(f"{name} = {value}" for name, value in info["paper_settings"].items()) or "defaults"
+        return ", ".join(f"{item} → {setting}" for item, setting in info["budget"].items() if setting) or "none"
+
+    return "; ".join(f"{program}: {knobs(info)}" for program, info in programs.items())
 
 
 def to_markdown(comparison: dict) -> str:

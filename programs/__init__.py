@@ -9,6 +9,7 @@ from .methods import (
            budget_knobs,
            compared_by_default,
            method_of,
+           program_named,
            program_under_budget,
            shared_retriever,
 )
@@ -22,11 +23,14 @@ from .composerag import ComposeRAG
 from .hanrag import HANRAG
 from .cirag import CIRAG
 from .baselines import NoRetrieval, SingleStepRAG
+from .ircot import IRCoT
+from .iter_retgen import IterRetGen
+from .self_ask import SelfAsk
 # isort: on
 from .saved import load, save
 from .students import DISTILL_PRESETS, register_distill_preset
 
-__all__ = ["CIRAG", "DISTILL_PRESETS", "HANRAG", "METHODS", "PROGRAMS", "ComposeRAG", "CoopRAG", "DualRAG", "Method",
-           "MultihopProgram", "NoRetrieval", "SingleStepRAG", "budget_knobs", "compared_by_default", "load",
-           "method_of", "program_under_budget", "register_distill_preset", "save", "shared_retriever",
-           "takes_retriever"]
+__all__ = ["CIRAG", "ComposeRAG", "CoopRAG", "DISTILL_PRESETS", "DualRAG", "HANRAG", "IRCoT", "IterRetGen", "METHODS",
+           "Method", "MultihopProgram", "NoRetrieval", "PROGRAMS", "SelfAsk", "SingleStepRAG", "budget_knobs",
+           "compared_by_default", "load", "method_of", "program_named", "program_under_budget",
+           "register_distill_preset", "save", "shared_retriever", "takes_retriever"]

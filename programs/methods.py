@@ -44,6 +44,9 @@ class Method:
         first_stage: the first stage of an index built for it on the fly (a name of
             :data:`multihop.retrievers.CACHED_FIRST_STAGES`).
         compare: whether ``multihop compare`` runs it by default.
+        paper_settings: the constructor settings its paper ran it with (k, its loop's cap, ...) where they differ
+            from or are not fixed by the shared budget; ``multihop compare --budget paper`` runs it with its defaults
+            and these, each commented with where the paper gives it.
     """
 
     program: type[MultihopProgram]
@@ -53,12 +56,17 @@ class Method:
     cli: str | None = None
     first_stage: str = "dense"
     compare: bool = True
+    paper_settings: dict = dataclasses.field(default_factory=dict)
     declared: bool = dataclasses.field(default=True, repr=False)  # False: the defaults of an undeclared program
 
     def __post_init__(self):
         name = self.name
         if self.loop_budget is not None and self.loop_budget not in self.program.settings():
             raise TypeError(f"{name}'s loop budget {self.loop_budget!r} is none of its settings "
+                            f"({', '.join(self.program.settings())})")
+        unknown = sorted(set(self.paper_settings) - set(self.program.settings()))
+        if unknown:
+            raise TypeError(f"{name}'s paper settings {', '.join(unknown)} are none of its settings "
                             f"({', '.join(self.program.settings())})")
         object.__setattr__(self, "papers", tuple(dataclasses.replace(result, program=name) for result in self.papers))
         if not self.declared:
@@ -97,6 +105,20 @@ def method_of(name: str) -> Method:
     return Method(cls, loop_budget=loop, compare=False, declared=False)
 
 
+def program_named(name: str) -> str:
+    """The registered program ``name`` refers to: itself, or the one whose name it spells with other case and
+    punctuation (``Iter-RetGen`` → ``IterRetGen``, ``self-ask`` → ``SelfAsk``, as the papers write them); an unknown
+    name is returned as it is, for the caller's own error."""
+    if name in PROGRAMS:
+        return name
+    matches = [known for known in PROGRAMS if _spelling(known) == _spelling(name)]
+    return matches[0] if len(matches) == 1 else name
+
+
+def _spelling(name: str) -> str:
+    return "".join(character for character in name.lower() if character.isalnum())
+
+
 def compared_by_default() -> list[str]:
     """The programs ``multihop compare`` runs when none are named, in declaration order."""
     return [name for name, method in METHODS.items() if method.compare]
@@ -120,7 +142,11 @@ def budget_knobs(name: str) -> dict[str, str | None]:
 
 
 def program_under_budget(name: str, retriever: dspy.Module | None, budget: Budget) -> dspy.Module:
-    """Program ``name`` with its defaults but the budget's knobs, on the shared ``retriever``."""
+    """Program ``name`` on the shared ``retriever``: with its defaults but the budget's knobs (a shared budget), or
+    with its defaults and its paper's settings (``budget.mode == "paper"``)."""
     cls = PROGRAMS[name]
-    values = {setting: getattr(budget, item) for item, setting in budget_knobs(name).items() if setting}
+    if budget.mode == "paper":
+        values = dict(method_of(name).paper_settings)
+    else:
+        values = {setting: getattr(budget, item) for item, setting in budget_knobs(name).items() if setting}
     return cls(retriever=retriever, **values) if takes_retriever(cls) else cls(**values)

@@ -60,7 +60,8 @@ def respond(prompt: str) -> dict:
     an answer is right when the stage read passages, "I do not know" when it did not (NoRetrieval)."""
     read = "[[ ## passages ## ]]" in prompt or "[[ ## documents ## ]]" in prompt
     values = {"route": "single-step question", "relevant": "true",
-              "answer": GOLD[field(prompt, "question")] if read else "I do not know"}
+              "answer": GOLD[field(prompt, "question")] if read else "I do not know",
+              "next_sentence": "So the answer is: unknown."}
     return {name: values[name] for name in outputs(prompt)}
 
 
@@ -168,7 +169,7 @@ def test_adding_a_program_runs_only_it(musique, lm, tmp_path):
 def test_the_budget_reaches_every_program_and_is_recorded_in_the_output(musique, lm, tmp_path):
     out = tmp_path / "cmp"
     comparison = compare(out, budget=Budget(k=1, max_iterations=2, max_tokens=50))
-    assert comparison["budget"] == {"k": 1, "max_iterations": 2, "max_tokens": 50}
+    assert comparison["budget"] == {"k": 1, "max_iterations": 2, "max_tokens": 50, "mode": "shared"}
     assert comparison["programs"]["HANRAG"]["budget"] == {"k": "k", "max_iterations": "max_steps"}
     assert comparison["programs"]["SingleStepRAG"]["budget"] == {"k": "k", "max_iterations": None}
     assert comparison["programs"]["NoRetrieval"]["budget"] == {"k": None, "max_iterations": None}
@@ -184,6 +185,23 @@ def test_the_budget_reaches_every_program_and_is_recorded_in_the_output(musique,
     assert "HANRAG: k → k, max_iterations → max_steps" in markdown
     with pytest.raises(RunMismatchError, match="budget"):  # another budget is another run: refused, not mixed
         compare(out, budget=Budget(k=2, max_iterations=2, max_tokens=50))
+
+
+def test_the_papers_budget_runs_each_program_with_its_papers_settings_and_records_them(musique, lm, tmp_path):
+    out = tmp_path / "cmp"
+    comparison = compare(out, programs=["HANRAG", "ircot"], budget=Budget(k=1, max_iterations=2, mode="paper"))
+    assert [row["program"] for row in comparison["rows"]] == ["HANRAG", "IRCoT"]  # "ircot" is IRCoT
+    ircot, hanrag = comparison["programs"]["IRCoT"], comparison["programs"]["HANRAG"]
+    assert ircot["paper_settings"] == {"max_steps": 8, "max_paragraphs": 15} and ircot["config"]["max_steps"] == 8
+    assert ircot["config"]["k"] == 4 and hanrag["config"]["k"] == 5  # their defaults, not the shared k = 1
+    assert hanrag["config"]["max_steps"] == 5 and hanrag["paper_settings"] == {}
+    markdown = (out / "comparison.md").read_text()
+    assert "budget: each program's paper's settings; max_tokens = " in markdown and "k = 1" not in markdown
+    assert "IRCoT: max_steps = 8, max_paragraphs = 15" in markdown and "HANRAG: defaults" in markdown
+    with pytest.raises(RunMismatchError, match="budget"):  # the shared budget is another run: refused, not mixed
+        compare(out, programs=["IRCoT"], budget=Budget(k=1, max_iterations=2))
+    with pytest.raises(ValueError, match="budget mode must be one of shared, paper"):
+        Budget(mode="theirs")
 
 
 def test_a_stage_that_falls_back_counts_in_fallbacks_per_question_not_in_errors(musique, tmp_path):

@@ -11,12 +11,14 @@ states so the programs' late-interaction rerankers read them instead of encoding
 program's query markers as special tokens, which no passage contains) or BM25. Each program keeps its own reranker,
 a part of its method.
 
-The budget (:class:`~multihop.comparison.Budget`) is applied wherever a program has the knob and recorded with the
-results: ``k`` passages per retrieval (every retrieving program's ``k``), ``max_iterations`` (the setting each method
-declares as its loop budget, ``Method(loop_budget=...)``; a program that declares none does not loop) and
-``max_tokens`` per LM call (the LM's cap, so every stage of every program). A program's ``student`` (a ``multihop
-distill`` folder) runs the stages it learnt. Each program's LM has a rollout id of its own, so no program is served
-another's replies from the cache and its tokens and seconds are its own.
+The budget (:class:`~multihop.comparison.Budget`) is recorded with the results. Under the paper's budget
+(``mode="paper"``, ``--budget paper``) each program runs as its paper ran it: its defaults and the settings its method
+declares (``Method(paper_settings=...)``), recorded per program. Under the shared one (the default) it is applied
+wherever a program has the knob: ``k`` passages per retrieval (every retrieving program's ``k``), ``max_iterations``
+(the setting each method declares as its loop budget, ``Method(loop_budget=...)``; a program that declares none does
+not loop) and ``max_tokens`` per LM call (the LM's cap, so every stage of every program). A program's ``student`` (a
+``multihop distill`` folder) runs the stages it learnt. Each program's LM has a rollout id of its own, so no program is
+served another's replies from the cache and its tokens and seconds are its own.
 
 Then the table (``comparison.json``, ``comparison.md``, the papers' numbers beside ours), the charts and
 ``report.html`` are written into the output folder (:mod:`multihop.comparison`, :mod:`multihop.charts`,
@@ -55,6 +57,7 @@ from multihop.programs import (
     budget_knobs,
     compared_by_default,
     method_of,
+    program_named,
     program_under_budget,
     shared_retriever,
     takes_retriever,
@@ -103,7 +106,9 @@ def compare(
     if corpus is not None and retriever is not None:
         raise ValueError("give compare a --corpus to index or a --retriever folder, not both")
     budget = budget or Budget()
-    names, students = list(compared_by_default() if programs is None else programs), dict(students or {})
+    names = list(compared_by_default() if programs is None else programs)
+    names = [program_named(name) if isinstance(name, str) else name for name in names]
+    students = {program_named(name): folder for name, folder in (students or {}).items()}
     check_choices(names, students, first_stage)
     files = dev_files(datasets)
     if students and lm is None:
@@ -157,8 +162,11 @@ def compare(
     # others (each folder's rows are those of its program run alone)
     summaries = evaluate_all(evaluations, threads, progress)
     for (key, name, program, *_), summary in zip(runs, summaries, strict=True):
-        comparison["programs"].setdefault(name, {"budget": budget_knobs(name), "config": program.config(),
-                                                 "student": str(students[name]) if name in students else None})
+        info = {"budget": budget_knobs(name), "config": program.config(),
+                "student": str(students[name]) if name in students else None}
+        if budget.mode == "paper":
+            info["paper_settings"] = dict(method_of(name).paper_settings)
+        comparison["programs"].setdefault(name, info)
         comparison["runs"].append({"dataset": key, "program": name, "folder": f"{key}/{name}"})
         comparison["rows"].append(summary_row(key, name, summary))
     comparison["papers"] = [paper_row(result) for name in names for result in method_of(name).papers

@@ -55,9 +55,10 @@ def program_options() -> Callable:
 def build_program(name: str, retriever_dir: str | None, corpus: str | None, data: str | None, k: int | None,
                   encoder: str, settings: list[str] | None = None, index: bool = True):
     """``(program, retriever folder or None)``; ``index=False`` builds a retrieving program without its index."""
-    from multihop.programs import PROGRAMS, method_of, takes_retriever
+    from multihop.programs import PROGRAMS, method_of, program_named, takes_retriever
     from multihop.programs.switches import SwitchTypeError
 
+    name = program_named(name)
     if name not in PROGRAMS:
         raise typer.BadParameter(f"unknown program {name!r}; choose from {', '.join(PROGRAMS)}")
     cls = PROGRAMS[name]

@@ -102,6 +102,8 @@ def compare_cmd(
                                  "be compared by default, and the baselines)"),
     datasets: str = typer.Option(",".join(DATASETS), help="dev sets, comma-separated: dataset names "
                                  f"({', '.join(DATASETS)}) or question files"),
+    budget: str = typer.Option("shared", help="shared: every program gets --k and --max-iterations; paper: each runs "
+                               "with its own paper's settings (k, loop caps), recorded in the table"),
     k: int = typer.Option(5, "--k", min=1, help="budget: passages per retrieval, for every program"),
     max_iterations: int = typer.Option(4, min=1, help="budget: rounds of each program's loop (the setting its method "
                                        "declares as its loop budget)"),
@@ -122,8 +124,10 @@ def compare_cmd(
     judge_lm: str = typer.Option(None, help="an LM that judges each answer (LLM Eval, ComposeRAG §5.1)"),
 ):
     """Compare programs on the same dev sets, retriever, LM and budget (--k, --max-iterations and --max-tokens, the
-    cap of every LM call): prints the budget and the tables, and writes comparison.md/.json, the charts and
-    report.html (every question's answers and stage traces) into --out. A rerun resumes."""
+    cap of every LM call; --budget paper: each program's own paper's settings instead of --k and --max-iterations;
+    program names as the papers write them work too, e.g. Iter-RetGen): prints the budget and the tables, and writes
+    comparison.md/.json, the charts and report.html (every question's answers and stage traces) into --out. A rerun
+    resumes."""
     from multihop.cli.compare import compare
     from multihop.comparison import Budget
 
@@ -138,7 +142,8 @@ def compare_cmd(
         students[name] = folder
     compare(out, programs=[name.strip() for name in programs.split(",") if name.strip()] if programs else None,
             datasets=[name.strip() for name in datasets.split(",") if name.strip()], lm=lm,
-            budget=Budget(k=k, max_iterations=max_iterations, max_tokens=lm.max_tokens), students=students,
+            budget=Budget(k=k, max_iterations=max_iterations, max_tokens=lm.max_tokens, mode=budget),
+            students=students,
             first_stage=first_stage, encoder=encoder, limit=limit, threads=threads, judge_lm=judge_lm,
             console=console, corpus=corpus, retriever=retriever)
 

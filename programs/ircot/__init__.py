@@ -1,0 +1,15 @@
+"""IRCoT (Trivedi et al., ACL 2023), the baseline four of the five papers report (CoopRAG, DualRAG, HANRAG, CIRAG):
+the program (:mod:`.program`) and its gold rows (:mod:`.gold`)."""
+
+from ..methods import Method
+from . import gold  # noqa: F401 - registers IRCoT's gold stage targets
+from .program import IRCoT, stated_answer
+
+__all__ = ["IRCoT", "stated_answer"]
+
+Method(
+    IRCoT,
+    loop_budget="max_steps",
+    # §3.1: up to 8 reasoning steps, at most 15 paragraphs; K is tuned over {2, 4, 6, 8} per dataset (our 4 kept)
+    paper_settings={"max_steps": 8, "max_paragraphs": 15},
+)

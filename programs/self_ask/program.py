@@ -1,0 +1,98 @@
+"""Self-Ask (Press et al., Findings of EMNLP 2023) with retrieval: the LM asks itself follow-up questions, each
+answered from the passages retrieved for it, until it gives the final answer.
+
+The paper's: the scaffold "Are follow up questions needed here" → "Follow up: …" → "Intermediate answer: …" → … →
+"So the final answer is: …" (Fig. 3), and "Self-Ask + Search Engine" (§3.2): every follow-up question goes to the
+search engine, whose answer is the intermediate answer; without it (``retrieval=False``) the LM writes the intermediate
+answers itself (Self-Ask alone).
+
+Ours: the search engine is the project's retriever (``k`` passages a follow-up) and a reader (``intermediate``) that
+answers the follow-up from them (a passage index has no answer box); the scaffold's decision is one typed stage
+(``follow_up``: whether one is needed, the question, or the final answer); at most ``max_follow_ups`` follow-ups
+(the paper's prompts stop on their own; 4 is ours): a decision that still asks for one at the cap, or asks a
+follow-up it asked already, ends the loop with the final answer it gives, else the last intermediate answer (the
+answer of the last hop, ours); an unparsable decision ends the loop with an empty answer, never invented
+(``follow_up.fallback``), an unparsable intermediate answer is empty (``intermediate.fallback``).
+
+Counted per question: ``follow_ups`` (asked), ``follow_up_cap`` (a follow-up was still wanted at the cap),
+``repeated_follow_up``.
+``prediction.passage_ids`` are the passages every follow-up read, first seen first.
+"""
+
+from __future__ import annotations
+
+import dspy
+
+from multihop.retrievers.query import merge_hits
+from multihop.signatures.self_ask import ClosedBookIntermediateAnswer, FollowUp, IntermediateAnswer
+from multihop.tracing import count
+
+from ..base import MultihopProgram
+from ..text import safe_answer
+
+
+def follow_up_line(question: str, answer: str) -> str:
+    """One asked follow-up as the scaffold writes it."""
+    return f"Follow up: {question} Intermediate answer: {answer}"
+
+
+class SelfAsk(MultihopProgram):
+    """Self-Ask with a retriever: follow-up questions answered from retrieved passages, then the final answer. The
+    module docstring says what is the paper's and what is ours.
+
+    Args:
+        retriever: the retriever; default ``dspy.settings.rm`` (unused with ``retrieval=False``).
+        k: passages retrieved a follow-up question.
+        max_follow_ups: follow-up questions at most.
+        retrieval: answer each follow-up from retrieved passages (False: from the LM's knowledge, Self-Ask
+            alone).
+
+    Example:
+        >>> prediction = SelfAsk(retriever=retriever)(question="Who was president when the Eiffel Tower was built?")
+        >>> prediction.follow_ups, prediction.answer
+    """
+
+    count_display = {"follow_ups": "mean", "follow_up_cap": "rate", "repeated_follow_up": "rate"}
+
+    def __init__(self, retriever: dspy.Module | None = None, k: int = 5, max_follow_ups: int = 4,
+                 retrieval: bool = True):
+        if min(k, max_follow_ups) < 1:
+            raise ValueError("k and max_follow_ups must be at least 1")
+        super().__init__(retriever=retriever)
+        self.k, self.max_follow_ups, self.retrieval = k, max_follow_ups, retrieval
+        self.add_stages(follow_up=FollowUp,
+                        intermediate=IntermediateAnswer if retrieval else ClosedBookIntermediateAnswer)
+
+    def forward(self, question: str) -> dspy.Prediction:
+        asked: list[dict] = []
+        read: list = []
+        while True:
+            lines = [follow_up_line(step["question"], step["answer"]) for step in asked]
+            decision = self.run_stage(self.follow_up, {"follow_up_needed": False, "follow_up": "", "final_answer": ""},
+                                      question=question, follow_ups=lines)
+            follow_up = " ".join(str(decision.follow_up or "").split())
+            wanted = bool(decision.follow_up_needed and follow_up and not decision.get("failed"))
+            capped = wanted and len(asked) == self.max_follow_ups
+            repeated = wanted and follow_up in (step["question"] for step in asked)
+            if not wanted or capped or repeated:
+                break
+            asked.append({"question": follow_up, "answer": self.answer_follow_up(follow_up, read)})
+        final = safe_answer(decision.final_answer)
+        if not final and (capped or repeated):
+            final = asked[-1]["answer"]
+        count("follow_ups", len(asked))
+        count("follow_up_cap", int(capped))
+        count("repeated_follow_up", int(repeated))
+        passages = merge_hits(read, self.k * max(1, len(read))) if read else None
+        return dspy.Prediction(answer=final, follow_ups=asked, passages=passages.passages if passages else [],
+                               passage_ids=passages.ids if passages else [])
+
+    def answer_follow_up(self, follow_up: str, read: list) -> str:
+        """A follow-up's intermediate answer: from its retrieved passages (kept in ``read``), or the LM's own."""
+        if not self.retrieval:
+            return safe_answer(self.run_stage(self.intermediate, {"intermediate_answer": ""},
+                                              follow_up=follow_up).intermediate_answer)
+        hits = self.search(follow_up, k=self.k)
+        read.append(hits)
+        return safe_answer(self.run_stage(self.intermediate, {"intermediate_answer": ""}, passages=hits.passages,
+                                          follow_up=follow_up).intermediate_answer)

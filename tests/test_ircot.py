@@ -1,0 +1,210 @@
+"""IRCoT, Iter-RetGen and Self-Ask (issue 35): their loops on scripted LMs — which text each retrieval used, the stop
+rules and caps, the answer each returns, the counts — and their gold rows from the annotations."""
+
+import dspy
+import pytest
+
+from multihop.corpus import Corpus, Passage
+from multihop.optimize.gold import gold_targets
+from multihop.programs import IRCoT, IterRetGen, SelfAsk
+from multihop.programs.ircot import stated_answer
+from multihop.programs.iter_retgen import next_query
+from multihop.retrievers import BM25Retriever
+
+from helpers import StageScript, field
+
+DOCS = [
+    Passage.make("Lost Gravity", "Lost Gravity is a roller coaster manufactured by Mack Rides."),
+    Passage.make("Mack Rides", "Mack Rides is a company based in Waldkirch, Germany."),
+    Passage.make("Waldkirch", "Waldkirch is a town in Baden-Württemberg."),
+    Passage.make("Xbox", "The Xbox is a console made by Microsoft."),
+]
+QUESTION = "In what country was Lost Gravity manufactured?"
+
+
+class Asked(BM25Retriever):
+    """BM25 that records each query it was asked, with its k."""
+
+    def search(self, queries, k):
+        self.asked = [*getattr(self, "asked", []), *((q, k) for q in queries)]
+        return super().search(queries, k)
+
+
+def sentences(*texts: str):
+    replies = iter(texts)
+    return lambda prompt: {"next_sentence": next(replies)}
+
+
+def run(program, **replies):
+    script = StageScript(replies, program)
+    with dspy.context(lm=script.lm):
+        return program(question=QUESTION), script
+
+
+def test_stated_answer_reads_the_phrase_and_nothing_else():
+    assert stated_answer("So the answer is: Germany.") == "Germany"
+    assert stated_answer("so the answer is Mack Rides") == "Mack Rides"
+    assert stated_answer("Lost Gravity was made by Mack Rides.") is None
+
+
+def test_ircot_retrieves_with_each_sentence_and_stops_on_the_answer_phrase():
+    program = IRCoT(retriever=Asked(Corpus(DOCS)), k=1)
+    prediction, script = run(program, reason=sentences("Lost Gravity was manufactured by Mack Rides.",
+                                                       "Mack Rides is based in Germany.", "So the answer is: Germany.",
+                                                       "never asked"),
+                             answer=lambda p: {"answer": "Germany" if "Waldkirch, Germany" in p else "unknown"})
+    queries = [q for q, _ in program.rm.asked]
+    assert queries == [QUESTION, "Lost Gravity was manufactured by Mack Rides.", "Mack Rides is based in Germany."]
+    assert prediction.reasoning[-1] == "So the answer is: Germany." and prediction.answer == "Germany"
+    assert script.seen == ["reason", "reason", "reason", "answer"]
+    counts = prediction.counts
+    assert counts["steps"] == 3 and counts["step_cap"] == 0 and counts["paragraphs"] == len(prediction.passage_ids)
+
+
+def test_ircot_sees_the_growing_collection_and_the_chain_so_far():
+    seen = []
+
+    def reason(prompt):
+        seen.append((field(prompt, "passages").count("Waldkirch"), field(prompt, "reasoning")))
+        return {"next_sentence": ["Mack Rides is a company based in Waldkirch.", "So the answer is: Germany."][
+            len(seen) - 1]}
+
+    run(IRCoT(retriever=Asked(Corpus(DOCS)), k=1), reason=reason, answer={"answer": "Germany"})
+    assert seen[0][1] in ("[]", "") and "Mack Rides is a company based in Waldkirch." in seen[1][1]
+    assert seen == [(0, seen[0][1]), (1, seen[1][1])]  # the sentence's retrieval added Mack Rides' paragraph
+
+
+def test_ircot_stops_at_the_step_cap_and_the_paragraph_cap():
+    program = IRCoT(retriever=Asked(Corpus(DOCS)), k=2, max_steps=3, max_paragraphs=3)
+    steps = iter(["Lost Gravity is a coaster.", "Mack Rides is a company.", "Waldkirch is a town.", "Xbox."])
+    prediction, script = run(program, reason=lambda p: {"next_sentence": next(steps)}, answer={"answer": "Germany"})
+    assert script.seen.count("reason") == 3 and prediction.counts["step_cap"] == 1
+    assert len(program.rm.asked) == 4  # the question, then the first three sentences
+    assert len(prediction.passage_ids) == 3
+
+
+def test_ircot_without_reader_answers_with_the_chain_and_never_invents_one():
+    chain = IRCoT(retriever=Asked(Corpus(DOCS)), k=1, reader=False)
+    assert "answer" not in chain.stage_names()
+    assert run(chain, reason=sentences("So the answer is: Germany."))[0].answer == "Germany"
+    capped = IRCoT(retriever=Asked(Corpus(DOCS)), k=1, reader=False, max_steps=2)
+    assert run(capped, reason=sentences("One.", "Two."))[0].answer == ""
+
+
+def test_iter_retgen_queries_with_the_last_generation_then_the_question():
+    program = IterRetGen(retriever=Asked(Corpus(DOCS)), k=1, iterations=3)
+    answers = iter(["Mack Rides", "Germany", "Germany"])
+    prediction, script = run(program, generate=lambda p: {"reasoning": f"It saw {field(p, 'passages')[:30]}",
+                                                          "answer": next(answers)})
+    queries = [q for q, _ in program.rm.asked]
+    assert queries[0] == QUESTION and len(queries) == 3 and script.seen == ["generate"] * 3
+    first = prediction.generations[0]
+    assert queries[1] == next_query(QUESTION, first["reasoning"], first["answer"])
+    assert queries[1].endswith(QUESTION) and queries[1].startswith("It saw")
+    assert prediction.answer == "Germany" and prediction.counts["answer_changed"] == 1
+    assert prediction.counts["rounds"] == 3
+
+
+def test_iter_retgen_keeps_the_last_generation_when_one_fails():
+    program = IterRetGen(retriever=Asked(Corpus(DOCS)), k=1, iterations=2)
+    calls = []
+
+    def generate(prompt):  # the second round (and DSPy's JSON retry of it) replies with no field
+        calls.append(prompt)
+        return {"reasoning": "Made by Mack Rides.", "answer": "Germany"} if len(calls) == 1 else {}
+
+    prediction, _ = run(program, generate=generate)
+    assert prediction.answer == "Germany" and prediction.counts["generate.fallback"] == 1
+
+
+def follow_ups(*decisions):
+    replies = iter(decisions)
+
+    def reply(prompt):
+        question, final = next(replies)
+        return {"follow_up_needed": str(question is not None).lower(), "follow_up": question or "",
+                "final_answer": final}
+
+    return reply
+
+
+def test_self_ask_retrieves_each_follow_up_and_stops_on_the_final_answer():
+    program = SelfAsk(retriever=Asked(Corpus(DOCS)), k=1)
+    prediction, script = run(
+        program, follow_up=follow_ups(("Who manufactured Lost Gravity?", ""), ("Where is Mack Rides based?", ""),
+                                      (None, "Germany")),
+        intermediate=lambda p: {"intermediate_answer": field(p, "passages").split(" by ")[-1][:20]})
+    assert [q for q, _ in program.rm.asked] == ["Who manufactured Lost Gravity?", "Where is Mack Rides based?"]
+    assert [step["question"] for step in prediction.follow_ups] == ["Who manufactured Lost Gravity?",
+                                                                     "Where is Mack Rides based?"]
+    assert prediction.answer == "Germany" and prediction.counts["follow_ups"] == 2
+    assert script.seen == ["follow_up", "intermediate", "follow_up", "intermediate", "follow_up"]
+
+
+def test_self_ask_shows_each_answered_follow_up_to_the_next_decision():
+    lines = []
+
+    def decide(prompt):
+        lines.append(field(prompt, "follow_ups"))
+        return {"follow_up_needed": str(len(lines) == 1).lower(), "follow_up": "Who made it?" if len(lines) == 1
+                else "", "final_answer": "" if len(lines) == 1 else "Mack Rides"}
+
+    run(SelfAsk(retriever=Asked(Corpus(DOCS)), k=1), follow_up=decide,
+        intermediate={"intermediate_answer": "Mack Rides"})
+    assert "Follow up: Who made it? Intermediate answer: Mack Rides" in lines[1]
+
+
+def test_self_ask_cap_and_repeat_end_with_the_last_intermediate_answer():
+    program = SelfAsk(retriever=Asked(Corpus(DOCS)), k=1, max_follow_ups=2)
+    asking = iter(range(100))
+    prediction, _ = run(program, follow_up=lambda p: {"follow_up_needed": "true", "follow_up": f"Q{next(asking)}?",
+                                                      "final_answer": ""},
+                        intermediate={"intermediate_answer": "Mack Rides"})
+    assert len(program.rm.asked) == 2 and prediction.counts["follow_up_cap"] == 1
+    assert prediction.answer == "Mack Rides"
+    repeat = SelfAsk(retriever=Asked(Corpus(DOCS)), k=1)
+    prediction, _ = run(repeat, follow_up=lambda p: {"follow_up_needed": "true", "follow_up": "Same?",
+                                                     "final_answer": ""},
+                        intermediate={"intermediate_answer": "Waldkirch"})
+    assert len(repeat.rm.asked) == 1 and prediction.counts["repeated_follow_up"] == 1
+    assert prediction.answer == "Waldkirch"
+
+
+def test_self_ask_without_retrieval_answers_follow_ups_closed_book():
+    program = SelfAsk(retriever=Asked(Corpus(DOCS)), retrieval=False)
+    prediction, script = run(program, follow_up=follow_ups(("Who made Lost Gravity?", ""), (None, "Germany")),
+                             intermediate={"intermediate_answer": "Mack Rides"})
+    assert not getattr(program.rm, "asked", []) and prediction.passage_ids == []
+    assert "passages" not in program.intermediate.signature.input_fields and prediction.answer == "Germany"
+
+
+@pytest.fixture
+def musique_example():
+    hop1 = {"id": "p1", "title": "Lost Gravity", "text": DOCS[0].text, "is_supporting": True}
+    hop2 = {"id": "p2", "title": "Mack Rides", "text": DOCS[1].text, "is_supporting": True}
+    other = {"id": "p3", "title": "Xbox", "text": DOCS[3].text, "is_supporting": False}
+    return dspy.Example(id="q1", question=QUESTION, answer="Germany", paragraphs=[hop1, hop2, other],
+                        gold_passage_ids=["p1", "p2"], decomposition=["Lost Gravity >> manufacturer",
+                                                                      "#1 >> country"],
+                        decomposition_answers=["Mack Rides", "Germany"],
+                        decomposition_support=["p1", "p2"]).with_inputs("question")
+
+
+def stage_rows(program, example) -> dict[str, list[tuple[dict, dict]]]:
+    rows: dict[str, list] = {}
+    for target in gold_targets(program, [example]):
+        rows.setdefault(target.stage, []).append((target.inputs, target.outputs))
+    return rows
+
+
+def test_gold_rows_chain_the_hops_evidence_and_ask_the_hops(musique_example):
+    rows = stage_rows(IRCoT(k=2), musique_example)["reason"]
+    assert [out["next_sentence"] for _, out in rows] == [DOCS[0].text, DOCS[1].text, "So the answer is: Germany."]
+    assert rows[2][0]["reasoning"] == [DOCS[0].text, DOCS[1].text]
+    decisions = stage_rows(SelfAsk(), musique_example)["follow_up"]
+    assert [out["follow_up"] for _, out in decisions] == ["What is the manufacturer of Lost Gravity?",
+                                                         "What is the country of Mack Rides?", ""]
+    assert decisions[-1][1] == {"follow_up_needed": False, "follow_up": "", "final_answer": "Germany"}
+    answers = stage_rows(SelfAsk(k=2), musique_example)["intermediate"]
+    assert [out["intermediate_answer"] for _, out in answers] == ["Mack Rides", "Germany"]
+    assert any("Mack Rides is a company" in passage for passage in answers[1][0]["passages"])
