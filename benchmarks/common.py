@@ -44,3 +44,16 @@ def evaluate_rows(rows: list[tuple], examples: list, out: Path, lm, judge_lm=Non
         with dspy.context(lm=lm.copy(rollout_id=number)):
             summaries[name] = evaluate(program, examples, out / folder, threads=threads, name=name, judge_lm=judge_lm)
     return summaries
+
+
+def baseline_rows(method: str, retriever, budget, skip: tuple[str, ...] = (), **switches) -> list[tuple]:
+    """``(row name, evaluation folder, program)`` of each baseline ``method``'s paper reports
+    (``Method(paper_baselines=...)``) but those in ``skip`` (rows the benchmark builds its own way), on ``retriever``
+    under ``budget`` (a :class:`multihop.comparison.Budget`: ``k`` and ``max_iterations``, each set where the baseline
+    has the knob, or each baseline's paper's settings), with ``switches`` where a baseline has them (``rerank``,
+    ``n``)."""
+    from multihop.programs import METHODS, program_under_budget
+
+    return [(f"{name} (the paper's baseline)", f"baseline-{name.lower()}",
+             program_under_budget(name, retriever, budget, **switches))
+            for name in METHODS[method].paper_baselines if name not in skip]

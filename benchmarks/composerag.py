@@ -14,10 +14,13 @@ Simple QA pathway" — and reflection) with 0, 1, … ``--reflections`` rounds, 
 5's "no" row matches no Table 3 row, so the paper ran it on a setting it does not name; ours is Table 3's all-modules
 setting with the decision switched on (our reading). With ``--upgrade-lm``, Table 5's upgraded decision and
 Table 4's rows follow: Table 3's all-modules setting with QD, QC, QR, PR, AG, AV moved to the stronger LM one after
-another. Reported per row: Cover-EM, EM, F1 (and LLM Eval with ``--judge-lm``), the abstention rate, the share of
-questions the simple path answered, reflections, rewrites, LLM calls, tokens and seconds per question. Every row is an
-evaluation folder under ``--out``, so a rerun resumes. Each row has its own cache entries (a rollout id per row), so its
-tokens and seconds are what it costs run alone, never calls served from another row's cache."""
+another. Last, Self-Ask with retrieval: the paper's baselines RQ-RAG (a fine-tuned query rewriter) and Search-o1 (a
+reasoning model's agentic search) need models that do not install here; Self-Ask, the self-reflection prompting its
+§2 builds on, is the decomposition row (ComposeRAG's k, its own cap of follow-ups). Reported per row: Cover-EM, EM,
+F1 (and LLM Eval with ``--judge-lm``), the abstention rate, the share of questions the simple path answered,
+reflections, rewrites, LLM calls, tokens and seconds per question. Every row is an evaluation folder under ``--out``,
+so a rerun resumes. Each row has its own cache entries (a rollout id per row), so its tokens and seconds are what it
+costs run alone, never calls served from another row's cache."""
 
 from __future__ import annotations
 
@@ -27,7 +30,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from multihop.benchmarks.common import cached_retriever, evaluate_rows, run_folder
+from multihop.benchmarks.common import baseline_rows, cached_retriever, evaluate_rows, run_folder
+from multihop.comparison import Budget
 from multihop.data import questions_with_corpus
 from multihop.evaluation import render_table
 from multihop.lm_options import LMOptions
@@ -59,7 +63,8 @@ def row_programs(retriever, reflections: int, upgrade_lm=None) -> list[tuple[str
     """(row name, evaluation folder, program) of every row: Table 3 → Table 6 → Table 5 (decision on) → Fig. 5 (0 to
     ``reflections`` rounds, the last the default program), then with ``upgrade_lm`` Table 5's upgraded decision and
     Table 4's rows: Table 3's all-modules setting with its modules moved to the stronger LM one after another,
-    cumulatively."""
+    cumulatively; last, the decomposition baseline (Self-Ask, for the paper's RQ-RAG and Search-o1, which need
+    models not here) with ComposeRAG's k."""
     rows = []
     for number, (name, switches) in enumerate(ROWS.items(), 1):
         rows.append((name, f"row{number}", ComposeRAG(retriever=retriever, **{**ROW_DEFAULTS, **switches})))
@@ -80,7 +85,8 @@ def row_programs(retriever, reflections: int, upgrade_lm=None) -> list[tuple[str
             modules = " + ".join(UPGRADES[:count])
             folder = f"upgrade-{Path(str(upgrade_lm.model)).name}-{'-'.join(UPGRADES[:count])}"
             rows.append((f"{modules} on the upgrade LM (Table 4)", folder, program))
-    return rows
+    k = inspect.signature(ComposeRAG.__init__).parameters["k"].default
+    return rows + baseline_rows("ComposeRAG", retriever, Budget(mode="paper"), k=k)
 
 
 def main() -> None:

@@ -31,8 +31,9 @@ import dspy
 from rich.console import Console
 from rich.table import Table
 
-from multihop.benchmarks.common import evaluate_rows, run_folder
+from multihop.benchmarks.common import baseline_rows, evaluate_rows, run_folder
 from multihop.benchmarks.students import per_stage, stage_table
+from multihop.comparison import Budget
 from multihop.data import load_questions, questions_with_corpus
 from multihop.evaluation import render_table
 from multihop.lm_options import LMOptions
@@ -69,6 +70,8 @@ def row_programs(retriever, revelator=None) -> list[tuple[str, str, dspy.Module]
     for number, (name, switches) in enumerate(ABLATIONS.items(), 1):
         rows.append((name, f"ablation{number}", HANRAG(retriever=retriever, k=K, **switches)))
     rows.append(("HANRAG-Oracle", "oracle", HANRAG(retriever=retriever, k=K, route="oracle")))
+    rows += baseline_rows("HANRAG", retriever, Budget(mode="paper"), skip=("NoRetrieval", "SingleStepRAG",
+                                                                         "AdaptiveRAG"), k=K)
     if revelator is not None:
         lm, weights, folder = revelator
         program = HANRAG(retriever=retriever, k=K)

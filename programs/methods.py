@@ -44,6 +44,8 @@ class Method:
         first_stage: the first stage of an index built for it on the fly (a name of
             :data:`multihop.retrievers.CACHED_FIRST_STAGES`).
         compare: whether ``multihop compare`` runs it by default.
+        paper_baselines: the programs its paper reports as its baselines (Direct and NativeRAG are ``NoRetrieval`` and
+            ``SingleStepRAG``), which its benchmark prints beside it under the same retriever and LM.
         paper_settings: the constructor settings its paper ran it with (k, its loop's cap, ...) where they differ
             from or are not fixed by the shared budget; ``multihop compare --budget paper`` runs it with its defaults
             and these, each commented with where the paper gives it.
@@ -56,6 +58,7 @@ class Method:
     cli: str | None = None
     first_stage: str = "dense"
     compare: bool = True
+    paper_baselines: tuple[str, ...] = ()
     paper_settings: dict = dataclasses.field(default_factory=dict)
     declared: bool = dataclasses.field(default=True, repr=False)  # False: the defaults of an undeclared program
 
@@ -141,12 +144,14 @@ def budget_knobs(name: str) -> dict[str, str | None]:
     return {"k": "k" if "k" in PROGRAMS[name].settings() else None, "max_iterations": method_of(name).loop_budget}
 
 
-def program_under_budget(name: str, retriever: dspy.Module | None, budget: Budget) -> dspy.Module:
+def program_under_budget(name: str, retriever: dspy.Module | None, budget: Budget, **switches) -> dspy.Module:
     """Program ``name`` on the shared ``retriever``: with its defaults but the budget's knobs (a shared budget), or
-    with its defaults and its paper's settings (``budget.mode == "paper"``)."""
+    with its defaults and its paper's settings (``budget.mode == "paper"``); ``switches`` set those of its settings
+    it has (``rerank="maxsim", n=50`` reaches only the programs with a reranker)."""
     cls = PROGRAMS[name]
     if budget.mode == "paper":
         values = dict(method_of(name).paper_settings)
     else:
         values = {setting: getattr(budget, item) for item, setting in budget_knobs(name).items() if setting}
+    values.update({key: value for key, value in switches.items() if key in cls.settings()})
     return cls(retriever=retriever, **values) if takes_retriever(cls) else cls(**values)

@@ -11,6 +11,9 @@ __all__ = ["ComposeRAG"]
 
 Method(
     ComposeRAG,
+    # its Table 1 reproduces RQ-RAG (a fine-tuned rewriter) and Search-o1 (a reasoning model's agentic search), which
+    # need models not here; Self-Ask, its related work's self-reflection prompting (§2), is the decomposition row
+    paper_baselines=("SelfAsk",),
     # Table 1, the "Ours GPT-4o-mini" rows (the ComposeRAG row of its Table 2)
     papers=reported("GPT-4o-mini", "seed 002, Table 1", "500 sampled dev questions a dataset; Cortex Search over "
                     "wiki2019", {

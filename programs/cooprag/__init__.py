@@ -12,6 +12,8 @@ __all__ = ["CoopRAG"]
 
 Method(
     CoopRAG,
+    # Tables 12-13 (multi-step retrieval and QA): IRCoT; its single-step rows are retrievers (Table 10)
+    paper_baselines=("IRCoT",),
     # Table 3 (single-step QA, EM/F1) and Table 2 (single-step retrieval, R@2/R@5), the CoopRAG (GPT-4o-mini) rows
     papers=reported("GPT-4o-mini", "seed 000, Tables 2-3", "HippoRAG's 1,000-question test sets and their corpora "
                     "(Table 1); fine-tuned MPNet + RaLa", {

@@ -12,6 +12,8 @@ __all__ = ["DualRAG"]
 
 Method(
     DualRAG,
+    # Table 2 and App. (FLARE): Direct, NativeRAG, IRCoT, MetaRAG, GenGround, FLARE
+    paper_baselines=("NoRetrieval", "SingleStepRAG", "IRCoT", "MetaRAG", "GenGround", "FLARE"),
     # Table 2, the DualRAG row under Qwen2.5-72B-Instruct (per dataset: LLM judge, EM, Acc, F1; its Acc/F1 are Table
     # 3's DualRAG row)
     papers=reported("Qwen2.5-72B-Instruct", "seed 001, Table 2", "1,000 sampled questions; HotpotQA on its Wikipedia "
