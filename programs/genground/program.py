@@ -1,0 +1,205 @@
+"""GenGround (Shi et al., ACL 2024): generate-then-ground. The LLM alternates answer deduction — the next simple
+single-hop sub-question and its answer from the LLM's own knowledge — and instructional knowledge grounding — the
+answer revised against the documents retrieved for the sub-question — until it gives the final answer (§3, Fig. 2).
+
+Each round: ``deduce`` writes the next sub-question from the question and the rounds so far, or says it is finished
+with the final answer, which ends the loop; ``answer`` answers the sub-question from the LLM's knowledge (the immediate
+answer); the top ``k`` documents are retrieved with the sub-question (Eq. 2); ``ground`` grounds the pair in them
+by batches of ``batch_size`` documents (§3.3): a batch whose content the LLM cites revises the answer and ends the
+grounding, a batch it answers "Empty" passes to the next, and when no batch is cited the immediate answer is kept
+as a backup. The sub-question and its revised answer, with the evidence cited (the paper's revision trajectory),
+join the rounds the next deduction reads.
+
+The paper's: the two phases and their loop, retrieval with the sub-question, batch grounding with its "Empty" signal
+and backup, batches of 3 and the top 10 documents (§5.4), the ablations of Table 4 (``deduction=False`` "w/o
+deduction": the LLM answers the whole question directly and grounds that answer, one round; ``grounding=False`` "w/o
+grounding": each sub-question is answered from its retrieved documents by a reader, ``answer`` then reading them;
+``batch_grounding=False`` "w/o batch": all ``k`` documents in one grounding call). The authors' code's: at most 7
+deductions (``max_iterations``; the paper gives no cap).
+
+Ours: the deduction is two calls (``deduce``, then ``answer``; see :mod:`multihop.signatures.genground`); a citation
+counts when it shares a word with a document of its batch (the authors' code ties a citation to the batch's document
+with the highest token F1; one that matches none is read as "Empty", counted ``uncited_evidence``), and that
+document is the round's ``cited_id``; the loop ends at a sub-question asked already (``repeated_sub_question``: its
+documents and answer would be the same) and at ``max_iterations`` (``iteration_cap``), and then, as when the final
+answer is empty (``final_empty``), the answer is the last revised answer (the authors' code answers "NO ANSWER" at its
+cap); the optional ``rerank``/``n`` switches give the top-``n`` → reranker → top-``k`` search of DualRAG's App.
+H.4, which runs every baseline that way (default off).
+
+Counted per question: ``sub_questions`` (rounds), ``grounding_batches`` (grounding calls), ``ungrounded`` (rounds whose
+every batch was "Empty"), ``revised`` (rounds whose grounding changed the immediate answer, §7.2's revisions),
+``iteration_cap``. ``prediction.passage_ids`` are the documents shown to ``ground`` (or read by the reader), first
+shown first. Fallbacks (``run_stage``): an unparsable deduction at the first round asks the question itself as the
+sub-question and at a later round ends the loop with the last revised answer (``deduce.fallback``; an empty
+sub-question too, ``deduce_empty``); an unparsable immediate or read answer is empty (``answer.fallback``); an
+unparsable grounding reply is an "Empty" batch (``ground.fallback``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import dspy
+
+from multihop.metrics import f1, normalize_answer
+from multihop.retrievers import checked_reranker
+from multihop.signatures.genground import EMPTY, Deduce, Ground, ImmediateAnswer, ReadAnswer
+from multihop.tracing import count
+
+from ..base import MultihopProgram
+from ..text import safe_answer, unique
+
+_NOT_CITED = {normalize_answer(text) for text in (EMPTY, "", "none", "insufficient information", "no evidence")}
+
+
+@dataclass
+class Round:
+    """One generate-then-ground round: the sub-question, the immediate answer, its revision and the evidence cited
+    (empty when no batch was cited), the documents retrieved and those shown to the LLM."""
+
+    sub_question: str
+    immediate_answer: str
+    answer: str = ""
+    evidence: str = ""
+    cited_id: str | None = None
+    batches: int = 0
+    retrieved_ids: list[str] = field(default_factory=list)
+    read_ids: list[str] = field(default_factory=list)
+
+
+def render_round(number: int, done: Round) -> str:
+    """A round as the next deduction reads it: the sub-question, its revised answer, and the evidence cited."""
+    evidence = f" Evidence: {done.evidence}" if done.evidence else ""
+    return f"Sub-question {number}: {done.sub_question} Answer {number}: {done.answer}{evidence}"
+
+
+def cited_index(evidence: str, documents: list[str]) -> int | None:
+    """The document of a batch that a citation quotes (the highest token F1), or None for the "Empty" signal or a
+    citation that shares no word with any of them."""
+    if normalize_answer(evidence) in _NOT_CITED or not documents:
+        return None
+    scores = [f1(evidence, document) for document in documents]
+    best = max(range(len(documents)), key=scores.__getitem__)
+    return best if scores[best] > 0 else None
+
+
+class GenGround(MultihopProgram):
+    """GenGround: deduce a simple sub-question and answer it from the LLM's knowledge, then ground that answer in the
+    documents retrieved for the sub-question, batch by batch, until the LLM gives the final answer (Shi et al., ACL
+    2024). The module docstring says what is the paper's and what is ours.
+
+    Args:
+        retriever: the retriever; default ``dspy.settings.rm``.
+        k: documents retrieved for each sub-question (§5.4: 10).
+        batch_size: documents a grounding call reads (§5.4: 3).
+        max_iterations: sub-questions at most (the authors' code: 7).
+        deduction: answer deduction (False: Table 4's "w/o deduction", the question answered directly, one round).
+        grounding: instructional knowledge grounding (False: Table 4's "w/o grounding", a reader over the documents).
+        batch_grounding: ground batch by batch (False: Table 4's "w/o batch", all ``k`` documents at once).
+        rerank: a reranker of :data:`multihop.retrievers.RERANKERS` over the first stage's top ``n`` (None: off).
+        n: first-stage candidates the reranker sees.
+
+    Example:
+        >>> prediction = GenGround(retriever=retriever)(question="Who wrote Turn Me On by the singer of Happy Pills?")
+        >>> prediction.rounds, prediction.answer
+    """
+
+    count_display = {"sub_questions": "mean", "grounding_batches": "mean", "ungrounded": "mean", "revised": "mean",
+                     "iteration_cap": "rate"}
+
+    def __init__(
+        self,
+        retriever: dspy.Module | None = None,
+        k: int = 10,
+        batch_size: int = 3,
+        max_iterations: int = 7,
+        deduction: bool = True,
+        grounding: bool = True,
+        batch_grounding: bool = True,
+        rerank: str | None = None,
+        n: int = 50,
+    ):
+        if min(k, batch_size, max_iterations) < 1:
+            raise ValueError("k, batch_size and max_iterations must be at least 1")
+        rerank = checked_reranker(rerank)
+        if rerank is not None and n < k:
+            raise ValueError(f"the first stage must return at least k documents per query (n={n} < k={k})")
+        super().__init__(retriever=retriever)
+        self.k, self.batch_size, self.max_iterations = k, batch_size, max_iterations
+        self.deduction, self.grounding, self.batch_grounding = deduction, grounding, batch_grounding
+        self.rerank, self.n = rerank, n
+        self.add_stages(deduce=Deduce if deduction else None,
+                        answer=ImmediateAnswer if grounding else ReadAnswer,
+                        ground=Ground if grounding else None)
+
+    def forward(self, question: str) -> dspy.Prediction:
+        rounds: list[Round] = []
+        limit, final, ended = (self.max_iterations if self.deduction else 1), None, False
+        while len(rounds) < limit and not ended:
+            sub_question, final = self.deduced(question, rounds)
+            ended = sub_question is None
+            if not ended:
+                rounds.append(self.round(question, sub_question, rounds))
+        capped = self.deduction and not ended
+        if final is not None:
+            count("final_empty", int(not final))
+        answer = final or (rounds[-1].answer if rounds else "")
+        count("sub_questions", len(rounds))
+        count("iteration_cap", int(capped))
+        return dspy.Prediction(answer=answer, rounds=[asdict(r) for r in rounds],
+                               passage_ids=unique(pid for r in rounds for pid in r.read_ids))
+
+    def deduced(self, question: str, rounds: list[Round]) -> tuple[str | None, str | None]:
+        """The next sub-question (None: the loop ends) and the final answer when the LLM gives it. Without deduction
+        the question itself is the one sub-question."""
+        if not self.deduction:
+            return question, None
+        decision = self.run_stage(self.deduce, {"finished": False, "sub_question": "", "final_answer": ""},
+                                  question=question, steps=[render_round(i, r) for i, r in enumerate(rounds, 1)])
+        if decision.finished is True:
+            return None, safe_answer(decision.final_answer)
+        sub_question = " ".join(str(decision.sub_question or "").split())
+        count("deduce_empty", int(not sub_question and not decision.get("failed")))
+        if not sub_question:
+            return (None, None) if rounds else (question, None)
+        if any(r.sub_question == sub_question for r in rounds):
+            count("repeated_sub_question")
+            return None, None
+        return sub_question, None
+
+    def round(self, question: str, sub_question: str, rounds: list[Round]) -> Round:
+        hits = self.search(sub_question, k=self.k)
+        if not self.grounding:  # "w/o grounding": the sub-question read from its documents
+            read = self.run_stage(self.answer, {"answer": ""}, sub_question=sub_question, documents=hits.passages)
+            answer = safe_answer(read.answer)
+            for event in ("grounding_batches", "ungrounded", "revised"):
+                count(event, 0)
+            return Round(sub_question, answer, answer, retrieved_ids=list(hits.ids), read_ids=list(hits.ids))
+        immediate = self.run_stage(self.answer, {"answer": ""}, question=question,
+                                   steps=[render_round(i, r) for i, r in enumerate(rounds, 1)],
+                                   sub_question=sub_question)
+        current = Round(sub_question, safe_answer(immediate.answer), retrieved_ids=list(hits.ids))
+        self.ground_answer(question, current, hits)
+        return current
+
+    def ground_answer(self, question: str, current: Round, hits: dspy.Prediction) -> None:
+        """Batch grounding (§3.3): batches in rank order until one is cited; the immediate answer is the backup."""
+        size = self.batch_size if self.batch_grounding else max(1, len(hits.ids))
+        current.answer = current.immediate_answer
+        for start in range(0, len(hits.ids), size):
+            ids, documents = hits.ids[start:start + size], hits.passages[start:start + size]
+            current.batches += 1
+            current.read_ids += ids
+            reply = self.run_stage(self.ground, {"evidence": EMPTY, "revised_answer": ""}, question=question,
+                                   sub_question=current.sub_question, answer=current.immediate_answer,
+                                   documents=documents)
+            evidence = " ".join(str(reply.evidence or "").split())
+            cited = cited_index(evidence, documents)
+            count("uncited_evidence", int(cited is None and normalize_answer(evidence) not in _NOT_CITED))
+            if cited is not None:
+                current.evidence, current.cited_id = evidence, ids[cited]
+                current.answer = safe_answer(reply.revised_answer) or current.immediate_answer
+                break
+        count("grounding_batches", current.batches)
+        count("ungrounded", int(current.cited_id is None))
+        count("revised", int(normalize_answer(current.answer) != normalize_answer(current.immediate_answer)))

@@ -1,0 +1,73 @@
+"""GenGround's stages (Shi et al., ACL 2024, "Generate-then-Ground in Retrieval-Augmented Generation for Multi-hop
+Question Answering").
+
+The paper's instructions are a figure (Fig. 3) that the text does not reproduce; its §3 and the authors' released
+prompts give what they ask, which these instructions say in our words:
+
+- answer deduction I_A (§3.1, Eq. 1): break the question into simple single-hop sub-questions, one at a time, each
+  naming its entity rather than a pronoun and built on the answers so far, answered directly from the LLM's own
+  knowledge ("always give the answer you trust most"), until the final answer (the authors' "FINISH[...]"). Ours:
+  the deduction as two stages, ``Deduce`` (the next sub-question, or the final answer) and ``ImmediateAnswer`` (its
+  answer), as the authors' code asks for the answer in a second call when the first stops after the sub-question;
+  the sub-questions answered so far, with their revised answers and the evidence cited, are an input field;
+- instructional knowledge grounding I_G (§3.2, Eq. 3): cite the most relevant content of the documents for the
+  sub-question and its candidate answer, and revise the answer with it (short and precise, fewer than twenty words,
+  as the authors' revision prompt asks), or give the "Empty" signal when no document is relevant (§3.3);
+- ``ReadAnswer``: the "w/o grounding" ablation's reader (§6.2: "directly generating an answer using retrieved
+  documents").
+
+I_A's in-context examples (in Fig. 3; the authors' code has a set per dataset) are left out: the stages start
+zero-shot, as every stage here does, and an optimizer adds demos.
+"""
+
+import dspy
+
+EMPTY = "Empty"  # §3.3's signal: no document of the batch can be cited
+
+
+class Deduce(dspy.Signature):
+    """Let's think step by step to answer the question: break the complex question into simple single-hop
+    sub-questions and answer them one at a time until you get the final answer. Given the question and the
+    sub-questions answered so far, either write the next sub-question, as simple and specific as possible, naming
+    its entity instead of using a pronoun and using the answers found so far, or, when the answers so far give the
+    final answer, say you are finished and give the final answer: an entity such as a date, a place or a person."""
+
+    question: str = dspy.InputField()
+    steps: list[str] = dspy.InputField(desc="the sub-questions answered so far, in order (empty at first)")
+    finished: bool = dspy.OutputField(desc="whether the answers so far give the final answer")
+    sub_question: str = dspy.OutputField(desc="the next single-hop sub-question, or empty when finished")
+    final_answer: str = dspy.OutputField(desc="the final answer when finished, else empty")
+
+
+class ImmediateAnswer(dspy.Signature):
+    """Answer the sub-question of the complex question directly from your own knowledge, in a short sentence that
+    names the key information. Always give the answer you trust most, even when you are not sure of it; do not say
+    you do not know."""
+
+    question: str = dspy.InputField(desc="the complex question")
+    steps: list[str] = dspy.InputField(desc="the sub-questions answered so far, in order")
+    sub_question: str = dspy.InputField()
+    answer: str = dspy.OutputField()
+
+
+class Ground(dspy.Signature):
+    """You will be given a complex question, a simpler sub-question of it with a candidate answer, and some documents.
+    Ground the candidate answer in the documents: cite the content of the documents most relevant to the
+    sub-question, then revise the candidate answer using only that content, correcting whatever it gets wrong. The
+    revised answer must be short and precise (fewer than twenty words). If no document contains information that
+    answers the sub-question, the evidence is "Empty" and the revised answer is the candidate answer."""
+
+    question: str = dspy.InputField(desc="the complex question")
+    sub_question: str = dspy.InputField()
+    answer: str = dspy.InputField(desc="the candidate answer")
+    documents: list[str] = dspy.InputField()
+    evidence: str = dspy.OutputField(desc='the content cited from the documents, or "Empty"')
+    revised_answer: str = dspy.OutputField()
+
+
+class ReadAnswer(dspy.Signature):
+    """Answer the sub-question using the retrieved documents, in a short sentence that names the key information."""
+
+    sub_question: str = dspy.InputField()
+    documents: list[str] = dspy.InputField(desc="retrieved documents, most relevant first")
+    answer: str = dspy.OutputField()

@@ -1,0 +1,228 @@
+"""GenGround (issue 35): deduction and grounding alternate until the final answer, each sub-question's exact text is
+its retrieval query, batch grounding stops at the first cited batch and keeps the immediate answer as a backup, the
+iteration cap, the Table 4 ablations, the fallbacks and the gold rows, on scripted LMs."""
+
+import json
+
+import dspy
+import pytest
+
+from multihop.corpus import Passage
+from multihop.data import load_dataset
+from multihop.optimize.gold import gold_targets
+from multihop.programs import GenGround
+from multihop.programs.genground import cited_index, render_round
+from multihop.programs.genground.program import Round
+from multihop.retrievers.query import Hits
+
+from helpers import StageScript, field
+
+QUESTION = 'Who wrote "Turn Me On" by the performer of "Happy Pills"?'
+FIRST, SECOND = 'Who is the performer of "Happy Pills"?', 'Who wrote "Turn Me On" performed by Norah Jones?'
+HAPPY = Passage.make("Happy Pills", "Happy Pills is a song performed by Norah Jones.")
+TURN = Passage.make("Turn Me On", "Turn Me On is a song written by John D. Loudermilk.")
+NOISE = [Passage.make(f"Town {c}", f"Town {c} is a town in a valley.") for c in "ABCDEF"]
+EVIDENCE = {HAPPY.id: "Happy Pills is a song performed by Norah Jones.",
+            TURN.id: "Turn Me On is a song written by John D. Loudermilk."}
+
+
+class KeyedRetriever(dspy.Module):
+    """The passages listed for each query (noise for any other), recording every query and k."""
+
+    def __init__(self, by_query: dict[str, list[Passage]]):
+        super().__init__()
+        self.by_query, self.calls = by_query, []
+
+    def forward(self, query, k=5):
+        self.calls.append((query, k))
+        hits = self.by_query.get(query, NOISE)[:k]
+        return Hits(passages=[p.render() for p in hits], ids=[p.id for p in hits], scores=[1.0] * len(hits))
+
+
+def program(**switches) -> GenGround:
+    retriever = KeyedRetriever({FIRST: [NOISE[0], NOISE[1], HAPPY, NOISE[2], NOISE[3]],
+                                SECOND: [TURN, *NOISE[:4]], QUESTION: [NOISE[4], TURN, HAPPY, *NOISE[:2]]})
+    return GenGround(retriever=retriever, k=5, batch_size=2, **switches)
+
+
+def deductions(*sub_questions: str, final: str = "John D. Loudermilk"):
+    """A deduction asking ``sub_questions`` in turn (by the rounds it has read), then finishing with ``final``."""
+    def deduce(prompt):
+        done = len(json.loads(field(prompt, "steps")))
+        if done < len(sub_questions):
+            return {"finished": "false", "sub_question": sub_questions[done], "final_answer": ""}
+        return {"finished": "true", "sub_question": "", "final_answer": final}
+    return deduce
+
+
+def grounding(prompt):
+    """Cites the document of the batch that answers, and revises to its answer; else the "Empty" signal."""
+    shown = "\n".join(json.loads(field(prompt, "documents")))
+    for pid, sentence in EVIDENCE.items():
+        if sentence in shown:
+            return {"evidence": sentence, "revised_answer": "Norah Jones" if pid == HAPPY.id else "John D. Loudermilk"}
+    return {"evidence": "Empty", "revised_answer": ""}
+
+
+def script(prog, **replies) -> StageScript:
+    defaults = {"deduce": deductions(FIRST, SECOND), "ground": grounding,
+                "answer": lambda p: {"answer": "Norah Jones" if "Happy" in field(p, "sub_question") else "Ben Affleck"}}
+    return StageScript({**defaults, **replies}, prog)
+
+
+def run(prog, stages, question=QUESTION):
+    with dspy.context(lm=stages.lm):
+        return prog(question=question)
+
+
+def prompts(stages, stage):
+    return [prompt for seen, prompt in zip(stages.seen, stages.engine.requests, strict=True) if seen == stage]
+
+
+def test_deduction_and_grounding_alternate_until_the_final_answer():
+    prog = program()
+    stages = script(prog)
+    prediction = run(prog, stages)
+    assert prediction.answer == "John D. Loudermilk"
+    assert stages.seen == ["deduce", "answer", "ground", "ground", "deduce", "answer", "ground", "deduce"]
+    assert prog.retriever.calls == [(FIRST, 5), (SECOND, 5)]  # each sub-question's text, verbatim
+    first, second = prediction.rounds
+    assert (first["immediate_answer"], first["answer"], first["cited_id"], first["batches"]) == (
+        "Norah Jones", "Norah Jones", HAPPY.id, 2)  # the first batch is "Empty", the second cited: no third
+    assert first["read_ids"] == [NOISE[0].id, NOISE[1].id, HAPPY.id, NOISE[2].id]
+    assert (second["immediate_answer"], second["answer"], second["batches"]) == ("Ben Affleck", "John D. Loudermilk", 1)
+    batches = [json.loads(field(p, "documents")) for p in prompts(stages, "ground")]
+    assert batches == [[NOISE[0].render(), NOISE[1].render()], [HAPPY.render(), NOISE[2].render()],
+                       [TURN.render(), NOISE[0].render()]]
+    assert field(prompts(stages, "ground")[2], "answer") == "Ben Affleck"  # the immediate answer is grounded
+    steps = json.loads(field(prompts(stages, "deduce")[1], "steps"))
+    assert steps == [render_round(1, Round(FIRST, "Norah Jones", "Norah Jones", EVIDENCE[HAPPY.id]))]
+    assert steps[0] == f"Sub-question 1: {FIRST} Answer 1: Norah Jones Evidence: {EVIDENCE[HAPPY.id]}"
+    assert json.loads(field(prompts(stages, "answer")[1], "steps")) == steps  # the immediate answer reads them too
+    assert prediction.passage_ids == [NOISE[0].id, NOISE[1].id, HAPPY.id, NOISE[2].id, TURN.id]
+    counts = prediction.counts
+    assert [counts[name] for name in ("sub_questions", "grounding_batches", "ungrounded", "revised")] == [2, 3, 0, 1]
+    assert counts["iteration_cap"] == 0 and counts["llm_calls"] == len(stages.seen)
+
+
+def test_no_cited_batch_keeps_the_immediate_answer_as_a_backup():
+    prog = program(max_iterations=1)
+    stages = script(prog, ground={"evidence": "Empty", "revised_answer": "Someone else"})
+    prediction = run(prog, stages)
+    (only,) = prediction.rounds
+    assert only["answer"] == only["immediate_answer"] == "Norah Jones" and only["evidence"] == ""
+    assert only["batches"] == 3 and only["read_ids"] == only["retrieved_ids"]  # batches of 2, 2 and 1: all shown
+    assert prediction.counts["ungrounded"] == 1 and prediction.counts["revised"] == 0
+    uncited = script(prog, ground={"evidence": "Nothing of the sort here", "revised_answer": "Someone else"})
+    prediction = run(prog, uncited)
+    assert prediction.rounds[0]["answer"] == "Norah Jones" and prediction.counts["uncited_evidence"] == 3
+
+
+def test_a_citation_is_tied_to_the_document_it_quotes():
+    batch = [NOISE[0].render(), HAPPY.render()]
+    assert cited_index("Happy Pills is a song performed by Norah Jones.", batch) == 1
+    assert cited_index("Empty", batch) is None and cited_index("", batch) is None
+    assert cited_index("insufficient information.", batch) is None and cited_index("Zzz qqq", batch) is None
+
+
+def test_the_loop_stops_at_max_iterations_and_at_a_repeated_sub_question():
+    prog = program(max_iterations=3)
+    stages = script(prog, deduce=deductions("q1?", "q2?", "q3?", "q4?"))
+    prediction = run(prog, stages)
+    assert [r["sub_question"] for r in prediction.rounds] == ["q1?", "q2?", "q3?"]
+    assert stages.seen.count("deduce") == 3 and prediction.counts["iteration_cap"] == 1  # no deduction after the cap
+    assert prediction.answer == prediction.rounds[-1]["answer"] == "Ben Affleck"  # the last revised answer
+    assert [query for query, _ in prog.retriever.calls] == ["q1?", "q2?", "q3?"]
+
+    prog = program()
+    stages = script(prog, deduce=deductions(FIRST, FIRST))
+    prediction = run(prog, stages)
+    assert len(prediction.rounds) == 1 and stages.seen.count("deduce") == 2
+    assert prediction.counts["repeated_sub_question"] == 1 and prediction.counts["iteration_cap"] == 0
+    assert prediction.answer == "Norah Jones"
+
+
+def test_without_deduction_the_question_is_answered_directly_and_grounded_once():
+    prog = program(deduction=False)
+    assert prog.stage_names() == ["answer", "ground"]
+    stages = script(prog, answer={"answer": "Ben Affleck"})
+    prediction = run(prog, stages)
+    assert prog.retriever.calls == [(QUESTION, 5)] and stages.seen == ["answer", "ground"]  # the first batch cites
+    assert field(prompts(stages, "answer")[0], "sub_question") == QUESTION
+    assert prediction.answer == "John D. Loudermilk" and prediction.counts["iteration_cap"] == 0
+
+
+def test_without_grounding_each_sub_question_is_read_from_its_documents():
+    prog = program(grounding=False)
+    assert prog.stage_names() == ["deduce", "answer"] and prog.answer.signature.__name__ == "ReadAnswer"
+    stages = script(prog, answer=lambda p: {"answer": "Norah Jones" if "Happy" in field(p, "documents") else "X"})
+    prediction = run(prog, stages)
+    assert stages.seen == ["deduce", "answer", "deduce", "answer", "deduce"]
+    assert json.loads(field(prompts(stages, "answer")[0], "documents")) == [
+        p.render() for p in (NOISE[0], NOISE[1], HAPPY, NOISE[2], NOISE[3])]  # all k documents at once
+    assert [r["answer"] for r in prediction.rounds] == ["Norah Jones", "X"]
+    assert prediction.rounds[0]["read_ids"] == prediction.rounds[0]["retrieved_ids"]
+    assert prediction.counts["grounding_batches"] == 0
+
+
+def test_without_batch_grounding_all_documents_go_to_one_grounding_call():
+    prog = program(batch_grounding=False)
+    stages = script(prog)
+    prediction = run(prog, stages)
+    assert stages.seen.count("ground") == 2 and [r["batches"] for r in prediction.rounds] == [1, 1]
+    assert len(json.loads(field(prompts(stages, "ground")[0], "documents"))) == 5
+
+
+def test_unparsable_replies_take_their_documented_fallbacks():
+    garbled = {"garbled": "no fields"}
+    prog = program(max_iterations=2)
+    stages = script(prog, deduce=garbled)
+    prediction = run(prog, stages)
+    assert [r["sub_question"] for r in prediction.rounds] == [QUESTION]  # first round: the question itself
+    assert prediction.counts["deduce.fallback"] == 2 and stages.seen[-1] == "deduce"  # later: the loop ends
+    assert prediction.answer == prediction.rounds[0]["answer"]
+
+    prog = program(max_iterations=1)
+    stages = script(prog, ground=garbled, answer=garbled)
+    prediction = run(prog, stages)
+    assert prediction.rounds[0]["batches"] == 3 and prediction.counts["ground.fallback"] == 3  # each batch "Empty"
+    assert prediction.answer == "" and prediction.counts["answer.fallback"] == 1  # never invented
+    with pytest.raises(ValueError, match="at least 1"):
+        GenGround(batch_size=0)
+
+
+MUSIQUE = {
+    "id": "2hop__1_2", "question": "Who founded the publisher of Journal X?", "answer": "Ann Lee",
+    "answer_aliases": [], "answerable": True,
+    "paragraphs": [{"idx": 0, "title": "Journal X", "paragraph_text": "Journal X is a journal about rivers. It is "
+                    "published by Acme Press.", "is_supporting": True},
+                   {"idx": 1, "title": "Acme Press", "paragraph_text": "Acme Press is a publisher in Leeds. It was "
+                    "founded by Ann Lee in 1990.", "is_supporting": True},
+                   *[{"idx": 2 + i, "title": f"Town {c}", "paragraph_text": f"Town {c} is a town in a valley.",
+                      "is_supporting": False} for i, c in enumerate("ABCD")]],
+    "question_decomposition": [{"id": 1, "question": "Journal X >> publisher", "answer": "Acme Press",
+                                "paragraph_support_idx": 0},
+                               {"id": 2, "question": "Who founded #1?", "answer": "Ann Lee",
+                                "paragraph_support_idx": 1}],
+}
+
+
+def test_gold_rows_follow_the_annotated_hops(tmp_path):
+    path = tmp_path / "train.json"
+    path.write_text(json.dumps([MUSIQUE]))
+    example = load_dataset(path)[0]
+    rows = list(gold_targets(GenGround(k=3), [example]))
+    assert [row.stage for row in rows] == ["deduce"] * 3  # the immediate answer and the grounding have none
+    assert [row.outputs for row in rows] == [
+        {"finished": False, "sub_question": "What is the publisher of Journal X?", "final_answer": ""},
+        {"finished": False, "sub_question": "Who founded Acme Press?", "final_answer": ""},
+        {"finished": True, "sub_question": "", "final_answer": "Ann Lee"}]
+    assert rows[1].inputs["steps"] == ["Sub-question 1: What is the publisher of Journal X? Answer 1: Acme Press "
+                                       "Evidence: It is published by Acme Press."]
+    read = list(gold_targets(GenGround(k=3, grounding=False), [example]))
+    readers = [row for row in read if row.stage == "answer"]
+    assert [row.outputs["answer"] for row in readers] == ["Acme Press", "Ann Lee"]
+    assert [d.split(":")[0] for d in readers[1].inputs["documents"] if not d.startswith("Town")] == ["Acme Press"]
+    direct = [row for row in gold_targets(GenGround(k=3, grounding=False, deduction=False), [example])]
+    assert [(row.stage, row.inputs["sub_question"], row.outputs) for row in direct] == [
+        ("answer", example.question, {"answer": "Ann Lee"})]

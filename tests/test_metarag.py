@@ -1,0 +1,273 @@
+"""MetaRAG (issue 35): the monitor's stop rule, the four knowledge conditions and their plans, the iteration cap, the
+Table 3 ablations, the kept answer, the fallbacks and the gold rows, on scripted LMs."""
+
+import json
+
+import dspy
+import pytest
+
+from multihop.corpus import Passage
+from multihop.data import load_dataset
+from multihop.optimize.gold import gold_targets
+from multihop.programs import MetaRAG
+from multihop.programs.metarag import acceptable, condition
+from multihop.retrievers.query import Hits
+from multihop.signatures.metarag import (
+    DOUBLE_CHECK,
+    ERROR_TYPES,
+    NEW_REFERENCES,
+    RELY_ON_OWN_KNOWLEDGE,
+    RELY_ON_REFERENCES,
+    THINK_STEP_BY_STEP,
+)
+
+from helpers import StageScript, field
+
+QUESTION = "Which film has the director who died later, Say It With Flowers or Boot Hill Bandits?"
+NEW_QUERY = "death dates of S. Roy Luby and John Baxter"
+BOOT, FLOWERS, LUBY, BAXTER, TURGUL = DOCS = [
+    Passage.make("Boot Hill Bandits", "Boot Hill Bandits is a 1942 American Western film directed by S. Roy Luby."),
+    Passage.make("Say It With Flowers", "Say It With Flowers is a 1934 British film directed by John Baxter."),
+    Passage.make("S. Roy Luby", "S. Roy Luby (1904 – 1976) was an American film director."),
+    Passage.make("John Baxter", "John Baxter (1896 – 1975) was a British film director."),
+    Passage.make("Yavuz Turgul", "Yavuz Turgul is a Turkish film director."),
+]
+REASONING = "Boot Hill Bandits was directed by S. Roy Luby. S. Roy Luby died in 1976."
+
+
+class KeyedRetriever(dspy.Module):
+    """The passages listed for each query (the question's by default), recording every query and k."""
+
+    def __init__(self, by_query: dict[str, list[Passage]]):
+        super().__init__()
+        self.by_query, self.calls = by_query, []
+
+    def forward(self, query, k=5):
+        self.calls.append((query, k))
+        hits = self.by_query.get(query, self.by_query[QUESTION])[:k]
+        return Hits(passages=[p.render() for p in hits], ids=[p.id for p in hits], scores=[1.0] * len(hits))
+
+
+def program(**switches) -> MetaRAG:
+    retriever = KeyedRetriever({QUESTION: [BOOT, FLOWERS, TURGUL], NEW_QUERY: [LUBY, BAXTER, BOOT]})
+    return MetaRAG(retriever=retriever, k=3, **switches)
+
+
+def answers(first: str, later: str):
+    """A cognition that answers ``first`` until a plan has made a suggestion, then ``later``."""
+    return lambda prompt: {"reasoning": REASONING, "answer": later if json.loads(field(prompt, "suggestions"))
+                           else first}
+
+
+def script(prog, **replies) -> StageScript:
+    defaults = {"answer": answers("Cannot determine", "Boot Hill Bandits"), "expert": {"answer": "Boot Hill Bandits"},
+                "internal": {"reliable": "false"}, "external": {"sufficient": "false"},
+                "critic": {"error": "none", "suggestion": ""}, "query": {"query": NEW_QUERY},
+                "support": {"supported": "true"}}
+    return StageScript({**defaults, **replies}, prog)
+
+
+def run(prog, stages, question=QUESTION):
+    with dspy.context(lm=stages.lm):
+        return prog(question=question)
+
+
+def prompts(stages, stage):
+    return [prompt for seen, prompt in zip(stages.seen, stages.engine.requests, strict=True) if seen == stage]
+
+
+def documents(prompt, name="documents"):
+    return json.loads(field(prompt, name))
+
+
+def supported_if_directed(prompt):
+    return {"supported": str("directed" in field(prompt, "statement")).lower()}
+
+
+def test_a_satisfactory_answer_is_output_at_once():
+    prog = program()
+    stages = script(prog, answer={"reasoning": REASONING, "answer": "Boot Hill Bandits"})
+    prediction = run(prog, stages)
+    assert stages.seen == ["answer", "expert"] and prediction.answer == "Boot Hill Bandits"
+    assert prediction.rounds == [] and prediction.monitor_passed is True
+    assert prediction.counts["rounds"] == 0 and prediction.counts["monitor_passed"] == 1
+    assert prog.retriever.calls == [(QUESTION, 3)] and prediction.passage_ids == [BOOT.id, FLOWERS.id, TURGUL.id]
+    assert documents(prompts(stages, "expert")[0]) == [p.render() for p in (BOOT, FLOWERS, TURGUL)]  # the same docs
+
+
+def test_the_monitor_evaluates_exactly_when_the_similarity_is_below_the_threshold():
+    # token F1 of "Boot Hill" against the expert's "Boot Hill Bandits" is 0.8
+    for threshold, evaluated in [(0.8, False), (0.81, True), (0.4, False)]:
+        prog = program(threshold=threshold, max_iterations=1)
+        stages = script(prog, answer={"reasoning": REASONING, "answer": "Boot Hill"})
+        prediction = run(prog, stages)
+        assert ("internal" in stages.seen) is evaluated and prediction.counts["rounds"] == int(evaluated)
+        if evaluated:
+            assert prediction.rounds[0]["similarity"] == pytest.approx(0.8)
+
+
+def test_insufficient_knowledge_asks_a_new_query_whose_documents_join_the_references():
+    prog = program()
+    stages = script(prog)
+    prediction = run(prog, stages)
+    assert stages.seen == ["answer", "expert", "internal", "external", "critic", "query", "answer", "expert"]
+    assert prediction.answer == "Boot Hill Bandits" and prediction.counts["monitor_passed"] == 1
+    assert prog.retriever.calls == [(QUESTION, 3), (NEW_QUERY, 3)]  # the query stage's text, verbatim
+    query = prompts(stages, "query")[0]
+    assert field(query, "answer") == "Cannot determine" and len(documents(query)) == 3
+    assert prediction.passage_ids == [BOOT.id, FLOWERS.id, TURGUL.id, LUBY.id, BAXTER.id]  # Boot Hill once
+    second = prompts(stages, "answer")[1]
+    assert documents(second) == [p.render() for p in (BOOT, FLOWERS, TURGUL, LUBY, BAXTER)]
+    assert json.loads(field(second, "suggestions")) == [NEW_REFERENCES]
+    assert len(documents(prompts(stages, "expert")[1])) == 5  # the monitor reads the grown references too
+    first = prediction.rounds[0]
+    assert (first["plan"], first["query"], first["added_ids"]) == ("new_query", NEW_QUERY, [LUBY.id, BAXTER.id])
+    assert (first["internal"], first["external"]) == (False, False)
+    assert prediction.counts["plan.new_query"] == 1 and prediction.counts["plan.reasoning"] == 0
+    assert prediction.counts["references"] == 5
+
+
+@pytest.mark.parametrize(("internal", "external", "suggestion"), [("true", "false", RELY_ON_OWN_KNOWLEDGE),
+                                                                  ("false", "true", RELY_ON_REFERENCES)])
+def test_conflicting_knowledge_tells_the_cognition_which_source_to_rely_on(internal, external, suggestion):
+    prog = program()
+    stages = script(prog, internal={"reliable": internal}, external={"sufficient": external})
+    prediction = run(prog, stages)
+    assert json.loads(field(prompts(stages, "answer")[1], "suggestions")) == [suggestion]
+    assert prog.retriever.calls == [(QUESTION, 3)] and "query" not in stages.seen and "support" not in stages.seen
+    plan = "only_internal" if internal == "true" else "only_external"
+    assert prediction.rounds[0]["plan"] == plan and prediction.counts[f"plan.{plan}"] == 1
+
+
+def test_erroneous_reasoning_double_checks_unsupported_statements_and_passes_the_critics_suggestion():
+    prog = program()
+    stages = script(prog, internal={"reliable": "true"}, external={"sufficient": "true"},
+                    support=supported_if_directed)
+    prediction = run(prog, stages)
+    statements = [field(p, "statement") for p in prompts(stages, "support")]
+    assert sorted(statements) == ["Boot Hill Bandits was directed by S. Roy Luby.", "S. Roy Luby died in 1976."]
+    assert json.loads(field(prompts(stages, "answer")[1], "suggestions")) == [
+        DOUBLE_CHECK.format(statements="S. Roy Luby died in 1976."), THINK_STEP_BY_STEP]  # no error: the default
+    assert prediction.rounds[0]["unsupported"] == ["S. Roy Luby died in 1976."]
+    assert prediction.counts["unsupported_statements"] == 1 and prediction.counts["plan.reasoning"] == 1
+
+    prog = program()
+    stages = script(prog, internal={"reliable": "true"}, external={"sufficient": "true"},
+                    critic={"error": "answer redundance", "suggestion": "Give only the film's name."})
+    prediction = run(prog, stages)
+    assert json.loads(field(prompts(stages, "answer")[1], "suggestions")) == ["Give only the film's name."]
+    assert prediction.rounds[0]["error"] == "answer redundance" and prediction.counts["error.answer redundance"] == 1
+
+
+def test_the_loop_never_passes_max_iterations_and_the_monitor_skips_the_last_answer():
+    prog = program(max_iterations=2)
+    stages = script(prog, expert={"answer": "Say It With Flowers"}, answer={"reasoning": "", "answer": "Boot Hill"},
+                    internal={"reliable": "true"}, external={"sufficient": "true"})
+    prediction = run(prog, stages)
+    assert stages.seen.count("expert") == 2 and stages.seen.count("answer") == 3
+    assert stages.seen[-1] == "answer" and len(prediction.rounds) == 2 and prediction.counts["rounds"] == 2
+    assert prediction.counts["monitor_passed"] == 0 and prediction.monitor_passed is False
+    assert prediction.counts["llm_calls"] == len(stages.seen)
+
+
+def test_a_hedging_or_long_regenerated_answer_does_not_replace_the_kept_one():
+    assert acceptable("Boot Hill Bandits") and not acceptable("") and not acceptable("It cannot be determined")
+    assert not acceptable("Unknown") and not acceptable("one two three four five six seven eight nine ten eleven")
+    prog = program(max_iterations=1)
+    stages = script(prog, answer=answers("Boot Hill", "Unknown from these references"),
+                    expert={"answer": "Say It With Flowers"})
+    prediction = run(prog, stages)
+    assert prediction.answer == "Boot Hill" and prediction.counts["answer_kept"] == 1
+
+
+def test_each_condition_has_its_plan_and_an_unevaluated_source_agrees_with_the_other():
+    assert [condition(True, True), condition(False, False), condition(True, False), condition(False, True)] == [
+        "reasoning", "new_query", "only_internal", "only_external"]
+    assert [condition(None, False), condition(None, True), condition(False, None), condition(None, None)] == [
+        "new_query", "reasoning", "new_query", "reasoning"]
+
+
+def test_the_table_3_ablations_remove_their_evaluations():
+    no_internal = program(internal_knowledge=False)
+    assert "internal" not in no_internal.stage_names()
+    stages = script(no_internal)
+    prediction = run(no_internal, stages)
+    assert "internal" not in stages.seen and prediction.rounds[0]["plan"] == "new_query"  # by the documents alone
+
+    no_procedural = program(internal_knowledge=False, external_knowledge=False)
+    assert set(no_procedural.stage_names()) == {"answer", "expert", "critic", "support"}  # no query can be planned
+    stages = script(no_procedural)
+    prediction = run(no_procedural, stages)
+    assert prediction.rounds[0]["plan"] == "reasoning" and "support" in stages.seen
+
+    assert "critic" not in program(error_types=()).stage_names()
+    two = program(error_types=("incomplete reasoning", "ambiguity understanding"))
+    stages = script(two, internal={"reliable": "true"}, external={"sufficient": "true"},
+                    critic={"error": "answer redundance", "suggestion": "Shorter."})
+    prediction = run(two, stages)
+    told = json.loads(field(prompts(stages, "critic")[0], "error_types"))
+    assert told == [f"{name}: {ERROR_TYPES[name]}" for name in ("incomplete reasoning", "ambiguity understanding")]
+    assert prediction.rounds[0]["error"] == "none" and "Shorter." not in prediction.rounds[0]["suggestions"]
+    with pytest.raises(ValueError, match="error_types"):
+        MetaRAG(error_types=("logic error",))
+    with pytest.raises(ValueError, match="at least 1"):
+        MetaRAG(max_iterations=0)
+
+
+def test_unparsable_replies_take_their_documented_fallbacks():
+    garbled = {"garbled": "no fields"}
+    prog = program(max_iterations=1)
+    stages = script(prog, expert=garbled, internal=garbled, external=garbled, query=garbled, critic=garbled,
+                    answer={"reasoning": REASONING, "answer": "Boot Hill Bandits"})
+    prediction = run(prog, stages)
+    counts = prediction.counts
+    assert prediction.rounds[0]["similarity"] == 0.0 and counts["expert.fallback"] == 1  # no expert: evaluate
+    assert prediction.rounds[0]["plan"] == "new_query" and counts["internal.fallback"] == counts[
+        "external.fallback"] == 1  # no verdict: insufficient
+    assert prog.retriever.calls == [(QUESTION, 3), (QUESTION, 3)] and counts["query.fallback"] == 1  # the question
+    assert prediction.rounds[0]["error"] == "none" and counts["critic.fallback"] == 1
+
+    prog = program(max_iterations=1)
+    stages = script(prog, internal={"reliable": "true"}, external={"sufficient": "true"}, support=garbled)
+    prediction = run(prog, stages)
+    assert prediction.rounds[0]["unsupported"] == [] and prediction.counts["support.fallback"] == 2  # kept as true
+
+
+MUSIQUE = {
+    "id": "2hop__1_2", "question": "Who founded the publisher of Journal X?", "answer": "Ann Lee",
+    "answer_aliases": [], "answerable": True,
+    "paragraphs": [{"idx": 0, "title": "Journal X", "paragraph_text": "Journal X is a journal about rivers. It is "
+                    "published by Acme Press.", "is_supporting": True},
+                   {"idx": 1, "title": "Acme Press", "paragraph_text": "Acme Press is a publisher in Leeds. It was "
+                    "founded by Ann Lee in 1990.", "is_supporting": True},
+                   *[{"idx": 2 + i, "title": f"Town {c}", "paragraph_text": f"Town {c} is a town in a valley.",
+                      "is_supporting": False} for i, c in enumerate("ABCD")]],
+    "question_decomposition": [{"id": 1, "question": "Journal X >> publisher", "answer": "Acme Press",
+                                "paragraph_support_idx": 0},
+                               {"id": 2, "question": "Who founded #1?", "answer": "Ann Lee",
+                                "paragraph_support_idx": 1}],
+}
+
+
+def test_gold_rows_follow_the_annotated_hops(tmp_path):
+    path = tmp_path / "train.json"
+    path.write_text(json.dumps([MUSIQUE]))
+    example = load_dataset(path)[0]
+    targets = {}
+    for target in gold_targets(MetaRAG(k=4), [example]):
+        targets.setdefault(target.stage, []).append(target)
+    assert set(targets) == {"answer", "expert", "external", "query", "support"}  # internal, critic: no annotation
+    answer = targets["answer"][0]
+    assert answer.outputs == {"reasoning": "It is published by Acme Press. It was founded by Ann Lee in 1990.",
+                              "answer": "Ann Lee"}
+    assert sum(d.startswith(("Journal X:", "Acme Press:")) for d in answer.inputs["documents"]) == 2
+    assert targets["expert"][0].outputs == {"answer": "Ann Lee"}
+    full, partial = targets["external"]
+    assert (full.outputs, partial.outputs) == ({"sufficient": True}, {"sufficient": False})
+    assert sum(d.startswith(("Journal X:", "Acme Press:")) for d in partial.inputs["documents"]) == 1
+    (query,) = targets["query"]
+    assert query.outputs == {"query": "Who founded Acme Press?"} and query.inputs["answer"] == "Acme Press"
+    assert [d.split(":")[0] for d in query.inputs["documents"] if not d.startswith("Town")] == ["Journal X"]
+    assert [t.outputs["supported"] for t in targets["support"]] == [True, False, True, False]
+    hidden = targets["support"][1].inputs["documents"]
+    assert all(d.startswith("Town") for d in hidden)
