@@ -3,18 +3,29 @@
 sets in ``MULTIHOP_DATA`` with one retriever and one LM for every row.
 
     python benchmarks/dualrag.py [--datasets musique,2wiki,hotpotqa] [--limit 5] [--iterations 0,1,2]
-        [--student DIR] [--lm local:smollm2 | --lm openai/<model> --api-base URL] [--judge-lm SPEC]
+        [--ablations independent|cumulative] [--student DIR]
+        [--lm local:smollm2 | --lm openai/<model> --api-base URL] [--judge-lm SPEC]
 
 Each dataset's corpus is the union of its dev questions' paragraphs (IRCoT style, the paper's corpus for 2Wiki and
 MuSiQue), indexed once with MPNet (cached under ``MULTIHOP_HOME``); every DualRAG row reranks with MaxSim over the
-same encoder (the paper's bge-reranker does not ship offline), n = 50 → k = 10 per entity, and SingleStepRAG reads the
-same k = 10. Reported per row: Acc by the LLM judge (with ``--judge-lm``), EM, Acc (the gold answer contained), F1,
-R@2 and R@5 over the passages behind the outline, retrieval iterations, LLM calls, output tokens per module (Tables
-7–8: Reasoner, Entity Identifier, Knowledge Summarizer, answer), searches sent, the unparsable replies of each stage
-per question (its format failures; the Entity Identifier's fallback also counts parsed replies that name no entity)
-and seconds per question. "w/o EI" summarizes each title of the round's documents on its own, so its summarizer calls
-and tokens grow with the titles found (up to k a round). Each row is an evaluation folder under ``--out``, so a rerun
-resumes; each row has its own cache entries (a rollout id per row), so its tokens and seconds are its own.
+same encoder (the paper's bge-reranker does not ship offline), n = 50 → k = 10 per entity. NativeRAG gets the same
+retrieval, as the paper gives every baseline (§4.3, App. H.4: top 50 → reranker → top 10): "SingleStepRAG (NativeRAG)"
+reranks the question's first-stage top n to k with DualRAG's reranker, n and k; "SingleStepRAG (NativeRAG, w/o
+rerank)" reads the first stage's top k alone (ours, to show the reranker's share).
+
+Reported per row: Acc by the LLM judge (with ``--judge-lm``), EM, Acc (the gold answer contained), F1, R@2 and R@5 over
+the passages behind the outline, retrieval iterations, LLM calls, output tokens per module (Tables 7–8: Reasoner, Entity
+Identifier, Knowledge Summarizer, answer), searches sent, the unparsable replies of each stage per question (its format
+failures; the Entity Identifier's fallback also counts parsed replies that name no entity) and seconds per question.
+"w/o EI" summarizes each title of the round's documents on its own, so its summarizer calls and tokens grow with the
+titles found (up to k a round). Each row is an evaluation folder under ``--out``, so a rerun resumes; each row has its
+own cache entries (a rollout id per row), so its tokens and seconds are its own.
+
+Table 3's ablations (``--ablations``): §4.5 says it removes the components "incrementally" while describing each row as
+one change, and its numbers do not fall row by row (HotpotQA Acc 68.7 → 69.2 → 69.5; MuSiQue 56.1 → 54.2 → 58.1).
+``independent`` (the default) removes one component a row from the full system (w/o R, w/o EI, w/o KO), so each row
+measures that component alone; ``cumulative`` removes one more a row in the paper's order (w/o R; w/o R + EI;
+w/o R + EI + KO). Tables 14 (w/o KO*) and 15 (w/o rerank) are one change from the full system either way.
 
 DualRAG-FT (Table 4): ``--student`` is a ``multihop distill`` folder trained on DualRAG rows (``multihop dualrag sft``,
 from a teacher or ``--gold``). "DualRAG-FT" runs the Reasoner, Entity Identifier and Knowledge Summarizer on it (the
@@ -38,14 +49,16 @@ from multihop.question_sets import DATASETS
 
 console = Console(width=200)
 K = 10  # §4.3: the top-10 documents after reranking the top-50
-ABLATIONS = {  # Table 3, Table 14, Table 15
-    "DualRAG": {},
-    "w/o R (IRCoT trigger)": {"reasoner": False},
-    "w/o EI (thought as query)": {"entity_identifier": False},
-    "w/o KO (raw documents)": {"knowledge_outline": False},
+TABLE_3 = {  # §4.5's order: the Reasoner, the Entity Identifier, the Knowledge Outline
+    "R": ("IRCoT trigger", {"reasoner": False}),
+    "EI": ("thought as query", {"entity_identifier": False}),
+    "KO": ("raw documents", {"knowledge_outline": False}),
+}
+ONE_CHANGE = {  # Table 14, Table 15
     "w/o KO* (flat summaries)": {"outline_structure": False},
     "w/o rerank": {"rerank": None},
 }
+ABLATION_READINGS = ("independent", "cumulative")
 ROLES = {"R": "reason", "EI": "identify", "KS": "summarize"}  # Table 4's fine-tuned roles
 COLUMNS = [("llm_eval", "Acc (LLM)"), ("em", "EM"), ("acc", "Acc"), ("f1", "F1"), ("recall@2", "R@2"),
            ("recall@5", "R@5"), ("retrieval_iterations", "iter/q"), ("llm_calls", "LLM calls/q"),
@@ -56,12 +69,40 @@ COLUMNS = [("llm_eval", "Acc (LLM)"), ("em", "EM"), ("acc", "Acc"), ("f1", "F1")
            ("answer.fallback", "answer unparsed/q"), ("seconds", "s/q")]
 
 
-def row_programs(retriever, iterations: list[int], student=None) -> list[tuple[str, str, dspy.Module]]:
+def ablations(reading: str = "independent") -> dict[str, dict]:
+    """Row name → DualRAG switches of the ablation rows, the full system first: Table 3's rows one component each
+    (``independent``) or one more each in §4.5's order (``cumulative``), then Tables 14 and 15."""
+    if reading not in ABLATION_READINGS:
+        raise ValueError(f"--ablations is one of {', '.join(ABLATION_READINGS)}, not {reading!r}")
+    rows, removed, switches = {"DualRAG": {}}, [], {}
+    for component, (what, off) in TABLE_3.items():
+        if reading == "cumulative":
+            removed, switches = [*removed, component], {**switches, **off}
+        else:
+            removed, switches = [component], off
+        rows[f"w/o {' + '.join(removed)} ({what})"] = switches
+    return {**rows, **ONE_CHANGE}
+
+
+def native_rag(retriever, dualrag: DualRAG) -> list[tuple[str, str, dspy.Module]]:
+    """NativeRAG as App. H.4 runs every baseline, with DualRAG's reranker, n and k; and the first stage's top k alone
+    (labelled: the reranker's share)."""
+    reranked = SingleStepRAG(retriever=retriever, k=dualrag.k, n=dualrag.n, rerank=dualrag.rerank)
+    return [("SingleStepRAG (NativeRAG)", f"single-step-{dualrag.rerank}", reranked),
+            ("SingleStepRAG (NativeRAG, w/o rerank)", "single-step-first-stage",
+             SingleStepRAG(retriever=retriever, k=dualrag.k))]
+
+
+def row_programs(retriever, iterations: list[int], student=None, reading: str = "independent"
+                 ) -> list[tuple[str, str, dspy.Module]]:
     """(row name, evaluation folder, program) of every row; a student row's student LM has a rollout id of its own,
-    so no row replays another's student calls from the cache."""
-    rows = [("SingleStepRAG (NativeRAG)", "single-step", SingleStepRAG(retriever=retriever, k=K))]
-    for number, (name, switches) in enumerate(ABLATIONS.items(), 1):
-        rows.append((name, f"ablation{number}", DualRAG(retriever=retriever, k=K, **switches)))
+    so no row replays another's student calls from the cache. ``reading`` is Table 3's (:func:`ablations`); a row
+    of both readings (the full system, w/o R, Tables 14–15) resumes in the same folder under either."""
+    rows = native_rag(retriever, DualRAG(retriever=retriever, k=K))
+    independent = [*ablations("independent").values()]
+    for number, (name, switches) in enumerate(ablations(reading).items(), 1):
+        folder = f"ablation{independent.index(switches) + 1}" if switches in independent else f"cumulative{number}"
+        rows.append((name, folder, DualRAG(retriever=retriever, k=K, **switches)))
     for cap in iterations:
         rows.append((f"max_iterations = {cap} (Table 12)", f"iterations{cap}",
                      DualRAG(retriever=retriever, k=K, max_iterations=cap)))
@@ -84,6 +125,9 @@ def main() -> None:
     LMOptions.add_arguments(parser, max_tokens=160)  # the generation cap of every stage
     parser.add_argument("--judge-lm", default=None, help="LM for Acc by an LLM judge; none: the column is left out")
     parser.add_argument("--iterations", default="", help="comma-separated caps for Table 12's rows (e.g. 0,1,2)")
+    parser.add_argument("--ablations", default="independent", choices=ABLATION_READINGS,
+                        help="Table 3's rows: one component removed a row (independent, the default) or one more a "
+                        "row in §4.5's order (cumulative)")
     parser.add_argument("--student", default=None, help="a `multihop distill` folder trained on DualRAG rows")
     parser.add_argument("--rows", default=None, help="comma-separated row numbers to run (default: all)")
     parser.add_argument("--threads", type=int, default=1, help="questions at once (for served LMs)")
@@ -102,7 +146,7 @@ def main() -> None:
         retriever = cached_retriever(corpus, token_layers=())
         console.print(f"{dataset}: {len(examples)} questions, {len(corpus)} passages, LM {lm.model}")
         out = run_folder(args.out, lm, dataset, corpus)
-        rows = row_programs(retriever, iterations, student)
+        rows = row_programs(retriever, iterations, student, args.ablations)
         summaries = evaluate_rows(rows, examples, out, lm, judge, args.threads, args.rows)
         title = f"DualRAG on {dataset} ({len(examples)} questions), LM {lm.model}"
         console.print(render_table(summaries, title=title, columns=COLUMNS, label="row"))

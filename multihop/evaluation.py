@@ -39,6 +39,7 @@ from rich.console import Console
 from rich.table import Table
 from tqdm.auto import tqdm
 
+from multihop.engines.base import LogprobsUnavailable
 from multihop.engines.served import StructuredOutputRefused
 from multihop.folders import RUN_MANIFEST, check_run, locked
 from multihop.jsonl import append_row, read_rows, rows_text
@@ -72,8 +73,10 @@ def trace_path(out_dir: Path, qid: str) -> Path:
 
 def run_question(program: dspy.Module, example: dspy.Example, judge: LLMJudge | None = None
                  ) -> tuple[dict, list[dict]]:
-    """Answer one question and score it (and judge it, given a judge); never raises but for a server that refuses
-    the stages' schemas (:class:`~multihop.engines.served.StructuredOutputRefused`), which stops the run. A module
+    """Answer one question and score it (and judge it, given a judge); never raises but for an LM that cannot serve
+    the program at all — a server that refuses the stages' schemas
+    (:class:`~multihop.engines.served.StructuredOutputRefused`), an LM without the token log-probabilities a program
+    reads (:class:`~multihop.engines.base.LogprobsUnavailable`) —, which stops the run. A module
     that traces its own calls (:class:`~multihop.tracing.TracedModule`, every multihop program) gives its stage
     records and counts with its prediction; any other ``dspy.Module`` is traced here, so it gets them too."""
     start = time.perf_counter()
@@ -97,7 +100,8 @@ def run_question(program: dspy.Module, example: dspy.Example, judge: LLMJudge | 
         row["metrics"].update({f"recall@{k}": recall_at_k(ids, gold, k) if retrieved else None for k in (2, 5)})
         if judge is not None:
             row["metrics"]["llm_eval"] = judge(example.question, row["prediction"], example.answers)
-    except StructuredOutputRefused:  # every question would fail the same way: the run stops with its one line
+    except (StructuredOutputRefused, LogprobsUnavailable):  # every question would fail the same way: the run stops
+        # with its one line
         raise
     except Exception as exc:  # one broken question must not end the run
         row.update(prediction="", passage_ids=[], counts={}, metrics={}, error=f"{type(exc).__name__}: {exc}",

@@ -4,7 +4,9 @@
 trains its Revelator) over a Hugging Face causal LM (default SmolLM2-135M-Instruct from the model registry). Each
 row becomes the student's chat template over the stage's messages plus the teacher's completion; the loss covers
 the completion tokens only. Presets are the papers' settings, each registered by its method's package
-(:data:`multihop.programs.DISTILL_PRESETS`; ``multihop distill --preset NAME``). Checkpoints
+(:data:`multihop.programs.DISTILL_PRESETS`; ``multihop distill --preset NAME``), the stages its paper distils among
+them (``stages``; none named: every stage); the rows of other stages in the files are left out and counted in the
+manifest (``left_out``). Checkpoints
 (adapter, optimizer, scheduler, step) are written atomically and resumed. The output folder is a ``peft`` adapter
 plus ``distill.json`` (base model and checksum, stages, trajectory files with checksums, config, loss per step);
 use it with ``make_lm("local:smollm2", adapter=DIR)`` and ``program.set_stage_lm(stage, lm)``.
@@ -51,6 +53,7 @@ class DistillConfig:
     max_length: int = 2048
     seed: int = 0
     checkpoint_every: int = 50
+    stages: tuple[str, ...] = ()  # the stages trained, their rows only; (): every stage of the files
 
     @classmethod
     def preset(cls, name: str, **overrides) -> DistillConfig:
@@ -64,8 +67,8 @@ class DistillConfig:
         return cls(**values)
 
 
-def read_rows(files: list[str | Path], stages: list[str] | None = None) -> list[dict]:
-    """Trajectory rows of ``files``; a file holding a stage outside ``stages`` is refused."""
+def read_rows(files: list[str | Path]) -> list[dict]:
+    """Every trajectory row of ``files``."""
     rows = []
     for path in map(Path, files):
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
@@ -76,12 +79,26 @@ def read_rows(files: list[str | Path], stages: list[str] | None = None) -> list[
                 row["messages"], row["completion"], row["stage"]  # noqa: B018 - required fields
             except (json.JSONDecodeError, KeyError, TypeError) as exc:
                 raise ValueError(f"{path}:{number}: not a trajectory row ({exc})") from None
-            if stages and row["stage"] not in stages:
-                raise ValueError(f"{path}:{number} holds stage {row['stage']!r}, not one of {stages}: refused")
             rows.append(row)
     if not rows:
         raise EmptyTrajectoriesError(f"no trajectory rows in {', '.join(map(str, files))}")
     return rows
+
+
+def select_stages(rows: list[dict], stages: tuple[str, ...] | list[str]) -> tuple[list[dict], dict[str, int]]:
+    """The rows of ``stages`` (every row when it is empty) and the rows left out, counted by stage. A stage with no
+    row among ``rows`` is refused, naming those there: a misspelt stage would train on nothing of it."""
+    if not stages:
+        return rows, {}
+    present = sorted({row["stage"] for row in rows})
+    missing = [stage for stage in stages if stage not in present]
+    if missing:
+        raise ValueError(f"no rows of stage(s) {', '.join(missing)} in the files (their stages: {', '.join(present)})")
+    left_out: dict[str, int] = {}
+    for row in rows:
+        if row["stage"] not in stages:
+            left_out[row["stage"]] = left_out.get(row["stage"], 0) + 1
+    return [row for row in rows if row["stage"] in stages], dict(sorted(left_out.items()))
 
 
 def encode_row(tokenizer, row: dict, max_length: int) -> tuple[list[int], list[int]]:
@@ -118,15 +135,15 @@ def completion_loss(model, input_ids: list[int], labels: list[int]) -> torch.Ten
     return model(input_ids=ids, labels=torch.tensor([labels], device=device)).loss
 
 
-def distill(files: list[str | Path], out_dir: str | Path, config: DistillConfig | None = None,
-            stages: list[str] | None = None) -> Path:
-    """Train a LoRA adapter on the trajectory ``files`` and save it to ``out_dir``; resumes a checkpoint there."""
+def distill(files: list[str | Path], out_dir: str | Path, config: DistillConfig | None = None) -> Path:
+    """Train a LoRA adapter on the rows of ``config.stages`` (every row when empty) in the trajectory ``files`` and save
+    it to ``out_dir``; resumes a checkpoint there."""
     from transformers import get_scheduler
 
     config = config or DistillConfig()
     out_dir = Path(out_dir)
     with locked(out_dir):
-        rows = read_rows(files, stages)
+        rows, left_out = select_stages(read_rows(files), config.stages)
         _, tokenizer, model = load_student(config)
         encoded = [encode_row(tokenizer, row, config.max_length) for row in rows]
         order = [i for epoch in range(config.epochs) for i in _shuffled(len(encoded), config.seed + epoch)]
@@ -159,8 +176,8 @@ def distill(files: list[str | Path], out_dir: str | Path, config: DistillConfig 
         (out_dir / "README.md").unlink(missing_ok=True)  # peft's model card template: the manifest says what it is
         manifest = {
             "base": config.base, "base_sha256": base_checksum(config.base),
-            "stages": sorted({row["stage"] for row in rows}),
-            "files": inputs, **_provenance(files),
+            "stages": sorted({row["stage"] for row in rows}), "left_out": left_out,
+            "files": inputs, **_provenance(files, config.stages),
             "config": asdict(config), "rows": len(rows), "steps": steps, "loss": history,
             "final_loss": history[-1] if history else None, "seconds": round(seconds, 1),
             "examples_per_second": round(len(order) / max(seconds, 1e-9), 2),
@@ -171,10 +188,11 @@ def distill(files: list[str | Path], out_dir: str | Path, config: DistillConfig 
         return out_dir
 
 
-def _provenance(files: list[str | Path]) -> dict:
+def _provenance(files: list[str | Path], stages: tuple[str, ...]) -> dict:
     """What the collections' manifests (beside each trajectory file) say of the rows: ``data``, the question files
-    they were built from with their checksums, once each; ``programs``, each program's stages trained, so a student
-    is set only on the stages of the programs it learnt (two programs may name a stage alike)."""
+    they were built from with their checksums, once each; ``programs``, each program's stages trained (those of
+    ``stages`` when given), so a student is set only on the stages of the programs it learnt (two programs may name a
+    stage alike)."""
     data: list[dict] = []
     programs: dict[str, set[str]] = {}
     for path in map(Path, files):
@@ -187,7 +205,10 @@ def _provenance(files: list[str | Path]) -> dict:
         if manifest.get("data") and manifest["data"] not in data:
             data.append(manifest["data"])
         if manifest.get("program"):
-            programs.setdefault(manifest["program"], set()).update(row["stage"] for row in read_rows([path]))
+            found = {row["stage"] for row in read_rows([path])}
+            trained = found & set(stages) if stages else found
+            if trained:  # a file of stages left out adds none
+                programs.setdefault(manifest["program"], set()).update(trained)
     return {"data": data, "programs": {name: sorted(stages) for name, stages in sorted(programs.items())}}
 
 

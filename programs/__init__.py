@@ -25,7 +25,11 @@ from .cirag import CIRAG
 from .baselines import NoRetrieval, SingleStepRAG
 from .ircot import IRCoT
 from .iter_retgen import IterRetGen
+from .flare import FLARE
 from .self_ask import SelfAsk
+from .adaptive_rag import AdaptiveRAG
+from .metarag import MetaRAG
+from .genground import GenGround
 # isort: on
 from .saved import load, save
 from .students import DISTILL_PRESETS, register_distill_preset
@@ -33,4 +37,5 @@ from .students import DISTILL_PRESETS, register_distill_preset
 __all__ = ["CIRAG", "ComposeRAG", "CoopRAG", "DISTILL_PRESETS", "DualRAG", "HANRAG", "IRCoT", "IterRetGen", "METHODS",
            "Method", "MultihopProgram", "NoRetrieval", "PROGRAMS", "SelfAsk", "SingleStepRAG", "budget_knobs",
            "compared_by_default", "load", "method_of", "program_named", "program_under_budget",
-           "register_distill_preset", "save", "shared_retriever", "takes_retriever"]
+           "register_distill_preset", "save", "shared_retriever", "takes_retriever", "AdaptiveRAG",
+           "GenGround", "MetaRAG", "FLARE"]

@@ -70,6 +70,7 @@ class MultihopProgram(TracedModule):
     renamed_settings: ClassVar[dict[str, str]] = {}  # old setting name → its new name, read for one more release
     renamed_stages: ClassVar[dict[str, str]] = {}  # old stage name → its new name (saved states, set_stage_lm)
     inner_threads: int | None = None  # independent calls of one question run at once (fan_out); None: by the LM
+    stage_prefix: str = ""  # a program run as a part of another counts its stages under its path there ("multi_step.")
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -162,10 +163,11 @@ class MultihopProgram(TracedModule):
         return fan_out(fn, items, threads)
 
     def stage_name(self, predictor: dspy.Module) -> str:
-        """The stage a predictor of this program is (its attribute name, ``answer`` for ``answer.predict``)."""
+        """The stage a predictor of this program is (its attribute name, ``answer`` for ``answer.predict``), under
+        the program's ``stage_prefix`` when it runs as a part of another."""
         for name, candidate in self.named_predictors():
             if candidate is predictor:
-                return name.split(".")[0]
+                return self.stage_prefix + name.split(".")[0]
         raise KeyError(f"{type(self).__name__} has no stage {predictor!r}")
 
     def search(self, query: str, k: int) -> Hits:

@@ -1,13 +1,16 @@
 """The papers' two baselines: "Direct" (no retrieval) and "NativeRAG" (retrieve top-k once, then answer).
 
 The papers report one or both (HANRAG's "No retrieval" and "Single-step Approach", DualRAG's and CIRAG's NativeRAG);
-they are the floor every method is compared against on the same LM and retriever.
+they are the floor every method is compared against on the same LM and retriever. DualRAG gives every baseline its own
+retrieval: the top 50 reranked to the top 10 (seed 001, §4.3 and App. H.4, "fair comparison across baselines"), which
+is ``SingleStepRAG(rerank=..., n=50, k=10)``; without ``rerank`` it reads the retriever as it is.
 """
 
 from __future__ import annotations
 
 import dspy
 
+from multihop.retrievers import checked_reranker
 from multihop.signatures import AnswerFromPassages, DirectAnswer
 
 from .base import MultihopProgram
@@ -38,17 +41,29 @@ class SingleStepRAG(MultihopProgram):
 
     Args:
         retriever: the retriever; default ``dspy.settings.rm``.
-        k: passages retrieved.
+        k: passages the answer reads.
+        n: first-stage passages the reranker reads (with ``rerank`` only; DualRAG §4.3: 50).
+        rerank: a reranker of :data:`multihop.retrievers.RERANKERS` that reranks the retriever's first-stage top
+            ``n`` to ``k`` (DualRAG's baselines, App. H.4), or None: the retriever as it is.
 
     Example:
         >>> prediction = SingleStepRAG(retriever=retriever, k=5)(question="What is the capital of France?")
         >>> prediction.answer, prediction.passage_ids
+        >>> SingleStepRAG(retriever=retriever, k=10, n=50, rerank="maxsim")  # DualRAG's NativeRAG
     """
 
-    def __init__(self, retriever: dspy.Module | None = None, k: int = 5):
+    def __init__(self, retriever: dspy.Module | None = None, k: int = 5, n: int = 50, rerank: str | None = None):
+        rerank = checked_reranker(rerank)
+        if rerank is not None and n < k:
+            raise ValueError(f"the first stage must return at least k passages to rerank (n={n} < k={k})")
         super().__init__(retriever=retriever)
-        self.k = k
+        self.k, self.n, self.rerank = k, n, rerank
         self.add_stages(answer=AnswerFromPassages)
+
+    def build_searcher(self, retriever: dspy.Module) -> dspy.Module:
+        """Without ``rerank``, the retriever as it is (a saved reranked retriever keeps its reranker); with it, the
+        retriever's first stage reranked by it."""
+        return retriever if self.rerank is None else super().build_searcher(retriever)
 
     def forward(self, question: str) -> dspy.Prediction:
         hits = self.search(question, k=self.k)

@@ -9,6 +9,7 @@ from collections.abc import Iterable, Sequence
 _CITATION = re.compile(r"\[(\d+)\]")
 _NUMBERING = re.compile(r"^\s*\d+[.)]\s+")
 _SENTENCE_END = re.compile(r"(?<=[a-z0-9)\"'][.!?])\s+(?=[A-Z0-9\"'(])")  # not after an initial ("G. Stanley")
+_ANSWER_IS = re.compile(r"answer is\s*:?\s*(.*)", re.IGNORECASE | re.DOTALL)
 _ABSTENTIONS = ("i dont know", "i do not know", "not enough information", "cannot be determined", "no information")
 
 
@@ -65,3 +66,10 @@ def unique(items: Iterable) -> list:
 def split_sentences(text: str) -> list[str]:
     """``text`` split into its sentences (an initial such as "G. Stanley" ends none), stripped, none empty."""
     return [s.strip() for s in _SENTENCE_END.split(text or "") if s.strip()]
+
+
+def stated_answer(sentence: str) -> str | None:
+    """The answer a chain-of-thought sentence states after "answer is" ("So the answer is: Paris." → "Paris"; "" when
+    it states it empty), or None when it states none (the chain goes on)."""
+    match = _ANSWER_IS.search(sentence or "")
+    return match.group(1).strip().rstrip(".").strip() if match else None

@@ -4,12 +4,13 @@ a program that echoes, and example factories."""
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 
 import dspy
 import pytest
-from dspy.lm15 import Message, Response, TextPart, Usage
+from dspy.lm15 import Message, Response, TextPart, TokenLogprob, Usage
 
 from multihop.corpus import Passage
 from multihop.programs import MultihopProgram
@@ -19,7 +20,8 @@ Reply = dict | Callable[[str], dict]
 
 
 class ScriptedEngine:
-    """Answers ``respond(prompt_text) -> {field: value}`` in the ChatAdapter format; usage = words in / words out."""
+    """Answers ``respond(prompt_text) -> {field: value}`` in the ChatAdapter format; usage = words in / words out;
+    asked for token log-probabilities, :meth:`logprobs` gives them."""
 
     def __init__(self, respond: Callable[[str], dict]):
         self.respond, self.requests = respond, []
@@ -30,7 +32,12 @@ class ScriptedEngine:
         fields = self.respond(prompt)
         text = "".join(f"[[ ## {k} ## ]]\n{v}\n\n" for k, v in fields.items()) + "[[ ## completed ## ]]"
         return Response(id=None, model="scripted", message=Message.assistant((TextPart(text),)), finish_reason="stop",
-                        usage=Usage(input_tokens=len(prompt.split()), output_tokens=len(text.split())))
+                        usage=Usage(input_tokens=len(prompt.split()), output_tokens=len(text.split())),
+                        logprobs=self.logprobs(text) if request.config.logprobs is not None else None)
+
+    def logprobs(self, text: str) -> tuple[TokenLogprob, ...]:
+        """One token a word of the reply (with the space before it), each certain (log-probability 0)."""
+        return tuple(TokenLogprob(token=word, logprob=0.0) for word in re.findall(r"\s*\S+", text))
 
     def close(self):
         pass

@@ -10,6 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from multihop.corpus import Corpus, Passage
+from multihop.optimize.trajectories import EmptyTrajectoriesError
 from multihop.programs import CIRAG, load, save
 from multihop.programs.cirag.cache import CacheMismatchError, Extraction, TripleCache, build_cache, read_all
 from multihop.programs.cirag.program import is_stop
@@ -429,3 +430,68 @@ def test_teacher_trajectories_keep_only_complete_distiller_runs_with_complete_on
     assert manifest["kept"] == 1 and manifest["incomplete"] == 1  # the run L cut off is no trajectory to distil
     rows = [json.loads(line) for line in (tmp_path / "complete" / "integrate.jsonl").read_text().splitlines()]
     assert {row["question_id"] for row in rows} == {"stops"} and len(rows) == 1
+
+
+def test_the_papers_trajectory_filter_keeps_a_complete_run_whatever_its_answer_and_ours_needs_f1_above_0(tmp_path):
+    from multihop.optimize.trajectories import collect
+
+    prog = program(max_iterations=2)
+    stops = {"thought": "t", "fact_after_filter": '[["erik hort", "born in", "montebello"]]',
+             "question": "<no question>"}
+    stages = script(prog, integrate=stops, answer_triple={"thought": "t", "answer": "Montebello"})  # a wrong answer
+    wrong = [dspy.Example(id="q", question=QUESTION, answers=["Rockland County"]).with_inputs("question")]
+    paper = collect(prog, wrong, tmp_path / "paper", teacher_lm=stages.lm, min_score=0, complete_only=True)
+    assert paper["kept"] == 1 and paper["incomplete"] == 0  # §4.3: complete trajectories, no answer test
+    with pytest.raises(EmptyTrajectoriesError, match="f1 >= 0.01"):  # ours: a final F1 > 0 as well
+        collect(prog, wrong, tmp_path / "ours", teacher_lm=stages.lm, min_score=0.01, complete_only=True)
+
+
+def benchmark_rows(tmp_path, **options):
+    from multihop.benchmarks.cirag import row_programs
+
+    build_cache(Corpus(DOCS), tmp_path / "cache", lambda p: Extraction([], []), progress=False)
+    return row_programs(BM25Retriever(Corpus(DOCS)), str(tmp_path / "cache"), [], False, **options)
+
+
+def test_the_benchmark_has_one_row_per_number_of_candidate_triples_on_the_main_rows_integrator(tmp_path):
+    rows = benchmark_rows(tmp_path, candidate_counts=[5, 10, 20])
+    sweep = [(name, folder, prog) for name, folder, prog in rows if "Fig. 7" in name]
+    assert [name for name, _, _ in sweep] == [f"N = {n} triples (Fig. 7)" for n in (5, 10, 20)]
+    main = next(prog for name, _, prog in rows if name.startswith("CIRAG w/o TD")).config()
+    assert [prog.config() for _, _, prog in sweep] == [{**main, "n_triples": n} for n in (5, 10, 20)]
+    assert len({folder for _, folder, _ in rows}) == len(rows)
+    assert not any("Fig. 7" in name for name, _, _ in benchmark_rows(tmp_path / "none"))  # only when asked
+
+    student = dspy.LM("openai/student")
+    rows = benchmark_rows(tmp_path / "td", candidate_counts=[5], student=(student, "abcd1234"))
+    swept, = [prog for name, _, prog in rows if "Fig. 7" in name]
+    assert swept.integrate.lm is student and swept.extract_triples.lm is None  # the main row's integrator
+
+
+def test_the_benchmark_labels_the_all_stages_student_and_runs_its_extractor_rows_only_for_it(tmp_path):
+    student = (dspy.LM("openai/student"), "abcd1234")
+    paper = [name for name, _, _ in benchmark_rows(tmp_path / "paper", student=student)]
+    assert "CIRAG (TD)" in paper and not any("extractor" in name for name in paper)
+    every = [name for name, _, _ in benchmark_rows(tmp_path / "all", student=student,
+                                                   student_cache=str(tmp_path / "all" / "cache"),
+                                                   learnt=["extract_entities", "extract_triples", "integrate"])]
+    assert "CIRAG (TD)" not in every and "CIRAG (TD, all-stages student)" in every
+    assert {"w/o TD, student extractor", "CIRAG (TD, all-stages student), student extractor"} <= set(every)
+
+
+def test_the_benchmark_reads_the_stages_a_student_learnt_from_its_manifest(tmp_path):
+    from multihop.benchmarks.cirag import all_stages, student_stages
+    from multihop.lms import STUDENT_MANIFEST
+
+    def student(name, stages):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / STUDENT_MANIFEST).write_text(json.dumps({"stages": stages, "programs": {"CIRAG": stages}}))
+        return str(tmp_path / name)
+
+    assert student_stages(student("paper", ["integrate"])) == ["integrate"]
+    learnt = student_stages(student("all", ["extract_entities", "extract_triples", "integrate"]))
+    assert all_stages(learnt) and not all_stages(["integrate"])
+    with pytest.raises(SystemExit, match="learnt no integrate rows"):
+        student_stages(student("extractor", ["extract_triples"]))
+    assert all_stages(student_stages("openai/served-student"))  # no folder: every stage, as a served student is set
+

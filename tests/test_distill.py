@@ -9,7 +9,7 @@ from multihop.optimize import distill as ds
 from multihop.optimize.distill import DistillConfig
 from multihop.optimize.students import trained_stages
 from multihop.optimize.trajectories import EmptyTrajectoriesError
-from multihop.programs import DISTILL_PRESETS, SingleStepRAG, register_distill_preset
+from multihop.programs import CIRAG, DISTILL_PRESETS, SingleStepRAG, register_distill_preset
 
 from helpers import tiny_causal_lm
 
@@ -89,19 +89,79 @@ def test_bad_trajectory_input_is_refused(tmp_path):
     (tmp_path / "empty.jsonl").write_text("")
     with pytest.raises(EmptyTrajectoriesError):
         ds.read_rows([tmp_path / "empty.jsonl"])
-    with pytest.raises(ValueError, match="holds stage 'answer'"):
-        ds.read_rows([trajectory_file(tmp_path / "a.jsonl")], stages=["hop"])
+    with pytest.raises(ValueError, match=r"no rows of stage\(s\) hop in the files \(their stages: answer\)"):
+        ds.select_stages(ds.read_rows([trajectory_file(tmp_path / "a.jsonl")]), ["hop"])  # a misspelt stage
     (tmp_path / "bad.jsonl").write_text('{"stage": "answer"}\n')
     with pytest.raises(ValueError, match="bad.jsonl:1: not a trajectory row"):
         ds.read_rows([tmp_path / "bad.jsonl"])
 
 
 
+def collection(folder, program: str, rows_by_stage: dict[str, int]) -> list:
+    """A collection of ``program``'s rows (stage → how many) as `multihop trajectories` writes it; its files."""
+    from multihop.optimize.trajectories import write_trajectories
+
+    rows = {stage: [{"stage": stage, "question_id": f"q{i}", "call": 0, "messages": PROMPT,
+                     "completion": "answer seven"} for i in range(n)] for stage, n in rows_by_stage.items()}
+    write_trajectories(folder, rows, {"program": program})
+    return sorted(folder.glob("*.jsonl"))
+
+
+CIRAG_ROWS = {"extract_entities": 3, "extract_triples": 3, "integrate": 2}
+
+
+def test_a_cirag_distillation_trains_the_integrator_only_unless_told_every_stage(tiny_student, tmp_path,
+                                                                                 monkeypatch):
+    files = collection(tmp_path / "rows", "CIRAG", CIRAG_ROWS)
+    trained, real = [], ds.encode_row
+    monkeypatch.setattr(ds, "encode_row", lambda tokenizer, row, length: trained.append(row["stage"]) or real(
+        tokenizer, row, length))
+    paper = ds.distill(files, tmp_path / "paper", DistillConfig.preset("cirag", base=tiny_student, r=4, epochs=1))
+    assert trained == ["integrate", "integrate"]  # Eq. 8: the integrator's decisions, nothing else
+    manifest = json.loads((paper / ds.MANIFEST).read_text())
+    assert manifest["stages"] == ["integrate"] and manifest["rows"] == 2 and manifest["steps"] == 1
+    assert manifest["left_out"] == {"extract_entities": 3, "extract_triples": 3}
+    assert manifest["programs"] == {"CIRAG": ["integrate"]} and manifest["config"]["stages"] == ["integrate"]
+    assert trained_stages(CIRAG(), paper) == ["integrate"]  # the benchmark sets it as the integrator only
+    trained.clear()
+    every = ds.distill(files, tmp_path / "all", DistillConfig.preset("cirag", base=tiny_student, r=4, epochs=1,
+                                                                     stages=()))
+    assert sorted(trained) == ["extract_entities"] * 3 + ["extract_triples"] * 3 + ["integrate"] * 2
+    assert json.loads((every / ds.MANIFEST).read_text())["left_out"] == {}
+    assert trained_stages(CIRAG(), every) == ["extract_entities", "extract_triples", "integrate"]
+
+
+def test_distill_command_takes_the_presets_stages_or_every_stage_or_the_ones_named(tiny_student, tmp_path,
+                                                                                  capsys):
+    from multihop.cli import app
+    from multihop.cli.errors import run
+
+    files = [str(path) for path in collection(tmp_path / "rows", "CIRAG", CIRAG_ROWS)]
+    common = ["distill", *files, "--preset", "cirag", "--base", tiny_student, "--r", "4", "--epochs", "1"]
+
+    def stages_of(out):
+        return json.loads((tmp_path / out / ds.MANIFEST).read_text())["stages"]
+
+    assert run(app, [*common, "--out", str(tmp_path / "paper")]) == 0
+    assert "2 rows of integrate" in " ".join(capsys.readouterr().out.split())
+    assert stages_of("paper") == ["integrate"]
+    assert run(app, [*common, "--all-stages", "--out", str(tmp_path / "all")]) == 0
+    assert stages_of("all") == ["extract_entities", "extract_triples", "integrate"]
+    assert run(app, [*common, "--stage", "extract_triples", "--out", str(tmp_path / "one")]) == 0
+    assert stages_of("one") == ["extract_triples"]
+    capsys.readouterr()
+    assert run(app, [*common, "--stage", "integrate", "--all-stages", "--out", str(tmp_path / "both")]) == 2
+    assert "--stage or --all-stages, not both" in capsys.readouterr().err
+    assert run(app, [*common, "--stage", "integrator", "--out", str(tmp_path / "typo")]) == 2
+    assert "no rows of stage(s) integrator" in capsys.readouterr().err
+
+
 def test_the_papers_presets_are_registered_by_their_methods():
     defaults = ds.asdict(DistillConfig())
     cirag, hanrag = ds.asdict(DistillConfig.preset("cirag")), ds.asdict(DistillConfig.preset("hanrag"))
     assert {k: v for k, v in cirag.items() if v != defaults[k]} == {"r": 64, "alpha": 128, "epochs": 2,
-                                                                     "batch_size": 2}  # lr 2e-4 is the default
+                                                                     "batch_size": 2,  # lr 2e-4 is the default
+                                                                     "stages": ("integrate",)}  # Eq. 8
     assert {k: v for k, v in hanrag.items() if v != defaults[k]} == {"lr": 1e-4, "scheduler": "cosine", "warmup": 0.1}
     assert DistillConfig.preset("cirag", epochs=1, lr=None).epochs == 1  # None keeps the preset's value
     assert DistillConfig.preset("default") == DistillConfig()

@@ -11,11 +11,11 @@ import pytest
 from multihop.corpus import Corpus, Passage
 from multihop.optimize.gold import gold_targets
 from multihop.optimize.trajectories import render_call
-from multihop.programs import DualRAG, load, save
+from multihop.programs import DualRAG, SingleStepRAG, load, save
 from multihop.programs.dualrag.gold import gold_rounds
 from multihop.programs.dualrag.outline import Outline, link_entities, merge_by_score
 from multihop.programs.dualrag.sft import gold_knowledge, link_to_titles, sft_rows
-from multihop.retrievers import RERANKERS, BM25Retriever, Hits
+from multihop.retrievers import RERANKERS, BM25Retriever, Hits, Retriever, make_reranker
 
 from helpers import StageScript, data_root, field
 
@@ -114,10 +114,13 @@ def test_max_iterations_zero_answers_from_an_empty_outline_with_no_other_stage()
     assert "[[ ## knowledge_outline ## ]]\n\n" in stages.engine.requests[0]
 
 
-def test_every_query_is_retrieved_then_merged_deduplicated_and_reranked_against_the_entity_to_k(monkeypatch):
+@pytest.fixture
+def by_length(monkeypatch) -> list:
+    """A reranker registered as "by-length" (any reranker behind the protocol: the shortest candidates first); the
+    list of its calls, (query, candidate ids)."""
     calls = []
 
-    class ByLength:  # any reranker behind the protocol: the shortest candidates first
+    class ByLength:
         def rerank(self, query, candidates, k):
             calls.append((query, list(candidates.ids)))
             order = sorted(range(len(candidates.ids)), key=lambda i: len(candidates.passages[i]))[:k]
@@ -128,6 +131,11 @@ def test_every_query_is_retrieved_then_merged_deduplicated_and_reranked_against_
             return {"reranker": "by-length"}
 
     monkeypatch.setitem(RERANKERS, "by-length", ByLength)
+    return calls
+
+
+def test_every_query_is_retrieved_then_merged_deduplicated_and_reranked_against_the_entity_to_k(by_length):
+    calls = by_length
     bm25 = retriever()
     program = DualRAG(retriever=bm25, rerank="by-length", n=4, k=2)
     entities = {"Love In Pawn": ["Love in Pawn director", "Love in Pawn film", "Love in Pawn director"]}
@@ -300,6 +308,81 @@ def test_switches_are_checked():
     with pytest.raises(ValueError, match="max_iterations"):
         DualRAG(max_iterations=-1)
     assert DualRAG(rerank=False).rerank is None and DualRAG().config()["n"] == 50
+
+
+def test_native_rag_reranks_the_first_stages_top_n_to_k_only_when_given_a_reranker(by_length):
+    bm25 = retriever()
+    plain = SingleStepRAG(retriever=bm25, k=2)
+    assert plain.config() == {"k": 2, "n": 50, "rerank": None}  # the default reads the retriever as it is
+    prediction = run(plain, StageScript({"answer": {"answer": "x"}}, plain), question="Love in Pawn director")
+    assert bm25.asked == [("Love in Pawn director", 2)] and not by_length
+    first_two = prediction.passage_ids
+
+    bm25 = retriever()
+    reranked = SingleStepRAG(retriever=bm25, k=2, n=4, rerank="by-length")  # App. H.4: top n → reranker → top k
+    stages = StageScript({"answer": {"answer": "x"}}, reranked)
+    prediction = run(reranked, stages, question="Love in Pawn director")
+    assert bm25.asked == [("Love in Pawn director", 4)]  # one search, of the question, for n
+    (query, candidates), = by_length
+    assert query == "Love in Pawn director" and len(candidates) == 4 and candidates[:2] == first_two
+    shortest = sorted(candidates, key=lambda pid: len(bm25.corpus[pid].render()))[:2]
+    assert prediction.passage_ids == shortest and prediction.counts["llm_calls"] == 1
+    assert all(bm25.corpus[pid].render() in stages.engine.requests[0] for pid in shortest)  # what the answer reads
+    assert prediction.counts["retrieval_calls"] == 1
+    with pytest.raises(ValueError, match="n=1 < k=2"):
+        SingleStepRAG(k=2, n=1, rerank="by-length")
+    with pytest.raises(ValueError, match="unknown rerank"):
+        SingleStepRAG(rerank="bge")
+
+    by_length.clear()
+    own = Retriever(retriever(), make_reranker("by-length"), n=3, k=2)  # a retriever that reranks on its own
+    run(SingleStepRAG(retriever=own, k=2), StageScript({"answer": {"answer": "x"}}, plain))
+    assert len(by_length) == 1 and len(by_length[0][1]) == 3  # kept as it is without a reranker of the program's
+
+
+def test_the_benchmarks_native_rag_row_reranks_as_dualrag_and_a_labelled_row_does_not():
+    from multihop.benchmarks.dualrag import row_programs
+
+    rows = row_programs(retriever(), iterations=[])
+    (name, folder, native), (bare_name, bare_folder, bare) = rows[:2]
+    dualrag = [program for _, _, program in rows if isinstance(program, DualRAG) and program.config() ==
+               DualRAG(k=10).config()]
+    assert dualrag, "the full DualRAG row"
+    same = {key: dualrag[0].config()[key] for key in ("k", "n", "rerank")}
+    assert name == "SingleStepRAG (NativeRAG)" and native.config() == same == {"k": 10, "n": 50, "rerank": "maxsim"}
+    assert "w/o rerank" in bare_name and bare.config() == {**same, "rerank": None} and folder != bare_folder
+    assert len({folder for _, folder, _ in rows}) == len(rows)  # every row resumes in its own folder
+
+
+def test_table_3_runs_one_component_a_row_by_default_and_one_more_a_row_when_cumulative():
+    from multihop.benchmarks.dualrag import ablations, row_programs
+
+    def off(switches):
+        return {key for key in ("reasoner", "entity_identifier", "knowledge_outline") if switches.get(key) is False}
+
+    independent, cumulative = ablations(), ablations("cumulative")
+    assert list(independent)[:4] == ["DualRAG", "w/o R (IRCoT trigger)", "w/o EI (thought as query)",
+                                     "w/o KO (raw documents)"]
+    assert [off(s) for s in list(independent.values())[1:4]] == [{"reasoner"}, {"entity_identifier"},
+                                                                 {"knowledge_outline"}]
+    assert list(cumulative)[1:4] == ["w/o R (IRCoT trigger)", "w/o R + EI (thought as query)",
+                                     "w/o R + EI + KO (raw documents)"]
+    assert [off(s) for s in list(cumulative.values())[1:4]] == [  # §4.5's order, one more each row
+        {"reasoner"}, {"reasoner", "entity_identifier"}, {"reasoner", "entity_identifier", "knowledge_outline"}]
+    assert list(independent.items())[4:] == list(cumulative.items())[4:] == [  # Tables 14–15: one change either way
+        ("w/o KO* (flat summaries)", {"outline_structure": False}), ("w/o rerank", {"rerank": None})]
+    with pytest.raises(ValueError, match="independent, cumulative"):
+        ablations("nested")
+
+    folders = {reading: {name: (folder, program.config()) for name, folder, program in
+                         row_programs(retriever(), [], reading=reading)} for reading in ("independent", "cumulative")}
+    for name, (folder, config) in folders["cumulative"].items():  # a row of both readings resumes in one folder
+        if name in folders["independent"]:
+            assert folders["independent"][name] == (folder, config)
+        else:
+            assert folder not in {f for f, _ in folders["independent"].values()}
+    both = folders["cumulative"]["w/o R + EI + KO (raw documents)"][1]
+    assert (both["reasoner"], both["entity_identifier"], both["knowledge_outline"]) == (False, False, False)
 
 
 def test_save_and_load_keep_the_switches_and_the_demos(tmp_path):

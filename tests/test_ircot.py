@@ -7,7 +7,6 @@ import pytest
 from multihop.corpus import Corpus, Passage
 from multihop.optimize.gold import gold_targets
 from multihop.programs import IRCoT, IterRetGen, SelfAsk
-from multihop.programs.ircot import stated_answer
 from multihop.programs.iter_retgen import next_query
 from multihop.retrievers import BM25Retriever
 
@@ -39,12 +38,6 @@ def run(program, **replies):
     script = StageScript(replies, program)
     with dspy.context(lm=script.lm):
         return program(question=QUESTION), script
-
-
-def test_stated_answer_reads_the_phrase_and_nothing_else():
-    assert stated_answer("So the answer is: Germany.") == "Germany"
-    assert stated_answer("so the answer is Mack Rides") == "Mack Rides"
-    assert stated_answer("Lost Gravity was made by Mack Rides.") is None
 
 
 def test_ircot_retrieves_with_each_sentence_and_stops_on_the_answer_phrase():

@@ -65,7 +65,7 @@ def test_predictors_are_visible_to_optimizers(static_retriever):
 def test_config_is_read_from_the_constructor_and_the_registry_knows_every_program(static_retriever):
     from multihop.programs import PROGRAMS, ComposeRAG, CoopRAG, takes_retriever
 
-    assert SingleStepRAG(retriever=static_retriever, k=7).config() == {"k": 7}
+    assert SingleStepRAG(retriever=static_retriever, k=7).config() == {"k": 7, "n": 50, "rerank": None}
     assert NoRetrieval().config() == {}
     config = CoopRAG(retriever=static_retriever, rerank=None, n=30).config()
     assert config["n"] == 30 and config["rerank"] is None and "retriever" not in config

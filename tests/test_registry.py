@@ -4,6 +4,7 @@ budget, its paper's numbers), save/load, ``trajectories --gold``, ``distill --pr
 sub-app), with no shared file touched; and a contract every registered program keeps."""
 
 import json
+from collections import Counter
 from pathlib import Path
 
 import dspy
@@ -144,7 +145,8 @@ def test_a_declared_method_is_evaluated_through_its_first_stage_and_switches(toy
 def test_compare_runs_a_declared_method_by_default_with_its_loop_budget_and_its_papers_numbers(toy, data,
                                                                                               tmp_path):
     assert compared_by_default() == ["CoopRAG", "DualRAG", "ComposeRAG", "HANRAG", "CIRAG", "NoRetrieval",
-                                     "SingleStepRAG", "ToyRAG"]  # the papers' order, then declaration order
+                                     "SingleStepRAG", "IRCoT", "FLARE", "MetaRAG", "ToyRAG"]  # the papers' order,
+    # then declaration order
     assert method_of("ToyRAG").first_stage == "bm25"
     dspy.configure(lm=scripted_lm(lambda prompt: {"answer": "Paris", "hedges": "false"})[0])
     comparison = multihop.compare(tmp_path / "c", programs=["ToyRAG", "NoRetrieval"], datasets=["musique"],
@@ -153,6 +155,15 @@ def test_compare_runs_a_declared_method_by_default_with_its_loop_budget_and_its_
     assert comparison["programs"]["ToyRAG"]["config"] == {"k": 1, "max_rounds": 5, "hedge_check": True}
     assert [(p["program"], p["dataset"], p["em"]) for p in comparison["papers"]] == [("ToyRAG", "musique", 0.42)]
     assert {row["program"]: row["em"] for row in comparison["rows"]} == {"ToyRAG": 1.0, "NoRetrieval": 1.0}
+
+
+def test_the_baselines_compared_by_default_are_those_at_least_two_papers_report():
+    reports = Counter(name for method in METHODS.values() for name in method.paper_baselines)
+    assert set(reports) <= set(METHODS), "a paper's baseline that is not a declared program"
+    baselines = {name for name in METHODS if name in reports or not METHODS[name].papers}
+    assert {name for name in baselines if METHODS[name].compare} == {name for name in baselines if reports[name] >= 2}
+    assert reports["IRCoT"] == 4 and reports["FLARE"] == reports["MetaRAG"] == 2  # seeds 000/001/003/004; 001/004
+    assert all(METHODS[name].compare for name in METHODS if METHODS[name].papers)  # the five methods
 
 
 def test_a_declared_method_saves_loads_builds_gold_rows_and_has_its_preset_and_sub_app(toy, data, tmp_path):
@@ -248,6 +259,7 @@ def test_save_and_load_round_trip(name, tmp_path):
 
 
 NO_STAGE_SWITCH = {"NoRetrieval", "SingleStepRAG", "IterRetGen",  # one stage, always on
+                   "AdaptiveRAG",  # its route picks strategies (the paper's rows), no switch removes one
                    "SelfAsk"}  # its switch (retrieval) swaps the intermediate stage's signature, it removes none
 
 

@@ -7,6 +7,7 @@ from multihop.programs.text import (
     is_abstention,
     numbered,
     safe_answer,
+    stated_answer,
     strip_citations,
     unique,
 )
@@ -53,3 +54,11 @@ def test_clean_lists_drop_numbering_blanks_and_none():
 def test_unique_keeps_first_occurrence_order_and_safe_answer_never_invents():
     assert unique(["b", "a", "b", "c", "a"]) == ["b", "a", "c"]
     assert safe_answer("  Seattle \n") == "Seattle" and safe_answer(None) == ""
+
+
+def test_stated_answer_reads_what_follows_answer_is_and_nothing_else():
+    assert stated_answer("So the answer is: Germany.") == "Germany"
+    assert stated_answer("so the answer is Mack Rides") == "Mack Rides"
+    assert stated_answer("So the answer is 19 June 2013.") == "19 June 2013"
+    assert stated_answer("So the answer is:") == ""
+    assert stated_answer("Lost Gravity was made by Mack Rides.") is None

@@ -123,13 +123,15 @@ def trajectories_cmd(
     out: Path = typer.Option(..., help="folder for one JSON-lines file per stage"),
     load_dir: Path = typer.Option(None, "--load", help="a compiled program folder (instead of --program)"),
     metric: str = typer.Option("f1"),
-    min_score: float = typer.Option(1.0, help="keep questions scoring at least this"),
+    min_score: float = typer.Option(1.0, help="keep questions scoring at least this (0: every run, whatever its "
+                                    "answer)"),
     limit: int = typer.Option(None, min=1, help="questions read (default: 20 with a teacher, all with --gold)"),
     gold: bool = typer.Option(False, "--gold", help="build the rows from the data's annotations, no teacher LM "
                               "(the stages with a gold builder; the dev files' questions are refused)"),
     seed: int = typer.Option(0, help="--gold: the draw of the distractor passages shown with the gold ones"),
     complete_only: bool = typer.Option(False, help="keep only the runs the program's own test calls complete "
-                                       "(`trajectory_complete`: a method's optional filter of teacher runs)"),
+                                       "(its `trajectory_complete`, whose docstring says what of the test is its "
+                                       "paper's and what is ours)"),
     threads: int = typer.Option(1, min=1, help="questions the teacher runs at once (for a served LM; the rows are "
                                 "the same)"),
 ):
@@ -170,7 +172,11 @@ def distill_cmd(
     out: Path = typer.Option(..., help="adapter folder"),
     preset: str = typer.Option("default", help="default, or a preset a method declares (its paper's LoRA settings)"),
     base: str = typer.Option(None, help="student: registry name or HF folder (default smollm2)"),
-    stages: list[str] = typer.Option(None, "--stage", help="refuse rows of other stages"),
+    stages: list[str] = typer.Option(None, "--stage", help="train on this stage's rows (repeat for several), "
+                                     "leaving the other stages' rows out; default: the stages the preset distils "
+                                     "(its `stages`), else every stage"),
+    all_stages: bool = typer.Option(False, "--all-stages", help="train on every stage's rows, whatever stages the "
+                                    "preset distils"),
     r: int = typer.Option(None, help="LoRA rank (overrides the preset)", min=1),
     alpha: int = typer.Option(None, help="LoRA alpha", min=1),
     dropout: float = typer.Option(None, help="LoRA dropout", min=0.0, max=1.0),
@@ -181,12 +187,20 @@ def distill_cmd(
     batch_size: int = typer.Option(None, help="rows per optimizer step", min=1),
 ):
     """Train a LoRA student on teacher trajectories; use it with --lm local:smollm2 --adapter on the adapter folder."""
-    from multihop.optimize.distill import DistillConfig, distill
+    import json
 
+    from multihop.optimize.distill import MANIFEST, DistillConfig, distill
+
+    if all_stages and stages:
+        raise typer.BadParameter("give --stage or --all-stages, not both", param_hint="--all-stages")
+    chosen = () if all_stages else tuple(stages) if stages else None  # None: the preset's
     config = DistillConfig.preset(preset, base=base, r=r, alpha=alpha, dropout=dropout, epochs=epochs, lr=lr,
-                                  scheduler=scheduler, warmup=warmup, batch_size=batch_size)
-    distill(files, out, config, stages=stages or None)
-    console.print(f"LoRA adapter ({config.base}, stages from {len(files)} files) → {out}")
+                                  scheduler=scheduler, warmup=warmup, batch_size=batch_size, stages=chosen)
+    distill(files, out, config)
+    trained = json.loads((out / MANIFEST).read_text(encoding="utf-8"))
+    left_out = ", ".join(f"{stage} ({rows} rows)" for stage, rows in trained["left_out"].items())
+    console.print(f"LoRA adapter ({config.base}, {trained['rows']} rows of {', '.join(trained['stages'])} from "
+                  f"{len(files)} files{f'; left out: {left_out}' if left_out else ''}) → {out}")
 
 
 def describe_presets(command: click.Command) -> None:

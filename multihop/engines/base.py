@@ -1,20 +1,26 @@
 """What the local engines share: the chat messages of a DSPy request, decoding under its bounded JSON schema, the
-response with its token usage, and streaming."""
+response with its token usage and, when the request asks for them (``Config.logprobs``), its tokens'
+log-probabilities, and streaming."""
 
 from __future__ import annotations
 
 import asyncio
 import importlib
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
-from dspy.lm15 import Message, Response, TextPart, Usage, response_to_events
+from dspy.lm15 import Message, Response, TextPart, TokenLogprob, Usage, response_to_events
+from dspy.utils.exceptions import LMUnsupportedFeatureError
 
 from .schema import decoding_plan
 
 LOCAL_MAX_TOKENS = 128  # a local engine's generation cap when neither the LM nor the request sets one
-REQUEST_PARAMS = frozenset({"temperature", "max_tokens", "top_p", "top_k", "stop", "seed"})
+REQUEST_PARAMS = frozenset({"temperature", "max_tokens", "top_p", "top_k", "stop", "seed", "logprobs"})
+
+
+class LogprobsUnavailable(LMUnsupportedFeatureError):
+    """An LM gives no token log-probabilities where a program needs them: the message says what to run instead."""
 
 
 def chat_messages(request) -> list[dict]:
@@ -27,6 +33,33 @@ def chat_messages(request) -> list[dict]:
     return messages
 
 
+def text_pieces(decode: Callable[[Sequence[int]], str], ids: Sequence[int]) -> list[str]:
+    """Each token's share of the text ``decode`` makes of ``ids``: what decoding the tokens through it adds to the
+    tokens before it. A character whose bytes span several tokens belongs to the token that completes it (until then
+    the decoded text ends in a replacement character), so the pieces join to the decoded text."""
+    pieces, done = [], ""
+    for end in range(1, len(ids) + 1):
+        text = decode(ids[:end])
+        if text.endswith("\ufffd") and end < len(ids):
+            pieces.append("")
+            continue
+        pieces.append(text[len(done):])
+        done = text
+    return pieces
+
+
+def spelling(tokens: Sequence[TokenLogprob], text: str) -> tuple[TokenLogprob, ...]:
+    """The tokens that write ``text``: those that start before its end (a reply cut at a stop string keeps the token
+    the cut falls in; an end-of-sequence token, which writes nothing, is none)."""
+    end, start, kept = len(text.encode()), 0, []
+    for token in tokens:
+        if start >= end:
+            break
+        kept.append(token)
+        start += len(bytes(token.bytes) if token.bytes is not None else token.token.encode())
+    return tuple(kept)
+
+
 def reusable_prefix(previous: Sequence[int], prompt: Sequence[int]) -> int:
     """The prompt tokens whose KV state an engine takes from the ``previous`` sequence's: their common prefix, less
     the prompt's last token, which is always evaluated (its logits start the reply)."""
@@ -34,14 +67,16 @@ def reusable_prefix(previous: Sequence[int], prompt: Sequence[int]) -> int:
 
 
 class Generation(NamedTuple):
-    """One decode: its text, why it ended (``stop`` or ``length``), and its tokens — the prompt's, those of the
-    prompt read from the engine's prefix cache instead of evaluated, and the new ones."""
+    """One decode: its text, why it ended (``stop`` or ``length``), its tokens — the prompt's, those of the prompt
+    read from the engine's prefix cache instead of evaluated, and the new ones — and, when the request asked for
+    them, the log-probabilities of the tokens that write the text (None: not asked, or the server gave none)."""
 
     text: str
     finish: str
     prompt_tokens: int
     cached_tokens: int
     completion_tokens: int
+    logprobs: tuple[TokenLogprob, ...] | None = None
 
 
 class LocalEngine:
@@ -56,9 +91,18 @@ class LocalEngine:
     (:func:`~.schema.decoding_plan`). A reply then parses into the declared
     fields and types and ends when its closing brace is written. The prompt counts once in the usage, and the tokens
     the engine reused from its prefix cache are reported as DSPy's ``cache_read_tokens``.
+
+    A request with ``Config.logprobs`` set (``predictor(..., config={"logprobs": True})``, or ``logprobs=True``
+    among the LM's settings) gets the log-probability of each token of the reply under the model's own distribution
+    (before the schema's grammar and the sampling settings cut it) as ``Response.logprobs``, which DSPy hands on as
+    the prediction's ``logprobs`` (``{"content": [{"token", "logprob", "bytes", ...}]}``). They are the tokens of
+    the whole reply, its JSON structure included: a program that judges one field reads that field's tokens out of
+    them. An in-process engine gives the chosen tokens only: a request for ranked alternatives (``logprobs`` > 0) is
+    refused with :class:`~dspy.utils.exceptions.LMUnsupportedFeatureError`.
     """
 
     in_process = True  # runs the model here, one call at a time (an HTTP engine overrides it)
+    ranked_alternatives = False  # gives the top-n alternatives of each token (``Config.logprobs`` > 0)
 
     def __init__(self, name: str, constrained: bool = True):
         self.name, self.constrained = name, constrained
@@ -77,6 +121,7 @@ class LocalEngine:
         return decoding_plan(request.config.response_format, max_tokens) if self.constrained else [(None, max_tokens)]
 
     def complete(self, request) -> Response:
+        self.check_logprobs(request.config)
         messages, generations = chat_messages(request), []
         for schema, budget in self.plan(request):
             generations.append(self.generate(messages, request.config, budget, schema))
@@ -88,13 +133,21 @@ class LocalEngine:
         """:meth:`complete` awaited: in a worker thread (an in-process engine computes; an HTTP engine awaits)."""
         return await asyncio.to_thread(self.complete, request)
 
+    def check_logprobs(self, config) -> None:
+        """Refuse a request for ranked alternatives of each token where the engine gives the chosen ones only."""
+        if (config.logprobs or 0) > 0 and not self.ranked_alternatives:
+            raise LMUnsupportedFeatureError(
+                f"{type(self).__name__} gives the chosen tokens' log-probabilities only, not the top "
+                f"{config.logprobs} alternatives: ask for logprobs=True (or 0)", model=self.name)
+
     def response(self, generations: list[Generation]) -> Response:
-        """The response of a request's decodes: the last one's text, the first one's prompt (counted once)."""
+        """The response of a request's decodes: the last one's text and token log-probabilities, the first one's
+        prompt (counted once)."""
         first, last = generations[0], generations[-1]
         usage = Usage(input_tokens=first.prompt_tokens, output_tokens=sum(g.completion_tokens for g in generations),
                       cache_read_tokens=first.cached_tokens)
         return Response(id=None, model=self.name, message=Message.assistant((TextPart(last.text),)),
-                        finish_reason=last.finish, usage=usage)
+                        finish_reason=last.finish, usage=usage, logprobs=last.logprobs)
 
     def stream(self, request):
         return response_to_events(self.complete(request))

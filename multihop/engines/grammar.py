@@ -49,7 +49,9 @@ class SchemaGrammars:
 
 class SchemaLogitsProcessor(LogitsProcessor):
     """Sets to -inf the score of every token the grammar does not allow next (one sequence: no beams, one return
-    sequence); once the reply is complete, only the end-of-sequence token remains."""
+    sequence); once the reply is complete, only the end-of-sequence token remains. The scores it is given stay as they
+    are (the masked ones are a new tensor): ``generate`` keeps them as the raw logits its token log-probabilities are
+    read from."""
 
     def __init__(self, matcher, vocab_size: int):
         import llguidance.numpy
@@ -73,5 +75,4 @@ class SchemaLogitsProcessor(LogitsProcessor):
         allowed = np.zeros(scores.shape[-1], dtype=bool)  # a model's vocabulary may be padded past the tokenizer's
         bits = np.unpackbits(self.mask.view(np.uint8), bitorder="little")[: min(self.vocab_size, scores.shape[-1])]
         allowed[: len(bits)] = bits.astype(bool)
-        scores[:, torch.from_numpy(~allowed).to(scores.device)] = float("-inf")
-        return scores
+        return scores.masked_fill(torch.from_numpy(~allowed).to(scores.device), float("-inf"))

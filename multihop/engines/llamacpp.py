@@ -10,6 +10,11 @@ training context), greedily unless the request asks for a temperature, one call 
 prompts that share a prefix (a stage's instructions and demos) reuse its KV state: llama-cpp-python evaluates only
 the tokens after the longest common prefix with the previous prompt. A LoRA student runs from its GGUF conversion
 (:mod:`~.lora`).
+
+Asked for log-probabilities, the engine records each step of the decode (:class:`StepRecorder`) instead of building
+the model with ``logits_all`` (llama-cpp-python's own way, which keeps the logits of every prompt token too: 1.6 GB
+at SmolLM2's context): the logits the sampler starts from, before the grammar and the sampling cuts, and the token
+sampled from them.
 """
 
 from __future__ import annotations
@@ -23,7 +28,10 @@ import threading
 from contextlib import contextmanager
 from pathlib import Path
 
-from .base import Generation, LocalEngine, reusable_prefix
+import numpy as np
+from dspy.lm15 import TokenLogprob
+
+from .base import Generation, LocalEngine, reusable_prefix, spelling
 
 logger = logging.getLogger(__name__)
 _LOADING = threading.Lock()
@@ -87,12 +95,19 @@ class LlamaCppEngine(LocalEngine):
             if self._model is None:
                 self._load()
             previous = self._model.input_ids[: self._model.n_tokens].tolist()
-            reply = self._model.create_chat_completion(messages=messages, **options)
+            recorder = StepRecorder(self._model) if config.logprobs is not None else None
+            if recorder is None:
+                reply = self._model.create_chat_completion(messages=messages, **options)
+            else:
+                with recorder.recording():
+                    reply = self._model.create_chat_completion(messages=messages, logits_processor=[recorder],
+                                                               **options)
             prompt = self._model.input_ids[: reply["usage"]["prompt_tokens"]].tolist()
         choice, usage = reply["choices"][0], reply["usage"]
+        text = choice["message"]["content"] or ""
         finish = "length" if choice.get("finish_reason") == "length" else "stop"
-        return Generation(choice["message"]["content"] or "", finish, usage["prompt_tokens"],
-                          reusable_prefix(previous, prompt), usage["completion_tokens"])
+        return Generation(text, finish, usage["prompt_tokens"], reusable_prefix(previous, prompt),
+                          usage["completion_tokens"], spelling(recorder.tokens, text) if recorder else None)
 
     def forget_prefix(self) -> None:
         with self._lock:
@@ -113,6 +128,39 @@ class LlamaCppEngine(LocalEngine):
     def load_state(cls, state: dict) -> LlamaCppEngine:
         return cls(state["gguf"], constrained=state.get("constrained", True), n_threads=state.get("n_threads"),
                    seed=state.get("seed", 0), lora=state.get("lora"))
+
+
+class StepRecorder:
+    """The log-probability of each token a llama.cpp decode samples: a logits processor keeps the step's logits (the
+    sampler applies it first, so they are the model's, before the grammar and the sampling cuts), and the model's
+    ``sample``, wrapped while :meth:`recording`, gives the token chosen from them — the one record that has every
+    token: the decode does not evaluate its last token, so the model's ``input_ids`` lack it."""
+
+    def __init__(self, model):
+        self.model, self.tokens, self._logits = model, [], None
+
+    def __call__(self, input_ids, logits):
+        self._logits = np.array(logits, dtype=np.float64)
+        return logits
+
+    @contextmanager
+    def recording(self):
+        sample = self.model.sample
+
+        def sampled(*args, **kwargs):
+            token = sample(*args, **kwargs)
+            logits, self._logits = self._logits, None
+            piece = bytes(self.model.detokenize([token]))
+            self.tokens.append(TokenLogprob(token=piece.decode("utf-8", errors="replace"), bytes=tuple(piece),
+                                            token_id=int(token),
+                                            logprob=float(logits[token] - np.logaddexp.reduce(logits))))
+            return token
+
+        self.model.sample = sampled
+        try:
+            yield self
+        finally:
+            del self.model.sample
 
 
 def completion_options(config, max_tokens: int, schema: dict | None, seed: int = 0) -> dict:

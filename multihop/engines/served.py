@@ -14,9 +14,12 @@ Servers take a schema in one of two forms (``schema_form``):
   ends its replies as the in-process engine does.
 
 A server that refuses the schema (HTTP 400, 422 or 500 naming the response format or the grammar) raises
-:class:`StructuredOutputRefused`, one line naming ``--structured off``. Servers do not report the prompt tokens they
-reused, so served calls count none. Calls are safe from many threads (one ``httpx`` client, pooled) and from
-asyncio (:meth:`ServedEngine.acomplete`, one async client per event loop).
+:class:`StructuredOutputRefused`, one line naming ``--structured off``. A request that asks for token
+log-probabilities (``Config.logprobs``) sends the OpenAI ``logprobs`` (and ``top_logprobs``) options and hands on the
+``logprobs.content`` the server answers (vLLM and SGLang give them; a server that refuses them raises
+:class:`~.base.LogprobsUnavailable`, one that ignores them gives a response without them). Servers do not report the
+prompt tokens they reused, so served calls count none. Calls are safe from many threads (one ``httpx`` client,
+pooled) and from asyncio (:meth:`ServedEngine.acomplete`, one async client per event loop).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import threading
 import weakref
 
 import httpx
+from dspy.lm15 import TokenLogprob, TopLogprob
 from dspy.utils.exceptions import (
     LMInvalidRequestError,
     LMRateLimitError,
@@ -35,7 +39,7 @@ from dspy.utils.exceptions import (
     LMUnsupportedFeatureError,
 )
 
-from .base import Generation, LocalEngine, chat_messages
+from .base import Generation, LocalEngine, LogprobsUnavailable, chat_messages
 from .llamacpp import completion_options
 
 SCHEMA_FORMS = ("json_schema", "json_object")
@@ -80,6 +84,16 @@ def openai_options(config, max_tokens: int, schema: dict | None) -> dict:
     return options
 
 
+def token_logprob(entry: dict) -> TokenLogprob:
+    """One entry of an OpenAI ``logprobs.content`` list (token, logprob, bytes, top_logprobs) as DSPy's type."""
+    def raw(item: dict):
+        return tuple(item["bytes"]) if item.get("bytes") is not None else None
+
+    top = tuple(TopLogprob(token=alt["token"], logprob=float(alt["logprob"]), bytes=raw(alt))
+                for alt in entry.get("top_logprobs") or ())
+    return TokenLogprob(token=entry["token"], logprob=float(entry["logprob"]), bytes=raw(entry), top=top)
+
+
 class ServedEngine(LocalEngine):
     """A DSPy engine over the model ``model`` served at ``api_base`` (``http://127.0.0.1:8000/v1``), sending each
     bounded schema in ``schema_form`` (``json_object``: ``multihop serve``; ``json_schema``: vLLM, SGLang); a
@@ -87,6 +101,7 @@ class ServedEngine(LocalEngine):
     and 5xx being the ones DSPy retries — and :class:`StructuredOutputRefused`."""
 
     in_process = False
+    ranked_alternatives = True
 
     def __init__(self, api_base: str, model: str, timeout: float, constrained: bool = True,
                  api_key: str | None = None, schema_form: str = "json_object"):
@@ -103,6 +118,8 @@ class ServedEngine(LocalEngine):
     def body(self, messages: list[dict], config, max_tokens: int, schema: dict | None) -> dict:
         options = (openai_options if self.schema_form == "json_schema" else completion_options)(
             config, max_tokens, schema)
+        if config.logprobs is not None:
+            options.update(logprobs=True, **({"top_logprobs": config.logprobs} if config.logprobs else {}))
         return {"model": self.name, "messages": messages, **options}
 
     def generate(self, messages: list[dict], config, max_tokens: int, schema: dict | None) -> Generation:
@@ -111,7 +128,7 @@ class ServedEngine(LocalEngine):
                                          json=self.body(messages, config, max_tokens, schema))
         except httpx.HTTPError as exc:
             raise self.transport_error(exc) from exc
-        return self.generation(response, schema)
+        return self.generation(response, schema, config.logprobs is not None)
 
     async def acomplete(self, request):
         messages, generations = chat_messages(request), []
@@ -122,7 +139,7 @@ class ServedEngine(LocalEngine):
                                              json=self.body(messages, request.config, budget, schema))
             except httpx.HTTPError as exc:
                 raise self.transport_error(exc) from exc
-            generations.append(self.generation(response, schema))
+            generations.append(self.generation(response, schema, request.config.logprobs is not None))
             if generations[-1].finish != "length":
                 break
         return self.response(generations)
@@ -144,10 +161,16 @@ class ServedEngine(LocalEngine):
                                   model=self.name)
         return LMTransportError(f"the model server at {self.api_base} is unreachable ({exc})", model=self.name)
 
-    def generation(self, response: httpx.Response, schema: dict | None) -> Generation:
-        """A server's answer as a :class:`~.base.Generation`, or the LM error it means."""
+    def generation(self, response: httpx.Response, schema: dict | None, logprobs: bool = False) -> Generation:
+        """A server's answer as a :class:`~.base.Generation` (with the token log-probabilities it gives when they were
+        asked for), or the LM error it means."""
         if response.is_error:
             text = response.text[:500]
+            if logprobs and response.status_code in (400, 422, 500) and "logprobs" in text.lower():
+                raise LogprobsUnavailable(
+                    f"the model server at {self.api_base} does not return token log-probabilities (HTTP "
+                    f"{response.status_code}: {' '.join(text.split())[:200]}): serve the model with vLLM or SGLang, "
+                    "or run it in-process (--lm local:<model> without --api-base)", model=self.name)
             # llama-cpp-python's server answers a form it does not take with a 500 naming the response format
             if schema is not None and response.status_code in (400, 422, 500) and any(
                     word in text.lower() for word in _REFUSAL_WORDS):
@@ -162,8 +185,9 @@ class ServedEngine(LocalEngine):
         reply = response.json()
         choice, usage = reply["choices"][0], reply.get("usage") or {}
         finish = "length" if choice.get("finish_reason") == "length" else "stop"
+        scored = (choice.get("logprobs") or {}).get("content") if logprobs else None
         return Generation(choice["message"].get("content") or "", finish, usage.get("prompt_tokens", 0), 0,
-                          usage.get("completion_tokens", 0))
+                          usage.get("completion_tokens", 0), tuple(map(token_logprob, scored)) if scored else None)
 
     def close(self) -> None:
         self._client.close()

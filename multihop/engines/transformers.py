@@ -6,7 +6,9 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from .base import Generation, LocalEngine, reusable_prefix
+from dspy.lm15 import TokenLogprob
+
+from .base import Generation, LocalEngine, reusable_prefix, spelling, text_pieces
 
 
 class TransformersEngine(LocalEngine):
@@ -16,7 +18,9 @@ class TransformersEngine(LocalEngine):
     ``max_tokens`` and stop strings, reports token usage, and with ``constrained`` decodes under the request's bounded
     JSON schema (:class:`~.base.LocalEngine`, :mod:`~.grammar`). The KV cache of the last call is kept: a prompt
     sharing its prefix (a stage's instructions and demos) evaluates only the tokens after it. Generation holds a
-    lock: one model, one call at a time, so threads may share the engine safely. Runs on CUDA when present.
+    lock: one model, one call at a time, so threads may share the engine safely. Runs on CUDA when present. Asked for
+    log-probabilities, it reports each reply token's under the model's raw logits at its step (those before the
+    grammar, the temperature and the top-p cut), its text the piece of the reply it adds (:func:`~.base.text_pieces`).
     """
 
     def __init__(self, path: str | Path, adapter: str | Path | None = None, device: str | None = None,
@@ -79,17 +83,20 @@ class TransformersEngine(LocalEngine):
                 generation["logits_processor"] = LogitsProcessorList([self._grammars.processor(schema)])
             past, cached = self._reusable_past(inputs["input_ids"][0])
             self._past = None  # generate extends the cache; it is kept again only when generation succeeds
+            scored = config.logprobs is not None
             with torch.inference_mode():
-                output = model.generate(**inputs, **generation, past_key_values=past)
-            self._past, self._past_ids = past, output[0][: past.get_seq_length()]
+                output = model.generate(**inputs, **generation, past_key_values=past, return_dict_in_generate=True,
+                                        output_logits=scored)
+            self._past, self._past_ids = past, output.sequences[0][: past.get_seq_length()]
         prompt_len = inputs["input_ids"].shape[1]
-        new_tokens = output[0][prompt_len:]
+        new_tokens = output.sequences[0][prompt_len:]
         text = tok.decode(new_tokens, skip_special_tokens=True)
         for stop in config.stop or ():
             if stop in text:
                 text = text[: text.index(stop)]
         finish = "length" if len(new_tokens) >= max_tokens else "stop"
-        return Generation(text, finish, prompt_len, cached, len(new_tokens))
+        logprobs = spelling(token_logprobs(tok, new_tokens.tolist(), output.logits), text) if scored else None
+        return Generation(text, finish, prompt_len, cached, len(new_tokens), logprobs)
 
     def _reusable_past(self, ids):
         """The last call's KV cache cut to the prefix it shares with ``ids`` (leaving at least one token to
@@ -119,3 +126,14 @@ class TransformersEngine(LocalEngine):
     @classmethod
     def load_state(cls, state: dict) -> TransformersEngine:
         return cls(state["path"], state.get("adapter"), constrained=state.get("constrained", True))
+
+
+def token_logprobs(tokenizer, ids: list[int], logits) -> tuple[TokenLogprob, ...]:
+    """Each new token's log-probability under its step's raw logits (``generate``'s ``output_logits``), with the piece
+    of the decoded reply it writes."""
+    import torch
+
+    chosen = [torch.log_softmax(step[0].float(), dim=-1)[token].item() for token, step in zip(ids, logits, strict=True)]
+    pieces = text_pieces(lambda prefix: tokenizer.decode(prefix, skip_special_tokens=True), ids)
+    return tuple(TokenLogprob(token=piece, logprob=logprob, token_id=token)
+                 for token, piece, logprob in zip(ids, pieces, chosen, strict=True))

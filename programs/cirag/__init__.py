@@ -1,7 +1,8 @@
 """CIRAG (seed 004): the program (:mod:`.program`), its triples with their provenance (:mod:`.triples`), its offline
 triple cache (:mod:`.cache`, ``multihop cirag extract`` in :mod:`.cli`), App. A's demos (:mod:`.demos`) and the gold
 rows its students train on (:mod:`.gold`); the teacher-trajectory path is ``multihop trajectories --program CIRAG
---complete-only``."""
+--complete-only --min-score 0`` (§4.3's complete trajectories, :meth:`.CIRAG.trajectory_complete`), and ``multihop
+distill --preset cirag`` trains the integrator on them (Eq. 8)."""
 
 from multihop.papers import reported
 
@@ -13,6 +14,8 @@ __all__ = ["CIRAG"]
 
 Method(
     CIRAG,
+    # Table 1: NativeRAG, IRCoT, FLARE, MetaRAG (KiRAG and DualRAG too: KiRAG is not built; DualRAG is a method)
+    paper_baselines=("SingleStepRAG", "IRCoT", "FLARE", "MetaRAG"),
     # Table 1, the "Ours" row under Qwen2.5-7B(-Instruct)
     papers=reported("Qwen2.5-7B-Instruct", "seed 004, Table 1", "1,000 sampled dev questions, IRCoT corpus; "
                     "distilled integrator", {
@@ -21,8 +24,9 @@ Method(
                         "musique": {"f1": 40.9, "em": 29.3},
                     }),
     # App. B.4 ("Training Details"): LoRA rank 64, 2 epochs, batch size 2, learning rate 2e-4. LoRA α is not given:
-    # 2·r is ours.
-    distill_preset={"r": 64, "alpha": 128, "epochs": 2, "batch_size": 2, "lr": 2e-4},
+    # 2·r is ours. §3.5 (Eq. 8): the student learns the integrator's decisions only; `multihop distill --all-stages`
+    # trains it on our extraction rows too.
+    distill_preset={"r": 64, "alpha": 128, "epochs": 2, "batch_size": 2, "lr": 2e-4, "stages": ("integrate",)},
     loop_budget="max_iterations",
     cli="multihop.programs.cirag.cli",
 )

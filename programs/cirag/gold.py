@@ -21,7 +21,8 @@ The construction phase's extractors (Figs. 9–10) get rows too, ours: each supp
 gold triples it states as its triples and their subjects and objects it names (the title first) as its entities. The
 annotations hold a paragraph's supporting facts only, so these rows teach the format and the facts a question needs, not
 every fact of a paragraph; they exist because SmolLM2-135M writes no triple at all from the prompt and its demo alone
-(0 triples on the 10 paragraphs of a 2Wiki train question).
+(0 triples on the 10 paragraphs of a 2Wiki train question). ``multihop distill --preset cirag`` leaves them out (Eq. 8
+distils the integrator); ``--all-stages`` trains the one student on them too.
 """
 
 from __future__ import annotations

@@ -258,10 +258,11 @@ class CIRAG(MultihopProgram):
                                    pid for r in rounds for pid in r["retrieved_ids"]))
 
     def trajectory_complete(self, prediction: dspy.Prediction) -> bool:
-        """§3.5's optional filter of teacher trajectories: every distiller reply parsed and the loop stopped by the
-        distiller itself within L rounds. The filter's third test, a final F1 > 0, is the metric's: ``multihop
-        trajectories --program CIRAG --teacher-lm SPEC --complete-only --min-score 0.01`` (the default, 1.0, keeps
-        only exact answers)."""
+        """Whether a teacher's run is one of the "complete reasoning trajectories" the paper distils (§4.3; ``multihop
+        trajectories --program CIRAG --complete-only``). The paper names no test: ours is every distiller reply parsed
+        and the loop stopped by the distiller itself within L rounds. It tests no answer either, so ``--min-score 0``
+        is its filter; a floor on the final answer's F1 is ours (``--min-score 0.01``: F1 > 0; the command's default,
+        1.0, keeps exact answers only)."""
         rounds = prediction.get("rounds") or []
         return bool(rounds) and not prediction.counts.get("integrate.fallback") and is_stop(rounds[-1]["question"])
 

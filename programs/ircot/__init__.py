@@ -3,9 +3,9 @@ the program (:mod:`.program`) and its gold rows (:mod:`.gold`)."""
 
 from ..methods import Method
 from . import gold  # noqa: F401 - registers IRCoT's gold stage targets
-from .program import IRCoT, stated_answer
+from .program import IRCoT
 
-__all__ = ["IRCoT", "stated_answer"]
+__all__ = ["IRCoT"]
 
 Method(
     IRCoT,

@@ -22,8 +22,6 @@ the chain where it is (``reason.fallback``); an unparsable reader answer is empt
 
 from __future__ import annotations
 
-import re
-
 import dspy
 
 from multihop.retrievers import checked_reranker
@@ -33,16 +31,7 @@ from multihop.signatures.ircot import ReasonStep
 from multihop.tracing import count
 
 from ..base import MultihopProgram
-from ..text import safe_answer
-
-_ANSWER_IS = re.compile(r"answer is\s*:?\s*(.*)", re.IGNORECASE | re.DOTALL)
-
-
-def stated_answer(sentence: str) -> str | None:
-    """The answer a chain sentence states after "answer is" ("So the answer is: Paris." → "Paris"), or None when it
-    states none (the loop goes on)."""
-    match = _ANSWER_IS.search(sentence or "")
-    return match.group(1).strip().rstrip(".").strip() if match else None
+from ..text import safe_answer, stated_answer
 
 
 class IRCoT(MultihopProgram):

@@ -1,0 +1,123 @@
+"""``multihop adaptiverag``: Adaptive-RAG's classifier from its silver labels (§3.2): ``labels`` runs the strategies on
+the train questions (resumable), ``train`` fits the classifier on the labels."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import typer
+
+from multihop.cli.console import console
+from multihop.cli.options import SET_OPT, TRAIN_QUESTIONS, lm_options, parse_settings, question_path
+from multihop.lm_options import LMOptions
+from multihop.programs.adaptive_rag.classifier import TrainingSettings
+from multihop.programs.adaptive_rag.complexity import BY_BIAS, DATASET_BIAS, LABELS
+
+app = typer.Typer(help="Adaptive-RAG's query-complexity classifier (§3.2).", no_args_is_help=True)
+
+SPLITS = ("train", "dev")
+OWN_SETTINGS = ("route", "classifier", "oracle_labels")  # the job sets the route; the others do not answer
+DEFAULTS = TrainingSettings()
+
+
+@app.command("labels")
+@lm_options(help="the LM the strategies answer with (local:smollm2 by default): the labels are this LM's")
+def adaptiverag_labels(
+    lm: LMOptions,
+    dataset: str = typer.Option(..., "--dataset", help=f"the questions: {TRAIN_QUESTIONS}"),
+    out: Path = typer.Option(..., help="labels folder (a rerun resumes it; a larger --limit extends it)"),
+    limit: int = typer.Option(None, min=1, help="first N questions only"),
+    split: str = typer.Option("train", help="train: the classifier's labels; dev: the oracle's (`--set "
+                              "oracle_labels=DIR` with `--set route=oracle`), which `train` refuses"),
+    bias: str = typer.Option(None, help="the inductive-bias label of a question file of another dataset than "
+                             f"{', '.join(DATASET_BIAS)} (B: single-hop, C: multi-hop)"),
+    retriever: str = typer.Option(None, help="a saved retriever folder (default: a BM25 index of the question "
+                                  "file's paragraphs, the method's first stage)"),
+    corpus: str = typer.Option(None, help="a corpus file to index instead of the question file's paragraphs"),
+    settings: list[str] = SET_OPT,
+    threads: int = typer.Option(1, min=1, help="questions labelled at once (for a served LM; the rows are the same)"),
+):
+    """Silver labels: each question answered with no retrieval (A), single-step retrieval (B) and IRCoT (C), simplest
+    first; its label is the simplest strategy that answers it correctly, else its dataset's inductive bias."""
+    from multihop.cli.programs import retriever_folder
+    from multihop.data import load_dataset
+    from multihop.models import sha256_file
+    from multihop.programs import AdaptiveRAG, method_of
+    from multihop.programs.adaptive_rag.labels import label_questions
+    from multihop.programs.switches import SwitchTypeError
+    from multihop.retrievers import load_retriever
+
+    if split not in SPLITS:
+        raise typer.BadParameter(f"{split!r} is none of {', '.join(SPLITS)}", param_hint="--split")
+    if bias is not None and bias not in LABELS:
+        raise typer.BadParameter(f"{bias!r} is none of {', '.join(LABELS)}", param_hint="--bias")
+    try:
+        switches = AdaptiveRAG.typed_settings(parse_settings(settings or []))
+    except (SwitchTypeError, TypeError) as exc:
+        raise typer.BadParameter(str(exc), param_hint="--set") from exc
+    refused = sorted(set(switches) & set(OWN_SETTINGS) | set(switches) - set(AdaptiveRAG.settings()))
+    if refused:
+        raise typer.BadParameter(f"{', '.join(refused)} cannot be set here; the strategies' settings: k, "
+                                 "single_step_k, max_steps", param_hint="--set")
+    data_file = question_path(dataset, split)
+    examples = load_dataset(data_file, limit=limit)
+    folder = retriever_folder(retriever, corpus, str(data_file), "mpnet", AdaptiveRAG.special_tokens,
+                              AdaptiveRAG.index_pooling, method_of("AdaptiveRAG").first_stage)
+    rm = load_retriever(folder)
+    try:
+        strategies = {label: AdaptiveRAG(retriever=rm, route=label, **switches) for label in LABELS}
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--set") from exc
+    configured = lm.configure()
+    manifest = {"data": {"path": str(data_file), "sha256": sha256_file(data_file)}, "split": split,
+                "strategies": {label: program.config() for label, program in strategies.items()},
+                "lm": str(configured.model), "retriever": str(folder), "bias": bias}
+    rows = label_questions(strategies, examples, out, manifest, bias=bias, threads=threads)
+    labelled = [rows[str(example.id)] for example in examples]
+    by_label = Counter(row["label"] for row in labelled)
+    from_bias = sum(row["source"] == BY_BIAS for row in labelled)
+    console.print(f"labelled {len(labelled)} questions: " + ", ".join(f"{label} {by_label[label]}" for label in LABELS)
+                  + f" ({from_bias} answered by no strategy took the dataset's bias) → {out}")
+    if split == "train":
+        console.print(f"train the classifier: multihop adaptiverag train {out} --out CLASSIFIER")
+
+
+@app.command("train")
+def adaptiverag_train(
+    labels: list[Path] = typer.Argument(..., exists=True, help="labels folders, or their labels.jsonl files "
+                                        "(`multihop adaptiverag labels`)"),
+    out: Path = typer.Option(..., help="the classifier folder to write (a classifier there is replaced)"),
+    encoder: str = typer.Option("minilm", help="the frozen question encoder: a registry name or a "
+                                "sentence-transformers folder"),
+    epochs: int = typer.Option(DEFAULTS.epochs, min=1, help="full-batch epochs at most"),
+    lr: float = typer.Option(DEFAULTS.lr, min=0.0, help="AdamW's learning rate"),
+    weight_decay: float = typer.Option(DEFAULTS.weight_decay, min=0.0, help="AdamW's weight decay"),
+    valid_share: float = typer.Option(DEFAULTS.valid_share, min=0.0, max=0.9, help="labels held out to pick the "
+                                      "epoch kept (0: the last epoch)"),
+    seed: int = typer.Option(DEFAULTS.seed, help="draws the held-out labels and the head's initial weights"),
+):
+    """Train the query-complexity classifier (a linear head on a frozen encoder, our stand-in for the paper's
+    T5-Large) on silver labels of train questions; give its folder to Adaptive-RAG with `--set classifier=DIR`."""
+    from multihop.data import held_apart_ids
+    from multihop.models import sha256_file
+    from multihop.optimize.trajectories import HeldApartError, refuse_held_apart
+    from multihop.programs.adaptive_rag.classifier import train_classifier
+    from multihop.programs.adaptive_rag.labels import LABELS_FILE, read_labels
+    from multihop.retrievers import Encoder
+
+    settings = TrainingSettings(epochs=epochs, lr=lr, weight_decay=weight_decay, valid_share=valid_share, seed=seed)
+    rows = read_labels(*labels)
+    try:
+        refuse_held_apart(rows, held_apart_ids())
+    except HeldApartError as exc:
+        raise typer.BadParameter(str(exc), param_hint="LABELS") from exc
+    classifier, record = train_classifier([row["question"] for row in rows], [row["label"] for row in rows],
+                                          Encoder(encoder), settings)
+    files = [path / LABELS_FILE if path.is_dir() else path for path in labels]
+    record["label_files"] = [{"path": str(path), "sha256": sha256_file(path)} for path in files]
+    classifier.save(out, record)
+    training = record["training"]
+    kept = "" if training["valid_accuracy"] is None else (f", epoch {training['epoch_kept']} kept at "
+                                                          f"{training['valid_accuracy']:.1%} held-out accuracy")
+    console.print(f"trained on {training['train_questions']} labels {training['labels']}{kept} → {out}")

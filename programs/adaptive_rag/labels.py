@@ -1,0 +1,107 @@
+"""Adaptive-RAG's silver labels (§3.2): each question answered by the strategies, simplest first, and labelled by the
+rule of :func:`.complexity.silver_label`, as a resumable job.
+
+A labels folder holds ``labels.jsonl``, one row a question as soon as it is labelled — ``{"id", "question",
+"dataset", "answers", "outcomes": {label: {"answer", "correct", "llm_calls", "retrieval_calls"}}, "label",
+"source"}`` (``source``: :data:`~.complexity.BY_OUTCOME` or :data:`~.complexity.BY_BIAS`) — and ``run.json``, the
+manifest of the job (the question file, the split, each strategy's settings, the LM, the retriever, the bias), which
+refuses a rerun that differs; a rerun labels the questions the file lacks (a larger ``--limit`` extends it).
+
+Ours: the strategies run in order, A then B then C, and stop at the first correct answer — the label is the same as
+when all three run (the simplest correct one wins), for fewer LM calls; the authors ran all three on every question
+(they report each strategy's own scores too). A strategy that raises (a dead endpoint) stops the job; a rerun resumes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from functools import partial
+from pathlib import Path
+
+import dspy
+from tqdm.auto import tqdm
+
+from multihop.folders import RUN_MANIFEST, check_run, locked
+from multihop.jsonl import append_row, read_rows
+from multihop.parallel import fan_out_chunks
+
+from .complexity import LABELS, answered, bias_label, gold_answers, silver_label
+
+LABELS_FILE = "labels.jsonl"
+
+
+def label_row(strategies: Mapping[str, dspy.Module], example: dspy.Example, bias: str | None = None) -> dict:
+    """The labels file's row for ``example``: the strategies (by label) asked in turn until one answers correctly,
+    and its silver label (the dataset's inductive bias, or ``bias`` for a dataset without a known one, when none
+    does)."""
+    answers, outcomes = gold_answers(example), {}
+    for label in LABELS:
+        prediction = strategies[label](question=example.question)
+        correct = answered(prediction.answer, answers)
+        outcomes[label] = {"answer": prediction.answer, "correct": correct,
+                           "llm_calls": prediction.counts["llm_calls"],
+                           "retrieval_calls": prediction.counts["retrieval_calls"]}
+        if correct:
+            break
+    label, source = silver_label({name: outcome["correct"] for name, outcome in outcomes.items()},
+                                 bias_label(example, bias))
+    return {"id": str(example.id), "question": example.question, "dataset": example.get("dataset"),
+            "answers": answers, "outcomes": outcomes, "label": label, "source": source}
+
+
+def label_questions(strategies: Mapping[str, dspy.Module], examples: Sequence[dspy.Example], out: str | Path,
+                    manifest: dict, bias: str | None = None, threads: int = 1, progress: bool = True
+                    ) -> dict[str, dict]:
+    """Label every question of ``examples`` that the folder ``out`` lacks, ``threads`` at once, appending each row
+    as it is done; returns every row of the folder by id. ``manifest`` describes the job (module docstring)."""
+    missing = [label for label in LABELS if label not in strategies]
+    if missing:
+        raise ValueError(f"labelling runs every strategy; missing {', '.join(missing)}")
+    for example in examples:
+        bias_label(example, bias)  # a question of a dataset without a known bias is refused before any LM call
+    out = Path(out)
+    with locked(out):
+        check_run(out / RUN_MANIFEST, manifest, kind="labelling")
+        rows = read_rows(out / LABELS_FILE)
+        todo = [example for example in examples if str(example.id) not in rows]
+        with open(out / LABELS_FILE, "a", encoding="utf-8") as sink, \
+                tqdm(total=len(todo), desc="silver labels", unit="q", disable=not progress) as bar:
+            for chunk in fan_out_chunks(partial(label_row, strategies, bias=bias), todo, threads):
+                for _, row in chunk:
+                    append_row(sink, row)
+                    rows[row["id"]] = row
+                bar.update(len(chunk))
+    return rows
+
+
+def read_labels(*sources: str | Path) -> list[dict]:
+    """The rows of labels folders (or their ``labels.jsonl`` files), in order; a question in several sources keeps
+    its last row."""
+    rows: dict[str, dict] = {}
+    for source in sources:
+        path = Path(source)
+        path = path / LABELS_FILE if path.is_dir() else path
+        if not path.is_file():
+            raise FileNotFoundError(f"{source} holds no silver labels ({LABELS_FILE}): make them with `multihop "
+                                    "adaptiverag labels --dataset NAME --out DIR`")
+        rows.update(read_rows(path, repair=False))
+    return list(rows.values())
+
+
+def with_gold_complexity(examples: Sequence[dspy.Example], labels: Mapping[str, str] | None = None
+                         ) -> list[dspy.Example]:
+    """``examples`` with each one's silver label as the input ``gold_complexity``, which Adaptive-RAG's oracle
+    (``AdaptiveRAG(route="oracle")``) follows: the example's own ``gold_complexity`` field, else ``labels[id]``; an
+    example with neither is a ``ValueError`` naming how to label it."""
+    labels, prepared, unlabelled = labels or {}, [], []
+    for example in examples:
+        label = example.get("gold_complexity") or labels.get(str(example.get("id")))
+        if label not in LABELS:
+            unlabelled.append(str(example.get("id")))
+            continue
+        prepared.append(example.copy(gold_complexity=label).with_inputs(*example.inputs().keys(), "gold_complexity"))
+    if unlabelled:
+        raise ValueError(f"{len(unlabelled)} questions have no silver label for the oracle (e.g. {unlabelled[0]}): "
+                         "label them with `multihop adaptiverag labels --split dev --dataset NAME --out DIR` and give "
+                         "the folder as the oracle_labels setting")
+    return prepared

@@ -1,0 +1,413 @@
+"""Adaptive-RAG (issue 35): the silver-label rule, each route running only its strategy, the oracle, the resumable
+labelling job, the classifier's seeded training and its manifest, and ``multihop adaptiverag``'s commands, on scripted
+LMs and hand-made embeddings."""
+
+import json
+
+import dspy
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+import multihop.retrievers
+from multihop.cli import app
+from multihop.corpus import Passage
+from multihop.folders import RunMismatchError
+from multihop.models import ChecksumMismatchError
+from multihop.programs import AdaptiveRAG
+from multihop.programs.adaptive_rag import (
+    ComplexityClassifier,
+    TrainingSettings,
+    label_questions,
+    read_labels,
+    silver_label,
+    train_classifier,
+    with_gold_complexity,
+)
+from multihop.programs.adaptive_rag.classifier import HEAD, MANIFEST, ClassifierMismatchError
+
+from helpers import StaticRetriever, field, scripted_lm
+
+PASSAGES = [Passage.make(f"T{i}", f"text {i}") for i in range(8)]
+CAPITAL, BORN, FOUNDED = "What is the capital of France?", "Where was Ann Lee born?", "Who founded the maker of Xbox?"
+
+
+class Script:
+    """A scripted LM answering each strategy's stage by its signature's instructions: the LM alone (``direct``), a
+    reader over passages (``reader``), IRCoT's next sentence (``reason``, a list of sentences said in turn)."""
+
+    def __init__(self, direct="Paris", reader="Berlin", reason=("So the answer is: Rome.",)):
+        self.direct, self.reader, self.reason, self.asked = direct, reader, list(reason), []
+        self.lm, self.engine = scripted_lm(self.respond, cache=False)
+
+    def respond(self, prompt: str) -> dict:
+        if "reasoning step-by-step" in prompt:
+            self.asked.append("reason")
+            said = len(json.loads(field(prompt, "reasoning")))  # the sentences of the chain so far
+            return {"next_sentence": self.reason[min(said, len(self.reason) - 1)]}
+        if "using the retrieved passages" in prompt:
+            self.asked.append("reader")
+            return {"answer": self.reader}
+        self.asked.append("direct")
+        return {"answer": self.direct}
+
+
+class Lookup:
+    """A hand-made question encoder: one dimension a keyword (capital, born, founded) and a constant one,
+    L2-normalised; it counts the texts it encodes."""
+
+    KEYWORDS = ("capital", "born", "founded")
+
+    def __init__(self, name: str = "lookup", sha256: str = "0" * 64):
+        self.name, self.sha256, self.encoded = name, sha256, 0
+
+    def encode(self, texts):
+        self.encoded += len(texts)
+        rows = np.array([[float(word in text.lower()) for word in self.KEYWORDS] + [0.5] for text in texts],
+                        dtype=np.float32)
+        return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+    def config(self) -> dict:
+        return {"name": self.name, "sha256": self.sha256}
+
+
+TRAIN = [("What is the capital of Spain?", "A"), ("What is the capital of Peru?", "A"),
+         ("Name the capital of Chad.", "A"), ("Where was Bo Li born?", "B"), ("Where was Al Gore born?", "B"),
+         ("In which town was Ed born?", "B"), ("Who founded the maker of Kinect?", "C"),
+         ("Who founded the firm behind Halo?", "C"), ("Who founded the label of Adele?", "C")]
+
+
+def trained(folder, seed=0, **settings):
+    questions, labels = zip(*TRAIN, strict=True)
+    classifier, record = train_classifier(questions, labels, Lookup(), TrainingSettings(seed=seed, **settings))
+    return classifier.save(folder, record)
+
+
+def run(program, script, question=CAPITAL, **inputs):
+    with dspy.context(lm=script.lm):
+        return program(question=question, **inputs)
+
+
+# --- the silver-label rule (§3.2) -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("correct, bias, expected", [
+    ({"A": True, "B": True, "C": True}, "C", ("A", "outcome")),  # the simplest correct strategy wins
+    ({"A": False, "B": True, "C": True}, "C", ("B", "outcome")),
+    ({"A": False, "B": False, "C": True}, "B", ("C", "outcome")),
+    ({"A": False, "B": True}, "C", ("B", "outcome")),  # a strategy not run is not correct
+    ({"A": False, "B": False, "C": False}, "C", ("C", "bias")),  # none correct: the dataset's inductive bias
+    ({"A": False, "B": False, "C": False}, "B", ("B", "bias")),
+    ({}, "C", ("C", "bias")),
+])
+def test_the_silver_label_is_the_simplest_correct_strategy_else_the_datasets_bias(correct, bias, expected):
+    assert silver_label(correct, bias) == expected
+
+
+def test_an_unknown_bias_label_is_refused():
+    with pytest.raises(ValueError, match="inductive-bias label 'D'"):
+        silver_label({"A": True}, "D")
+
+
+# --- each route runs only its strategy --------------------------------------------------------------------------
+
+def test_each_route_builds_and_runs_only_its_strategy_with_its_own_retrievals():
+    retriever = StaticRetriever(PASSAGES)
+    script = Script(reason=["Xbox is made by Microsoft.", "So the answer is: Bill Gates."])
+    a, b, c = (AdaptiveRAG(retriever=retriever, route=route, k=3, single_step_k=2, max_steps=4) for route in "ABC")
+    assert (a.stage_names(), b.stage_names(), c.stage_names()) == (
+        ["no_retrieval.answer"], ["single_step.answer"], ["multi_step.reason", "multi_step.answer"])
+
+    none = run(a, script)
+    assert (none.answer, none.complexity, none.passage_ids, retriever.calls, script.asked) == ("Paris", "A", [], [],
+                                                                                               ["direct"])
+    assert (none.counts["llm_calls"], none.counts["retrieval_calls"], none.counts["steps"]) == (1, 0, 0)
+    assert none.counts["route.A"] == 1 and "route.B" not in none.counts
+
+    script.asked = []
+    one = run(b, script, question=BORN)
+    assert (one.answer, one.complexity, retriever.calls, script.asked) == ("Berlin", "B", [(BORN, 2)], ["reader"])
+    assert one.passage_ids == [p.id for p in PASSAGES[:2]] and one.counts["steps"] == 1
+    assert [r["stage"] for r in one.stage_trace] == ["retriever", "single_step.answer"]
+
+    retriever.calls, script.asked = [], []
+    many = run(c, script, question=FOUNDED)
+    assert (many.answer, many.complexity, many.counts["route.C"]) == ("Berlin", "C", 1)  # IRCoT's reader answers
+    assert retriever.calls == [(FOUNDED, 3), ("Xbox is made by Microsoft.", 3)]  # the question, then the sentence
+    assert script.asked == ["reason", "reason", "reader"] and many.counts["steps"] == 2  # IRCoT's own steps
+    assert many.reasoning == ["Xbox is made by Microsoft.", "So the answer is: Bill Gates."]
+    assert [r["stage"] for r in many.stage_trace] == ["retriever", "multi_step.reason", "retriever",
+                                                      "multi_step.reason", "multi_step.answer"]
+
+
+def test_without_a_classifier_every_question_takes_c_and_only_ircot_exists():
+    program = AdaptiveRAG(retriever=StaticRetriever(PASSAGES), k=2, max_steps=1)
+    assert program.stage_names() == ["multi_step.reason", "multi_step.answer"]
+    script = Script(reason=["Nothing yet."])
+    prediction = run(program, script)
+    assert prediction.complexity == "C" and prediction.counts["steps"] == 1 and prediction.counts["step_cap"] == 1
+    assert prediction.complexity_probabilities is None
+
+
+def test_the_classifier_picks_each_questions_strategy(tmp_path, monkeypatch):
+    monkeypatch.setattr(multihop.retrievers, "Encoder", Lookup)  # the manifest's encoder is rebuilt by name
+    folder = trained(tmp_path / "classifier")
+    retriever = StaticRetriever(PASSAGES)
+    program = AdaptiveRAG(retriever=retriever, classifier=str(folder), k=2)
+    assert program.stage_names() == ["no_retrieval.answer", "single_step.answer", "multi_step.reason",
+                                     "multi_step.answer"]
+    script = Script()
+    routed = {question: run(program, script, question=question) for question in (CAPITAL, BORN, FOUNDED)}
+    assert {q: p.complexity for q, p in routed.items()} == {CAPITAL: "A", BORN: "B", FOUNDED: "C"}
+    assert {q: p.answer for q, p in routed.items()} == {CAPITAL: "Paris", BORN: "Berlin", FOUNDED: "Berlin"}
+    assert script.asked == ["direct", "reader", "reason", "reader"]
+    assert retriever.calls == [(BORN, 2), (FOUNDED, 2)]  # A retrieves nothing
+    probabilities = routed[BORN].complexity_probabilities
+    assert set(probabilities) == {"A", "B", "C"} and max(probabilities, key=probabilities.get) == "B"
+    assert abs(sum(probabilities.values()) - 1) < 1e-5
+
+
+# --- the oracle -------------------------------------------------------------------------------------------------
+
+def test_the_oracle_follows_each_questions_gold_complexity(tmp_path):
+    retriever = StaticRetriever(PASSAGES)
+    program = AdaptiveRAG(retriever=retriever, route="oracle", k=2)
+    script = Script()
+    assert [run(program, script, gold_complexity=label).complexity for label in "BAC"] == ["B", "A", "C"]
+    assert script.asked == ["reader", "direct", "reason", "reader"]
+    with pytest.raises(ValueError, match="follows each question's gold_complexity, got None"):
+        run(program, script)
+
+    labels = tmp_path / "dev-labels"
+    labels.mkdir()
+    (labels / "labels.jsonl").write_text("".join(json.dumps({"id": qid, "question": "q", "label": label}) + "\n"
+                                                 for qid, label in (("q1", "B"), ("q2", "A"))))
+    examples = [dspy.Example(id=qid, question="q", answers=["a"]).with_inputs("question") for qid in ("q1", "q2")]
+    labelled = AdaptiveRAG(route="oracle", oracle_labels=str(labels)).prepare_examples(examples)
+    assert [e.inputs().toDict() for e in labelled] == [{"question": "q", "gold_complexity": "B"},
+                                                       {"question": "q", "gold_complexity": "A"}]
+    assert AdaptiveRAG(route="A").prepare_examples(examples) == examples  # only the oracle reads labels
+    own = [examples[0].copy(gold_complexity="C")]
+    assert with_gold_complexity(own, {"q1": "B"})[0].gold_complexity == "C"  # the example's own label first
+    stranger = dspy.Example(id="q3", question="q", answers=["a"]).with_inputs("question")
+    with pytest.raises(ValueError, match="1 questions have no silver label for the oracle"):
+        AdaptiveRAG(route="oracle", oracle_labels=str(labels)).prepare_examples([stranger])
+
+
+def test_unknown_routes_and_sizes_are_refused():
+    with pytest.raises(ValueError, match="unknown route 'D'"):
+        AdaptiveRAG(route="D")
+    with pytest.raises(ValueError, match="at least 1"):
+        AdaptiveRAG(route="B", single_step_k=0)
+
+
+# --- silver labels: the resumable job ---------------------------------------------------------------------------
+
+def strategies(**switches):
+    return {label: AdaptiveRAG(retriever=StaticRetriever(PASSAGES), route=label, k=2, **switches) for label in "ABC"}
+
+
+def questions(*rows):
+    return [dspy.Example(id=qid, question=question, answers=[answer], dataset=dataset).with_inputs("question")
+            for qid, question, answer, dataset in rows]
+
+
+def test_labelling_asks_the_strategies_simplest_first_and_stops_at_the_first_correct_answer(tmp_path):
+    script = Script(direct="Paris", reader="Berlin", reason=["So the answer is: Rome."])  # IRCoT's reader: Berlin
+    examples = questions(("q1", CAPITAL, "Paris", "musique"), ("q2", BORN, "Berlin", "hotpotqa"),
+                         ("q3", FOUNDED, "Oslo", "2wiki"), ("q4", FOUNDED, "Oslo", "nq"))
+    with dspy.context(lm=script.lm):
+        rows = label_questions(strategies(), examples, tmp_path / "labels", {"job": 1}, progress=False)
+    assert {qid: (row["label"], row["source"]) for qid, row in rows.items()} == {
+        "q1": ("A", "outcome"), "q2": ("B", "outcome"), "q3": ("C", "bias"), "q4": ("B", "bias")}
+    assert list(rows["q1"]["outcomes"]) == ["A"] and list(rows["q2"]["outcomes"]) == ["A", "B"]
+    assert rows["q3"]["outcomes"]["C"] == {"answer": "Berlin", "correct": False, "llm_calls": 2,
+                                           "retrieval_calls": 1}
+    assert script.asked == ["direct", "direct", "reader", *["direct", "reader", "reason", "reader"] * 2]
+    assert [row["id"] for row in read_labels(tmp_path / "labels")] == ["q1", "q2", "q3", "q4"]
+
+
+def test_the_labelling_job_resumes_and_refuses_another_run(tmp_path):
+    script = Script()
+    first = questions(("q1", CAPITAL, "Paris", "musique"))
+    with dspy.context(lm=script.lm):
+        label_questions(strategies(), first, tmp_path / "labels", {"lm": "x"}, progress=False)
+        more = first + questions(("q2", BORN, "Berlin", "musique"))
+        rows = label_questions(strategies(), more, tmp_path / "labels", {"lm": "x"}, progress=False)
+    assert script.asked == ["direct", "direct", "reader"] and set(rows) == {"q1", "q2"}  # q1 was not asked again
+    assert len((tmp_path / "labels" / "labels.jsonl").read_text().splitlines()) == 2
+    with pytest.raises(RunMismatchError, match="lm: 'x' there, 'y' now"):
+        label_questions(strategies(), more, tmp_path / "labels", {"lm": "y"}, progress=False)
+
+
+def test_a_dataset_without_a_known_bias_is_refused_before_any_lm_call(tmp_path):
+    script = Script()
+    mine = questions(("m1", CAPITAL, "Rome", "mine"))
+    with dspy.context(lm=script.lm), pytest.raises(ValueError, match="no inductive bias is known for dataset 'mine'"):
+        label_questions(strategies(), mine, tmp_path / "labels", {}, progress=False)
+    assert script.asked == []
+    with dspy.context(lm=script.lm):
+        rows = label_questions(strategies(), mine, tmp_path / "labels", {}, bias="C", progress=False)
+    assert (rows["m1"]["label"], rows["m1"]["source"]) == ("C", "bias")
+
+
+# --- the classifier ---------------------------------------------------------------------------------------------
+
+def test_training_is_seeded_and_a_rebuild_is_bit_equal(tmp_path):
+    first, again, other = trained(tmp_path / "a"), trained(tmp_path / "b"), trained(tmp_path / "c", seed=1)
+    assert (first / HEAD).read_bytes() == (again / HEAD).read_bytes()
+    assert json.loads((first / MANIFEST).read_text()) == json.loads((again / MANIFEST).read_text())
+    assert (first / HEAD).read_bytes() != (other / HEAD).read_bytes()
+    training = json.loads((first / MANIFEST).read_text())["training"]
+    assert (training["train_questions"], training["valid_questions"]) == (8, 1)  # round(0.1 × 9) held out
+    assert training["labels"] == {"A": 3, "B": 3, "C": 3} and 1 <= training["epoch_kept"] <= 100
+    classifier = ComplexityClassifier.load(first, encoder=Lookup())
+    assert classifier.predict([CAPITAL, BORN, FOUNDED]) == ["A", "B", "C"]
+
+
+def test_without_held_out_labels_the_last_epoch_is_kept(tmp_path):
+    folder = trained(tmp_path / "all", valid_share=0.0, epochs=7)
+    training = json.loads((folder / MANIFEST).read_text())["training"]
+    assert (training["epoch_kept"], training["valid_accuracy"], training["valid_loss"]) == (7, None, None)
+    assert training["valid_questions"] == 0
+
+
+def test_the_manifest_refuses_another_encoder_a_changed_file_and_a_foreign_folder(tmp_path):
+    folder = trained(tmp_path / "classifier")
+    with pytest.raises(ClassifierMismatchError, match="was trained on encoder"):
+        ComplexityClassifier.load(folder, encoder=Lookup(sha256="1" * 64))
+    with pytest.raises(ClassifierMismatchError, match="was trained on encoder"):
+        ComplexityClassifier.load(folder, encoder=Lookup(name="other"))
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for path in folder.iterdir():
+        (copy / path.name).write_bytes(path.read_bytes())
+    manifest = json.loads((copy / MANIFEST).read_text())
+    (copy / MANIFEST).write_text(json.dumps({**manifest, "labels": ["A", "C"]}))
+    with pytest.raises(ChecksumMismatchError, match="classifier.json changed"):
+        ComplexityClassifier.load(copy, encoder=Lookup())
+    with pytest.raises(FileNotFoundError, match="holds no classifier"):
+        ComplexityClassifier.load(tmp_path / "nowhere")
+    foreign = tmp_path / "notes"
+    foreign.mkdir()
+    (foreign / "todo.txt").write_text("keep me")
+    classifier = ComplexityClassifier.load(folder, encoder=Lookup())
+    with pytest.raises(ClassifierMismatchError, match="not a classifier"):
+        classifier.save(foreign)
+    assert (foreign / "todo.txt").read_text() == "keep me"
+
+
+def test_a_manifest_of_another_format_is_refused_and_a_record_cannot_change_it(tmp_path):
+    from multihop.folders import write_inventory
+
+    classifier = ComplexityClassifier.load(trained(tmp_path / "classifier"), encoder=Lookup())
+    old = classifier.save(tmp_path / "old", {"format": 0, "note": "kept"})
+    manifest = json.loads((old / MANIFEST).read_text())
+    assert (manifest["format"], manifest["note"]) == (1, "kept")
+    (old / MANIFEST).write_text(json.dumps({**manifest, "format": 0}))
+    write_inventory(old)  # a consistent folder of an older format
+    with pytest.raises(ClassifierMismatchError, match="not a classifier this version reads"):
+        ComplexityClassifier.load(old, encoder=Lookup())
+
+
+def test_a_program_with_a_classifier_copies_and_pickles_by_its_folder(tmp_path, monkeypatch):
+    import copy
+    import pickle
+
+    monkeypatch.setattr(multihop.retrievers, "Encoder", Lookup)
+    folder = trained(tmp_path / "classifier")
+    program = AdaptiveRAG(classifier=str(folder))
+    assert copy.deepcopy(program)._classifier is program._classifier  # shared, not copied
+    restored = pickle.loads(pickle.dumps(program._classifier))
+    assert restored.folder == folder and np.array_equal(restored.weight, program._classifier.weight)
+
+
+# --- the command line -------------------------------------------------------------------------------------------
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def data(tmp_path, monkeypatch):
+    """A MULTIHOP_DATA whose MuSiQue train file holds three questions (one for each label) and whose dev file holds
+    one (held apart), and a MULTIHOP_HOME of the test's own."""
+    root = tmp_path / "data"
+    records = {"train": [("t1", CAPITAL, "Paris"), ("t2", BORN, "Berlin"), ("t3", FOUNDED, "Oslo")],
+               "dev": [("d1", "What is the capital of Peru?", "Lima")]}
+    for split, rows in records.items():
+        (root / "musique" / split).mkdir(parents=True)
+        name = "musique_qa_100.json" if split == "dev" else "musique_train.json"
+        (root / "musique" / split / name).write_text(json.dumps([
+            {"id": qid, "question": question, "answers": [answer], "dataset": "musique",
+             "paragraphs": [{"title": answer, "text": f"{answer} is a city.", "is_supporting": True},
+                            {"title": "Elsewhere", "text": "Nothing here.", "is_supporting": False}]}
+            for qid, question, answer in rows]))
+    monkeypatch.setenv("MULTIHOP_DATA", str(root))
+    monkeypatch.setenv("MULTIHOP_HOME", str(tmp_path / "home"))
+    return root
+
+
+@pytest.fixture
+def scripted(monkeypatch):
+    """Every LM the command line builds answers as :class:`Script` does."""
+    import multihop.lms
+
+    script = Script(direct="Paris", reader="Berlin", reason=["So the answer is: Rome."])
+    monkeypatch.setattr(multihop.lms, "make_lm", lambda spec, **settings: script.lm)
+    return script
+
+
+def test_labels_then_train_then_route(data, scripted, tmp_path, monkeypatch):
+    labels = tmp_path / "labels"
+    made = runner.invoke(app, ["adaptiverag", "labels", "--dataset", "musique", "--out", str(labels), "--limit", "3",
+                               "--set", "k=1", "--lm", "openai/scripted"])
+    assert made.exit_code == 0, made.output
+    assert "A 1, B 1, C 1 (1 answered by no strategy took the dataset's bias)" in " ".join(made.output.split())
+    rows = {row["id"]: row for row in read_labels(labels)}
+    assert {qid: row["label"] for qid, row in rows.items()} == {"t1": "A", "t2": "B", "t3": "C"}
+    manifest = json.loads((labels / "run.json").read_text())
+    assert manifest["split"] == "train" and manifest["strategies"]["B"]["k"] == 1
+    assert manifest["retriever"].split("/")[-1].startswith("bm25")  # the method's first stage, as the paper's
+
+    monkeypatch.setattr(multihop.retrievers, "Encoder", Lookup)
+    fitted = runner.invoke(app, ["adaptiverag", "train", str(labels), "--out", str(tmp_path / "classifier"),
+                                 "--valid-share", "0"])
+    assert fitted.exit_code == 0, fitted.output
+    record = json.loads((tmp_path / "classifier" / MANIFEST).read_text())
+    assert record["training"]["labels"] == {"A": 1, "B": 1, "C": 1} and record["encoder"]["name"] == "minilm"
+    assert record["label_files"][0]["path"] == str(labels / "labels.jsonl")
+    program = AdaptiveRAG(retriever=StaticRetriever(PASSAGES), classifier=str(tmp_path / "classifier"))
+    with dspy.context(lm=scripted.lm):
+        assert [program(question=q).complexity for q in (CAPITAL, BORN, FOUNDED)] == ["A", "B", "C"]
+
+
+def fails(argv, capsys) -> str:
+    from multihop.cli.errors import run as run_cli
+
+    assert run_cli(app, argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "\n" not in err and "Traceback" not in err, err
+    return err
+
+
+def test_the_commands_errors_are_one_line(data, scripted, tmp_path, capsys):
+    out = ["--out", str(tmp_path / "labels")]
+    assert "'test' is none of train, dev" in fails(["adaptiverag", "labels", "--dataset", "musique", *out, "--split",
+                                                    "test"], capsys)
+    assert "'D' is none of A, B, C" in fails(["adaptiverag", "labels", "--dataset", "musique", *out, "--bias", "D"],
+                                             capsys)
+    assert "route cannot be set here" in fails(["adaptiverag", "labels", "--dataset", "musique", *out, "--set",
+                                                "route=A"], capsys)
+    assert "AdaptiveRAG's k is an integer" in fails(["adaptiverag", "labels", "--dataset", "musique", *out, "--set",
+                                                     "k=many"], capsys)
+    assert "no such file" in fails(["adaptiverag", "labels", "--dataset", str(tmp_path / "none.json"), *out], capsys)
+    assert "does not exist" in fails(["adaptiverag", "train", str(tmp_path / "nowhere"), "--out",
+                                      str(tmp_path / "c")], capsys)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert "holds no silver labels" in fails(["adaptiverag", "train", str(empty), "--out", str(tmp_path / "c")],
+                                             capsys)
+    dev = tmp_path / "dev-labels.jsonl"
+    dev.write_text(json.dumps({"id": "d1", "question": "What is the capital of Peru?", "label": "A"}) + "\n")
+    assert "held apart for measuring" in fails(["adaptiverag", "train", str(dev), "--out", str(tmp_path / "c")],
+                                               capsys)
+    assert not (tmp_path / "c").exists()
