@@ -19,7 +19,9 @@ ablation, L, N and online rows, as Tables 2–3 run them; "CIRAG w/o TD" keeps t
 ``multihop distill --preset cirag`` trained is the paper's, the integrator's alone (Eq. 8). One trained with
 ``--all-stages`` learnt our extract_entities / extract_triples rows too: its main row is "CIRAG (TD, all-stages
 student)", and two more rows read a second cache it extracted, "w/o TD, student extractor" and "CIRAG (TD, all-stages
-student), student extractor". Each row is an evaluation folder under ``--out``, so a rerun resumes. Not printed: the
+student), student extractor". The paper's baselines follow as the last rows (``Method(paper_baselines=...)``: IRCoT,
+FLARE, MetaRAG; App. B.3 runs them on the same retriever and LM; ours: CIRAG's K = 10 and L = 4 for each, the loop
+bound of each). Each row is an evaluation folder under ``--out``, so a rerun resumes. Not printed: the
 paper's own numbers (GPT/Qwen-7B settings, another corpus: not comparable here).
 """
 
@@ -30,7 +32,8 @@ import argparse
 import dspy
 from rich.console import Console
 
-from multihop.benchmarks.common import cached_retriever, evaluate_rows, run_folder
+from multihop.benchmarks.common import baseline_rows, cached_retriever, evaluate_rows, run_folder
+from multihop.comparison import Budget
 from multihop.data import questions_with_corpus
 from multihop.evaluation import render_table
 from multihop.lm_options import LMOptions, served_student
@@ -104,7 +107,8 @@ def row_programs(retriever, cache: str, iterations: list[int], online: bool, stu
     if lm is not None and all_stages(learnt):
         rows += [("w/o TD, student extractor", f"student-extractor{suffix}", cirag(student_cache, distilled=False)),
                  (f"{td}, student extractor", f"student-both{suffix}", cirag(student_cache))]
-    return rows
+    # App. B.3: the baselines on the same retriever and LM; ours: CIRAG's K = 10 and L = 4 for each
+    return rows + baseline_rows("CIRAG", retriever, Budget(k=K, max_iterations=4), skip=("SingleStepRAG",))
 
 
 def main() -> None:

@@ -29,10 +29,11 @@ def run_folder(root: str | Path, lm, dataset: str, corpus) -> Path:
 
 
 def evaluate_rows(rows: list[tuple], examples: list, out: Path, lm, judge_lm=None, threads: int = 1,
-                  chosen: str | None = None) -> dict[str, dict]:
+                  chosen: str | None = None, start: int = 1) -> dict[str, dict]:
     """Evaluate each ``(name, folder, program)`` row (only the 1-based row numbers ``chosen`` lists, "2,5", when
-    given) into ``out / folder``; each row's LM has its own rollout id, so no row is served from another row's
-    cache. Returns the summaries by row name."""
+    given) into ``out / folder``; each row's LM has its own rollout id, its number counted from ``start`` (rows
+    evaluated in a second call go on from the first call's), so no row is served from another row's cache. Returns
+    the summaries by row name."""
     import dspy
 
     from multihop.evaluation import evaluate
@@ -40,7 +41,7 @@ def evaluate_rows(rows: list[tuple], examples: list, out: Path, lm, judge_lm=Non
     if chosen:
         rows = [rows[int(i) - 1] for i in chosen.split(",")]
     summaries = {}
-    for number, (name, folder, program) in enumerate(rows, 1):
+    for number, (name, folder, program) in enumerate(rows, start):
         with dspy.context(lm=lm.copy(rollout_id=number)):
             summaries[name] = evaluate(program, examples, out / folder, threads=threads, name=name, judge_lm=judge_lm)
     return summaries

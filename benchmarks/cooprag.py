@@ -113,7 +113,8 @@ def main() -> None:
     if args.key_extract_rounds:
         programs["CoopRAG + KeyExtract (App. H.4)"] = CoopRAG(retriever=rala, n=args.n,
                                                               key_extract_rounds=args.key_extract_rounds)
-    # Tables 12-13's multi-step baseline, IRCoT (its paper's caps), over the same retriever, k = 5 as every row
+    # Tables 12-13's multi-step baseline, IRCoT (its paper's caps) over the same retriever (MPNet [CLS] + RaLa: their
+    # "IRCoT + CoopRAG" retrieval), k = 5 as every row
     programs.update({name: program for name, _, program in baseline_rows("CoopRAG", rala, Budget(mode="paper"), k=5)})
     short = options.make(max_tokens=args.answer_tokens)
     for program in programs.values():

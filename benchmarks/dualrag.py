@@ -11,7 +11,11 @@ MuSiQue), indexed once with MPNet (cached under ``MULTIHOP_HOME``); every DualRA
 same encoder (the paper's bge-reranker does not ship offline), n = 50 → k = 10 per entity. NativeRAG gets the same
 retrieval, as the paper gives every baseline (§4.3, App. H.4: top 50 → reranker → top 10): "SingleStepRAG (NativeRAG)"
 reranks the question's first-stage top n to k with DualRAG's reranker, n and k; "SingleStepRAG (NativeRAG, w/o
-rerank)" reads the first stage's top k alone (ours, to show the reranker's share).
+rerank)" reads the first stage's top k alone (ours, to show the reranker's share). The paper's other baselines follow
+as the last rows (``Method(paper_baselines=...)``: Direct, IRCoT, MetaRAG, GenGround, and FLARE of App. H.5), as §4.3
+runs them: at most 5 iteration steps each (IRCoT's steps, MetaRAG's and GenGround's rounds, FLARE's sentences) and
+the same top 50 → reranker → top 10. With k = 10, IRCoT's
+15-paragraph cap (its paper's) is full after its first sentence's retrieval.
 
 Reported per row: Acc by the LLM judge (with ``--judge-lm``), EM, Acc (the gold answer contained), F1, R@2 and R@5 over
 the passages behind the outline, retrieval iterations, LLM calls, output tokens per module (Tables 7–8: Reasoner, Entity
@@ -40,7 +44,8 @@ import argparse
 import dspy
 from rich.console import Console
 
-from multihop.benchmarks.common import cached_retriever, evaluate_rows, run_folder
+from multihop.benchmarks.common import baseline_rows, cached_retriever, evaluate_rows, run_folder
+from multihop.comparison import Budget
 from multihop.data import questions_with_corpus
 from multihop.evaluation import render_table
 from multihop.lm_options import LMOptions
@@ -98,7 +103,8 @@ def row_programs(retriever, iterations: list[int], student=None, reading: str = 
     """(row name, evaluation folder, program) of every row; a student row's student LM has a rollout id of its own,
     so no row replays another's student calls from the cache. ``reading`` is Table 3's (:func:`ablations`); a row
     of both readings (the full system, w/o R, Tables 14–15) resumes in the same folder under either."""
-    rows = native_rag(retriever, DualRAG(retriever=retriever, k=K))
+    dualrag = DualRAG(retriever=retriever, k=K)
+    rows = native_rag(retriever, dualrag)
     independent = [*ablations("independent").values()]
     for number, (name, switches) in enumerate(ablations(reading).items(), 1):
         folder = f"ablation{independent.index(switches) + 1}" if switches in independent else f"cumulative{number}"
@@ -115,7 +121,9 @@ def row_programs(retriever, iterations: list[int], student=None, reading: str = 
                 if role != base_role:
                     program.set_stage_lm(stage, lm.copy(rollout_id=number))
             rows.append((name, f"student-{weights}-{base_role or 'all'}", program))
-    return rows
+    # §4.3: every iterative baseline at most 5 iteration steps, on the same top 50 → reranker → top 10
+    return rows + baseline_rows("DualRAG", retriever, Budget(k=dualrag.k, max_iterations=5), skip=("SingleStepRAG",),
+                                rerank=dualrag.rerank, n=dualrag.n)
 
 
 def main() -> None:

@@ -14,6 +14,12 @@ follows each question's gold route (:func:`multihop.programs.hanrag.gold_route`:
 its Steps are not the paper's Tables 3–5 setting, where whole multi-hop datasets are complex). Each row is an
 evaluation folder under ``--out``, so a rerun resumes; each row has its own cache entries (a rollout id per row).
 
+The paper's other baselines (Table 2): IRCoT (top k = 5 a step, its paper's caps) and Adaptive-RAG, whose three
+strategies are the "No retrieval", "Single-step Approach" and IRCoT rows: with ``--classifier`` (``multihop
+adaptiverag labels`` on train questions, then ``multihop adaptiverag train``) the row "Adaptive-RAG" routes each
+question by it; "Adaptive-RAG w/ Oracle" (the paper's row) follows each question's silver label, taken from those
+three rows' results (the simplest that answered exactly, else the multi-hop bias C), once they have run.
+
 The Revelator (``--revelator``, a ``multihop distill`` folder trained on ``multihop hanrag revelator-data`` rows):
 "HANRAG (LoRA Revelator)" runs the stages it was trained for on it, the generator on the base LM (§5). Before the
 rows, the per-stage table compares the base LM with the Revelator on the gold targets of held-apart dev questions (at
@@ -36,10 +42,13 @@ from multihop.benchmarks.students import per_stage, stage_table
 from multihop.comparison import Budget
 from multihop.data import load_questions, questions_with_corpus
 from multihop.evaluation import render_table
+from multihop.jsonl import read_rows
 from multihop.lm_options import LMOptions
 from multihop.optimize.gold import gold_targets
 from multihop.optimize.students import trained_stages
-from multihop.programs import HANRAG, NoRetrieval, SingleStepRAG
+from multihop.programs import HANRAG, AdaptiveRAG, NoRetrieval, SingleStepRAG
+from multihop.programs.adaptive_rag.complexity import bias_label, silver_label
+from multihop.programs.adaptive_rag.labels import with_gold_complexity
 from multihop.programs.hanrag import REVELATOR_STAGES
 from multihop.programs.hanrag.routes import route_of
 from multihop.question_sets import DATASETS
@@ -53,6 +62,7 @@ ABLATIONS = {  # App. E's ablation table
     "-Ending discriminator": {"ending_judge": False},
     "-Refiner": {"refiner": False},
 }
+STRATEGY_ROWS = {"A": "no-retrieval", "B": "single-step", "C": "baseline-ircot"}  # Adaptive-RAG's strategies' rows
 FALLBACKS = ("router", "decompose", "refine", "relevance", "ending", "aggregate", "answer", "direct_answer")
 COLUMNS = [("llm_eval", "Acc (LLM)"), ("em", "EM"), ("f1", "F1"), ("acc", "Acc"), ("steps", "Steps"),
            ("recall@2", "R@2"), ("recall@5", "R@5"), ("llm_calls", "LLM calls/q"),
@@ -62,9 +72,25 @@ COLUMNS = [("llm_eval", "Acc (LLM)"), ("em", "EM"), ("f1", "F1"), ("acc", "Acc")
            ("seconds", "s/q")]
 
 
-def row_programs(retriever, revelator=None) -> list[tuple[str, str, dspy.Module]]:
+def adaptive_rag(retriever, **settings) -> AdaptiveRAG:
+    """Adaptive-RAG whose strategies are this benchmark's rows: No retrieval, the single-step approach (top ``K``) and
+    IRCoT (top ``K`` a step, its paper's step cap), as HANRAG's Table 2 runs them on one retriever."""
+    return AdaptiveRAG(retriever=retriever, k=K, single_step_k=K, **settings)
+
+
+def oracle_labels(out, examples) -> dict[str, str]:
+    """Each question's silver label from the rows of Adaptive-RAG's three strategies (§3.2's rule: the simplest whose
+    answer is exact, else its dataset's bias, C here), read from their evaluation folders under ``out``."""
+    results = {label: read_rows(out / folder / "results.jsonl") for label, folder in STRATEGY_ROWS.items()}
+    return {str(example.id): silver_label({label: bool(rows.get(str(example.id), {}).get("metrics", {}).get("em"))
+                                           for label, rows in results.items()}, bias_label(example))[0]
+            for example in examples}
+
+
+def row_programs(retriever, revelator=None, classifier: str | None = None) -> list[tuple[str, str, dspy.Module]]:
     """(row name, evaluation folder, program) of every row; the Revelator's LM has a rollout id of its own.
-    HANRAG-Oracle reads each question's gold route through evaluation (``HANRAG.prepare_examples``)."""
+    HANRAG-Oracle reads each question's gold route through evaluation (``HANRAG.prepare_examples``); Adaptive-RAG
+    runs with ``classifier`` (a ``multihop adaptiverag train`` folder) when given."""
     rows = [("No retrieval", "no-retrieval", NoRetrieval()),
             ("Single-step Approach", "single-step", SingleStepRAG(retriever=retriever, k=K))]
     for number, (name, switches) in enumerate(ABLATIONS.items(), 1):
@@ -72,6 +98,8 @@ def row_programs(retriever, revelator=None) -> list[tuple[str, str, dspy.Module]
     rows.append(("HANRAG-Oracle", "oracle", HANRAG(retriever=retriever, k=K, route="oracle")))
     rows += baseline_rows("HANRAG", retriever, Budget(mode="paper"), skip=("NoRetrieval", "SingleStepRAG",
                                                                          "AdaptiveRAG"), k=K)
+    if classifier is not None:
+        rows.append(("Adaptive-RAG", "adaptive-rag", adaptive_rag(retriever, classifier=classifier)))
     if revelator is not None:
         lm, weights, folder = revelator
         program = HANRAG(retriever=retriever, k=K)
@@ -109,6 +137,8 @@ def main() -> None:
     LMOptions.add_arguments(parser, max_tokens=128)  # the generation cap of every stage
     parser.add_argument("--judge-lm", default=None, help="LM for Acc by an LLM judge; none: the column is left out")
     parser.add_argument("--revelator", default=None, help="a `multihop distill` folder trained on Revelator rows")
+    parser.add_argument("--classifier", default=None, help="an Adaptive-RAG classifier (`multihop adaptiverag train`) "
+                        "for the Adaptive-RAG row")
     parser.add_argument("--per-stage", type=int, default=8, help="gold targets per stage and dataset (with "
                         "--revelator); 0 skips the per-stage tables")
     parser.add_argument("--rows", default=None, help="comma-separated row numbers to run (default: all)")
@@ -137,8 +167,12 @@ def main() -> None:
         retriever = BM25Retriever(corpus)
         console.print(f"{dataset}: {len(examples)} questions, {len(corpus)} passages, LM {lm.model}")
         out = run_folder(args.out, lm, dataset, corpus)
-        rows = row_programs(retriever, revelator)
+        rows = row_programs(retriever, revelator, args.classifier)
         summaries = evaluate_rows(rows, examples, out, lm, judge, args.threads, args.rows)
+        if all((out / folder / "results.jsonl").is_file() for folder in STRATEGY_ROWS.values()):
+            oracle = [("Adaptive-RAG w/ Oracle", "adaptive-rag-oracle", adaptive_rag(retriever, route="oracle"))]
+            labelled = with_gold_complexity(examples, oracle_labels(out, examples))
+            summaries.update(evaluate_rows(oracle, labelled, out, lm, judge, args.threads, start=len(rows) + 1))
         title = f"HANRAG on {dataset} ({len(examples)} questions), LM {lm.model}, BM25 top {K}"
         console.print(render_table(summaries, title=title, columns=COLUMNS, label="row"))
 

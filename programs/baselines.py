@@ -35,7 +35,24 @@ class NoRetrieval(MultihopProgram):
         return dspy.Prediction(answer=safe_answer(result.answer), passage_ids=[])
 
 
-class SingleStepRAG(MultihopProgram):
+class RerankableBaseline(MultihopProgram):
+    """What the retrieving baselines share: an optional reranker over the first stage's top ``n`` (their ``rerank``
+    and ``n`` settings), the top 50 → reranker → top 10 DualRAG gives every baseline (§4.3, App. H.4). Without one
+    (``rerank=None``, their default) the retriever is searched as it is, so a saved reranked retriever keeps its
+    reranker; a method's ``rerank=None`` is its ablation instead, the first stage alone."""
+
+    def __init__(self, retriever: dspy.Module | None, k: int, n: int, rerank: str | None):
+        rerank = checked_reranker(rerank)
+        if rerank is not None and n < k:
+            raise ValueError(f"the first stage must return at least k passages to rerank (n={n} < k={k})")
+        super().__init__(retriever=retriever)
+        self.k, self.n, self.rerank = k, n, rerank
+
+    def build_searcher(self, retriever: dspy.Module) -> dspy.Module:
+        return retriever if self.rerank is None else super().build_searcher(retriever)
+
+
+class SingleStepRAG(RerankableBaseline):
     """The papers' "NativeRAG" baseline: retrieve the top ``k`` passages for the question once, then answer from them
     (one retrieval, one LLM call).
 
@@ -53,17 +70,8 @@ class SingleStepRAG(MultihopProgram):
     """
 
     def __init__(self, retriever: dspy.Module | None = None, k: int = 5, n: int = 50, rerank: str | None = None):
-        rerank = checked_reranker(rerank)
-        if rerank is not None and n < k:
-            raise ValueError(f"the first stage must return at least k passages to rerank (n={n} < k={k})")
-        super().__init__(retriever=retriever)
-        self.k, self.n, self.rerank = k, n, rerank
+        super().__init__(retriever, k, n, rerank)
         self.add_stages(answer=AnswerFromPassages)
-
-    def build_searcher(self, retriever: dspy.Module) -> dspy.Module:
-        """Without ``rerank``, the retriever as it is (a saved reranked retriever keeps its reranker); with it, the
-        retriever's first stage reranked by it."""
-        return retriever if self.rerank is None else super().build_searcher(retriever)
 
     def forward(self, question: str) -> dspy.Prediction:
         hits = self.search(question, k=self.k)

@@ -45,7 +45,8 @@ class Method:
             :data:`multihop.retrievers.CACHED_FIRST_STAGES`).
         compare: whether ``multihop compare`` runs it by default.
         paper_baselines: the programs its paper reports as its baselines (Direct and NativeRAG are ``NoRetrieval`` and
-            ``SingleStepRAG``), which its benchmark prints beside it under the same retriever and LM.
+            ``SingleStepRAG``), which its benchmark prints beside it under the same retriever and LM; where its
+            baselines need models not here, the nearest program built here, said where it is declared.
         paper_settings: the constructor settings its paper ran it with (k, its loop's cap, ...) where they differ
             from or are not fixed by the shared budget; ``multihop compare --budget paper`` runs it with its defaults
             and these, each commented with where the paper gives it.

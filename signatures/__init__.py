@@ -1,5 +1,5 @@
 """DSPy signatures, one module per method; each docstring is the stage's instruction."""
 
-from .shared import AnswerFromPassages, DirectAnswer
+from .shared import AnswerFromPassages, AnswerWithReasoning, DirectAnswer
 
-__all__ = ["AnswerFromPassages", "DirectAnswer"]
+__all__ = ["AnswerFromPassages", "AnswerWithReasoning", "DirectAnswer"]

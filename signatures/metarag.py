@@ -11,7 +11,8 @@ around it states written out:
 - ``JudgeInternal`` is Prompt_Eval (§4.2, internal knowledge).
 - ``CriticizeAnswer`` is Prompt_Critic (§4.2, declarative knowledge: "{Error name - Error description}") joined
   with §4.3's suggestion prompt ("generate a statement that offers suggestions to prevent the occurrence of the
-  {error type}"), as the authors' code asks for the judgement and the feedback in one call.
+  {error type}"), as the authors' code asks for the judgement and the feedback in one call; like the authors'
+  critic (``critic.check`` in ``critic.py``), it reads the question and the answer only.
 - ``NewQuery`` is Prompt_QG (§4.3: "To answer this question, I further need to search {q'}", with the two properties
   the paper asks of the query).
 
@@ -19,14 +20,16 @@ Ours, where a model of the paper cannot run here (said in :mod:`multihop.program
 
 - ``ExpertAnswer`` stands in for the monitor's expert, a T5-large fine-tuned for HotpotQA reading the same documents
   (§4.1, App. A.1): an extractive answer from the documents.
-- ``JudgeExternal`` and ``CheckStatement`` stand in for the TRUE NLI model (T5-XXL) that judges whether the
-  documents suffice for the question (§4.2) and whether they support each statement of the reasoning (§4.3); the
-  authors' code itself asks the LLM the first ("can the provided reference answer the question").
+- ``JudgeExternal`` and ``CheckReasoning`` stand in for the TRUE NLI model (T5-XXL) that judges whether the
+  documents suffice for the question (§4.2) and whether the reasoning supports the answer (§4.3); the authors' code
+  itself asks the LLM the first ("can the provided reference answer the question") and makes the second one NLI call
+  with the reasoning as premise and the answer as hypothesis (``judge_support`` in ``metarag.py``).
 
 The error types' descriptions are §4.2's, shortened; the paper's examples for them are not published (the authors'
 code has four of its own, under other error names), so none are given. The planning's suggestions
-(:data:`RELY_ON_OWN_KNOWLEDGE`, :data:`RELY_ON_REFERENCES`, :data:`NEW_REFERENCES`, :data:`DOUBLE_CHECK`) are §4.3's
-strategies in our words; "Please think step by step." is the paper's default suggestion.
+(:data:`RELY_ON_OWN_KNOWLEDGE`, :data:`RELY_ON_REFERENCES`, :data:`NEW_REFERENCES`, :data:`CHECK_FINAL_ANSWER`,
+:data:`MULTI_STEP_REASONING`) are the authors' code's plan suggestions (``metarag.py``'s ``predict``) in our words;
+"Please think step by step." is the paper's and the code's default, given whenever the critic finds no error.
 """
 
 from typing import Literal
@@ -45,10 +48,10 @@ ErrorType = Literal["incomplete reasoning", "answer redundance", "ambiguity unde
 THINK_STEP_BY_STEP = "Please think step by step."  # §4.3's default suggestion, when no common error is found
 NEW_REFERENCES = ("New references were retrieved for the knowledge the documents lacked: break the question into "
                   "sub-questions and answer each from the references.")
-RELY_ON_OWN_KNOWLEDGE = "The references may mislead you on this question: rely on your own knowledge to answer it."
+RELY_ON_OWN_KNOWLEDGE = "If the references hold nothing suitable for the question, answer from your own knowledge."
 RELY_ON_REFERENCES = "Answer only from the references; do not use your own knowledge."
-DOUBLE_CHECK = ("The references do not support these statements of your last reasoning; check each again and leave "
-                "out any you are not confident in: {statements}")
+CHECK_FINAL_ANSWER = "Check your final answer carefully: answer the question exactly, with nothing irrelevant."
+MULTI_STEP_REASONING = "Your last reasoning did not support its answer: answer by reasoning in several steps."
 
 
 class Answer(dspy.Signature):
@@ -91,15 +94,13 @@ class JudgeExternal(dspy.Signature):
 
 
 class CriticizeAnswer(dspy.Signature):
-    """Please act as an evaluator-critic system: assess whether the response, reasoned from the references for the
-    question, contains any of the error types described. If it does, name the error and write a statement that
-    offers suggestions to prevent the occurrence of that error in future reasoning; if it contains none of them, the
-    error is "none" and the suggestion is empty."""
+    """Please act as an evaluator-critic system: assess whether the answer to the question contains any of the
+    error types described. If it does, name the error and write a statement that offers suggestions to prevent the
+    occurrence of that error in future reasoning; if it contains none of them, the error is "none" and the
+    suggestion is empty."""
 
     error_types: list[str] = dspy.InputField(desc='each error type as "name: description"')
-    references: list[str] = dspy.InputField()
     question: str = dspy.InputField()
-    reasoning: str = dspy.InputField(desc="the response's reasoning")
     answer: str = dspy.InputField(desc="the response's answer")
     error: ErrorType = dspy.OutputField(desc='the error type the response contains, or "none"')
     suggestion: str = dspy.OutputField(desc="how to avoid that error next time, or empty")
@@ -117,10 +118,10 @@ class NewQuery(dspy.Signature):
     query: str = dspy.OutputField(desc="what I further need to search")
 
 
-class CheckStatement(dspy.Signature):
-    """Please act as a natural language inference model: determine whether the documents entail the statement, that
-    is, whether what the documents say supports it."""
+class CheckReasoning(dspy.Signature):
+    """Please act as a natural language inference model: determine whether the premise entails the hypothesis, that
+    is, whether the reasoning supports the answer it reached."""
 
-    documents: list[str] = dspy.InputField()
-    statement: str = dspy.InputField()
-    supported: bool = dspy.OutputField(desc="whether the documents entail the statement")
+    premise: str = dspy.InputField(desc="the reasoning")
+    hypothesis: str = dspy.InputField(desc="the answer")
+    entailed: bool = dspy.OutputField(desc="whether the premise entails the hypothesis")

@@ -7,7 +7,9 @@ search engine ("Self-Ask + Search Engine", §3.2) the intermediate answer is the
 question instead of the LM's. Ours: the scaffold's decision as one stage (``FollowUp``: the next follow-up question,
 or none and the final answer), with the follow-ups asked so far and their intermediate answers as an input field; the
 search engine's answer box is replaced by our retriever and a reader (``IntermediateAnswer``) answering the follow-up
-from the retrieved passages (the engine returned an answer snippet; a passage index returns passages).
+from the retrieved passages (the engine returned an answer snippet; a passage index returns passages); when the
+scaffold ends without a final answer (the cap, a repeated or empty follow-up), ``FinalAnswer`` asks for it, as the
+authors' code appends "So the final answer is:" and lets the model finish.
 """
 
 import dspy
@@ -24,6 +26,15 @@ class FollowUp(dspy.Signature):
     follow_up_needed: bool = dspy.OutputField(desc="whether another follow up question is needed")
     follow_up: str = dspy.OutputField(desc="the next follow up question, or empty when none is needed")
     final_answer: str = dspy.OutputField(desc="the final answer when no follow up is needed, else empty")
+
+
+class FinalAnswer(dspy.Signature):
+    """Given the question and the follow up questions asked with their intermediate answers, write the final answer:
+    the shortest answer that is correct (an entity, a date, a number, or yes/no)."""
+
+    question: str = dspy.InputField()
+    follow_ups: list[str] = dspy.InputField(desc='"Follow up: … Intermediate answer: …", in order')
+    final_answer: str = dspy.OutputField(desc="the final answer")
 
 
 class IntermediateAnswer(dspy.Signature):

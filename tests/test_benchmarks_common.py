@@ -1,4 +1,5 @@
 import argparse
+import json
 import runpy
 import sys
 
@@ -107,3 +108,37 @@ def test_evaluate_rows_runs_the_chosen_rows_each_into_its_folder(tmp_path):
     summaries = evaluate_rows(rows, echo_examples(4), out, lm, chosen="2,3")
     assert list(summaries) == ["second", "third"] and sorted(p.name for p in out.iterdir()) == ["b", "c"]
     assert summaries["second"]["em"] == 0.5 and summaries["third"]["em"] == 0.5  # "y" is right on the odd questions
+
+
+def test_each_benchmark_prints_its_papers_baselines_as_its_paper_ran_them():
+    from multihop.benchmarks.common import baseline_rows
+    from multihop.comparison import Budget
+    from multihop.corpus import Corpus, Passage
+    from multihop.retrievers import BM25Retriever
+
+    retriever = BM25Retriever(Corpus([Passage.make("Paris", "Paris is in France."), Passage.make("Rome", "Rome.")]))
+    rows = baseline_rows("DualRAG", retriever, Budget(k=10, max_iterations=5), skip=("SingleStepRAG",),
+                         rerank="maxsim", n=50)  # §4.3: 5 iteration steps, top 50 → reranker → top 10
+    programs = {name.split(" ")[0]: program for name, _, program in rows}
+    assert list(programs) == ["NoRetrieval", "IRCoT", "MetaRAG", "GenGround", "FLARE"]
+    assert programs["IRCoT"].config()["max_steps"] == 5 and programs["IRCoT"].config()["rerank"] == "maxsim"
+    assert programs["MetaRAG"].config()["max_iterations"] == programs["GenGround"].config()["max_iterations"] == 5
+    assert programs["FLARE"].config()["max_sentences"] == 5 and programs["NoRetrieval"].config() == {}
+    assert all(program.config().get("k", 10) == 10 for program in programs.values())
+    paper = baseline_rows("HANRAG", retriever, Budget(mode="paper"), skip=("NoRetrieval", "SingleStepRAG",
+                                                                             "AdaptiveRAG"), k=5)
+    assert [(name, program.config()["k"], program.config()["max_steps"]) for name, _, program in paper] == [
+        ("IRCoT (the paper's baseline)", 5, 8)]  # its paper's step cap, the benchmark's k
+
+
+def test_the_adaptive_rag_oracle_labels_each_question_by_the_simplest_strategy_row_that_answered(tmp_path):
+    from multihop.benchmarks.hanrag import STRATEGY_ROWS, oracle_labels
+
+    answered = {"A": {"q1"}, "B": {"q1", "q2"}, "C": {"q2", "q3"}}  # q4: none → the multi-hop bias, C
+    for label, folder in STRATEGY_ROWS.items():
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "results.jsonl").write_text("".join(
+            json.dumps({"id": qid, "metrics": {"em": float(qid in answered[label])}}) + "\n"
+            for qid in ("q1", "q2", "q3", "q4")))
+    examples = [dspy.Example(id=qid, question="?", dataset="musique") for qid in ("q1", "q2", "q3", "q4")]
+    assert oracle_labels(tmp_path, examples) == {"q1": "A", "q2": "B", "q3": "C", "q4": "C"}

@@ -173,6 +173,29 @@ def test_without_batch_grounding_all_documents_go_to_one_grounding_call():
     assert len(json.loads(field(prompts(stages, "ground")[0], "documents"))) == 5
 
 
+def test_the_codes_filtered_revision_grounds_every_batch_then_revises_over_the_cited_documents():
+    prog = GenGround(retriever=program().retriever, k=5, batch_size=2, deduction=False, batch_revision="filtered")
+    stages = script(prog, answer={"answer": "Ben Affleck"})
+    prediction = run(prog, stages)
+    shown = [json.loads(field(p, "documents")) for p in prompts(stages, "ground")]
+    # queue [N4, Turn, Happy, N0, N1]: (N4, Turn) keeps Turn, (Happy, N0) keeps Happy, then [N1, Turn, Happy] > 2:
+    # (N1, Turn) keeps Turn, leaving [Happy, Turn] for the one revision
+    assert shown == [[NOISE[4].render(), TURN.render()], [HAPPY.render(), NOISE[0].render()],
+                     [NOISE[1].render(), TURN.render()], [HAPPY.render(), TURN.render()]]
+    (only,) = prediction.rounds
+    assert only["batches"] == 4 and only["answer"] == "Norah Jones" and only["cited_id"] == HAPPY.id
+    assert only["read_ids"] == [NOISE[4].id, TURN.id, HAPPY.id, NOISE[0].id, NOISE[1].id]  # each once
+    assert prediction.counts["grounding_batches"] == 4 and prediction.counts["revised"] == 1
+
+    empty = {"evidence": "Empty", "revised_answer": "Other"}
+    prog = GenGround(retriever=program().retriever, k=5, batch_size=2, deduction=False, batch_revision="filtered")
+    stages = script(prog, answer={"answer": "Ben Affleck"}, ground=empty)
+    prediction = run(prog, stages)  # as in the code, the last uncited document left in the queue is revised over
+    assert json.loads(field(prompts(stages, "ground")[-1], "documents")) == [NOISE[1].render()]
+    assert stages.seen.count("ground") == 3 and prediction.rounds[0]["answer"] == "Other"
+    assert prediction.counts["ungrounded"] == 1 and GenGround().batch_revision == "first_cited"
+
+
 def test_unparsable_replies_take_their_documented_fallbacks():
     garbled = {"garbled": "no fields"}
     prog = program(max_iterations=2)

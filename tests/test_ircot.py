@@ -69,11 +69,21 @@ def test_ircot_sees_the_growing_collection_and_the_chain_so_far():
 
 def test_ircot_stops_at_the_step_cap_and_the_paragraph_cap():
     program = IRCoT(retriever=Asked(Corpus(DOCS)), k=2, max_steps=3, max_paragraphs=3)
-    steps = iter(["Lost Gravity is a coaster.", "Mack Rides is a company.", "Waldkirch is a town.", "Xbox."])
+    steps = iter(["Waldkirch is a town.", "The Xbox is a console.", "Mack Rides.", "never asked"])
     prediction, script = run(program, reason=lambda p: {"next_sentence": next(steps)}, answer={"answer": "Germany"})
     assert script.seen.count("reason") == 3 and prediction.counts["step_cap"] == 1
-    assert len(program.rm.asked) == 4  # the question, then the first three sentences
-    assert len(prediction.passage_ids) == 3
+    assert len(program.rm.asked) == 3  # the question, then the first two sentences: none after the last step
+    assert len(prediction.passage_ids) == 3 and DOCS[3].id not in prediction.passage_ids  # the Xbox came too late
+
+
+def test_ircot_cot_reader_reasons_over_the_collected_paragraphs():
+    program = IRCoT(retriever=Asked(Corpus(DOCS)), k=1, cot_reader=True)
+    assert "answer" not in program.stage_names() and "cot_answer" in program.stage_names()
+    prediction, script = run(program, reason=sentences("Mack Rides is a company based in Waldkirch.",
+                                                       "So the answer is: Waldkirch."),
+                             cot_answer=lambda p: {"reasoning": "Mack Rides is in Germany.",
+                                                   "answer": "Germany" if "Waldkirch, Germany" in p else "?"})
+    assert prediction.answer == "Germany" and script.seen == ["reason", "reason", "cot_answer"]
 
 
 def test_ircot_without_reader_answers_with_the_chain_and_never_invents_one():
@@ -147,20 +157,32 @@ def test_self_ask_shows_each_answered_follow_up_to_the_next_decision():
     assert "Follow up: Who made it? Intermediate answer: Mack Rides" in lines[1]
 
 
-def test_self_ask_cap_and_repeat_end_with_the_last_intermediate_answer():
+def test_self_ask_cap_repeat_and_no_final_answer_end_with_one_concluding_call():
     program = SelfAsk(retriever=Asked(Corpus(DOCS)), k=1, max_follow_ups=2)
     asking = iter(range(100))
-    prediction, _ = run(program, follow_up=lambda p: {"follow_up_needed": "true", "follow_up": f"Q{next(asking)}?",
-                                                      "final_answer": ""},
-                        intermediate={"intermediate_answer": "Mack Rides"})
+    concluded = []
+
+    def conclude(prompt):
+        concluded.append(field(prompt, "follow_ups"))
+        return {"final_answer": "Germany"}
+
+    prediction, script = run(program, follow_up=lambda p: {"follow_up_needed": "true", "follow_up": f"Q{next(asking)}?",
+                                                           "final_answer": ""},
+                             intermediate={"intermediate_answer": "Mack Rides"}, conclude=conclude)
     assert len(program.rm.asked) == 2 and prediction.counts["follow_up_cap"] == 1
-    assert prediction.answer == "Mack Rides"
+    assert prediction.answer == "Germany" and script.seen[-1] == "conclude" and prediction.counts["concluded"] == 1
+    assert "Follow up: Q1? Intermediate answer: Mack Rides" in concluded[0]  # it reads every answered follow-up
     repeat = SelfAsk(retriever=Asked(Corpus(DOCS)), k=1)
     prediction, _ = run(repeat, follow_up=lambda p: {"follow_up_needed": "true", "follow_up": "Same?",
                                                      "final_answer": ""},
-                        intermediate={"intermediate_answer": "Waldkirch"})
+                        intermediate={"intermediate_answer": "Waldkirch"}, conclude={"final_answer": "Germany"})
     assert len(repeat.rm.asked) == 1 and prediction.counts["repeated_follow_up"] == 1
-    assert prediction.answer == "Waldkirch"
+    silent = SelfAsk(retriever=Asked(Corpus(DOCS)), k=1)
+    prediction, script = run(silent, follow_up=follow_ups((None, "")), conclude={"final_answer": "Germany"})
+    assert prediction.answer == "Germany" and script.seen == ["follow_up", "conclude"]
+    answered = SelfAsk(retriever=Asked(Corpus(DOCS)), k=1)
+    prediction, script = run(answered, follow_up=follow_ups((None, "Germany")), conclude={"final_answer": "never"})
+    assert script.seen == ["follow_up"] and prediction.counts["concluded"] == 0
 
 
 def test_self_ask_without_retrieval_answers_follow_ups_closed_book():

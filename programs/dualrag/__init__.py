@@ -12,7 +12,7 @@ __all__ = ["DualRAG"]
 
 Method(
     DualRAG,
-    # Table 2 and App. (FLARE): Direct, NativeRAG, IRCoT, MetaRAG, GenGround, FLARE
+    # Table 2: Direct, NativeRAG, IRCoT, MetaRAG, GenGround; App. H.5, Table 16 (GPT-4o-mini only): FLARE
     paper_baselines=("NoRetrieval", "SingleStepRAG", "IRCoT", "MetaRAG", "GenGround", "FLARE"),
     # Table 2, the DualRAG row under Qwen2.5-72B-Instruct (per dataset: LLM judge, EM, Acc, F1; its Acc/F1 are Table
     # 3's DualRAG row)

@@ -25,7 +25,8 @@ is empty, never invented). ``k``, θ and β keep the paper's values by default; 
 
 Switches: ``threshold`` (θ; 0: no retrieval after the first, 1 or more: a retrieval for every sentence, the paper's
 sweep), ``mask_threshold`` (β; 0: the whole sentence is the query, the paper's unmasked ablation), ``max_sentences``,
-``max_generation_tokens``, ``reader``.
+``max_generation_tokens``, ``reader``, and ``rerank``/``n`` (:class:`~..baselines.RerankableBaseline`: the top-``n``
+→ reranker → top-``k`` search DualRAG runs every baseline with; default off).
 
 The generator must report token log-probabilities: an in-process engine (``local:...``), a vLLM or SGLang server, or
 an API that returns them. A reply without them raises :class:`~multihop.engines.base.LogprobsUnavailable`, naming
@@ -49,7 +50,7 @@ from multihop.retrievers.query import Hits
 from multihop.signatures.flare import AnswerFromDraft, NextSentence
 from multihop.tracing import count
 
-from ..base import MultihopProgram
+from ..baselines import RerankableBaseline
 from ..text import safe_answer, stated_answer, unique
 from .tokens import Piece, field_pieces, low_confidence, masked_query, reply_tokens
 
@@ -67,7 +68,7 @@ class Sentence:
         return len(self.pieces) if self.pieces is not None else len(self.text.split())
 
 
-class FLARE(MultihopProgram):
+class FLARE(RerankableBaseline):
     """FLARE-direct: each next sentence is first written as a look-ahead; one with a token less probable than
     ``threshold`` retrieves with its confident tokens and is written again from the new documents. The module
     docstring says what is the paper's and what is ours.
@@ -81,6 +82,8 @@ class FLARE(MultihopProgram):
         max_sentences: sentences written at most.
         max_generation_tokens: the text ends at the sentence that brings its tokens to this many (the paper's 256).
         reader: answer with the reader when the text states no answer (False: the answer is empty).
+        rerank: a reranker of :data:`multihop.retrievers.RERANKERS` over the first stage's top ``n`` (None: off).
+        n: first-stage candidates the reranker sees.
 
     Example:
         >>> prediction = FLARE(retriever=retriever)(question="When did the director of film Hypocrite die?")
@@ -92,13 +95,13 @@ class FLARE(MultihopProgram):
 
     def __init__(self, retriever: dspy.Module | None = None, k: int = 2, threshold: float = 0.8,
                  mask_threshold: float = 0.4, max_sentences: int = 8, max_generation_tokens: int = 256,
-                 reader: bool = True):
+                 reader: bool = True, rerank: str | None = None, n: int = 50):
         if min(k, max_sentences, max_generation_tokens) < 1:
             raise ValueError("k, max_sentences and max_generation_tokens must be at least 1")
         if threshold < 0 or mask_threshold < 0:
             raise ValueError("threshold and mask_threshold are probabilities: at least 0")
-        super().__init__(retriever=retriever)
-        self.k, self.threshold, self.mask_threshold = k, threshold, mask_threshold
+        super().__init__(retriever, k, n, rerank)
+        self.threshold, self.mask_threshold = threshold, mask_threshold
         self.max_sentences, self.max_generation_tokens, self.reader = max_sentences, max_generation_tokens, reader
         self.add_stages(generate=NextSentence, answer=AnswerFromDraft if reader else None)
         self.generate.update_config(logprobs=True)  # every call of the generator reports its tokens' log-probabilities

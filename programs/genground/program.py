@@ -7,15 +7,26 @@ with the final answer, which ends the loop; ``answer`` answers the sub-question 
 answer); the top ``k`` documents are retrieved with the sub-question (Eq. 2); ``ground`` grounds the pair in them
 by batches of ``batch_size`` documents (§3.3): a batch whose content the LLM cites revises the answer and ends the
 grounding, a batch it answers "Empty" passes to the next, and when no batch is cited the immediate answer is kept
-as a backup. The sub-question and its revised answer, with the evidence cited (the paper's revision trajectory),
-join the rounds the next deduction reads.
+as a backup (``batch_revision="first_cited"``, the paper's text). The authors' released code
+(``src/genground.py``, ``GenGround.grounding``) does otherwise: its early stop is commented out ("discard the early
+stopping to find more reliable knowledge"), so every batch is grounded, the document each batch cites joins the end
+of the queue, batches are drawn until at most ``batch_size`` documents are left, and one final revision of the
+immediate answer reads those survivors, cited or not (no document retrieved: the immediate answer).
+``batch_revision="filtered"`` runs that: each batch and the final revision are ``ground`` calls, the final one's
+revised answer being the round's. The sub-question and its revised answer, with the evidence cited (the paper's
+revision trajectory), join the rounds the next deduction reads.
 
 The paper's: the two phases and their loop, retrieval with the sub-question, batch grounding with its "Empty" signal
-and backup, batches of 3 and the top 10 documents (§5.4), the ablations of Table 4 (``deduction=False`` "w/o
-deduction": the LLM answers the whole question directly and grounds that answer, one round; ``grounding=False`` "w/o
-grounding": each sub-question is answered from its retrieved documents by a reader, ``answer`` then reading them;
+and backup, batches of 3 and the top 10 documents (§5.4, as the earlier reading of the paper recorded; not re-read
+here; the authors' code defaults to ``n_docs=9``, ``batch_doc_size=3`` in ``run.py`` and ``src/genground.py``),
+the ablations of Table 4 (``deduction=False`` "w/o deduction": the LLM answers the whole
+question directly and grounds that answer, one round; ``grounding=False`` "w/o grounding":
+each sub-question is answered from its retrieved documents by a reader, ``answer`` then reading them;
 ``batch_grounding=False`` "w/o batch": all ``k`` documents in one grounding call). The authors' code's: at most 7
-deductions (``max_iterations``; the paper gives no cap).
+deductions (``max_iterations``; the paper gives no cap), and the ``filtered`` batch revision above.
+
+Not built: the paper's instructional grounding distillation (§4), which trains a smaller model on grounding
+trajectories distilled from a larger LLM; every stage here runs on the program's LM (an optimizer may tune it).
 
 Ours: the deduction is two calls (``deduce``, then ``answer``; see :mod:`multihop.signatures.genground`); a citation
 counts when it shares a word with a document of its batch (the authors' code ties a citation to the batch's document
@@ -38,15 +49,15 @@ unparsable grounding reply is an "Empty" batch (``ground.fallback``).
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from typing import Literal
 
 import dspy
 
 from multihop.metrics import f1, normalize_answer
-from multihop.retrievers import checked_reranker
 from multihop.signatures.genground import EMPTY, Deduce, Ground, ImmediateAnswer, ReadAnswer
 from multihop.tracing import count
 
-from ..base import MultihopProgram
+from ..baselines import RerankableBaseline
 from ..text import safe_answer, unique
 
 _NOT_CITED = {normalize_answer(text) for text in (EMPTY, "", "none", "insufficient information", "no evidence")}
@@ -83,7 +94,7 @@ def cited_index(evidence: str, documents: list[str]) -> int | None:
     return best if scores[best] > 0 else None
 
 
-class GenGround(MultihopProgram):
+class GenGround(RerankableBaseline):
     """GenGround: deduce a simple sub-question and answer it from the LLM's knowledge, then ground that answer in the
     documents retrieved for the sub-question, batch by batch, until the LLM gives the final answer (Shi et al., ACL
     2024). The module docstring says what is the paper's and what is ours.
@@ -96,6 +107,8 @@ class GenGround(MultihopProgram):
         deduction: answer deduction (False: Table 4's "w/o deduction", the question answered directly, one round).
         grounding: instructional knowledge grounding (False: Table 4's "w/o grounding", a reader over the documents).
         batch_grounding: ground batch by batch (False: Table 4's "w/o batch", all ``k`` documents at once).
+        batch_revision: ``"first_cited"`` (the paper's text: the first cited batch revises the answer) or
+            ``"filtered"`` (the authors' code: every batch keeps its cited document, one revision over those).
         rerank: a reranker of :data:`multihop.retrievers.RERANKERS` over the first stage's top ``n`` (None: off).
         n: first-stage candidates the reranker sees.
 
@@ -116,18 +129,16 @@ class GenGround(MultihopProgram):
         deduction: bool = True,
         grounding: bool = True,
         batch_grounding: bool = True,
+        batch_revision: Literal["first_cited", "filtered"] = "first_cited",
         rerank: str | None = None,
         n: int = 50,
     ):
         if min(k, batch_size, max_iterations) < 1:
             raise ValueError("k, batch_size and max_iterations must be at least 1")
-        rerank = checked_reranker(rerank)
-        if rerank is not None and n < k:
-            raise ValueError(f"the first stage must return at least k documents per query (n={n} < k={k})")
-        super().__init__(retriever=retriever)
-        self.k, self.batch_size, self.max_iterations = k, batch_size, max_iterations
+        super().__init__(retriever, k, n, rerank)
+        self.batch_size, self.max_iterations = batch_size, max_iterations
         self.deduction, self.grounding, self.batch_grounding = deduction, grounding, batch_grounding
-        self.rerank, self.n = rerank, n
+        self.batch_revision = batch_revision
         self.add_stages(deduce=Deduce if deduction else None,
                         answer=ImmediateAnswer if grounding else ReadAnswer,
                         ground=Ground if grounding else None)
@@ -179,8 +190,28 @@ class GenGround(MultihopProgram):
                                    steps=[render_round(i, r) for i, r in enumerate(rounds, 1)],
                                    sub_question=sub_question)
         current = Round(sub_question, safe_answer(immediate.answer), retrieved_ids=list(hits.ids))
-        self.ground_answer(question, current, hits)
+        if self.batch_revision == "filtered":
+            self.filter_then_revise(question, current, hits)
+        else:
+            self.ground_answer(question, current, hits)
+        count("grounding_batches", current.batches)
+        count("ungrounded", int(current.cited_id is None))
+        count("revised", int(normalize_answer(current.answer) != normalize_answer(current.immediate_answer)))
         return current
+
+    def grounded(self, question: str, current: Round, ids: list[str], documents: list[str]
+                 ) -> tuple[str, str, int | None]:
+        """One ``ground`` call over documents: the evidence cited, the revised answer and the index of the document
+        cited (None: "Empty")."""
+        current.batches += 1
+        current.read_ids += [pid for pid in ids if pid not in current.read_ids]
+        reply = self.run_stage(self.ground, {"evidence": EMPTY, "revised_answer": ""}, question=question,
+                               sub_question=current.sub_question, answer=current.immediate_answer,
+                               documents=documents)
+        evidence = " ".join(str(reply.evidence or "").split())
+        cited = cited_index(evidence, documents)
+        count("uncited_evidence", int(cited is None and normalize_answer(evidence) not in _NOT_CITED))
+        return evidence, safe_answer(reply.revised_answer), cited
 
     def ground_answer(self, question: str, current: Round, hits: dspy.Prediction) -> None:
         """Batch grounding (§3.3): batches in rank order until one is cited; the immediate answer is the backup."""
@@ -188,18 +219,27 @@ class GenGround(MultihopProgram):
         current.answer = current.immediate_answer
         for start in range(0, len(hits.ids), size):
             ids, documents = hits.ids[start:start + size], hits.passages[start:start + size]
-            current.batches += 1
-            current.read_ids += ids
-            reply = self.run_stage(self.ground, {"evidence": EMPTY, "revised_answer": ""}, question=question,
-                                   sub_question=current.sub_question, answer=current.immediate_answer,
-                                   documents=documents)
-            evidence = " ".join(str(reply.evidence or "").split())
-            cited = cited_index(evidence, documents)
-            count("uncited_evidence", int(cited is None and normalize_answer(evidence) not in _NOT_CITED))
+            evidence, revised, cited = self.grounded(question, current, ids, documents)
             if cited is not None:
                 current.evidence, current.cited_id = evidence, ids[cited]
-                current.answer = safe_answer(reply.revised_answer) or current.immediate_answer
+                current.answer = revised or current.immediate_answer
                 break
-        count("grounding_batches", current.batches)
-        count("ungrounded", int(current.cited_id is None))
-        count("revised", int(normalize_answer(current.answer) != normalize_answer(current.immediate_answer)))
+
+    def filter_then_revise(self, question: str, current: Round, hits: dspy.Prediction) -> None:
+        """The authors' code's grounding: each batch off the front of the queue puts the document it cites at the
+        back, until at most a batch is left; one revision over what is left (nothing retrieved: the immediate
+        answer)."""
+        size = self.batch_size if self.batch_grounding else max(1, len(hits.ids))
+        queue = list(zip(hits.ids, hits.passages, strict=True))
+        while len(queue) > size:
+            batch, queue = queue[:size], queue[size:]
+            _, _, cited = self.grounded(question, current, [pid for pid, _ in batch], [doc for _, doc in batch])
+            if cited is not None:
+                queue.append(batch[cited])
+        current.answer = current.immediate_answer
+        if queue:
+            ids, documents = [pid for pid, _ in queue], [doc for _, doc in queue]
+            evidence, revised, cited = self.grounded(question, current, ids, documents)
+            current.answer = revised or current.immediate_answer
+            if cited is not None:
+                current.evidence, current.cited_id = evidence, ids[cited]

@@ -13,7 +13,8 @@ __all__ = ["HANRAG", "REVELATOR_STAGES", "gold_route", "with_gold_routes"]
 
 Method(
     HANRAG,
-    # Table 2: no retrieval, the single-step approach (BM25 top 5), IRCoT, Adaptive-RAG
+    # Tables 1-2: no retrieval, the single-step approach (BM25 top 5), IRCoT, Adaptive-RAG (its Adaptive Retrieval and
+    # Self-RAG rows are not built: Self-RAG is a fine-tuned model)
     paper_baselines=("NoRetrieval", "SingleStepRAG", "IRCoT", "AdaptiveRAG"),
     # Table 2 (multi-hop), the HANRAG row
     papers=reported("Llama-3.1-8B-Instruct", "seed 003, Table 2", "Adaptive-RAG's splits; BM25; a fine-tuned "

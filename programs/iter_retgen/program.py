@@ -2,16 +2,18 @@
 with the question and the previous round's generation.
 
 The paper's: round 1 retrieves with the question; round t > 1 retrieves with the previous generation y_{t−1}
-concatenated with the question (§2, "q_t = y_{t−1} ‖ q"); each round generates with chain-of-thought from that round's
-paragraphs alone, as a whole (no interleaving inside a generation); the last round's answer is the answer. ``k``
-paragraphs a round; ``iterations`` T (the paper evaluates T from 1 to 7; ``k = 5`` and T = 2 are our picks, the
-shared budget of ``compare`` sets both).
+concatenated with the question; each round generates with chain-of-thought from that round's paragraphs alone, as a
+whole (no interleaving inside a generation), its demonstrations ending in "So the answer is"; the last round's answer
+is the answer. ``k`` paragraphs a round, ``iterations`` T (the paper evaluates T from 1 to 7).
 
-Ours: the generation is two typed fields, the reasoning and the short answer; the query is the reasoning, then the
-answer, then the question; an unparsable generation keeps the previous round's (``generate.fallback``; its query is
-then the previous one) and an empty answer is never invented; the optional ``rerank``/``n`` switches give DualRAG's
-App. H.4 search (top ``n`` → reranker → top ``k``; default off). ``prediction.passage_ids`` are the paragraphs of
-every round (first seen first), what the rounds read.
+Ours: ``k = 5`` and T = 2 as defaults (the shared budget of ``compare`` sets both); the generation is an instruction
+and two typed fields, the reasoning and the short answer (:class:`~multihop.signatures.shared.AnswerWithReasoning`),
+where the paper has demonstrations; the query is the reasoning, then the answer, then the question; an unparsable
+generation keeps the previous round's (``generate.fallback``; its query is then the previous one) and an empty answer
+is never invented; the ``rerank``/``n`` switches (:class:`~..baselines.RerankableBaseline`) give DualRAG's App. H.4
+search (top ``n`` → reranker → top ``k``; default off). Not built: the paper's generation-augmented retrieval
+adaptation (distilling the re-ranker from the generations), a training step of its own. ``prediction.passage_ids``
+are the paragraphs of every round (first seen first), what the rounds read.
 
 Counted per question: ``rounds``; ``answer_changed`` (rounds whose answer differs from the round before).
 """
@@ -20,12 +22,11 @@ from __future__ import annotations
 
 import dspy
 
-from multihop.retrievers import checked_reranker
 from multihop.retrievers.query import merge_hits
-from multihop.signatures.iter_retgen import GenerateWithRetrieval
+from multihop.signatures import AnswerWithReasoning
 from multihop.tracing import count
 
-from ..base import MultihopProgram
+from ..baselines import RerankableBaseline
 from ..text import safe_answer
 
 
@@ -34,7 +35,7 @@ def next_query(question: str, reasoning: str, answer: str) -> str:
     return " ".join(" ".join(part.split()) for part in (reasoning, answer, question) if part and part.strip())
 
 
-class IterRetGen(MultihopProgram):
+class IterRetGen(RerankableBaseline):
     """Iter-RetGen: retrieve with the question and the last generation, generate again, ``iterations`` times. The
     module docstring says what is the paper's and what is ours.
 
@@ -56,9 +57,9 @@ class IterRetGen(MultihopProgram):
                  rerank: str | None = None, n: int = 50):
         if min(k, iterations) < 1:
             raise ValueError("k and iterations must be at least 1")
-        super().__init__(retriever=retriever)
-        self.k, self.iterations, self.rerank, self.n = k, iterations, checked_reranker(rerank), n
-        self.add_stages(generate=GenerateWithRetrieval)
+        super().__init__(retriever, k, n, rerank)
+        self.iterations = iterations
+        self.add_stages(generate=AnswerWithReasoning)
 
     def forward(self, question: str) -> dspy.Prediction:
         query, reasoning, answer = question, "", ""

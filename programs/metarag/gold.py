@@ -9,8 +9,9 @@ model fine-tuned on HotpotQA, and its NLI model is trained elsewhere).
 - ``query`` (insufficient knowledge): each hop after the first, with the paragraphs of the hops before it only → the
   hop's question (what is still missing), the answer input being the last answer those paragraphs give (ours: the
   answer a reader stops at);
-- ``support`` (does a document entail a statement): each hop's evidence sentence with its paragraph among
-  distractors → supported, and with distractors only → not supported.
+- ``support`` (does the reasoning entail the answer): the hops' evidence sentences as the premise and the gold
+  answer as the hypothesis → entailed, and the same without the last hop's sentence (the one that reaches the answer)
+  → not entailed.
 """
 
 from __future__ import annotations
@@ -70,13 +71,11 @@ def _query_targets(program: MetaRAG, example: dspy.Example, context: GoldContext
 
 @register_gold_builder("MetaRAG", "support")
 def _support_targets(program: MetaRAG, example: dspy.Example, context: GoldContext) -> Pairs:
-    rows = []
-    for i, hop in enumerate(annotated_hops(example)):
-        if hop.paragraph_id and hop.knowledge:
-            for gold_ids, supported in (([hop.paragraph_id], True), ([], False)):
-                documents = rendered(example, program.k, context, gold_ids, f"statement {i}")
-                rows.append(({"documents": documents, "statement": hop.knowledge}, {"supported": supported}))
-    return rows
+    knowledge = [hop.knowledge for hop in annotated_hops(example) if hop.knowledge]
+    if not example.get("answer") or len(knowledge) < 2:
+        return []
+    return [({"premise": " ".join(knowledge), "hypothesis": example.answer}, {"entailed": True}),
+            ({"premise": " ".join(knowledge[:-1]), "hypothesis": example.answer}, {"entailed": False})]
 
 
 register_no_gold("MetaRAG", "internal", "whether the LLM's own knowledge answers a question is a fact about the LLM, "

@@ -1,6 +1,7 @@
-"""Self-Ask (Press et al., Findings of EMNLP 2023) with retrieval, the decomposition baseline of ComposeRAG's related
-work (its Search-o1 and RQ-RAG rows build on it): the program (:mod:`.program`); its gold rows are registered here
-from the annotated hops (MuSiQue's decomposition, 2Wiki's evidences)."""
+"""Self-Ask (Press et al., Findings of EMNLP 2023) with retrieval, the self-reflection prompting of ComposeRAG's
+related work (§2: EfficientRAG and AUTO-RAG build on it), the decomposition row its benchmark runs in place of its
+RQ-RAG and Search-o1 rows: the program (:mod:`.program`); its gold rows are registered here from the annotated hops
+(MuSiQue's decomposition, 2Wiki's evidences)."""
 
 import dspy
 
@@ -22,6 +23,16 @@ def _follow_ups(program: SelfAsk, example: dspy.Example, context: GoldContext) -
              {"follow_up_needed": True, "follow_up": hop.query, "final_answer": ""}) for i, hop in enumerate(hops)]
     return rows + [({"question": example.question, "follow_ups": lines},
                     {"follow_up_needed": False, "follow_up": "", "final_answer": example.answer})]
+
+
+@register_gold_builder("SelfAsk", "conclude")
+def _conclusion(program: SelfAsk, example: dspy.Example, context: GoldContext) -> Pairs:
+    """Every hop asked and answered → the answer."""
+    hops = annotated_hops(example)
+    if not hops or not example.get("answer"):
+        return []
+    lines = [follow_up_line(hop.query, hop.answer) for hop in hops]
+    return [({"question": example.question, "follow_ups": lines}, {"final_answer": example.answer})]
 
 
 @register_gold_builder("SelfAsk", "intermediate")

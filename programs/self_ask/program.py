@@ -9,13 +9,14 @@ answers itself (Self-Ask alone).
 Ours: the search engine is the project's retriever (``k`` passages a follow-up) and a reader (``intermediate``) that
 answers the follow-up from them (a passage index has no answer box); the scaffold's decision is one typed stage
 (``follow_up``: whether one is needed, the question, or the final answer); at most ``max_follow_ups`` follow-ups
-(the paper's prompts stop on their own; 4 is ours): a decision that still asks for one at the cap, or asks a
-follow-up it asked already, ends the loop with the final answer it gives, else the last intermediate answer (the
-answer of the last hop, ours); an unparsable decision ends the loop with an empty answer, never invented
-(``follow_up.fallback``), an unparsable intermediate answer is empty (``intermediate.fallback``).
+(the paper's prompts stop on their own; 4 is ours): a decision that still asks for one at the cap, asks a follow-up
+it asked already, or asks none and gives no final answer ends the scaffold, and ``conclude`` writes the final answer
+from the follow-ups answered (the authors' code appends "So the final answer is:" and lets the model finish); an
+unparsable decision does the same (``follow_up.fallback``); an unparsable final or intermediate answer is empty,
+never invented (``conclude.fallback``, ``intermediate.fallback``).
 
 Counted per question: ``follow_ups`` (asked), ``follow_up_cap`` (a follow-up was still wanted at the cap),
-``repeated_follow_up``.
+``repeated_follow_up``, ``concluded`` (the final answer came from ``conclude``).
 ``prediction.passage_ids`` are the passages every follow-up read, first seen first.
 """
 
@@ -24,7 +25,7 @@ from __future__ import annotations
 import dspy
 
 from multihop.retrievers.query import merge_hits
-from multihop.signatures.self_ask import ClosedBookIntermediateAnswer, FollowUp, IntermediateAnswer
+from multihop.signatures.self_ask import ClosedBookIntermediateAnswer, FinalAnswer, FollowUp, IntermediateAnswer
 from multihop.tracing import count
 
 from ..base import MultihopProgram
@@ -52,7 +53,7 @@ class SelfAsk(MultihopProgram):
         >>> prediction.follow_ups, prediction.answer
     """
 
-    count_display = {"follow_ups": "mean", "follow_up_cap": "rate", "repeated_follow_up": "rate"}
+    count_display = {"follow_ups": "mean", "follow_up_cap": "rate", "repeated_follow_up": "rate", "concluded": "rate"}
 
     def __init__(self, retriever: dspy.Module | None = None, k: int = 5, max_follow_ups: int = 4,
                  retrieval: bool = True):
@@ -60,7 +61,7 @@ class SelfAsk(MultihopProgram):
             raise ValueError("k and max_follow_ups must be at least 1")
         super().__init__(retriever=retriever)
         self.k, self.max_follow_ups, self.retrieval = k, max_follow_ups, retrieval
-        self.add_stages(follow_up=FollowUp,
+        self.add_stages(follow_up=FollowUp, conclude=FinalAnswer,
                         intermediate=IntermediateAnswer if retrieval else ClosedBookIntermediateAnswer)
 
     def forward(self, question: str) -> dspy.Prediction:
@@ -77,9 +78,13 @@ class SelfAsk(MultihopProgram):
             if not wanted or capped or repeated:
                 break
             asked.append({"question": follow_up, "answer": self.answer_follow_up(follow_up, read)})
-        final = safe_answer(decision.final_answer)
-        if not final and (capped or repeated):
-            final = asked[-1]["answer"]
+        final = "" if wanted else safe_answer(decision.final_answer)
+        concluded = not final
+        if concluded:
+            lines = [follow_up_line(step["question"], step["answer"]) for step in asked]
+            final = safe_answer(self.run_stage(self.conclude, {"final_answer": ""}, question=question,
+                                               follow_ups=lines).final_answer)
+        count("concluded", int(concluded))
         count("follow_ups", len(asked))
         count("follow_up_cap", int(capped))
         count("repeated_follow_up", int(repeated))
