@@ -14,7 +14,7 @@ from multihop.retrievers import checked_reranker
 from multihop.signatures import AnswerFromPassages, DirectAnswer
 
 from .base import MultihopProgram
-from .gold import GoldContext, Pairs, gold_documents, register_gold_builder, register_no_gold
+from .gold import GoldContext, Pairs, reader_pairs, register_gold_builder, register_no_gold
 from .methods import Method
 from .text import safe_answer
 
@@ -84,10 +84,7 @@ class SingleStepRAG(RerankableBaseline):
 @register_gold_builder("SingleStepRAG", "answer")
 def _reader_target(program: SingleStepRAG, example: dspy.Example, context: GoldContext) -> Pairs:
     """The reader: the gold passages among the question's distractors (``k`` of the program's) → the gold answer."""
-    if not example.get("answer") or not example.get("gold_passage_ids"):
-        return []
-    documents = [p.render() for p in gold_documents(example, program.k, context)]
-    return [({"passages": documents, "question": example.question}, {"answer": example.answer})]
+    return reader_pairs(example, program.k, context)
 
 
 register_no_gold("NoRetrieval", "answer", "a closed-book answer has no evidence to learn from: training it on the "

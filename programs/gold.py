@@ -93,6 +93,15 @@ def gold_documents(example: dspy.Example, k: int, context: GoldContext, gold_ids
     return [Passage.make(p["title"], p["text"], p.get("id")) for p in chosen]
 
 
+def reader_pairs(example: dspy.Example, k: int, context: GoldContext) -> Pairs:
+    """A reader's row (``passages``, ``question`` → ``answer``): the supporting paragraphs among the question's
+    distractors, ``k`` in all → the gold answer; none for a question without either."""
+    if not example.get("answer") or not example.get("gold_passage_ids"):
+        return []
+    documents = [p.render() for p in gold_documents(example, k, context)]
+    return [({"passages": documents, "question": example.question}, {"answer": example.answer})]
+
+
 def hop_question(hop: str) -> str:
     """A MuSiQue hop as a question: ``"E >> relation"`` is "What is the relation of E?" ("What is the cast member of
     E?" for a relation already ending in "of"); a question stays as it is (``#n`` kept)."""

@@ -237,3 +237,20 @@ def typed_value(annotation, draw, words):
     if hasattr(annotation, "model_fields"):
         return {name: typed_value(field.annotation, draw, words) for name, field in annotation.model_fields.items()}
     return draw.choice(words)
+
+
+# a MuSiQue record with a two-hop decomposition, its supporting paragraphs and four distractors (gold-row tests)
+TWO_HOP_MUSIQUE = {
+    "id": "2hop__1_2", "question": "Who founded the publisher of Journal X?", "answer": "Ann Lee",
+    "answer_aliases": [], "answerable": True,
+    "paragraphs": [{"idx": 0, "title": "Journal X", "paragraph_text": "Journal X is a journal about rivers. It is "
+                    "published by Acme Press.", "is_supporting": True},
+                   {"idx": 1, "title": "Acme Press", "paragraph_text": "Acme Press is a publisher in Leeds. It was "
+                    "founded by Ann Lee in 1990.", "is_supporting": True},
+                   *[{"idx": 2 + i, "title": f"Town {c}", "paragraph_text": f"Town {c} is a town in a valley.",
+                      "is_supporting": False} for i, c in enumerate("ABCD")]],
+    "question_decomposition": [{"id": 1, "question": "Journal X >> publisher", "answer": "Acme Press",
+                                "paragraph_support_idx": 0},
+                               {"id": 2, "question": "Who founded #1?", "answer": "Ann Lee",
+                                "paragraph_support_idx": 1}],
+}

@@ -15,7 +15,7 @@ from multihop.programs.genground import cited_index, render_round
 from multihop.programs.genground.program import Round
 from multihop.retrievers.query import Hits
 
-from helpers import StageScript, field
+from helpers import TWO_HOP_MUSIQUE, StageScript, field
 
 QUESTION = 'Who wrote "Turn Me On" by the performer of "Happy Pills"?'
 FIRST, SECOND = 'Who is the performer of "Happy Pills"?', 'Who wrote "Turn Me On" performed by Norah Jones?'
@@ -214,25 +214,9 @@ def test_unparsable_replies_take_their_documented_fallbacks():
         GenGround(batch_size=0)
 
 
-MUSIQUE = {
-    "id": "2hop__1_2", "question": "Who founded the publisher of Journal X?", "answer": "Ann Lee",
-    "answer_aliases": [], "answerable": True,
-    "paragraphs": [{"idx": 0, "title": "Journal X", "paragraph_text": "Journal X is a journal about rivers. It is "
-                    "published by Acme Press.", "is_supporting": True},
-                   {"idx": 1, "title": "Acme Press", "paragraph_text": "Acme Press is a publisher in Leeds. It was "
-                    "founded by Ann Lee in 1990.", "is_supporting": True},
-                   *[{"idx": 2 + i, "title": f"Town {c}", "paragraph_text": f"Town {c} is a town in a valley.",
-                      "is_supporting": False} for i, c in enumerate("ABCD")]],
-    "question_decomposition": [{"id": 1, "question": "Journal X >> publisher", "answer": "Acme Press",
-                                "paragraph_support_idx": 0},
-                               {"id": 2, "question": "Who founded #1?", "answer": "Ann Lee",
-                                "paragraph_support_idx": 1}],
-}
-
-
 def test_gold_rows_follow_the_annotated_hops(tmp_path):
     path = tmp_path / "train.json"
-    path.write_text(json.dumps([MUSIQUE]))
+    path.write_text(json.dumps([TWO_HOP_MUSIQUE]))
     example = load_dataset(path)[0]
     rows = list(gold_targets(GenGround(k=3), [example]))
     assert [row.stage for row in rows] == ["deduce"] * 3  # the immediate answer and the grounding have none

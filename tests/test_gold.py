@@ -249,12 +249,15 @@ def test_a_question_without_annotations_gives_no_rows(tmp_path):
         gold_trajectories(CoopRAG(), [hotpot], tmp_path / "rows")
 
 
+VARIANT = {"CoopRAG": {"unified": True}, "IRCoT": {"cot_reader": True}}  # the configurations with other stages
+
+
 def test_every_builder_is_for_a_stage_its_program_can_have():
     from multihop.programs import PROGRAMS
 
     for name, builders in GOLD_BUILDERS.items():
         cls = PROGRAMS[name]
-        configurations = [cls(), *([cls(unified=True)] if name == "CoopRAG" else [])]
+        configurations = [cls(), *([cls(**VARIANT[name])] if name in VARIANT else [])]
         stages = {stage for program in configurations for stage in program.stage_names()}
         assert set(builders) <= stages, name
 

@@ -216,6 +216,9 @@ def test_gold_rows_chain_the_hops_evidence_and_ask_the_hops(musique_example):
     rows = stage_rows(IRCoT(k=2), musique_example)["reason"]
     assert [out["next_sentence"] for _, out in rows] == [DOCS[0].text, DOCS[1].text, "So the answer is: Germany."]
     assert rows[2][0]["reasoning"] == [DOCS[0].text, DOCS[1].text]
+    (inputs, outputs), = stage_rows(IRCoT(k=2, cot_reader=True), musique_example)["cot_answer"]
+    assert outputs == {"reasoning": f"{DOCS[0].text} {DOCS[1].text}", "answer": "Germany"}
+    assert set(inputs) == {"passages", "question"} and len(inputs["passages"]) == 3  # both hops and a distractor
     decisions = stage_rows(SelfAsk(), musique_example)["follow_up"]
     assert [out["follow_up"] for _, out in decisions] == ["What is the manufacturer of Lost Gravity?",
                                                          "What is the country of Mack Rides?", ""]

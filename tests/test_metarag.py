@@ -22,7 +22,7 @@ from multihop.signatures.metarag import (
     THINK_STEP_BY_STEP,
 )
 
-from helpers import StageScript, field
+from helpers import TWO_HOP_MUSIQUE, StageScript, field
 
 QUESTION = "Which film has the director who died later, Say It With Flowers or Boot Hill Bandits?"
 NEW_QUERY = "death dates of S. Roy Luby and John Baxter"
@@ -247,25 +247,9 @@ def test_unparsable_replies_take_their_documented_fallbacks():
     assert prediction.rounds[0]["reasoning_supported"] is True and prediction.counts["support.fallback"] == 1
 
 
-MUSIQUE = {
-    "id": "2hop__1_2", "question": "Who founded the publisher of Journal X?", "answer": "Ann Lee",
-    "answer_aliases": [], "answerable": True,
-    "paragraphs": [{"idx": 0, "title": "Journal X", "paragraph_text": "Journal X is a journal about rivers. It is "
-                    "published by Acme Press.", "is_supporting": True},
-                   {"idx": 1, "title": "Acme Press", "paragraph_text": "Acme Press is a publisher in Leeds. It was "
-                    "founded by Ann Lee in 1990.", "is_supporting": True},
-                   *[{"idx": 2 + i, "title": f"Town {c}", "paragraph_text": f"Town {c} is a town in a valley.",
-                      "is_supporting": False} for i, c in enumerate("ABCD")]],
-    "question_decomposition": [{"id": 1, "question": "Journal X >> publisher", "answer": "Acme Press",
-                                "paragraph_support_idx": 0},
-                               {"id": 2, "question": "Who founded #1?", "answer": "Ann Lee",
-                                "paragraph_support_idx": 1}],
-}
-
-
 def test_gold_rows_follow_the_annotated_hops(tmp_path):
     path = tmp_path / "train.json"
-    path.write_text(json.dumps([MUSIQUE]))
+    path.write_text(json.dumps([TWO_HOP_MUSIQUE]))
     example = load_dataset(path)[0]
     targets = {}
     for target in gold_targets(MetaRAG(k=4), [example]):

@@ -4,7 +4,8 @@
 the paragraphs (the hops' supporting ones among the question's distractors, ``max_paragraphs`` in all, as the
 collection grows to), the sentences of the earlier hops (each hop's evidence sentence, the paragraph's sentence that
 states its answer, as the paper's demos chain evidence sentences) → the hop's evidence sentence — and a last row →
-"So the answer is: <answer>.". ``answer``: the supporting paragraphs among ``max_paragraphs`` → the gold answer."""
+"So the answer is: <answer>.". ``answer`` (the Direct reader): the supporting paragraphs among ``max_paragraphs`` →
+the gold answer; ``cot_answer``: that, its reasoning the hops' evidence sentences."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import dspy
 
 from multihop.signatures.ircot import ANSWER_PHRASE
 
-from ..gold import GoldContext, Pairs, annotated_hops, gold_documents, register_gold_builder
+from ..gold import GoldContext, Pairs, annotated_hops, gold_documents, reader_pairs, register_gold_builder
 from .program import IRCoT
 
 
@@ -29,7 +30,10 @@ def reasoning_steps(program: IRCoT, example: dspy.Example, context: GoldContext)
 
 @register_gold_builder("IRCoT", "answer")
 def reader_target(program: IRCoT, example: dspy.Example, context: GoldContext) -> Pairs:
-    if not example.get("answer") or not example.get("gold_passage_ids"):
-        return []
-    documents = [p.render() for p in gold_documents(example, program.max_paragraphs, context)]
-    return [({"passages": documents, "question": example.question}, {"answer": example.answer})]
+    return reader_pairs(example, program.max_paragraphs, context)
+
+
+@register_gold_builder("IRCoT", "cot_answer")
+def cot_reader_target(program: IRCoT, example: dspy.Example, context: GoldContext) -> Pairs:
+    return [(inputs, {"reasoning": " ".join(hop.knowledge for hop in annotated_hops(example)), **outputs})
+            for inputs, outputs in reader_pairs(example, program.max_paragraphs, context)]
