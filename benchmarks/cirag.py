@@ -1,29 +1,28 @@
-"""CIRAG benchmark (seed 004, §4, Tables 1–3, Figs. 6 and 8): CIRAG vs ``SingleStepRAG`` (the paper's NativeRAG) vs
-the reranker and granularity ablations, optionally the online variant, iteration caps and the distilled integrator,
-on the dev sets in ``MULTIHOP_DATA`` with one retriever and one LM for every row.
+"""CIRAG benchmark (seed 004, §4, Tables 1–3, Figs. 6 and 8): CIRAG vs ``SingleStepRAG`` (the paper's NativeRAG) vs the
+reranker and granularity ablations, optionally the online variant, iteration caps and the distilled integrator, on the
+dev sets in ``MULTIHOP_DATA`` with one retriever and one LM for every row.
 
     python benchmarks/cirag.py [--datasets musique,2wiki,hotpotqa] [--limit 5] [--iterations 1,2] [--online]
         [--triples 10,50,100] [--student DIR] [--lm local:smollm2 | --lm openai/<model> --api-base URL]
         [--judge-lm SPEC]
 
-Each dataset's corpus is the union of its dev questions' paragraphs (IRCoT style), indexed once with MPNet; its
-triples are extracted once into the offline cache (``multihop cirag extract``'s, under ``--out``; the paper's default)
-and every cached row reads it; ``--online`` adds the row that extracts at every round (Fig. 6). Reported per row: EM
-and F1 (the paper's metrics), Acc, Acc by the LLM judge (with ``--judge-lm``), R@2/R@5 over the core documents,
-iterations, LLM calls split into extraction / the rest, the share of questions each granularity answered (Figs. 3,
-5), the core triples that matched no candidate and the distiller's fallbacks per question, and seconds per question.
-``--triples`` adds one row per number of candidate triples N (Fig. 7 varies it from 10 to 100; the other rows keep
-N = 30). ``--student`` takes a ``multihop distill`` folder trained on CIRAG's rows (``multihop trajectories --program
-CIRAG --gold``, or a teacher's) and makes it the integrator of the main row "CIRAG (TD)" (§3.5's setting) and of the
-ablation, L, N and online rows, as Tables 2–3 run them; "CIRAG w/o TD" keeps the base LM as integrator. A student
-``multihop distill --preset cirag`` trained is the paper's, the integrator's alone (Eq. 8). One trained with
-``--all-stages`` learnt our extract_entities / extract_triples rows too: its main row is "CIRAG (TD, all-stages
-student)", and two more rows read a second cache it extracted, "w/o TD, student extractor" and "CIRAG (TD, all-stages
-student), student extractor". The paper's baselines follow as the last rows (``Method(paper_baselines=...)``: IRCoT,
-FLARE, MetaRAG; App. B.3 runs them on the same retriever and LM; ours: CIRAG's K = 10 and L = 4 for each, the loop
-bound of each). Each row is an evaluation folder under ``--out``, so a rerun resumes. Not printed: the
-paper's own numbers (GPT/Qwen-7B settings, another corpus: not comparable here).
-"""
+Each dataset's corpus is the union of its dev questions' paragraphs (IRCoT style), indexed once with MPNet; its triples
+are extracted once into the offline cache (``multihop cirag extract``'s, under ``--out``; the paper's default) and every
+cached row reads it; ``--online`` adds the row that extracts at every round (Fig. 6). Reported per row: EM and F1 (the
+paper's metrics), Acc, Acc by the LLM judge (with ``--judge-lm``), R@2/R@5 over the core documents, iterations, LLM
+calls split into extraction / the rest, the share of questions each granularity answered (Figs. 3, 5), the core triples
+that matched no candidate and the distiller's fallbacks per question, and seconds per question. ``--triples`` adds one
+row per number of candidate triples N (Fig. 7 varies it from 10 to 100; the other rows keep N = 30). ``--student`` takes
+a ``multihop distill`` folder trained on CIRAG's rows (``multihop trajectories --program CIRAG --gold``, or a teacher's)
+and makes it the integrator of the main row "CIRAG (TD)" (§3.5's setting) and of the ablation, L, N and online rows, as
+Tables 2–3 run them; "CIRAG w/o TD" keeps the base LM as integrator. A student ``multihop distill --preset cirag``
+trained is the paper's, the integrator's alone (Eq. 8). One trained with ``--all-stages`` learnt our extract_entities /
+extract_triples rows too: its main row is "CIRAG (TD, all-stages student)", and two more rows read a second cache it
+extracted, "w/o TD, student extractor" and "CIRAG (TD, all-stages student), student extractor". The paper's baselines
+follow as the last rows (``Method(paper_baselines=...)``: IRCoT, FLARE, MetaRAG, DualRAG; App. B.3 runs them on the same
+retriever and LM, IRCoT and FLARE as DualRAG implements them; ours: CIRAG's K = 10 and L = 4 for each, the loop bound of
+each, no reranker but DualRAG's own). Each row is an evaluation folder under ``--out``, so a rerun resumes. Not printed:
+the paper's own numbers (GPT/Qwen-7B settings, another corpus: not comparable here)."""
 
 from __future__ import annotations
 

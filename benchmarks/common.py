@@ -31,17 +31,18 @@ def run_folder(root: str | Path, lm, dataset: str, corpus) -> Path:
 def evaluate_rows(rows: list[tuple], examples: list, out: Path, lm, judge_lm=None, threads: int = 1,
                   chosen: str | None = None, start: int = 1) -> dict[str, dict]:
     """Evaluate each ``(name, folder, program)`` row (only the 1-based row numbers ``chosen`` lists, "2,5", when
-    given) into ``out / folder``; each row's LM has its own rollout id, its number counted from ``start`` (rows
-    evaluated in a second call go on from the first call's), so no row is served from another row's cache. Returns
-    the summaries by row name."""
+    given) into ``out / folder``; each row's LM has its own rollout id, its row number counted from ``start`` (rows
+    evaluated in a second call go on from the first call's) — the same whichever rows are chosen —, so no row is
+    served from another row's cache. Returns the summaries by row name."""
     import dspy
 
     from multihop.evaluation import evaluate
 
+    numbered = list(enumerate(rows, start))
     if chosen:
-        rows = [rows[int(i) - 1] for i in chosen.split(",")]
+        numbered = [numbered[int(i) - 1] for i in chosen.split(",")]
     summaries = {}
-    for number, (name, folder, program) in enumerate(rows, start):
+    for number, (name, folder, program) in numbered:
         with dspy.context(lm=lm.copy(rollout_id=number)):
             summaries[name] = evaluate(program, examples, out / folder, threads=threads, name=name, judge_lm=judge_lm)
     return summaries
@@ -55,6 +56,6 @@ def baseline_rows(method: str, retriever, budget, skip: tuple[str, ...] = (), **
     ``n``)."""
     from multihop.programs import METHODS, program_under_budget
 
-    return [(f"{name} (the paper's baseline)", f"baseline-{name.lower()}",
+    return [(f"{name} (baseline)", f"baseline-{name.lower()}",
              program_under_budget(name, retriever, budget, **switches))
             for name in METHODS[method].paper_baselines if name not in skip]

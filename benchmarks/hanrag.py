@@ -17,8 +17,9 @@ evaluation folder under ``--out``, so a rerun resumes; each row has its own cach
 The paper's other baselines (Table 2): IRCoT (top k = 5 a step, its paper's caps) and Adaptive-RAG, whose three
 strategies are the "No retrieval", "Single-step Approach" and IRCoT rows: with ``--classifier`` (``multihop
 adaptiverag labels`` on train questions, then ``multihop adaptiverag train``) the row "Adaptive-RAG" routes each
-question by it; "Adaptive-RAG w/ Oracle" (the paper's row) follows each question's silver label, taken from those
-three rows' results (the simplest that answered exactly, else the multi-hop bias C), once they have run.
+question by it; "Adaptive-RAG w/ Oracle" (Jeong et al.'s oracle row) follows each question's silver label, taken
+from those three rows' results (the simplest that answered exactly, else the multi-hop bias C) once they have all
+run, in a folder keyed by the labels.
 
 The Revelator (``--revelator``, a ``multihop distill`` folder trained on ``multihop hanrag revelator-data`` rows):
 "HANRAG (LoRA Revelator)" runs the stages it was trained for on it, the generator on the base LM (§5). Before the
@@ -31,6 +32,8 @@ per gold class (App. C).
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 from collections import Counter
 
 import dspy
@@ -80,11 +83,25 @@ def adaptive_rag(retriever, **settings) -> AdaptiveRAG:
 
 def oracle_labels(out, examples) -> dict[str, str]:
     """Each question's silver label from the rows of Adaptive-RAG's three strategies (§3.2's rule: the simplest whose
-    answer is exact, else its dataset's bias, C here), read from their evaluation folders under ``out``."""
+    answer is exact, else its dataset's bias, C here), read from their evaluation folders under ``out``; a question a
+    strategy's row lacks or could not answer (an error row) is refused, never taken as a wrong answer."""
     results = {label: read_rows(out / folder / "results.jsonl") for label, folder in STRATEGY_ROWS.items()}
-    return {str(example.id): silver_label({label: bool(rows.get(str(example.id), {}).get("metrics", {}).get("em"))
-                                           for label, rows in results.items()}, bias_label(example))[0]
-            for example in examples}
+    labels = {}
+    for example in examples:
+        rows = {label: results[label].get(str(example.id)) for label in STRATEGY_ROWS}
+        unfinished = [STRATEGY_ROWS[label] for label, row in rows.items() if not row or row.get("error")]
+        if unfinished:
+            raise ValueError(f"question {example.id} has no answer in the {', '.join(unfinished)} row(s): run "
+                             "them to the end (a rerun resumes) before Adaptive-RAG's oracle row")
+        correct = {label: bool(row["metrics"].get("em")) for label, row in rows.items()}
+        labels[str(example.id)] = silver_label(correct, bias_label(example))[0]
+    return labels
+
+
+def oracle_folder(labels: dict[str, str]) -> str:
+    """The oracle row's folder, keyed by its labels: labels that change (a strategy row rerun) are another run."""
+    digest = hashlib.sha256(json.dumps(labels, sort_keys=True).encode()).hexdigest()[:8]
+    return f"adaptive-rag-oracle-{digest}"
 
 
 def row_programs(retriever, revelator=None, classifier: str | None = None) -> list[tuple[str, str, dspy.Module]]:
@@ -170,8 +187,9 @@ def main() -> None:
         rows = row_programs(retriever, revelator, args.classifier)
         summaries = evaluate_rows(rows, examples, out, lm, judge, args.threads, args.rows)
         if all((out / folder / "results.jsonl").is_file() for folder in STRATEGY_ROWS.values()):
-            oracle = [("Adaptive-RAG w/ Oracle", "adaptive-rag-oracle", adaptive_rag(retriever, route="oracle"))]
-            labelled = with_gold_complexity(examples, oracle_labels(out, examples))
+            labels = oracle_labels(out, examples)
+            oracle = [("Adaptive-RAG w/ Oracle", oracle_folder(labels), adaptive_rag(retriever, route="oracle"))]
+            labelled = with_gold_complexity(examples, labels)
             summaries.update(evaluate_rows(oracle, labelled, out, lm, judge, args.threads, start=len(rows) + 1))
         title = f"HANRAG on {dataset} ({len(examples)} questions), LM {lm.model}, BM25 top {K}"
         console.print(render_table(summaries, title=title, columns=COLUMNS, label="row"))

@@ -185,12 +185,16 @@ def run_manifest(program: dspy.Module, examples: Sequence[dspy.Example], judge_l
                  **extra) -> dict:
     """What makes an evaluation folder's rows mean something: the program and its settings, the LM (its model
     string keys the engine, decoding and weights), the judge, the questions (their ids, so a limit counts), and what
-    the caller adds (``extra``: a data file's checksum, a compiled program's, a retriever's)."""
+    the caller adds (``extra``: a data file's checksum, a compiled program's, a retriever's); and the checksums of the
+    files its settings name (``program.setting_files()``: a classifier folder, labels), when it has any, so a file
+    rewritten under the same name is another run."""
     lm = dspy.settings.lm
     settings = {key: lm.kwargs.get(key) for key in ("max_tokens", "temperature", "api_base")} if lm else None
+    files = program.setting_files() if hasattr(program, "setting_files") else {}
     return {"program": type(program).__name__, "config": program.config() if hasattr(program, "config") else None,
             "lm": getattr(lm, "model", None), "lm_settings": settings, "judge": getattr(judge_lm, "model", None),
-            "questions": questions_hash(examples), "count": len(examples), **extra}
+            "questions": questions_hash(examples), "count": len(examples),
+            **({"setting_files": files} if files else {}), **extra}
 
 
 def questions_hash(examples: Sequence[dspy.Example]) -> str:

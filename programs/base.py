@@ -215,6 +215,11 @@ class MultihopProgram(TracedModule):
         """The options the program's reranker is built with (beyond its name): none by default."""
         return {}
 
+    def setting_files(self) -> dict[str, str]:
+        """The checksum of each file a setting names (a trained classifier, labels) by setting, which a run manifest
+        keeps: none by default."""
+        return {}
+
     def prepare_examples(self, examples: list[dspy.Example]) -> list[dspy.Example]:
         """The examples as this program reads them, which evaluation applies before running: themselves, unless the
         program takes more of their annotations as inputs."""

@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 import multihop.retrievers
 from multihop.cli import app
 from multihop.corpus import Passage
+from multihop.evaluation import run_manifest
 from multihop.folders import RunMismatchError
 from multihop.models import ChecksumMismatchError
 from multihop.programs import AdaptiveRAG
@@ -191,6 +192,12 @@ def test_the_oracle_follows_each_questions_gold_complexity(tmp_path):
     stranger = dspy.Example(id="q3", question="q", answers=["a"]).with_inputs("question")
     with pytest.raises(ValueError, match="1 questions have no silver label for the oracle"):
         AdaptiveRAG(route="oracle", oracle_labels=str(labels)).prepare_examples([stranger])
+
+    oracle = AdaptiveRAG(route="oracle", oracle_labels=str(labels))
+    before = run_manifest(oracle, examples)["setting_files"]
+    (labels / "labels.jsonl").write_text(json.dumps({"id": "q1", "question": "q", "label": "C"}) + "\n")
+    assert run_manifest(oracle, examples)["setting_files"] != before  # labels made again: another run
+    assert "setting_files" not in run_manifest(AdaptiveRAG(route="A"), examples)  # no file named: as before
 
 
 def test_unknown_routes_and_sizes_are_refused():
@@ -410,4 +417,10 @@ def test_the_commands_errors_are_one_line(data, scripted, tmp_path, capsys):
     dev.write_text(json.dumps({"id": "d1", "question": "What is the capital of Peru?", "label": "A"}) + "\n")
     assert "held apart for measuring" in fails(["adaptiverag", "train", str(dev), "--out", str(tmp_path / "c")],
                                                capsys)
+    oracle = tmp_path / "oracle-labels"  # a dev labelling job's folder, by its manifest, whatever its ids
+    oracle.mkdir()
+    (oracle / "labels.jsonl").write_text(json.dumps({"id": "x9", "question": "Who?", "label": "C"}) + "\n")
+    (oracle / "run.json").write_text(json.dumps({"split": "dev"}))
+    assert "holds silver labels of dev questions" in fails(["adaptiverag", "train", str(oracle), "--out",
+                                                            str(tmp_path / "c")], capsys)
     assert not (tmp_path / "c").exists()

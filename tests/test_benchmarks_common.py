@@ -110,6 +110,22 @@ def test_evaluate_rows_runs_the_chosen_rows_each_into_its_folder(tmp_path):
     assert summaries["second"]["em"] == 0.5 and summaries["third"]["em"] == 0.5  # "y" is right on the odd questions
 
 
+def test_a_rows_rollout_id_is_its_row_number_whichever_rows_are_chosen(tmp_path, monkeypatch):
+    import multihop.evaluation
+    from multihop.benchmarks.common import evaluate_rows
+
+    from helpers import Echo, scripted_lm
+
+    seen = {}
+    monkeypatch.setattr(multihop.evaluation, "evaluate", lambda program, *args, name, **kw: seen.update(
+        {name: dspy.settings.lm.kwargs.get("rollout_id")}))
+    rows = [("first", "a", Echo()), ("second", "b", Echo()), ("third", "c", Echo())]
+    lm, _ = scripted_lm(lambda prompt: {"answer": "x"})
+    evaluate_rows(rows, [], tmp_path, lm, chosen="3")
+    evaluate_rows(rows[:1], [], tmp_path, lm, start=4)
+    assert seen == {"third": 3, "first": 4}  # row 3 keeps its own id when run alone; a second call goes on
+
+
 def test_each_benchmark_prints_its_papers_baselines_as_its_paper_ran_them():
     from multihop.benchmarks.common import baseline_rows
     from multihop.comparison import Budget
@@ -128,11 +144,35 @@ def test_each_benchmark_prints_its_papers_baselines_as_its_paper_ran_them():
     paper = baseline_rows("HANRAG", retriever, Budget(mode="paper"), skip=("NoRetrieval", "SingleStepRAG",
                                                                              "AdaptiveRAG"), k=5)
     assert [(name, program.config()["k"], program.config()["max_steps"]) for name, _, program in paper] == [
-        ("IRCoT (the paper's baseline)", 5, 8)]  # its paper's step cap, the benchmark's k
+        ("IRCoT (baseline)", 5, 8)]  # its paper's step cap, the benchmark's k
+
+
+def test_the_method_benchmarks_end_with_their_papers_baselines(monkeypatch):
+    from multihop.benchmarks import cirag, composerag, dualrag, hanrag
+    from multihop.corpus import Corpus, Passage
+    from multihop.retrievers import BM25Retriever
+
+    monkeypatch.setattr(sys, "argv", ["x"])
+    retriever = BM25Retriever(Corpus([Passage.make("Paris", "Paris is in France."), Passage.make("Rome", "Rome.")]))
+    tails = {
+        "dualrag": dualrag.row_programs(retriever, [])[-5:],
+        "cirag": cirag.row_programs(retriever, None, [], False)[-4:],  # online extraction: no cache to read
+        "hanrag": hanrag.row_programs(retriever)[-1:],
+        "composerag": composerag.row_programs(retriever, 0)[-1:],
+    }
+    names = {bench: [name.split(" ")[0] for name, _, _ in rows] for bench, rows in tails.items()}
+    assert names == {"dualrag": ["NoRetrieval", "IRCoT", "MetaRAG", "GenGround", "FLARE"],
+                     "cirag": ["IRCoT", "FLARE", "MetaRAG", "DualRAG"], "hanrag": ["IRCoT"],
+                     "composerag": ["SelfAsk"]}
+    ircot = {bench: rows[names[bench].index("IRCoT")][2].config() for bench, rows in tails.items() if
+             "IRCoT" in names[bench]}
+    assert (ircot["dualrag"]["k"], ircot["dualrag"]["max_steps"], ircot["dualrag"]["rerank"]) == (10, 5, "maxsim")
+    assert (ircot["cirag"]["k"], ircot["cirag"]["max_steps"], ircot["cirag"]["rerank"]) == (10, 4, None)
+    assert (ircot["hanrag"]["k"], ircot["hanrag"]["max_steps"]) == (5, 8)
 
 
 def test_the_adaptive_rag_oracle_labels_each_question_by_the_simplest_strategy_row_that_answered(tmp_path):
-    from multihop.benchmarks.hanrag import STRATEGY_ROWS, oracle_labels
+    from multihop.benchmarks.hanrag import STRATEGY_ROWS, oracle_folder, oracle_labels
 
     answered = {"A": {"q1"}, "B": {"q1", "q2"}, "C": {"q2", "q3"}}  # q4: none → the multi-hop bias, C
     for label, folder in STRATEGY_ROWS.items():
@@ -141,4 +181,11 @@ def test_the_adaptive_rag_oracle_labels_each_question_by_the_simplest_strategy_r
             json.dumps({"id": qid, "metrics": {"em": float(qid in answered[label])}}) + "\n"
             for qid in ("q1", "q2", "q3", "q4")))
     examples = [dspy.Example(id=qid, question="?", dataset="musique") for qid in ("q1", "q2", "q3", "q4")]
-    assert oracle_labels(tmp_path, examples) == {"q1": "A", "q2": "B", "q3": "C", "q4": "C"}
+    labels = oracle_labels(tmp_path, examples)
+    assert labels == {"q1": "A", "q2": "B", "q3": "C", "q4": "C"}
+    assert oracle_folder(labels) == oracle_folder(dict(reversed(labels.items())))
+    assert oracle_folder(labels) != oracle_folder({**labels, "q4": "B"})  # other labels: another run's folder
+    with (tmp_path / "single-step" / "results.jsonl").open("a") as rows:
+        rows.write(json.dumps({"id": "q5", "error": "ConnectionError: dead", "metrics": {}}) + "\n")
+    with pytest.raises(ValueError, match="question q5 has no answer in the no-retrieval, single-step, baseline-ircot"):
+        oracle_labels(tmp_path, [*examples, dspy.Example(id="q5", question="?", dataset="musique")])

@@ -194,10 +194,12 @@ def test_the_papers_budget_runs_each_program_with_its_papers_settings_and_record
     ircot, hanrag = comparison["programs"]["IRCoT"], comparison["programs"]["HANRAG"]
     assert ircot["paper_settings"] == {"max_steps": 8, "max_paragraphs": 15} and ircot["config"]["max_steps"] == 8
     assert ircot["config"]["k"] == 4 and hanrag["config"]["k"] == 5  # their defaults, not the shared k = 1
-    assert hanrag["config"]["max_steps"] == 5 and hanrag["paper_settings"] == {}
+    assert hanrag["config"]["max_steps"] == 5 and hanrag["paper_settings"] == {} and "budget" not in hanrag
+    assert comparison["budget"] == {"max_tokens": None, "mode": "paper"}  # k and iterations are each program's
     markdown = (out / "comparison.md").read_text()
     assert "budget: each program's paper's settings; max_tokens = " in markdown and "k = 1" not in markdown
     assert "IRCoT: max_steps = 8, max_paragraphs = 15" in markdown and "HANRAG: defaults" in markdown
+    assert compare(out, programs=["IRCoT"], budget=Budget(k=3, mode="paper"))["rows"]  # its --k is not this run's
     with pytest.raises(RunMismatchError, match="budget"):  # the shared budget is another run: refused, not mixed
         compare(out, programs=["IRCoT"], budget=Budget(k=1, max_iterations=2))
     with pytest.raises(ValueError, match="budget mode must be one of shared, paper"):

@@ -109,8 +109,10 @@ def test_a_chat_adapter_section_and_an_openai_object_are_read_too():
 def test_the_threshold_rule_and_the_masked_query():
     pieces = [Piece("Joe", math.log(0.9)), Piece(" Biden", math.log(0.3)), Piece(" attended", math.log(0.95)),
               Piece(" the", math.log(0.5)), Piece(" University", math.log(0.39))]
-    assert low_confidence(pieces, 0.8) and low_confidence(pieces, 0.31) and not low_confidence(pieces, 0.3)
-    assert masked_query(pieces, 0.4) == "Joe attended the"  # below β: " Biden" and " University"
+    assert low_confidence(pieces, 0.8) and low_confidence(pieces, 0.3) and not low_confidence(pieces, 0.29)
+    assert low_confidence([Piece("Paris", 0.0)], 1.0)  # θ = 1: every sentence, however sure
+    assert masked_query(pieces, 0.4) == "Joe attended the"  # at or below β: " Biden" and " University"
+    assert masked_query(pieces, 0.5) == "Joe attended"  # the authors keep a token above β only
     assert masked_query(pieces, 0.0) == "Joe Biden attended the University"  # β = 0: the whole sentence
     assert masked_query(pieces, 1.0) == ""
 

@@ -124,6 +124,8 @@ def compare(
     judge = ((options.make(judge_lm) if options else make_lm(judge_lm)) if isinstance(judge_lm, str) else judge_lm)
     student_lms = {name: options.student(adapter) for name, adapter in students.items()}
     applied = {**budget.as_dict(), "max_tokens": base.kwargs.get("max_tokens")}
+    if budget.mode == "paper":  # k and max_iterations are each program's own: not a setting of this run
+        del applied["k"], applied["max_iterations"]
     out = Path(out)
     comparison: dict = {
         "budget": applied, "lm": base.model, "judge": getattr(judge, "model", None),
@@ -162,10 +164,9 @@ def compare(
     # others (each folder's rows are those of its program run alone)
     summaries = evaluate_all(evaluations, threads, progress)
     for (key, name, program, *_), summary in zip(runs, summaries, strict=True):
-        info = {"budget": budget_knobs(name), "config": program.config(),
-                "student": str(students[name]) if name in students else None}
-        if budget.mode == "paper":
-            info["paper_settings"] = dict(method_of(name).paper_settings)
+        knobs = ({"paper_settings": dict(method_of(name).paper_settings)} if budget.mode == "paper"
+                 else {"budget": budget_knobs(name)})
+        info = {**knobs, "config": program.config(), "student": str(students[name]) if name in students else None}
         comparison["programs"].setdefault(name, info)
         comparison["runs"].append({"dataset": key, "program": name, "folder": f"{key}/{name}"})
         comparison["rows"].append(summary_row(key, name, summary))

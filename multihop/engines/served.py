@@ -119,7 +119,8 @@ class ServedEngine(LocalEngine):
         options = (openai_options if self.schema_form == "json_schema" else completion_options)(
             config, max_tokens, schema)
         if config.logprobs is not None:
-            options.update(logprobs=True, **({"top_logprobs": config.logprobs} if config.logprobs else {}))
+            # top_logprobs always, 0 included: llama-cpp-python's server returns logprobs only when it is given
+            options.update(logprobs=True, top_logprobs=config.logprobs)
         return {"model": self.name, "messages": messages, **options}
 
     def generate(self, messages: list[dict], config, max_tokens: int, schema: dict | None) -> Generation:

@@ -3,6 +3,7 @@ the train questions (resumable), ``train`` fits the classifier on the labels."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 
@@ -100,6 +101,7 @@ def adaptiverag_train(
     """Train the query-complexity classifier (a linear head on a frozen encoder, our stand-in for the paper's
     T5-Large) on silver labels of train questions; give its folder to Adaptive-RAG with `--set classifier=DIR`."""
     from multihop.data import held_apart_ids
+    from multihop.folders import RUN_MANIFEST
     from multihop.models import sha256_file
     from multihop.optimize.trajectories import HeldApartError, refuse_held_apart
     from multihop.programs.adaptive_rag.classifier import train_classifier
@@ -107,6 +109,11 @@ def adaptiverag_train(
     from multihop.retrievers import Encoder
 
     settings = TrainingSettings(epochs=epochs, lr=lr, weight_decay=weight_decay, valid_share=valid_share, seed=seed)
+    for folder in (path if path.is_dir() else path.parent for path in labels):
+        job = json.loads((folder / RUN_MANIFEST).read_text()) if (folder / RUN_MANIFEST).is_file() else {}
+        if job.get("split", "train") != "train":
+            raise typer.BadParameter(f"{folder} holds silver labels of {job['split']} questions (the oracle's): "
+                                     "train on labels of train questions", param_hint="LABELS")
     rows = read_labels(*labels)
     try:
         refuse_held_apart(rows, held_apart_ids())

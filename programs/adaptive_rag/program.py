@@ -29,9 +29,12 @@ question's ``complexity`` label and, from a classifier, its ``complexity_probabi
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import dspy
 
+from multihop.folders import INVENTORY
+from multihop.models import sha256_file
 from multihop.tracing import count
 
 from ..base import MultihopProgram
@@ -39,7 +42,7 @@ from ..baselines import NoRetrieval, SingleStepRAG
 from ..ircot import IRCoT
 from .classifier import ComplexityClassifier
 from .complexity import LABELS, MULTI_STEP, NO_RETRIEVAL, SINGLE_STEP
-from .labels import read_labels, with_gold_complexity
+from .labels import LABELS_FILE, read_labels, with_gold_complexity
 
 logger = logging.getLogger(__name__)
 
@@ -139,6 +142,13 @@ class AdaptiveRAG(MultihopProgram):
         probabilities = self._classifier.probabilities([question])[0]
         return LABELS[int(probabilities.argmax())], {label: float(p) for label, p in zip(LABELS, probabilities,
                                                                                            strict=True)}
+
+    def setting_files(self) -> dict[str, str]:
+        """The checksums of the classifier (its file list) and of the oracle's labels, which a run manifest keeps: a
+        classifier retrained into the same folder, or labels made again, are another run."""
+        files = {"classifier": Path(self.classifier) / INVENTORY if self.classifier else None,
+                 "oracle_labels": Path(self.oracle_labels) / LABELS_FILE if self.oracle_labels else None}
+        return {setting: sha256_file(path)[:16] for setting, path in files.items() if path and path.is_file()}
 
     def prepare_examples(self, examples: list[dspy.Example]) -> list[dspy.Example]:
         """The oracle reads each example's silver label (its ``gold_complexity`` field, else ``oracle_labels``); the

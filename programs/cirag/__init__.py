@@ -14,9 +14,9 @@ __all__ = ["CIRAG"]
 
 Method(
     CIRAG,
-    # Table 1: NativeRAG, IRCoT, FLARE (Qwen2.5-7B only), MetaRAG; its KiRAG row is not built, its DualRAG row is one
-    # of the five methods (`multihop compare` runs it beside CIRAG)
-    paper_baselines=("SingleStepRAG", "IRCoT", "FLARE", "MetaRAG"),
+    # Table 1: NativeRAG, IRCoT, FLARE (Qwen2.5-7B only), MetaRAG, DualRAG (one of the five methods); its KiRAG row is
+    # not built
+    paper_baselines=("SingleStepRAG", "IRCoT", "FLARE", "MetaRAG", "DualRAG"),
     # Table 1, the "Ours" row under Qwen2.5-7B(-Instruct)
     papers=reported("Qwen2.5-7B-Instruct", "seed 004, Table 1", "1,000 sampled dev questions, IRCoT corpus; "
                     "distilled integrator", {

@@ -138,12 +138,13 @@ def section_chars(reply: str, field: str) -> list[tuple[int, str]] | None:
 
 
 def low_confidence(pieces: list[Piece], threshold: float) -> bool:
-    """FLARE's retrieval rule: some token has a probability below ``threshold`` (θ)."""
-    return any(piece.probability < threshold for piece in pieces)
+    """FLARE's retrieval rule: some token has a probability at or below ``threshold`` (θ; the authors' ``<=``)."""
+    return any(piece.probability <= threshold for piece in pieces)
 
 
 def masked_query(pieces: list[Piece], mask_threshold: float) -> str:
-    """FLARE's implicit query: the text with every token whose probability is below ``mask_threshold`` (β) masked
-    out, whitespace collapsed (0: the whole text)."""
-    kept = "".join(piece.text if piece.probability >= mask_threshold else " " for piece in pieces)
+    """FLARE's implicit query: the text with every token whose probability is at or below ``mask_threshold`` (β)
+    masked out, whitespace collapsed (the authors keep a token when its probability is above β; 0: the whole
+    text)."""
+    kept = "".join(piece.text if piece.probability > mask_threshold else " " for piece in pieces)
     return " ".join(kept.split())
