@@ -269,6 +269,7 @@ def test_gold_rows_write_each_hops_evidence_then_the_closing_phrase():
 SCHEMA = {"type": "object", "properties": {"sentence": {"type": "string", "maxLength": 40}}, "required": ["sentence"]}
 
 
+@pytest.mark.slow  # builds a tiny model: 5-10 s
 def test_the_transformers_engine_gives_each_reply_tokens_own_log_probability(tmp_path):
     import torch
 

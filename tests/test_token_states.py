@@ -60,7 +60,8 @@ def test_the_pq_quantiser_scales_its_centroids_and_bits_with_the_training_tokens
 
 
 @pytest.mark.parametrize("form, bytes_per_token, min_cosine", [
-    ("fp16", 768, 0.9995), ("int8", 388, 0.995), ("pq", 34, 0.3)])
+    ("fp16", 768, 0.9995), ("int8", 388, 0.995),
+    pytest.param("pq", 34, 0.3, marks=pytest.mark.slow)])  # trains a PQ quantiser: ~20 s
 def test_each_form_round_trips_the_token_states_of_a_real_corpus(encoded, tmp_path, form, bytes_per_token,
                                                                   min_cosine):
     full = TokenCache.write(tmp_path / "full", encoded.shards, encoded.num_layers, (2,), form="full")
