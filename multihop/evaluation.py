@@ -100,9 +100,8 @@ def run_question(program: dspy.Module, example: dspy.Example, judge: LLMJudge | 
         row["metrics"].update({f"recall@{k}": recall_at_k(ids, gold, k) if retrieved else None for k in (2, 5)})
         if judge is not None:
             row["metrics"]["llm_eval"] = judge(example.question, row["prediction"], example.answers)
-    except (StructuredOutputRefused, LogprobsUnavailable):  # every question would fail the same way: the run stops
-        # with its one line
-        raise
+    except (StructuredOutputRefused, LogprobsUnavailable):
+        raise  # every question would fail the same way: the run stops with its one line
     except Exception as exc:  # one broken question must not end the run
         row.update(prediction="", passage_ids=[], counts={}, metrics={}, error=f"{type(exc).__name__}: {exc}",
                    endpoint_error=isinstance(exc, ENDPOINT_ERRORS))
