@@ -263,6 +263,16 @@ class MultihopProgram(TracedModule):
         return [p.name for p in parameters if p.name not in ("self", "retriever")
                 and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
 
+    @classmethod
+    def saved_settings(cls, config: dict) -> dict:
+        """A config saved by an earlier release, as this one reads it: settings renamed since under their new names,
+        and settings added since at their defaults (what the saved program ran with)."""
+        config = cls.current_names(config)
+        parameters = inspect.signature(cls.__init__).parameters
+        added = {name: parameters[name].default for name in cls.settings()
+                 if name not in config and parameters[name].default is not inspect.Parameter.empty}
+        return {**added, **config}
+
     def config(self) -> dict:
         """The constructor settings of this program, read from the attributes named like the parameters (saved next
         to a compiled program's state, and compared when it is loaded)."""

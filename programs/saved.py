@@ -75,7 +75,7 @@ def load(directory: str | Path, program: MultihopProgram | None = None, retrieve
             kwargs["retriever"] = retriever
         program = cls(**kwargs)
     saved_class = PROGRAMS.get(info["program"])
-    saved = saved_class.current_names(info.get("config") or {}) if saved_class else info.get("config")
+    saved = saved_class.saved_settings(info.get("config") or {}) if saved_class else info.get("config")
     if type(program).__name__ != info["program"] or program.config() != saved:
         raise ValueError(
             f"{directory} holds a {info['program']} with config {info.get('config')}; it cannot be loaded into a "

@@ -5,6 +5,7 @@ import time
 import dspy
 import pytest
 
+from multihop.folders import write_inventory
 from multihop.optimize.compile import compile_program, make_optimizer, validation_score
 from multihop.programs import NoRetrieval, SingleStepRAG, load, save
 
@@ -37,6 +38,18 @@ def test_loading_into_another_program_is_refused(static_retriever, tmp_path):
         load(tmp_path / "prog", program=NoRetrieval())
     with pytest.raises(ValueError, match="config"):
         load(tmp_path / "prog", program=SingleStepRAG(retriever=static_retriever, k=7))
+
+
+def test_a_program_saved_before_a_setting_was_added_loads_with_that_settings_default(static_retriever, tmp_path):
+    save(SingleStepRAG(retriever=static_retriever, k=2), tmp_path / "prog")
+    manifest = tmp_path / "prog" / "manifest.json"
+    info = json.loads(manifest.read_text())
+    info["config"] = {"k": 2}  # as saved before SingleStepRAG had its rerank and n settings
+    manifest.write_text(json.dumps(info))
+    write_inventory(tmp_path / "prog")
+    assert load(tmp_path / "prog", retriever=static_retriever).config() == {"k": 2, "n": 50, "rerank": None}
+    with pytest.raises(ValueError, match="config"):  # an added setting away from its default is another program
+        load(tmp_path / "prog", program=SingleStepRAG(retriever=static_retriever, k=2, rerank="maxsim"))
 
 
 def test_labeled_few_shot_and_random_search_report_validation_scores(static_retriever):
