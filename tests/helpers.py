@@ -81,6 +81,10 @@ class StageScript:
             raise AssertionError(f"{len(best)} stages match this prompt: {prompt[:300]}")
         return best[0]
 
+    def prompts_of(self, stage: str) -> list[str]:
+        """The prompts the LM was sent for ``stage``, in order (a script without the cache: one a call)."""
+        return [prompt for seen, prompt in zip(self.seen, self.engine.requests, strict=True) if seen == stage]
+
     def respond(self, prompt: str) -> dict:
         stage = self.stage_of(prompt)
         self.seen.append(stage)

@@ -75,10 +75,6 @@ def run(prog, stages, question=QUESTION):
         return prog(question=question)
 
 
-def prompts(stages, stage):
-    return [prompt for seen, prompt in zip(stages.seen, stages.engine.requests, strict=True) if seen == stage]
-
-
 def test_deduction_and_grounding_alternate_until_the_final_answer():
     prog = program()
     stages = script(prog)
@@ -91,14 +87,14 @@ def test_deduction_and_grounding_alternate_until_the_final_answer():
         "Norah Jones", "Norah Jones", HAPPY.id, 2)  # the first batch is "Empty", the second cited: no third
     assert first["read_ids"] == [NOISE[0].id, NOISE[1].id, HAPPY.id, NOISE[2].id]
     assert (second["immediate_answer"], second["answer"], second["batches"]) == ("Ben Affleck", "John D. Loudermilk", 1)
-    batches = [json.loads(field(p, "documents")) for p in prompts(stages, "ground")]
+    batches = [json.loads(field(p, "documents")) for p in stages.prompts_of("ground")]
     assert batches == [[NOISE[0].render(), NOISE[1].render()], [HAPPY.render(), NOISE[2].render()],
                        [TURN.render(), NOISE[0].render()]]
-    assert field(prompts(stages, "ground")[2], "answer") == "Ben Affleck"  # the immediate answer is grounded
-    steps = json.loads(field(prompts(stages, "deduce")[1], "steps"))
+    assert field(stages.prompts_of("ground")[2], "answer") == "Ben Affleck"  # the immediate answer is grounded
+    steps = json.loads(field(stages.prompts_of("deduce")[1], "steps"))
     assert steps == [render_round(1, Round(FIRST, "Norah Jones", "Norah Jones", EVIDENCE[HAPPY.id]))]
     assert steps[0] == f"Sub-question 1: {FIRST} Answer 1: Norah Jones Evidence: {EVIDENCE[HAPPY.id]}"
-    assert json.loads(field(prompts(stages, "answer")[1], "steps")) == steps  # the immediate answer reads them too
+    assert json.loads(field(stages.prompts_of("answer")[1], "steps")) == steps  # the immediate answer reads them too
     assert prediction.passage_ids == [NOISE[0].id, NOISE[1].id, HAPPY.id, NOISE[2].id, TURN.id]
     counts = prediction.counts
     assert [counts[name] for name in ("sub_questions", "grounding_batches", "ungrounded", "revised")] == [2, 3, 0, 1]
@@ -148,7 +144,7 @@ def test_without_deduction_the_question_is_answered_directly_and_grounded_once()
     stages = script(prog, answer={"answer": "Ben Affleck"})
     prediction = run(prog, stages)
     assert prog.retriever.calls == [(QUESTION, 5)] and stages.seen == ["answer", "ground"]  # the first batch cites
-    assert field(prompts(stages, "answer")[0], "sub_question") == QUESTION
+    assert field(stages.prompts_of("answer")[0], "sub_question") == QUESTION
     assert prediction.answer == "John D. Loudermilk" and prediction.counts["iteration_cap"] == 0
 
 
@@ -158,7 +154,7 @@ def test_without_grounding_each_sub_question_is_read_from_its_documents():
     stages = script(prog, answer=lambda p: {"answer": "Norah Jones" if "Happy" in field(p, "documents") else "X"})
     prediction = run(prog, stages)
     assert stages.seen == ["deduce", "answer", "deduce", "answer", "deduce"]
-    assert json.loads(field(prompts(stages, "answer")[0], "documents")) == [
+    assert json.loads(field(stages.prompts_of("answer")[0], "documents")) == [
         p.render() for p in (NOISE[0], NOISE[1], HAPPY, NOISE[2], NOISE[3])]  # all k documents at once
     assert [r["answer"] for r in prediction.rounds] == ["Norah Jones", "X"]
     assert prediction.rounds[0]["read_ids"] == prediction.rounds[0]["retrieved_ids"]
@@ -170,14 +166,14 @@ def test_without_batch_grounding_all_documents_go_to_one_grounding_call():
     stages = script(prog)
     prediction = run(prog, stages)
     assert stages.seen.count("ground") == 2 and [r["batches"] for r in prediction.rounds] == [1, 1]
-    assert len(json.loads(field(prompts(stages, "ground")[0], "documents"))) == 5
+    assert len(json.loads(field(stages.prompts_of("ground")[0], "documents"))) == 5
 
 
 def test_the_codes_filtered_revision_grounds_every_batch_then_revises_over_the_cited_documents():
     prog = GenGround(retriever=program().retriever, k=5, batch_size=2, deduction=False, batch_revision="filtered")
     stages = script(prog, answer={"answer": "Ben Affleck"})
     prediction = run(prog, stages)
-    shown = [json.loads(field(p, "documents")) for p in prompts(stages, "ground")]
+    shown = [json.loads(field(p, "documents")) for p in stages.prompts_of("ground")]
     # queue [N4, Turn, Happy, N0, N1]: (N4, Turn) keeps Turn, (Happy, N0) keeps Happy, then [N1, Turn, Happy] > 2:
     # (N1, Turn) keeps Turn, leaving [Happy, Turn] for the one revision
     assert shown == [[NOISE[4].render(), TURN.render()], [HAPPY.render(), NOISE[0].render()],
@@ -191,7 +187,7 @@ def test_the_codes_filtered_revision_grounds_every_batch_then_revises_over_the_c
     prog = GenGround(retriever=program().retriever, k=5, batch_size=2, deduction=False, batch_revision="filtered")
     stages = script(prog, answer={"answer": "Ben Affleck"}, ground=empty)
     prediction = run(prog, stages)  # as in the code, the last uncited document left in the queue is revised over
-    assert json.loads(field(prompts(stages, "ground")[-1], "documents")) == [NOISE[1].render()]
+    assert json.loads(field(stages.prompts_of("ground")[-1], "documents")) == [NOISE[1].render()]
     assert stages.seen.count("ground") == 3 and prediction.rounds[0]["answer"] == "Other"
     assert prediction.counts["ungrounded"] == 1 and GenGround().batch_revision == "first_cited"
 

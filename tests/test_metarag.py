@@ -73,10 +73,6 @@ def run(prog, stages, question=QUESTION):
         return prog(question=question)
 
 
-def prompts(stages, stage):
-    return [prompt for seen, prompt in zip(stages.seen, stages.engine.requests, strict=True) if seen == stage]
-
-
 def documents(prompt, name="documents"):
     return json.loads(field(prompt, name))
 
@@ -89,7 +85,7 @@ def test_a_satisfactory_answer_is_output_at_once():
     assert prediction.rounds == [] and prediction.monitor_passed is True
     assert prediction.counts["rounds"] == 0 and prediction.counts["monitor_passed"] == 1
     assert prog.retriever.calls == [(QUESTION, 3)] and prediction.passage_ids == [BOOT.id, FLOWERS.id, TURGUL.id]
-    assert documents(prompts(stages, "expert")[0]) == [p.render() for p in (BOOT, FLOWERS, TURGUL)]  # the same docs
+    assert documents(stages.prompts_of("expert")[0]) == [p.render() for p in (BOOT, FLOWERS, TURGUL)]  # the same docs
 
 
 def test_the_monitor_evaluates_exactly_when_the_similarity_is_not_above_the_threshold():
@@ -110,13 +106,13 @@ def test_insufficient_knowledge_asks_a_new_query_whose_documents_join_the_refere
     assert stages.seen == ["answer", "expert", "internal", "external", "critic", "query", "answer", "expert"]
     assert prediction.answer == "Boot Hill Bandits" and prediction.counts["monitor_passed"] == 1
     assert prog.retriever.calls == [(QUESTION, 3), (NEW_QUERY, 3)]  # the query stage's text, verbatim
-    query = prompts(stages, "query")[0]
+    query = stages.prompts_of("query")[0]
     assert field(query, "answer") == "Cannot determine" and len(documents(query)) == 3
     assert prediction.passage_ids == [BOOT.id, FLOWERS.id, TURGUL.id, LUBY.id, BAXTER.id]  # Boot Hill once
-    second = prompts(stages, "answer")[1]
+    second = stages.prompts_of("answer")[1]
     assert documents(second) == [p.render() for p in (BOOT, FLOWERS, TURGUL, LUBY, BAXTER)]
     assert json.loads(field(second, "suggestions")) == [NEW_REFERENCES, THINK_STEP_BY_STEP]  # no error: the default
-    assert len(documents(prompts(stages, "expert")[1])) == 5  # the monitor reads the grown references too
+    assert len(documents(stages.prompts_of("expert")[1])) == 5  # the monitor reads the grown references too
     first = prediction.rounds[0]
     assert (first["plan"], first["query"], first["added_ids"]) == ("new_query", NEW_QUERY, [LUBY.id, BAXTER.id])
     assert (first["internal"], first["external"]) == (False, False)
@@ -130,7 +126,7 @@ def test_conflicting_knowledge_tells_the_cognition_which_source_to_rely_on(inter
     prog = program()
     stages = script(prog, internal={"reliable": internal}, external={"sufficient": external})
     prediction = run(prog, stages)
-    assert json.loads(field(prompts(stages, "answer")[1], "suggestions")) == [suggestion, THINK_STEP_BY_STEP]
+    assert json.loads(field(stages.prompts_of("answer")[1], "suggestions")) == [suggestion, THINK_STEP_BY_STEP]
     assert "support" not in stages.seen
     plan = "only_internal" if internal == "true" else "only_external"
     assert prediction.rounds[0]["plan"] == plan and prediction.counts[f"plan.{plan}"] == 1
@@ -147,9 +143,9 @@ def test_erroneous_reasoning_checks_that_the_reasoning_entails_the_answer(entail
     stages = script(prog, internal={"reliable": "true"}, external={"sufficient": "true"},
                     support={"entailed": entailed})
     prediction = run(prog, stages)
-    (check,) = prompts(stages, "support")  # one NLI call: premise the reasoning, hypothesis the answer
+    (check,) = stages.prompts_of("support")  # one NLI call: premise the reasoning, hypothesis the answer
     assert (field(check, "premise"), field(check, "hypothesis")) == (REASONING, "Cannot determine")
-    assert json.loads(field(prompts(stages, "answer")[1], "suggestions")) == [suggestion, THINK_STEP_BY_STEP]
+    assert json.loads(field(stages.prompts_of("answer")[1], "suggestions")) == [suggestion, THINK_STEP_BY_STEP]
     assert prediction.rounds[0]["reasoning_supported"] is (entailed == "true")
     assert prediction.counts["reasoning_unsupported"] == int(entailed == "false")
     assert prediction.counts["plan.reasoning"] == 1 and "query" not in stages.seen
@@ -160,10 +156,10 @@ def test_the_critic_reads_the_question_and_answer_and_its_suggestion_replaces_th
     stages = script(prog, internal={"reliable": "true"}, external={"sufficient": "true"},
                     critic={"error": "answer redundance", "suggestion": "Give only the film's name."})
     prediction = run(prog, stages)
-    critic = prompts(stages, "critic")[0]
+    critic = stages.prompts_of("critic")[0]
     assert field(critic, "answer") == "Cannot determine" and "Boot Hill Bandits is a 1942" not in critic
     assert REASONING not in critic  # the authors' critic sees neither the references nor the reasoning
-    assert json.loads(field(prompts(stages, "answer")[1], "suggestions")) == [CHECK_FINAL_ANSWER,
+    assert json.loads(field(stages.prompts_of("answer")[1], "suggestions")) == [CHECK_FINAL_ANSWER,
                                                                                "Give only the film's name."]
     assert prediction.rounds[0]["error"] == "answer redundance" and prediction.counts["error.answer redundance"] == 1
 
@@ -219,7 +215,7 @@ def test_the_table_3_ablations_remove_their_evaluations():
     stages = script(two, internal={"reliable": "true"}, external={"sufficient": "true"},
                     critic={"error": "answer redundance", "suggestion": "Shorter."})
     prediction = run(two, stages)
-    told = json.loads(field(prompts(stages, "critic")[0], "error_types"))
+    told = json.loads(field(stages.prompts_of("critic")[0], "error_types"))
     assert told == [f"{name}: {ERROR_TYPES[name]}" for name in ("incomplete reasoning", "ambiguity understanding")]
     assert prediction.rounds[0]["error"] == "none" and "Shorter." not in prediction.rounds[0]["suggestions"]
     with pytest.raises(ValueError, match="error_types"):
