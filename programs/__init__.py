@@ -34,8 +34,8 @@ from .genground import GenGround
 from .saved import load, save
 from .students import DISTILL_PRESETS, register_distill_preset
 
-__all__ = ["CIRAG", "ComposeRAG", "CoopRAG", "DISTILL_PRESETS", "DualRAG", "HANRAG", "IRCoT", "IterRetGen", "METHODS",
-           "Method", "MultihopProgram", "NoRetrieval", "PROGRAMS", "SelfAsk", "SingleStepRAG", "budget_knobs",
-           "compared_by_default", "load", "method_of", "program_named", "program_under_budget",
-           "register_distill_preset", "save", "shared_retriever", "takes_retriever", "AdaptiveRAG",
-           "GenGround", "MetaRAG", "FLARE"]
+__all__ = ["AdaptiveRAG", "CIRAG", "ComposeRAG", "CoopRAG", "DISTILL_PRESETS", "DualRAG", "FLARE", "GenGround",
+           "HANRAG", "IRCoT", "IterRetGen", "METHODS", "MetaRAG", "Method", "MultihopProgram", "NoRetrieval",
+           "PROGRAMS", "SelfAsk", "SingleStepRAG", "budget_knobs", "compared_by_default", "load", "method_of",
+           "program_named", "program_under_budget", "register_distill_preset", "save", "shared_retriever",
+           "takes_retriever"]
