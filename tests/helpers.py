@@ -120,6 +120,19 @@ class StaticRetriever(dspy.Module):
                     scores=[1.0 - i / 10 for i in range(len(hits))])
 
 
+class KeyedRetriever(dspy.Module):
+    """The passages listed for each query (``default``'s for any other), recording every query and k."""
+
+    def __init__(self, by_query: dict[str, list[Passage]], default: list[Passage]):
+        super().__init__()
+        self.by_query, self.default, self.calls = by_query, default, []
+
+    def forward(self, query, k=5):
+        self.calls.append((query, k))
+        hits = self.by_query.get(query, self.default)[:k]
+        return Hits(passages=[p.render() for p in hits], ids=[p.id for p in hits], scores=[1.0] * len(hits))
+
+
 class Echo(MultihopProgram):
     """Answers every question with a fixed answer; can be told to crash or die on given questions (faults injected,
     not settings: they are not part of its ``config()``, as a crash is not part of a run)."""

@@ -13,9 +13,8 @@ from multihop.optimize.gold import gold_targets
 from multihop.programs import GenGround
 from multihop.programs.genground import cited_index, render_round
 from multihop.programs.genground.program import Round
-from multihop.retrievers.query import Hits
 
-from helpers import TWO_HOP_MUSIQUE, StageScript, field
+from helpers import TWO_HOP_MUSIQUE, KeyedRetriever, StageScript, field
 
 QUESTION = 'Who wrote "Turn Me On" by the performer of "Happy Pills"?'
 FIRST, SECOND = 'Who is the performer of "Happy Pills"?', 'Who wrote "Turn Me On" performed by Norah Jones?'
@@ -26,22 +25,9 @@ EVIDENCE = {HAPPY.id: "Happy Pills is a song performed by Norah Jones.",
             TURN.id: "Turn Me On is a song written by John D. Loudermilk."}
 
 
-class KeyedRetriever(dspy.Module):
-    """The passages listed for each query (noise for any other), recording every query and k."""
-
-    def __init__(self, by_query: dict[str, list[Passage]]):
-        super().__init__()
-        self.by_query, self.calls = by_query, []
-
-    def forward(self, query, k=5):
-        self.calls.append((query, k))
-        hits = self.by_query.get(query, NOISE)[:k]
-        return Hits(passages=[p.render() for p in hits], ids=[p.id for p in hits], scores=[1.0] * len(hits))
-
-
 def program(**switches) -> GenGround:
     retriever = KeyedRetriever({FIRST: [NOISE[0], NOISE[1], HAPPY, NOISE[2], NOISE[3]],
-                                SECOND: [TURN, *NOISE[:4]], QUESTION: [NOISE[4], TURN, HAPPY, *NOISE[:2]]})
+                                SECOND: [TURN, *NOISE[:4]], QUESTION: [NOISE[4], TURN, HAPPY, *NOISE[:2]]}, NOISE)
     return GenGround(retriever=retriever, k=5, batch_size=2, **switches)
 
 

@@ -11,7 +11,6 @@ from multihop.data import load_dataset
 from multihop.optimize.gold import gold_targets
 from multihop.programs import MetaRAG
 from multihop.programs.metarag import condition
-from multihop.retrievers.query import Hits
 from multihop.signatures.metarag import (
     CHECK_FINAL_ANSWER,
     ERROR_TYPES,
@@ -22,7 +21,7 @@ from multihop.signatures.metarag import (
     THINK_STEP_BY_STEP,
 )
 
-from helpers import TWO_HOP_MUSIQUE, StageScript, field
+from helpers import TWO_HOP_MUSIQUE, KeyedRetriever, StageScript, field
 
 QUESTION = "Which film has the director who died later, Say It With Flowers or Boot Hill Bandits?"
 NEW_QUERY = "death dates of S. Roy Luby and John Baxter"
@@ -36,21 +35,8 @@ BOOT, FLOWERS, LUBY, BAXTER, TURGUL = DOCS = [
 REASONING = "Boot Hill Bandits was directed by S. Roy Luby. S. Roy Luby died in 1976."
 
 
-class KeyedRetriever(dspy.Module):
-    """The passages listed for each query (the question's by default), recording every query and k."""
-
-    def __init__(self, by_query: dict[str, list[Passage]]):
-        super().__init__()
-        self.by_query, self.calls = by_query, []
-
-    def forward(self, query, k=5):
-        self.calls.append((query, k))
-        hits = self.by_query.get(query, self.by_query[QUESTION])[:k]
-        return Hits(passages=[p.render() for p in hits], ids=[p.id for p in hits], scores=[1.0] * len(hits))
-
-
 def program(**switches) -> MetaRAG:
-    retriever = KeyedRetriever({QUESTION: [BOOT, FLOWERS, TURGUL], NEW_QUERY: [LUBY, BAXTER, BOOT]})
+    retriever = KeyedRetriever({NEW_QUERY: [LUBY, BAXTER, BOOT]}, [BOOT, FLOWERS, TURGUL])  # the question's by default
     return MetaRAG(retriever=retriever, k=3, **switches)
 
 
