@@ -1,199 +1,95 @@
-"""Difficulty-aware fine-tuning of the encoder (CoopRAG §3.6, App. A, E.7, E.8, F.1–F.2).
+"""Fine-tuning an encoder with RaLa's loss on sentence-transformers' trainer (CoopRAG §3.6, App. A, F; the authors'
+released RaLa/trainer.py and config.py).
 
-Each training question (or its unrolled form, when an unrolling file gives one) is paired with a positive (a
-supporting paragraph), a distractor (a non-supporting paragraph of the same question: the hard negative of §3.6)
-and a random negative (a paragraph of another question). A mini-batch of ``b`` questions scores every question
-against all ``3b`` documents with score_o (Eq. 4), and the loss is Eq. 5 with the weight of Eq. 6:
+:func:`train` takes the batches of :class:`TrainingSample` a recipe drew (``multihop.programs.cooprag.training``
+draws CoopRAG's, from unrolled training questions) and trains on them, in their order, with
+``SentenceTransformerTrainer`` and :class:`~.rala_loss.RaLaLoss`, whose GradCache makes a batch of 40 questions and
+their documents fit a CPU's memory. The trainer brings the optimizer (AdamW; weight decay on every parameter, as
+torch's AdamW and the released code apply it), the learning-rate schedule, gradient clipping, fp16 autocast on a GPU,
+seeding and its checkpoints: one every ``checkpoint_every`` steps into ``out_dir/checkpoints`` (weights, optimizer,
+schedule, random states, loaded with ``weights_only``), from which a rerun with the same config and samples resumes
+(another config or other samples are refused). A checkpoint counts once its ``trainer_state.json``, written last, is
+there. The loss's learnt temperature is saved with each checkpoint. The batches are the recipe's; their order is
+kept (a recipe shuffles with its seed).
 
-    L_B = Σ_i α_i · −log( exp(score_o(U_i, D_i)/τ) / Σ_{D ∈ batch} exp(score_o(U_i, D)/τ) ),  α_i = log(1 + |S_i|)
+:class:`TrainConfig` holds two recipes (``recipe``):
 
-with ``|S_i|`` the number of sub-questions the unrolling stage wrote (§3.6; from ``multihop cooprag unroll``; one for
-a question without an unrolling — our reading), τ = 0.05, b = 40 (App. F) and 5 epochs (App. A). ``alpha=False`` and
-``omega=False`` are the "w/o α" and "w/o ω" ablations (App. E.7, §4.4); ``alpha_from="chain"`` counts the chain's
-triples instead (Table 19); ``loss="bce"`` is Table 20's cross-entropy baseline; ``score="eq3"`` trains with Eq. 3,
-the token-level gap, in place of Eq. 4 (Table 17; it reads the token states of the candidate layers, so a step holds
-|C| more token tensors, and the encoder is then reranked with ``rala-eq3``). Without an unrolling file every question
-counts one step, α is the constant log 2 and the difficulty weighting does nothing: :func:`training_questions` warns.
+- ``paper``, our reading of the paper, which gives neither learning rate nor schedule: AdamW at 2e-5, constant, with
+  torch's default weight decay 0.01, no clipping, fp32, 5 epochs (App. A), batch 40, τ = 0.05 (App. F), the RaLa
+  candidate layers drawn per bucket (``buckets``, ``seed``).
+- ``released``, the authors' code: lr 1e-6, linear schedule with min(400, steps) warm-up steps, weight decay 1e-5,
+  gradient clipping at 10, fp16 autocast on a CUDA GPU (fp32 on a CPU, as their code falls back), 10 epochs and batch
+  40 (train_musique.sh; train_hotpot.sh and train_2wiki.sh run 6 epochs), a learnt temperature starting at τ = 0.05,
+  the fixed layers :data:`RELEASED_LAYERS`. Its schedule runs to zero over as many steps as the recipe's batches
+  (``multihop.programs.cooprag.training`` cuts them where the released schedule reaches zero).
 
-Each question makes one sample per epoch, with a positive drawn from its supporting paragraphs (so every question
-weighs the same, whatever its number of hops), and its other supporting paragraphs are left out of its denominator:
-they are no negatives of it. Both are our reading: Eq. 5 writes one positive D_i per question and sums over the batch
-without saying what a question with several supporting paragraphs contributes. The paper gives neither learning rate
-nor schedule; AdamW at 2e-5 (constant) is the usual choice for MPNet.
-
-A batch of 40 questions and 120 documents does not fit a CPU's memory with gradients, so a step runs as GradCache
-(Gao et al., 2021): states of the whole batch are computed without gradients in micro-batches, the exact batch loss
-is back-propagated to those states, and each micro-batch is re-run with gradients (and the same dropout masks)
-to carry them into the weights. The loss and gradients are those of the full batch; only memory changes.
-Checkpoints (weights, optimizer, step) are written atomically every ``checkpoint_every`` steps and resumed.
-
-``special_tokens`` (CoopRAG's: its unrolling markers, which the unrolled queries carry) are added to the encoder
-before training, so their embeddings are trained; the folder records them in ``multihop-encoder.json`` and keeps them
-wherever it is loaded (:class:`~.encoder.Encoder`).
+``special_tokens`` (CoopRAG's markers, which its unrolled queries carry) are added to the encoder before training, so
+their embeddings are trained; the saved folder records them in ``multihop-encoder.json`` — with the weights' sha256,
+the config, the layers, the loss per step and the temperature — and keeps them wherever it is loaded
+(:class:`~.encoder.Encoder`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import logging
-import os
-import random
-from collections.abc import Iterable
+import shutil
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 
-import dspy
 import torch
-from tqdm.auto import tqdm
+from safetensors.torch import load_file, save_file
+from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
+from sentence_transformers.base.sampler import DefaultBatchSampler
+from torch.utils.data import SequentialSampler
+from transformers import ProgressCallback, TrainerCallback
 
-from multihop.checkpoints import load_checkpoint
-from multihop.corpus import Passage
 from multihop.folders import locked, write_inventory
 from multihop.models import FINETUNED_STAMP, sha256_file
 from multihop.paths import atomic_write_text
 
-from . import scoring
 from .encoder import Encoder
-from .rala import SCORINGS, RaLa
+from .rala import RaLa
+from .rala_loss import LOSSES, RECIPES, SCORES, RaLaLoss, label_row
 
-CHECKPOINT = "checkpoint.pt"
-logger = logging.getLogger(__name__)
-
-
-ALPHA_FROM = ("sub_questions", "chain")  # what |S| counts in α = log(1 + |S|): Eq. 6, or Table 19's chain length
-NEGATIVES = 16  # random negatives kept per question, one drawn each epoch
-
-
-@dataclass(frozen=True)
-class TrainingQuestion:
-    """One training question: its query (the question, or its unrolled form U), its supporting paragraphs, its other
-    paragraphs (distractors), paragraphs of other questions (random negatives) and |S| for α."""
-
-    query: str
-    positives: tuple[str, ...]
-    distractors: tuple[str, ...]
-    negatives: tuple[str, ...]
-    sub_questions: int
+CHECKPOINTS = "checkpoints"  # the trainer's checkpoints, removed once the encoder is saved
+IDENTITY = "training.json"  # in CHECKPOINTS: the config and samples its checkpoints belong to
+LOSS_WEIGHTS = "loss.safetensors"  # in a checkpoint: the loss's own parameters (the learnt temperature)
+RELEASED_LAYERS = (0, 4, 7, 11)  # RaLa/config.py --layers: hidden states; ω contrasts the last with the others
+RELEASED = {"epochs": 10, "lr": 1e-6, "weight_decay": 1e-5, "schedule": "linear", "warmup_steps": 400,
+            "max_grad_norm": 10.0, "fp16": True}  # train_musique.sh, config.py, trainer.py
 
 
 @dataclass(frozen=True)
 class TrainingSample:
-    """What one question contributes to one epoch: a positive drawn from its supporting paragraphs, a distractor, a
-    random negative, |S|, and all its supporting paragraphs (``gold``: never negatives in its denominator)."""
+    """One row of a batch: a query, its documents (its positive first, then its negatives), the count its weight
+    α = log(1 + difficulty) is taken from (Eq. 6), and the texts that are no negatives of it (``gold``: they leave
+    its denominator)."""
 
     query: str
-    positive: str
-    distractor: str
-    negative: str
-    sub_questions: int
+    documents: tuple[str, ...]
+    difficulty: int = 1
     gold: tuple[str, ...] = ()
-
-
-def training_questions(examples: Iterable[dspy.Example], unrolled: dict[str, dict] | None = None,
-                     seed: int = 0, alpha_from: str = "sub_questions") -> list[TrainingQuestion]:
-    """The training questions of ``examples`` with paragraphs marked ``is_supporting`` (MuSiQue, HotpotQA and 2Wiki
-    train files). ``unrolled`` maps a question id to its unrolling record (:func:`read_unrolled`): its query replaces
-    the question, and |S| is the number of sub-questions it wrote (``alpha_from="chain"``: of its chain's triples,
-    Table 19). |S| comes from the unrolling only (§3.6): a question without one, or whose unrolling fell back, counts
-    one step (our reading: α = log 2, the weight of the simplest question, so no question drops out). Questions
-    without a supporting and a non-supporting paragraph, and repeated question ids, are skipped."""
-    if alpha_from not in ALPHA_FROM:
-        raise ValueError(f"alpha_from must be one of {', '.join(ALPHA_FROM)}, not {alpha_from!r}")
-    rng = random.Random(seed)
-    examples = list({e.id: e for e in examples if e.get("paragraphs")}.values())
-    pool = [(i, _render(p)) for i, e in enumerate(examples) for p in e.paragraphs]
-    if len({i for i, _ in pool}) < 2:
-        raise ValueError("fine-tuning needs at least two questions with paragraphs")
-    questions, without = [], 0
-    for i, example in enumerate(examples):
-        gold = tuple(_render(p) for p in example.paragraphs if p.get("is_supporting"))
-        others = tuple(_render(p) for p in example.paragraphs if not p.get("is_supporting"))
-        if not gold or not others:
-            continue
-        record = (unrolled or {}).get(example.id, {})
-        without += not record or bool(record.get("fallback"))
-        steps = record.get("sub_questions" if alpha_from == "sub_questions" else "reasoning_chain") or []
-        negatives = tuple(_draw_other(rng, pool, i, gold) for _ in range(NEGATIVES))
-        questions.append(TrainingQuestion(record.get("unrolled", example.question), gold, others, negatives,
-                                          max(1, len(steps))))
-    if not questions:
-        raise ValueError("no question has both a supporting and a non-supporting paragraph")
-    if without:
-        logger.warning("%d of %d training questions have no unrolling (or one that fell back): each counts one step "
-                       "(α = log 2), so they train with no difficulty weighting; unroll them first (`multihop cooprag "
-                       "unroll`, then --unrolled)", without, len(questions))
-    return questions
-
-
-def read_unrolled(path: str | Path) -> dict[str, dict]:
-    """An unrolling file: JSON lines ``{"id": ..., "unrolled": ..., "sub_questions": [...]}`` (as ``multihop cooprag
-    unroll`` writes; ``sub_questions`` is optional), by question id."""
-    out = {}
-    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
-        if line.strip():
-            try:
-                record = json.loads(line)
-                if not isinstance(record["unrolled"], str):
-                    raise TypeError("unrolled must be a string")
-                out[str(record["id"])] = record
-            except (json.JSONDecodeError, KeyError, TypeError) as exc:
-                raise ValueError(f"{path}:{number}: expected {{\"id\", \"unrolled\"}} JSON, got {line[:80]!r}") from exc
-    return out
-
-
-def difficulty_weights(sub_questions: list[int], alpha: bool = True) -> torch.Tensor:
-    """Eq. 6: α = log(1 + |S|); all ones without α."""
-    counts = torch.tensor(sub_questions, dtype=torch.float32)
-    return torch.log1p(counts) if alpha else torch.ones_like(counts)
-
-
-LOSSES = ("infonce", "bce")  # Eq. 5, or Table 20's cross-entropy variant
-
-
-def batch_loss(queries: dict, documents: dict, weights: torch.Tensor, tau: float = 0.05,
-               omega: bool = True, exclude: torch.Tensor | None = None, loss: str = "infonce",
-               score: str = "eq4") -> torch.Tensor:
-    """Eq. 5 over one mini-batch: ``queries`` (``tokens``, ``mask``) of ``b`` questions, ``documents`` (``tokens``,
-    ``mask``, and ``cls_layers`` ``[3b, |C|, d]`` for Eq. 4 or ``layer_tokens`` ``[3b, |C|, T, d]`` for ``score="eq3"``)
-    ordered positives, distractors, random negatives; question ``i``'s positive is document ``i``. ``exclude``
-    (``[b, 3b]``) leaves documents out of a question's denominator: its other supporting paragraphs, which are no
-    negatives of it.
-
-    ``loss="bce"`` is Table 20's cross-entropy baseline, in our reading (the paper names the loss only): each
-    question–document pair a binary decision, σ(score/τ) against 1 for the question's positive and 0 for every other
-    document of the batch (the excluded ones aside), averaged over the pairs and weighted by α."""
-    if loss not in LOSSES:
-        raise ValueError(f"loss must be one of {', '.join(LOSSES)}, not {loss!r}")
-    if score not in SCORINGS:
-        raise ValueError(f"score must be one of {', '.join(SCORINGS)}, not {score!r}")
-    q, qm, d, dm = queries["tokens"], queries["mask"], documents["tokens"], documents["mask"]
-    if score == "eq3":
-        scores = scoring.score_eq3(q, qm, d, dm, documents["layer_tokens"])
-    else:
-        scores = scoring.score_eq4(q, qm, d, dm, documents["cls_layers"], omega=omega)
-    weights = weights.to(scores.device)
-    positives = torch.arange(scores.shape[0], device=scores.device)
-    if loss == "bce":
-        labels = torch.zeros_like(scores)
-        labels[positives, positives] = 1.0
-        pairs = torch.nn.functional.binary_cross_entropy_with_logits(scores / tau, labels, reduction="none")
-        keep = torch.ones_like(scores) if exclude is None else (~exclude.to(scores.device)).float()
-        return (weights * (pairs * keep).sum(dim=1) / keep.sum(dim=1)).sum()
-    if exclude is not None:
-        scores = scores.masked_fill(exclude.to(scores.device), scoring.NEG)
-    log_probs = torch.log_softmax(scores / tau, dim=1)
-    return -(weights * log_probs[positives, positives]).sum()
 
 
 @dataclass
 class TrainConfig:
+    """Build one with :meth:`for_recipe` to get a recipe's defaults; ``max_grad_norm`` 0 clips nothing; ``fp16``
+    applies on a CUDA GPU only."""
+
     encoder: str = "mpnet"
+    recipe: str = "paper"
     batch_size: int = 40
     micro_batch: int = 8
     epochs: int = 5  # App. A
     max_steps: int | None = None
     lr: float = 2e-5
+    weight_decay: float = 0.01  # torch's AdamW default
+    schedule: str = "constant"
+    warmup_steps: int = 0
+    max_grad_norm: float = 0.0
+    fp16: bool = False
     tau: float = 0.05
     alpha: bool = True
     omega: bool = True
@@ -205,177 +101,183 @@ class TrainConfig:
     special_tokens: tuple[str, ...] = ()
 
     def __post_init__(self):
-        if self.loss not in LOSSES:
-            raise ValueError(f"loss must be one of {', '.join(LOSSES)}, not {self.loss!r}")
-        if self.score not in SCORINGS:
-            raise ValueError(f"score must be one of {', '.join(SCORINGS)}, not {self.score!r}")
+        for name, allowed in (("recipe", RECIPES), ("loss", LOSSES), ("score", SCORES)):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name} must be one of {', '.join(allowed)}, not {getattr(self, name)!r}")
+        if self.recipe == "released" and (self.loss, self.score) != ("infonce", "eq4"):
+            wrong = "loss" if self.loss != "infonce" else "score"
+            raise ValueError(f"the released recipe trains with the symmetric InfoNCE over Eq. 4 only; drop --{wrong} "
+                             "or use --recipe paper")
+
+    @classmethod
+    def for_recipe(cls, recipe: str = "paper", **given) -> TrainConfig:
+        """``recipe``'s config with the ``given`` settings that are not None; under ``released``, ``buckets`` is
+        refused (its layers are fixed), as are a loss and a score other than its own."""
+        given = {key: value for key, value in given.items() if value is not None}
+        if recipe == "released" and "buckets" in given:
+            raise ValueError(f"the released recipe contrasts the fixed layers {list(RELEASED_LAYERS)}; drop --buckets "
+                             "or use --recipe paper")
+        return cls(recipe=recipe, **{**(RELEASED if recipe == "released" else {}), **given})
+
+    def layers(self, num_layers: int) -> tuple[int, ...]:
+        """The hidden states whose ``[CLS]`` states the loss reads: ``paper``, the RaLa candidate layers drawn with
+        ``buckets`` and ``seed``; ``released``, :data:`RELEASED_LAYERS`."""
+        if self.recipe == "paper":
+            return RaLa(buckets=self.buckets, seed=self.seed).candidate_layers(num_layers)
+        if max(RELEASED_LAYERS) > num_layers:
+            raise ValueError(f"the released recipe reads hidden states {list(RELEASED_LAYERS)}; {self.encoder} has "
+                             f"{num_layers} layers: fine-tune an encoder of 11 or more (MPNet has 12) or use --recipe "
+                             "paper")
+        return RELEASED_LAYERS
 
 
-def train(questions: list[TrainingQuestion], out_dir: str | Path, config: TrainConfig | None = None) -> Path:
-    """Fine-tune ``config.encoder`` on ``questions`` and save a sentence-transformers folder in ``out_dir`` (with
-    ``multihop-encoder.json``: the weights' sha256, the config and the loss per step). Resumes from
-    ``out_dir/checkpoint.pt`` when it was written with the same config."""
+def train(batches: list[list[TrainingSample]], out_dir: str | Path, config: TrainConfig | None = None,
+          questions: int | None = None) -> Path:
+    """Fine-tune ``config.encoder`` on ``batches`` (the first ``max_steps``; the schedule spans them all) and save a
+    sentence-transformers folder in ``out_dir`` with ``multihop-encoder.json`` (``questions``: how many the samples
+    were drawn from, recorded). Resumes from ``out_dir/checkpoints`` when they were written with the same config and
+    samples."""
     config = config or TrainConfig()
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    if not batches or any(len(batch) != config.batch_size for batch in batches):
+        raise ValueError(f"train takes full batches of {config.batch_size} samples (the config's batch size)")
     with locked(out_dir):
         encoder = Encoder(config.encoder, batch_size=config.micro_batch, special_tokens=config.special_tokens,
-                          precision="fp32")  # trained weights and optimizer states in fp32, whatever the device
-        model = encoder.model
-        layers = list(RaLa(buckets=config.buckets, seed=config.seed).candidate_layers(encoder.num_layers))
-        optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr)
-        batches = _batches(questions, config)
-        history: list[float] = []
-        identity = {"config": asdict(config), "samples": hashlib.sha256(
-            json.dumps([asdict(question) for question in questions]).encode()).hexdigest()}  # what a checkpoint resumes
-        start = _resume(out_dir / CHECKPOINT, identity, model, optimizer, history)
-        model.train()
-        steps = tqdm(range(start, len(batches)), desc="fine-tuning", unit="step", initial=start, total=len(batches))
-        for step in steps:
-            optimizer.zero_grad()
-            loss = grad_cache_step(encoder, batches[step], layers, config)
-            optimizer.step()
-            history.append(loss)
-            if (step + 1) % config.checkpoint_every == 0 and step + 1 < len(batches):
-                _save_checkpoint(out_dir / CHECKPOINT, identity, model, optimizer, step + 1, history)
-        model.eval()
-        model.save(str(out_dir))
-        stamp = {"sha256": sha256_file(out_dir / "model.safetensors"), "config": asdict(config), "layers": layers,
-                 "special_tokens": list(encoder.special_tokens), "questions": len(questions), "steps": len(batches),
-                 "loss": history}
+                          precision="fp32")  # trained weights and optimizer states in fp32 (fp16 is autocast)
+        layers = config.layers(encoder.num_layers)
+        steps = min(len(batches), config.max_steps or len(batches))
+        dataset, samples = _dataset(batches[:steps])
+        resume = _resume(out_dir / CHECKPOINTS, {"config": asdict(config), "samples": samples})
+        loss = RaLaLoss(encoder.model, layers, recipe=config.recipe, score=config.score, loss=config.loss,
+                        omega=config.omega, alpha=config.alpha, tau=config.tau, mini_batch_size=config.micro_batch)
+        trainer = _trainer(encoder, dataset, loss, config, out_dir / CHECKPOINTS, steps, len(batches))
+        trainer.train(resume_from_checkpoint=resume)
+        encoder.model.eval()
+        encoder.model.save(str(out_dir))
+        stamp = {"sha256": sha256_file(out_dir / "model.safetensors"), "config": asdict(config), "layers": list(layers),
+                 "special_tokens": list(encoder.special_tokens), "questions": questions, "steps": steps,
+                 "loss": [entry["loss"] for entry in trainer.state.log_history if "loss" in entry],
+                 "temperature": loss.temperature}
         atomic_write_text(out_dir / FINETUNED_STAMP, json.dumps(stamp, indent=2))
-        (out_dir / CHECKPOINT).unlink(missing_ok=True)
+        shutil.rmtree(out_dir / CHECKPOINTS)
         write_inventory(out_dir)
         return out_dir
 
 
-def grad_cache_step(encoder: Encoder, batch: list[TrainingSample], layers: list[int], config: TrainConfig) -> float:
-    """Accumulate the exact gradient of :func:`batch_loss` for ``batch`` into the encoder; returns the loss."""
-    queries = [s.query for s in batch]
-    documents = [s.positive for s in batch] + [s.distractor for s in batch] + [s.negative for s in batch]
-    q_chunks = _chunks(queries, config.micro_batch)
-    d_chunks = _chunks(documents, config.micro_batch)
-    rng_states, q_reps, d_reps = [], [], []
-    with torch.no_grad():
-        for chunk in q_chunks:
-            rng_states.append(_rng_state())
-            q_reps.append(_leaf(_query_rep(encoder.forward(chunk))))
-        for chunk in d_chunks:
-            rng_states.append(_rng_state())
-            d_reps.append(_leaf(_document_rep(encoder.forward(chunk, _token_layers(layers, config)), layers)))
-    weights = difficulty_weights([s.sub_questions for s in batch], config.alpha)
-    exclude = torch.tensor([[j != i and text in sample.gold for j, text in enumerate(documents)]
-                            for i, sample in enumerate(batch)])
-    loss = batch_loss(_concat(q_reps), _concat(d_reps), weights, config.tau, config.omega, exclude, config.loss,
-                      config.score)
-    loss.backward()
-    reps = [(chunk, rep, _query_rep, ()) for chunk, rep in zip(q_chunks, q_reps, strict=True)]
-    reps += [(chunk, rep, _document_rep, (layers,)) for chunk, rep in zip(d_chunks, d_reps, strict=True)]
-    for (chunk, rep, make, extra), state in zip(reps, rng_states, strict=True):
-        _set_rng_state(state)
-        fresh = make(encoder.forward(chunk, _token_layers(layers, config) if extra else ()), *extra)
-        surrogate = sum((fresh[key] * rep[key].grad).sum() for key in fresh if rep[key].grad is not None)
-        surrogate.backward()
-    return float(loss.detach())
+class _Trainer(SentenceTransformerTrainer):
+    """The sentence-transformers trainer with weight decay on every parameter (torch's AdamW and the released code
+    decay them all), a schedule spanning ``horizon`` steps whatever ``max_steps`` cuts, and the loss's own parameters
+    (the learnt temperature) in its gradient clipping (as the released code clips its model's, temperature included)
+    and in its checkpoints."""
+
+    horizon: int
+
+    def get_decay_parameter_names(self, model) -> list[str]:
+        return [name for name, _ in model.named_parameters()]
+
+    def _clip_grad_norm(self, model):
+        return self.accelerator.clip_grad_norm_(self.loss.parameters(), self.args.max_grad_norm)
+
+    def create_scheduler(self, num_training_steps, optimizer=None):
+        return super().create_scheduler(self.horizon, optimizer)
+
+    def _save(self, output_dir=None, state_dict=None) -> None:
+        super()._save(output_dir, state_dict)
+        own = {name: p.detach().cpu().contiguous() for name, p in self.loss.named_parameters()
+               if not name.startswith("model.")}
+        if own:
+            save_file(own, str(Path(output_dir or self.args.output_dir) / LOSS_WEIGHTS))
+
+    def _load_from_checkpoint(self, checkpoint_path, model=None) -> None:
+        super()._load_from_checkpoint(checkpoint_path)
+        path = Path(checkpoint_path) / LOSS_WEIGHTS
+        if path.exists():
+            self.loss.load_state_dict(load_file(str(path)), strict=False)
 
 
-def _rng_state() -> tuple:
-    """CPU and CUDA generator states: dropout masks on either device are replayed in the second pass."""
-    return torch.get_rng_state(), torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
+class _NoFinalCheckpoint(TrainerCallback):
+    """The trained encoder is saved on its own: no checkpoint after the last step."""
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step >= state.max_steps:
+            control.should_save = False
 
 
-def _set_rng_state(state: tuple) -> None:
-    torch.set_rng_state(state[0])
-    if state[1] is not None:
-        torch.cuda.set_rng_state_all(state[1])
+class _Progress(ProgressCallback):
+    """The progress bar, without printing each step's log (the loss per step goes to the stamp)."""
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        pass
 
 
-def _query_rep(out: dict) -> dict:
-    return {"tokens": out["tokens"], "mask": out["mask"]}
+def _trainer(encoder: Encoder, dataset, loss: RaLaLoss, config: TrainConfig, folder: Path, steps: int,
+             horizon: int) -> _Trainer:
+    """The trainer of ``config`` over ``dataset`` in its order, for ``steps`` steps of a schedule spanning
+    ``horizon``."""
+    args = SentenceTransformerTrainingArguments(
+        output_dir=str(folder), per_device_train_batch_size=config.batch_size, max_steps=steps,
+        learning_rate=config.lr, weight_decay=config.weight_decay, lr_scheduler_type=config.schedule,
+        warmup_steps=min(config.warmup_steps, horizon), max_grad_norm=config.max_grad_norm, optim="adamw_torch",
+        fp16=config.fp16 and torch.cuda.is_available(), seed=config.seed, batch_sampler=_in_order,
+        dataloader_drop_last=True, dataloader_pin_memory=torch.cuda.is_available(), save_strategy="steps",
+        save_steps=config.checkpoint_every, save_total_limit=1, logging_steps=1, report_to="none")
+    if args.n_gpu > 1 or args.world_size > 1:
+        raise ValueError("retriever training runs on one device; make one GPU visible (CUDA_VISIBLE_DEVICES=0)")
+    trainer = _Trainer(model=encoder.model, args=args, train_dataset=dataset, loss=loss,
+                       callbacks=[_NoFinalCheckpoint()])
+    trainer.horizon = horizon
+    trainer.remove_callback(ProgressCallback)
+    trainer.add_callback(_Progress())
+    return trainer
 
 
-def _token_layers(layers: list[int], config: TrainConfig) -> tuple[int, ...]:
-    """The premature layers whose token states a document's score reads: Eq. 3's only."""
-    return tuple(layers) if config.score == "eq3" else ()
+def _in_order(dataset, batch_size: int, drop_last: bool, **kwargs) -> DefaultBatchSampler:
+    """The trainer's batch sampler over ``dataset`` in its order (the recipe drew and shuffled the batches)."""
+    return DefaultBatchSampler(SequentialSampler(dataset), batch_size=batch_size, drop_last=drop_last, **kwargs)
 
 
-def _document_rep(out: dict, layers: list[int]) -> dict:
-    rep = {"tokens": out["tokens"], "mask": out["mask"], "cls_layers": out["cls"][:, layers]}
-    if out["layer_tokens"]:
-        rep["layer_tokens"] = torch.stack([out["layer_tokens"][layer] for layer in layers], dim=1)
-    return rep
+def _dataset(batches: list[list[TrainingSample]]):
+    """The samples of ``batches`` in order as a ``datasets.Dataset`` of text ids (rendered to texts as rows are read:
+    a recipe's epochs repeat the same texts), and the sha256 of the texts and rows (what a checkpoint resumes)."""
+    from datasets import Dataset
+
+    samples = [sample for batch in batches for sample in batch]
+    if len({len(sample.documents) for sample in samples}) != 1:
+        raise ValueError("every sample needs the same number of documents")
+    texts: dict[str, int] = {}
+
+    def ids(items) -> list[int]:
+        return [texts.setdefault(text, len(texts)) for text in items]
+
+    width = max(len(sample.gold) for sample in samples)
+    rows = []
+    for sample in samples:
+        query, documents = ids([sample.query])[0], ids(sample.documents)
+        rows.append((query, documents, label_row(sample.difficulty, ids(sample.gold), width, documents)))
+    columns = ["positive", *(f"negative_{i}" for i in range(1, len(samples[0].documents)))]
+    dataset = Dataset.from_dict({"query": [query for query, _, _ in rows],
+                                 **{name: [docs[i] for _, docs, _ in rows] for i, name in enumerate(columns)},
+                                 "label": [label for _, _, label in rows]})
+    table = list(texts)
+    dataset.set_transform(partial(_render, table, ["query", *columns]))
+    digest = hashlib.sha256(json.dumps([table, rows]).encode()).hexdigest()
+    return dataset, digest
 
 
-def _leaf(rep: dict) -> dict:
-    return {key: value if key == "mask" else value.detach().requires_grad_() for key, value in rep.items()}
+def _render(table: list[str], columns: list[str], batch: dict) -> dict:
+    return {**{name: [table[i] for i in batch[name]] for name in columns}, "label": batch["label"]}
 
 
-def _concat(reps: list[dict]) -> dict:
-    """Join micro-batch states padded to different lengths into one batch (padding masked out)."""
-    longest = max(rep["tokens"].shape[1] for rep in reps)
-
-    def widen(x, value=0.0):  # the token axis: the last of a mask, the one before the features otherwise
-        pads = (0, longest - x.shape[1]) if x.dim() == 2 else (0, 0, 0, longest - x.shape[-2])
-        return torch.nn.functional.pad(x, pads, value=value)
-
-    out = {"tokens": torch.cat([widen(r["tokens"]) for r in reps]),
-           "mask": torch.cat([widen(r["mask"], False) for r in reps])}
-    if "cls_layers" in reps[0]:
-        out["cls_layers"] = torch.cat([r["cls_layers"] for r in reps])
-    if "layer_tokens" in reps[0]:  # [m, |C|, T, d]
-        out["layer_tokens"] = torch.cat([widen(r["layer_tokens"]) for r in reps])
-    return out
-
-
-def _chunks(items: list, size: int) -> list[list]:
-    return [items[i : i + size] for i in range(0, len(items), size)]
-
-
-def _batches(questions: list[TrainingQuestion], config: TrainConfig) -> list[list[TrainingSample]]:
-    """Per epoch, one sample per question — a positive, a distractor and a random negative drawn for it — in a seeded
-    shuffle cut into full mini-batches (a ragged last batch is dropped)."""
-    rng = random.Random(config.seed)
-    batches = []
-    for _ in range(config.epochs):
-        order = list(questions)
-        rng.shuffle(order)
-        samples = [TrainingSample(q.query, rng.choice(q.positives), rng.choice(q.distractors), rng.choice(q.negatives),
-                                  q.sub_questions, q.positives) for q in order]
-        batches += [samples[i : i + config.batch_size]
-                    for i in range(0, len(samples) - config.batch_size + 1, config.batch_size)]
-    if not batches:
-        raise ValueError(f"{len(questions)} questions make no batch of {config.batch_size}")
-    return batches[: config.max_steps] if config.max_steps else batches
-
-
-def _save_checkpoint(path: Path, identity: dict, model, optimizer, step: int, history: list[float]) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    torch.save({"identity": identity, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                "step": step, "history": history, "rng": torch.get_rng_state()}, tmp)
-    os.replace(tmp, path)
-
-
-def _resume(path: Path, identity: dict, model, optimizer, history: list[float]) -> int:
-    if not path.exists():
-        return 0
-    state = load_checkpoint(path)
-    if state.get("identity") != identity:
-        raise ValueError(f"{path} was written with another training config or other training samples; remove it to "
-                         "start over")
-    model.load_state_dict(state["model"])
-    optimizer.load_state_dict(state["optimizer"])
-    torch.set_rng_state(state["rng"])
-    history.extend(state["history"])
-    return int(state["step"])
-
-
-def _render(paragraph: dict) -> str:
-    return Passage.make(paragraph["title"], paragraph["text"]).render()
-
-
-def _draw_other(rng: random.Random, pool: list[tuple[int, str]], question: int, gold: tuple[str, ...]) -> str:
-    while True:
-        owner, text = rng.choice(pool)
-        if owner != question and text not in gold:
-            return text
-
+def _resume(folder: Path, identity: dict) -> str | None:
+    """The last complete checkpoint in ``folder`` if its run had ``identity``; else None, recording ``identity``."""
+    identity = json.loads(json.dumps(identity))
+    done = [path for path in folder.glob("checkpoint-*") if (path / "trainer_state.json").exists()]
+    if done:
+        record = folder / IDENTITY
+        if not record.exists() or json.loads(record.read_text()) != identity:
+            raise ValueError(f"{folder} was written with another training config or other training samples; remove "
+                             "it to start over")
+        return str(max(done, key=lambda path: int(path.name.split("-")[1])))
+    folder.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(folder / IDENTITY, json.dumps(identity))
+    return None

@@ -12,6 +12,14 @@ App. F.3's (which tries 2, 4, 6 and 12 over MPNet's 12 layers; App. A says 3); m
 are those the encoder was fine-tuned with (its ``multihop-encoder.json``), else 4 and 0, so a RaLa over a fine-tuned
 encoder contrasts the layers training did; given ones that draw other layers are refused. The encoder, the token
 cache and the ranking of candidate texts are those of every late-interaction reranker (:mod:`.late_interaction`).
+
+An encoder fine-tuned with the authors' released recipe (``multihop retriever train --recipe released``: its
+``multihop-encoder.json`` records the recipe and the fixed layers [0, 4, 7, 11]) is reranked as the released code
+reranks (RaLa/eval.py, predictor.py ``calc_avg_maxsim``): by MaxSim on the final layer, averaged over the query's
+tokens — no ω and no punctuation filter, which that code applies in training only. A RaLa over such an encoder is
+not refused, draws no layers and scores so (``scoring="eq4"``, with a warning that ω is not applied); Eq. 3, which
+the released code has not, is refused. This is the faithful option: the released ω needs the query's ``[CLS]`` state
+at hidden state 11, which no reranker here keeps, and the released pipeline never reads it at inference.
 """
 
 from __future__ import annotations
@@ -46,6 +54,7 @@ class RaLa(LateInteraction):
         self.scoring, self.buckets, self.omega, self.seed = scoring, buckets, omega, seed
         self.omega_floor = omega_floor
         self._checked: tuple | None = None  # (encoder folder, layers) once checked against its training stamp
+        self._released: tuple | None = None  # (encoder folder, whether it was fine-tuned with the released recipe)
 
     @property
     def name(self) -> str:
@@ -75,7 +84,10 @@ class RaLa(LateInteraction):
     def layers(self, num_layers: int) -> tuple[int, ...]:
         """:meth:`candidate_layers`, checked against the layers the encoder was fine-tuned with (its
         ``multihop-encoder.json``): training and inference contrast the same layers, or the reranker refuses. A score
-        other than the training's (``--score``, ``--no-omega``) is allowed, with a warning."""
+        other than the training's (``--score``, ``--no-omega``) is allowed, with a warning. None over an encoder
+        fine-tuned with the released recipe, which is reranked by MaxSim (the module docstring)."""
+        if self.released():
+            return ()
         drawn = self.candidate_layers(num_layers)
         if self._checked == (self.encoder.path, drawn):
             return drawn
@@ -94,6 +106,20 @@ class RaLa(LateInteraction):
         self._checked = (self.encoder.path, drawn)
         return drawn
 
+    def released(self) -> bool:
+        """Whether the encoder was fine-tuned with the authors' released recipe; Eq. 3 over it is refused."""
+        if self._released is None or self._released[0] != self.encoder.path:
+            trained = trained_layers(self.encoder.path)
+            released = trained is not None and trained[1].get("recipe") == "released"
+            if released and self.scoring == "eq3":
+                raise ValueError(f"{self.encoder.path} was fine-tuned with the released recipe, whose code has no "
+                                 "Eq. 3; rerank it with rala-eq4 (its inference: MaxSim) or maxsim")
+            if released:
+                logger.warning("%s was fine-tuned with the released recipe, whose code reranks by MaxSim alone: this "
+                               "RaLa scores MaxSim (no ω)", self.encoder.path)
+            self._released = (self.encoder.path, released)
+        return self._released[1]
+
     def token_layers(self, num_layers: int) -> tuple[int, ...]:
         """The premature layers whose token states a score needs (Eq. 3 only; Eq. 4 needs ``[CLS]`` states alone)."""
         return self.layers(num_layers) if self.scoring == "eq3" else ()
@@ -103,6 +129,8 @@ class RaLa(LateInteraction):
         return self.layers(num_layers) if self.scoring == "eq4" else ()
 
     def score(self, q, qm, d, dm, cls, layer_tokens) -> torch.Tensor:
+        if self.released():
+            return scoring.maxsim(q, qm, d, dm)
         layers = self.layers(cls.shape[1] - 1)
         if self.scoring == "eq4":
             cls_layers = torch.as_tensor(cls[:, list(layers)], dtype=torch.float32)

@@ -2,7 +2,9 @@
 
 Shapes: queries ``q`` ``[b, Tq, d]`` with mask ``qm`` ``[b, Tq]``; documents ``D`` ``[m, Td, d]`` with mask ``dm``
 ``[m, Td]``; premature-layer states ``[m, |C|, Td, d]`` (tokens) or ``[m, |C|, d]`` (``[CLS]``). Every score is
-``[b, m]``: one row per query, one column per document. Padding never wins a max and never enters an average.
+``[b, m]``: one row per query, one column per document. Padding never wins a max and never enters an average, except
+under the authors' released training code (RaLa/models.py), whose pieces are here too: :func:`released_omega`, the
+padding floor of :func:`maxsim` and :func:`zero_tokens` with :data:`PUNCTUATION`.
 """
 
 from __future__ import annotations
@@ -11,12 +13,29 @@ import torch
 
 NEG = -1e4  # below any difference of cosines (|gap| <= 2)
 OMEGA_FLOOR = 1e-3  # our reading: the least gap-aware weight ω (the paper is silent on ω <= 0)
+# the released code's document tokens that score 0 (RaLa/models.py, filter_punctuation); its padding similarities are
+# filled with RELEASED_PADDING instead of being left out (compute_logits)
+PUNCTUATION = (",", ".", "?", "!", ":", ";", "-", "(", ")", '"', "'")
+RELEASED_PADDING = -1e-9
 
 
-def maxsim(q: torch.Tensor, qm: torch.Tensor, d: torch.Tensor, dm: torch.Tensor) -> torch.Tensor:
-    """ColBERT late interaction: average over query tokens of the max cosine over document tokens."""
+def maxsim(q: torch.Tensor, qm: torch.Tensor, d: torch.Tensor, dm: torch.Tensor,
+           floor: float | None = None) -> torch.Tensor:
+    """ColBERT late interaction: average over query tokens of the max cosine over document tokens. ``floor``: each
+    query token's best match is at least this much — the released code's padding (:data:`RELEASED_PADDING`): it pads
+    every text to 512 tokens and fills the padding's similarities with it rather than leaving them out, so every
+    document shorter than 512 tokens gets this floor (given, it applies to every document)."""
     sim = torch.einsum("bid,mjd->bmij", q, d).masked_fill(~dm[None, :, None, :], NEG)
-    return _masked_mean(sim.max(dim=-1).values, qm)
+    best = sim.max(dim=-1).values
+    return _masked_mean(best if floor is None else best.clamp_min(floor), qm)
+
+
+def zero_tokens(states: torch.Tensor, drop: torch.Tensor) -> torch.Tensor:
+    """``states`` ``[n, T, d]`` with the rows where ``drop`` ``[n, T]`` is set to zero: the released code's punctuation
+    filter on document tokens (``drop``: the tokens of :data:`PUNCTUATION`), so such a token scores 0 against every
+    query token in MaxSim — it is not masked out. (The released code zeroes the states before normalising them, which
+    leaves them zero as well.)"""
+    return states * (~drop)[..., None].to(states.dtype)
 
 
 def cls_gap(q_cls: torch.Tensor, d_cls_last: torch.Tensor, d_cls_layers: torch.Tensor) -> torch.Tensor:
@@ -45,6 +64,14 @@ def score_eq4(q, qm, d, dm, d_cls_layers, omega: bool = True, floor: float | Non
     if floor is not None:
         gap = gap + (gap.clamp_min(floor) - gap).detach()
     return gap * sim
+
+
+def released_omega(q_cls: torch.Tensor, d_cls_last: torch.Tensor, d_cls_layers: torch.Tensor) -> torch.Tensor:
+    """The released code's ω (RaLa/models.py, ``fixed_weight_query``): (⟨q^last, d^last⟩ − min_l ⟨q^last, d^l⟩) / 2 over
+    the ``[CLS]`` states of its fixed layers — ``last`` the query's and the document's at the last of them (hidden
+    state 11 of MPNet's 12 layers, not the final one), ``l`` the document's at the others — with no floor: half the
+    paper's gap of :func:`cls_gap`, taken at another layer."""
+    return cls_gap(q_cls, d_cls_last, d_cls_layers) / 2
 
 
 def score_eq3(q, qm, d, dm, d_layers: torch.Tensor) -> torch.Tensor:

@@ -13,7 +13,7 @@ from multihop.programs import CoopRAG, load, save
 from multihop.programs.cooprag.chain import normalize_chain, repair_fill, unrolled_query
 from multihop.programs.cooprag.training import unroll_questions
 from multihop.retrievers import DenseRetriever, Encoder, Hits, MaxSim, RaLa, Retriever
-from multihop.retrievers.finetune import read_unrolled
+from multihop.programs.cooprag.training import read_unrolled
 from multihop.signatures.cooprag import SPECIAL_TOKENS
 
 from helpers import StageScript, StaticRetriever, TypedScript, data_root, example, scripted_lm

@@ -13,7 +13,16 @@ from multihop.retrievers import (
     load_reranker,
     make_reranker,
 )
-from multihop.retrievers.scoring import OMEGA_FLOOR, maxsim, pad, score_eq3, score_eq4
+from multihop.retrievers.scoring import (
+    OMEGA_FLOOR,
+    RELEASED_PADDING,
+    maxsim,
+    pad,
+    released_omega,
+    score_eq3,
+    score_eq4,
+    zero_tokens,
+)
 from multihop.signatures.cooprag import SPECIAL_TOKENS
 
 
@@ -68,6 +77,23 @@ def test_eq3_takes_the_largest_gap_over_layers_and_tokens():
     two_layers = t([[[[0.6, 0.8], [0.8, 0.6]], [[0, 1], [1, 0]]]])
     # the second layer widens g(q0,d0) and g(q1,d1) to 1 -> avg 1
     assert score_eq3(q, qm, d, dm, two_layers).item() == pytest.approx(1.0)
+
+
+def test_the_released_pieces_on_hand_computed_examples():
+    # ω = (<q^11, d^11> − min over the other layers of <q^11, d^l>) / 2, no floor: (0.6 − min(0.8, 1.0)) / 2 = −0.1
+    q_cls, d_last, d_layers = t([[1, 0]]), t([[0.6, 0.8]]), t([[[0.8, 0.6], [1, 0]]])
+    assert released_omega(q_cls, d_last, d_layers).item() == pytest.approx(-0.1)
+    # the padding floor: a query token whose every match is negative scores RELEASED_PADDING, not its best match
+    q, qm = pad([t([[1, 0]])])
+    d, dm = pad([t([[-1, 0], [-0.6, -0.8]])])
+    assert maxsim(q, qm, d, dm).item() == pytest.approx(-0.6)
+    assert maxsim(q, qm, d, dm, floor=RELEASED_PADDING).item() == pytest.approx(RELEASED_PADDING)
+    # zeroed tokens score 0, they are not masked out: q0 = (1, 0)'s best match drops from 1 to 0.8; q1 = (0, 1)'s is 0.8
+    q, qm = pad([t([[1, 0], [0, 1]])])
+    d, dm = pad([t([[1, 0], [0.6, 0.8], [0.8, 0.6]])])
+    dropped = zero_tokens(d, torch.tensor([[True, False, False]]))
+    assert dropped[0].tolist() == [[0, 0], pytest.approx([0.6, 0.8]), pytest.approx([0.8, 0.6])]
+    assert maxsim(q, qm, dropped, dm).item() == pytest.approx((0.8 + 0.8) / 2)
 
 
 def test_padding_never_changes_a_score():
