@@ -1,45 +1,81 @@
 """Distil program stages into a LoRA student from teacher trajectories (DualRAG §3.2, HANRAG App. B/D, CIRAG §3.5).
 
 :func:`distill` trains one ``peft`` LoRA adapter on one or several stages' trajectory files (multi-task, as HANRAG
-trains its Revelator) over a Hugging Face causal LM (default SmolLM2-135M-Instruct from the model registry). Each
-row becomes the student's chat template over the stage's messages plus the teacher's completion; the loss covers
-the completion tokens only. Presets are the papers' settings, each registered by its method's package
+trains its Revelator) over a Hugging Face causal LM (default SmolLM2-135M-Instruct from the model registry), on TRL's
+``SFTTrainer``. Each row becomes the student's chat template over the stage's messages (with its generation prompt)
+plus the teacher's completion and the end-of-sequence token, tokenized here (:func:`encode_row`), and the trainer
+gets those ids with a ``completion_mask``, so the loss covers the completion tokens only, exactly as encoded. A prompt
+longer than ``max_length`` (default: the engine's context, :data:`~multihop.engines.llamacpp.MAX_CONTEXT`) less its
+completion is cut inside the documents of its own user turn, never its instructions, demos or output
+(:mod:`.truncation`), and counted in the manifest (``truncated``).
+
+Presets are the papers' settings, each registered by its method's package
 (:data:`multihop.programs.DISTILL_PRESETS`; ``multihop distill --preset NAME``), the stages its paper distils among
 them (``stages``; none named: every stage); the rows of other stages in the files are left out and counted in the
-manifest (``left_out``). Checkpoints
-(adapter, optimizer, scheduler, step) are written atomically and resumed. The output folder is a ``peft`` adapter
-plus ``distill.json`` (base model and checksum, stages, trajectory files with checksums, config, loss per step);
-use it with ``make_lm("local:smollm2", adapter=DIR)`` and ``program.set_stage_lm(stage, lm)``.
+manifest (``left_out``).
+
+The training is the ``transformers`` Trainer's: on a CPU fp32, one row a forward pass and the step's gradients
+accumulated (``micro_batch``); on a CUDA GPU bf16 (fp16 where the GPU lacks it), gradient checkpointing, a step's rows
+in one forward pass, padding-free packing of them (flash attention), a 4-bit base (QLoRA, bitsandbytes), and several
+GPUs under ``accelerate launch`` (``batch_size`` rows a step over all of them; only the main process writes). What is
+ours: the loss is the mean over a step's rows of each row's mean completion-token loss, as in the hand-written loop
+this replaced, from the logits of the positions that predict a completion token only
+(:class:`~.student_trainer.StudentTrainer`; TRL's own weighs every completion token alike, so long completions
+outweigh short ones in a multi-task step), AdamW's weight decay 0.01 and no gradient clipping (that loop's settings),
+and the checkpoint's identity. Checkpoints (adapter, optimizer, scheduler, RNG,
+trainer state) are the Trainer's, every ``checkpoint_every`` steps, loaded back with ``weights_only=True``; a
+checkpoint written for another base, config or row files is refused. The output folder is a ``peft`` adapter plus
+``distill.json`` (base model and checksum, stages, trajectory files with checksums, config, loss per step,
+truncation) and ``files.json``; use it with ``make_lm("local:smollm2", adapter=DIR)`` and
+``program.set_stage_lm(stage, lm)``.
 """
 
 from __future__ import annotations
 
 import json
-import random
 import shutil
-import time
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
-import torch
-from tqdm.auto import tqdm
-
 from multihop import models
-from multihop.checkpoints import load_checkpoint
+from multihop.engines.llamacpp import MAX_CONTEXT
 from multihop.folders import locked, write_inventory
 from multihop.lms import STUDENT_MANIFEST, base_checksum, resolve_local
-from multihop.paths import atomic_dir, atomic_write_text
+from multihop.paths import atomic_write_text
 from multihop.programs import DISTILL_PRESETS  # the package: every method has registered its preset
 
 from .trajectories import MANIFEST as ROWS_MANIFEST
 from .trajectories import EmptyTrajectoriesError
+from .truncation import PromptTooLongError, fit_prompt
 
 MANIFEST = STUDENT_MANIFEST
-CHECKPOINT = "checkpoint"
+CHECKPOINTS = "checkpoints"  # the Trainer's checkpoint-<step> folders while a training runs
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+GPU_EXTRA = "pip install 'multihop[gpu]'"
 
 
 @dataclass
 class DistillConfig:
+    """What a student is trained with (a preset sets some of it).
+
+    Args:
+        base: the student's base model, a registry name or an HF folder.
+        r, alpha, dropout, target_modules: the LoRA adapter's (``("all-linear",)``: every linear layer).
+        epochs, lr, scheduler, warmup: the training's (``warmup``: the share of steps warming up).
+        batch_size: rows per optimizer step (over every process).
+        max_length: tokens of prompt + completion; a longer prompt is cut inside its documents.
+        seed: the LoRA initialisation, the row order and the dropout masks.
+        checkpoint_every: steps between resumable checkpoints.
+        stages: the stages trained, their rows only; (): every stage of the files.
+        precision: auto (fp32 on a CPU; bf16 on a CUDA GPU, fp16 where it lacks bf16), fp32, bf16 or fp16.
+        gradient_checkpointing: recompute activations in the backward pass; None: on with a CUDA GPU.
+        packing: a step's rows concatenated without padding (needs flash attention on a CUDA GPU).
+        load_in_4bit: QLoRA: the base quantised to 4-bit NF4 (needs bitsandbytes and a CUDA GPU).
+        micro_batch: rows a forward pass of a process; a step accumulates the gradients of ``batch_size`` rows. None:
+            1 on a CPU (no padding, as the hand-written loop this replaced), a step's rows of the process on a GPU.
+    """
+
     base: str = "smollm2"
     r: int = 16
     alpha: int = 32
@@ -50,10 +86,15 @@ class DistillConfig:
     scheduler: str = "linear"
     warmup: float = 0.0
     batch_size: int = 4
-    max_length: int = 2048
+    max_length: int = MAX_CONTEXT
     seed: int = 0
     checkpoint_every: int = 50
-    stages: tuple[str, ...] = ()  # the stages trained, their rows only; (): every stage of the files
+    stages: tuple[str, ...] = ()
+    precision: str = "auto"
+    gradient_checkpointing: bool | None = None
+    packing: bool = False
+    load_in_4bit: bool = False
+    micro_batch: int | None = None
 
     @classmethod
     def preset(cls, name: str, **overrides) -> DistillConfig:
@@ -67,7 +108,13 @@ class DistillConfig:
         return cls(**values)
 
 
-def read_rows(files: list[str | Path]) -> list[dict]:
+class Row(dict):
+    """A trajectory row, with ``where`` it was read (``file:line``)."""
+
+    where: str = ""
+
+
+def read_rows(files: list[str | Path]) -> list[Row]:
     """Every trajectory row of ``files``."""
     rows = []
     for path in map(Path, files):
@@ -75,10 +122,11 @@ def read_rows(files: list[str | Path]) -> list[dict]:
             if not line.strip():
                 continue
             try:
-                row = json.loads(line)
+                row = Row(json.loads(line))
                 row["messages"], row["completion"], row["stage"]  # noqa: B018 - required fields
-            except (json.JSONDecodeError, KeyError, TypeError) as exc:
+            except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
                 raise ValueError(f"{path}:{number}: not a trajectory row ({exc})") from None
+            row.where = f"{path}:{number}"
             rows.append(row)
     if not rows:
         raise EmptyTrajectoriesError(f"no trajectory rows in {', '.join(map(str, files))}")
@@ -101,27 +149,82 @@ def select_stages(rows: list[dict], stages: tuple[str, ...] | list[str]) -> tupl
     return [row for row in rows if row["stage"] in stages], dict(sorted(left_out.items()))
 
 
-def encode_row(tokenizer, row: dict, max_length: int) -> tuple[list[int], list[int]]:
-    """Token ids of prompt + completion and labels masking the prompt (-100); the prompt is cut from the left."""
-    prompt = tokenizer.apply_chat_template(row["messages"], add_generation_prompt=True, tokenize=True,
-                                           return_dict=True)["input_ids"]
+def encode_row(tokenizer, row: dict, max_length: int) -> tuple[list[int], list[int], int]:
+    """Token ids of prompt + completion + end of sequence in at most ``max_length``, the completion mask (1 on the
+    completion's tokens and the end of sequence, the tokens the loss covers) and the prompt tokens cut inside its
+    documents (:func:`~.truncation.fit_prompt`). A row that cannot fit raises ``ValueError`` naming it."""
     completion = tokenizer(row["completion"], add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
-    prompt = prompt[-max(1, max_length - len(completion)):]
-    return prompt + completion, [-100] * len(prompt) + completion
+    try:
+        prompt, cut = fit_prompt(tokenizer, row["messages"], row.get("inputs") or {}, max_length - len(completion))
+    except PromptTooLongError as exc:
+        raise ValueError(f"{getattr(row, 'where', '') or 'a row'}: {exc} and {len(completion)} of completion: give "
+                         f"--max-length {exc.tokens + len(completion)} or more (now {max_length})") from None
+    return prompt + completion, [0] * len(prompt) + [1] * len(completion), cut
 
 
-def load_student(config: DistillConfig):
-    from peft import LoraConfig, get_peft_model
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+def training_setup(config: DistillConfig, processes: int = 1) -> dict:
+    """How ``config`` trains on this machine — precision, gradient checkpointing, rows a forward pass, forward passes
+    a step — after refusing, in one line each, what it cannot do here."""
+    import torch
 
-    folder = resolve_local(config.base)
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    tokenizer = AutoTokenizer.from_pretrained(folder)
-    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).to(device)
-    lora = LoraConfig(task_type="CAUSAL_LM", r=config.r, lora_alpha=config.alpha, lora_dropout=config.dropout,
-                      target_modules=_targets(config.target_modules))
-    torch.manual_seed(config.seed)  # LoRA's initial A matrices and the dropout masks: the same rows rebuild the adapter
-    return folder, tokenizer, get_peft_model(model, lora)
+    cuda = torch.cuda.is_available()
+    if config.precision not in PRECISIONS:
+        raise ValueError(f"--precision {config.precision!r}: choose one of {', '.join(PRECISIONS)}")
+    precision = config.precision
+    if precision == "auto":
+        precision = ("bf16" if torch.cuda.is_bf16_supported() else "fp16") if cuda else "fp32"
+    if precision != "fp32" and not cuda:
+        raise ValueError(f"--precision {precision} needs a CUDA GPU; on a CPU a student trains in fp32")
+    if precision == "bf16" and not torch.cuda.is_bf16_supported():
+        raise ValueError("this GPU has no bf16: give --precision fp16")
+    if config.load_in_4bit:
+        if not cuda:
+            raise ValueError("--load-in-4bit needs a CUDA GPU (bitsandbytes' 4-bit kernels); leave it off on a CPU")
+        try:
+            import bitsandbytes  # noqa: F401
+        except ImportError:
+            raise ValueError(f"--load-in-4bit needs bitsandbytes: {GPU_EXTRA}") from None
+    if config.packing:
+        from transformers.utils import is_flash_attn_2_available
+
+        if not cuda or not is_flash_attn_2_available():
+            raise ValueError("--packing needs flash attention on a CUDA GPU (pip install flash-attn), whose kernels "
+                             "keep a step's concatenated rows apart; leave it off otherwise")
+        if precision == "fp32":
+            raise ValueError("--packing runs on flash attention, which takes bf16 or fp16: give --precision bf16")
+    micro = config.micro_batch or (config.batch_size // processes if cuda else 1)
+    if config.batch_size % (processes * micro):
+        raise ValueError(f"--batch-size {config.batch_size} is not a multiple of {processes} processes × "
+                         f"{micro} rows a forward pass: give a multiple of {processes * micro}")
+    checkpointing = cuda if config.gradient_checkpointing is None else config.gradient_checkpointing
+    return {"cuda": cuda, "precision": precision, "gradient_checkpointing": checkpointing, "processes": processes,
+            "micro_batch": micro, "accumulation": config.batch_size // (processes * micro)}
+
+
+def load_base(config: DistillConfig, setup: dict):
+    """The base model, in the setup's precision (4-bit NF4 with ``load_in_4bit``, prepared for k-bit training)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[setup["precision"]]
+    settings: dict = {"dtype": dtype}
+    if config.packing:
+        settings["attn_implementation"] = "flash_attention_2"
+    if config.load_in_4bit:
+        from accelerate import PartialState
+        from transformers import BitsAndBytesConfig
+
+        settings["quantization_config"] = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
+                                                             bnb_4bit_use_double_quant=True,
+                                                             bnb_4bit_compute_dtype=dtype)
+        settings["device_map"] = {"": PartialState().local_process_index}  # a quantised model is not moved after
+    model = AutoModelForCausalLM.from_pretrained(resolve_local(config.base), **settings)
+    if config.load_in_4bit:
+        from peft import prepare_model_for_kbit_training
+
+        model = prepare_model_for_kbit_training(model,
+                                                use_gradient_checkpointing=setup["gradient_checkpointing"])
+    return model
 
 
 def _targets(names: tuple[str, ...]) -> str | list[str]:
@@ -129,62 +232,92 @@ def _targets(names: tuple[str, ...]) -> str | list[str]:
     return "all-linear" if tuple(names) == ("all-linear",) else list(names)
 
 
-def completion_loss(model, input_ids: list[int], labels: list[int]) -> torch.Tensor:
-    device = next(model.parameters()).device
-    ids = torch.tensor([input_ids], device=device)
-    return model(input_ids=ids, labels=torch.tensor([labels], device=device)).loss
+def student_trainer(config: DistillConfig, tokenizer, encoded: list[tuple[list[int], list[int]]], checkpoints: Path,
+                    setup: dict, callbacks: tuple = ()):
+    """The ``StudentTrainer`` of ``config`` on this machine (``setup``) over the ``encoded`` rows (ids, completion
+    mask), checkpointing into ``checkpoints``."""
+    from datasets import Dataset
+    from peft import LoraConfig
+    from transformers import ProgressCallback
+    from trl import SFTConfig
+
+    from .student_trainer import Progress, StudentTrainer
+
+    steps = -(-len(encoded) // config.batch_size) * config.epochs
+    args = SFTConfig(
+        output_dir=str(checkpoints), seed=config.seed, num_train_epochs=config.epochs,
+        per_device_train_batch_size=setup["micro_batch"], gradient_accumulation_steps=setup["accumulation"],
+        learning_rate=config.lr,
+        lr_scheduler_type=config.scheduler, warmup_steps=int(config.warmup * steps),
+        weight_decay=0.01, max_grad_norm=0.0,  # torch AdamW's default decay and no clipping: the loop replaced
+        bf16=setup["precision"] == "bf16", fp16=setup["precision"] == "fp16",
+        activation_checkpointing=setup["gradient_checkpointing"], padding_free=config.packing,
+        use_cpu=not setup["cuda"], dataloader_pin_memory=setup["cuda"],  # several CPU processes: DDP on gloo
+        max_length=None,  # fitted already (encode_row); TRL would cut the end, the completion first
+        completion_only_loss=True, logging_steps=1, save_strategy="steps", save_steps=config.checkpoint_every,
+        save_total_limit=1, report_to="none", ddp_find_unused_parameters=False)
+    dataset = Dataset.from_dict({"input_ids": [ids for ids, _ in encoded],
+                                 "completion_mask": [mask for _, mask in encoded]})
+    lora = LoraConfig(task_type="CAUSAL_LM", r=config.r, lora_alpha=config.alpha, lora_dropout=config.dropout,
+                      target_modules=_targets(config.target_modules))
+    trainer = StudentTrainer(model=load_base(config, setup), args=args, train_dataset=dataset,
+                             processing_class=tokenizer, peft_config=lora, callbacks=list(callbacks))
+    trainer.remove_callback(ProgressCallback)
+    trainer.add_callback(Progress())
+    return trainer
 
 
 def distill(files: list[str | Path], out_dir: str | Path, config: DistillConfig | None = None) -> Path:
     """Train a LoRA adapter on the rows of ``config.stages`` (every row when empty) in the trajectory ``files`` and save
-    it to ``out_dir``; resumes a checkpoint there."""
-    from transformers import get_scheduler
+    it to ``out_dir``; resumes a checkpoint there. Under ``accelerate launch`` every process trains and the main one
+    writes."""
+    import torch
+    from accelerate import PartialState
+    from transformers import AutoTokenizer
+
+    from multihop.checkpoints import TrainingRecord, resume_point
 
     config = config or DistillConfig()
     out_dir = Path(out_dir)
-    with locked(out_dir):
+    state = PartialState(cpu=not torch.cuda.is_available())  # the processes of a launcher (CPU ones too: gloo)
+    with locked(out_dir) if state.is_main_process else nullcontext():
         rows, left_out = select_stages(read_rows(files), config.stages)
-        _, tokenizer, model = load_student(config)
+        setup = training_setup(config, state.num_processes)
+        tokenizer = AutoTokenizer.from_pretrained(resolve_local(config.base))
         encoded = [encode_row(tokenizer, row, config.max_length) for row in rows]
-        order = [i for epoch in range(config.epochs) for i in _shuffled(len(encoded), config.seed + epoch)]
-        steps = -(-len(order) // config.batch_size)
-        optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=config.lr)
-        scheduler = get_scheduler(config.scheduler, optimizer, num_warmup_steps=int(config.warmup * steps),
-                                  num_training_steps=steps)
-        history: list[float] = []
         inputs = {str(path): models.sha256_file(Path(path)) for path in files}
         identity = {"config": asdict(config), "files": inputs}  # what a checkpoint resumes
-        start, earlier = _resume(out_dir / CHECKPOINT, identity, model, optimizer, scheduler, history)
-        began = time.perf_counter() - earlier  # training time over every run of a resumed training
-        model.train()
-        for step in tqdm(range(start, steps), desc="distilling", unit="step", initial=start, total=steps):
-            batch = order[step * config.batch_size : (step + 1) * config.batch_size]
-            total = 0.0
-            for i in batch:
-                loss = completion_loss(model, *encoded[i]) / len(batch)
-                loss.backward()
-                total += float(loss.detach())
-            optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad()
-            history.append(total)
-            if (step + 1) % config.checkpoint_every == 0 and step + 1 < steps:
-                _save_checkpoint(out_dir / CHECKPOINT, identity, model, optimizer, scheduler, step + 1, history,
-                                 time.perf_counter() - began)
-        seconds = time.perf_counter() - began
-        model.save_pretrained(str(out_dir))
-        (out_dir / "README.md").unlink(missing_ok=True)  # peft's model card template: the manifest says what it is
-        manifest = {
-            "base": config.base, "base_sha256": base_checksum(config.base),
-            "stages": sorted({row["stage"] for row in rows}), "left_out": left_out,
-            "files": inputs, **_provenance(files, config.stages),
-            "config": asdict(config), "rows": len(rows), "steps": steps, "loss": history,
-            "final_loss": history[-1] if history else None, "seconds": round(seconds, 1),
-            "examples_per_second": round(len(order) / max(seconds, 1e-9), 2),
-        }
-        atomic_write_text(out_dir / MANIFEST, json.dumps(manifest, indent=2))
-        shutil.rmtree(out_dir / CHECKPOINT, ignore_errors=True)
-        write_inventory(out_dir)
+        checkpoint, seconds = resume_point(out_dir / CHECKPOINTS, identity,
+                                           "another base model, config or trajectory files")
+        record = TrainingRecord(identity, seconds)
+        trainer = student_trainer(config, tokenizer, [(ids, mask) for ids, mask, _ in encoded],
+                                  out_dir / CHECKPOINTS, setup, (record,))
+        trainer.train(resume_from_checkpoint=checkpoint)
+        seconds = record.seconds()
+        trainer.accelerator.wait_for_everyone()
+        if state.is_main_process:
+            trainer.model.save_pretrained(str(out_dir))
+            (out_dir / "README.md").unlink(missing_ok=True)  # peft's model card template: the manifest says what it is
+            losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
+            cut = [tokens for _, _, tokens in encoded if tokens]
+            manifest = {
+                "base": config.base, "base_sha256": base_checksum(config.base),
+                "stages": sorted({row["stage"] for row in rows}), "left_out": left_out,
+                "files": inputs, **_provenance(files, config.stages),
+                "config": asdict(config), "rows": len(rows), "steps": trainer.state.global_step, "loss": losses,
+                "final_loss": losses[-1] if losses else None, "seconds": round(seconds, 1),
+                "examples_per_second": round(len(rows) * config.epochs / max(seconds, 1e-9), 2),
+                "truncated": {"rows": len(cut), "tokens": sum(cut)},
+                "epoch_steps": -(-len(rows) // config.batch_size), "tokens": sum(len(ids) for ids, _, _ in encoded)
+                * config.epochs, "sequences": len(rows) * config.epochs,
+                "training": {**{key: setup[key] for key in ("precision", "gradient_checkpointing", "processes",
+                                                            "micro_batch")},
+                             "packing": config.packing, "load_in_4bit": config.load_in_4bit},
+            }
+            atomic_write_text(out_dir / MANIFEST, json.dumps(manifest, indent=2))
+            shutil.rmtree(out_dir / CHECKPOINTS, ignore_errors=True)
+            write_inventory(out_dir)
+        trainer.accelerator.wait_for_everyone()  # the other processes return once the student is written
         return out_dir
 
 
@@ -210,38 +343,3 @@ def _provenance(files: list[str | Path], stages: tuple[str, ...]) -> dict:
             if trained:  # a file of stages left out adds none
                 programs.setdefault(manifest["program"], set()).update(trained)
     return {"data": data, "programs": {name: sorted(stages) for name, stages in sorted(programs.items())}}
-
-
-def _shuffled(n: int, seed: int) -> list[int]:
-    order = list(range(n))
-    random.Random(seed).shuffle(order)
-    return order
-
-
-def _save_checkpoint(directory: Path, identity: dict, model, optimizer, scheduler, step: int,
-                     history: list[float], seconds: float) -> None:
-    with atomic_dir(directory) as tmp:
-        model.save_pretrained(str(tmp))
-        torch.save({"identity": identity, "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
-                    "step": step, "history": history, "rng": torch.get_rng_state(), "seconds": seconds},
-                   tmp / "state.pt")
-
-
-def _resume(directory: Path, identity: dict, model, optimizer, scheduler, history: list[float]) -> tuple[int, float]:
-    """The step to go on from and the seconds trained before it (0, 0.0 without a checkpoint)."""
-    if not (directory / "state.pt").exists():
-        return 0, 0.0
-    from peft import set_peft_model_state_dict
-    from safetensors.torch import load_file
-
-    state = load_checkpoint(directory / "state.pt")
-    if state.get("identity") != identity:
-        raise ValueError(f"{directory} was written for another base model, config or trajectory files; remove it to "
-                         "start over")
-    set_peft_model_state_dict(model, load_file(directory / "adapter_model.safetensors"))
-    optimizer.load_state_dict(state["optimizer"])
-    scheduler.load_state_dict(state["scheduler"])
-    history.extend(state["history"])
-    if "rng" in state:  # the dropout masks go on as if never interrupted
-        torch.set_rng_state(state["rng"])
-    return int(state["step"]), float(state.get("seconds", 0.0))

@@ -45,6 +45,7 @@ from sentence_transformers.base.sampler import DefaultBatchSampler
 from torch.utils.data import SequentialSampler
 from transformers import ProgressCallback, TrainerCallback
 
+from multihop.checkpoints import TrainingRecord, resume_point
 from multihop.folders import locked, write_inventory
 from multihop.models import FINETUNED_STAMP, sha256_file
 from multihop.paths import atomic_write_text
@@ -54,7 +55,6 @@ from .rala import RaLa
 from .rala_loss import LOSSES, RECIPES, SCORES, RaLaLoss, label_row
 
 CHECKPOINTS = "checkpoints"  # the trainer's checkpoints, removed once the encoder is saved
-IDENTITY = "training.json"  # in CHECKPOINTS: the config and samples its checkpoints belong to
 LOSS_WEIGHTS = "loss.safetensors"  # in a checkpoint: the loss's own parameters (the learnt temperature)
 RELEASED_LAYERS = (0, 4, 7, 11)  # RaLa/config.py --layers: hidden states; ω contrasts the last with the others
 RELEASED = {"epochs": 10, "lr": 1e-6, "weight_decay": 1e-5, "schedule": "linear", "warmup_steps": 400,
@@ -132,11 +132,12 @@ class TrainConfig:
 
 
 def train(batches: list[list[TrainingSample]], out_dir: str | Path, config: TrainConfig | None = None,
-          questions: int | None = None) -> Path:
+          questions: int | None = None, epoch_steps: int | None = None) -> Path:
     """Fine-tune ``config.encoder`` on ``batches`` (the first ``max_steps``; the schedule spans them all) and save a
-    sentence-transformers folder in ``out_dir`` with ``multihop-encoder.json`` (``questions``: how many the samples
-    were drawn from, recorded). Resumes from ``out_dir/checkpoints`` when they were written with the same config and
-    samples."""
+    sentence-transformers folder in ``out_dir`` with ``multihop-encoder.json``, which records ``questions`` (how many
+    the samples were drawn from), ``epoch_steps`` (the steps one pass over them takes) and the tokens, texts and
+    seconds trained (what ``benchmarks/train_estimate.py`` scales to a GPU). Resumes from ``out_dir/checkpoints``
+    when they were written with the same config and samples."""
     config = config or TrainConfig()
     out_dir = Path(out_dir)
     if not batches or any(len(batch) != config.batch_size for batch in batches):
@@ -147,15 +148,21 @@ def train(batches: list[list[TrainingSample]], out_dir: str | Path, config: Trai
         layers = config.layers(encoder.num_layers)
         steps = min(len(batches), config.max_steps or len(batches))
         dataset, samples = _dataset(batches[:steps])
-        resume = _resume(out_dir / CHECKPOINTS, {"config": asdict(config), "samples": samples})
+        identity = {"config": asdict(config), "samples": samples}
+        resume, seconds = resume_point(out_dir / CHECKPOINTS, identity,
+                                       "another training config or other training samples")
+        record = TrainingRecord(identity, seconds)
         loss = RaLaLoss(encoder.model, layers, recipe=config.recipe, score=config.score, loss=config.loss,
                         omega=config.omega, alpha=config.alpha, tau=config.tau, mini_batch_size=config.micro_batch)
-        trainer = _trainer(encoder, dataset, loss, config, out_dir / CHECKPOINTS, steps, len(batches))
+        trainer = _trainer(encoder, dataset, loss, config, out_dir / CHECKPOINTS, steps, len(batches), record)
         trainer.train(resume_from_checkpoint=resume)
+        seconds = record.seconds()
         encoder.model.eval()
         encoder.model.save(str(out_dir))
         stamp = {"sha256": sha256_file(out_dir / "model.safetensors"), "config": asdict(config), "layers": list(layers),
                  "special_tokens": list(encoder.special_tokens), "questions": questions, "steps": steps,
+                 "epoch_steps": epoch_steps, "seconds": round(seconds, 1),
+                 **_tokens(encoder, [sample for batch in batches[:steps] for sample in batch]),
                  "loss": [entry["loss"] for entry in trainer.state.log_history if "loss" in entry],
                  "temperature": loss.temperature}
         atomic_write_text(out_dir / FINETUNED_STAMP, json.dumps(stamp, indent=2))
@@ -211,9 +218,9 @@ class _Progress(ProgressCallback):
 
 
 def _trainer(encoder: Encoder, dataset, loss: RaLaLoss, config: TrainConfig, folder: Path, steps: int,
-             horizon: int) -> _Trainer:
+             horizon: int, record: TrainingRecord) -> _Trainer:
     """The trainer of ``config`` over ``dataset`` in its order, for ``steps`` steps of a schedule spanning
-    ``horizon``."""
+    ``horizon``, its checkpoints carrying ``record``."""
     args = SentenceTransformerTrainingArguments(
         output_dir=str(folder), per_device_train_batch_size=config.batch_size, max_steps=steps,
         learning_rate=config.lr, weight_decay=config.weight_decay, lr_scheduler_type=config.schedule,
@@ -224,7 +231,7 @@ def _trainer(encoder: Encoder, dataset, loss: RaLaLoss, config: TrainConfig, fol
     if args.n_gpu > 1 or args.world_size > 1:
         raise ValueError("retriever training runs on one device; make one GPU visible (CUDA_VISIBLE_DEVICES=0)")
     trainer = _Trainer(model=encoder.model, args=args, train_dataset=dataset, loss=loss,
-                       callbacks=[_NoFinalCheckpoint()])
+                       callbacks=[_NoFinalCheckpoint(), record])
     trainer.horizon = horizon
     trainer.remove_callback(ProgressCallback)
     trainer.add_callback(_Progress())
@@ -264,20 +271,13 @@ def _dataset(batches: list[list[TrainingSample]]):
     return dataset, digest
 
 
+def _tokens(encoder: Encoder, samples: list[TrainingSample]) -> dict:
+    """The tokens (padding aside) and texts the ``samples`` make the encoder read in one forward pass each."""
+    texts = [text for sample in samples for text in (sample.query, *sample.documents)]
+    model = encoder.model
+    ids = model.tokenizer(texts, truncation=True, max_length=model.max_seq_length)["input_ids"]
+    return {"tokens": sum(map(len, ids)), "sequences": len(texts)}
+
+
 def _render(table: list[str], columns: list[str], batch: dict) -> dict:
     return {**{name: [table[i] for i in batch[name]] for name in columns}, "label": batch["label"]}
-
-
-def _resume(folder: Path, identity: dict) -> str | None:
-    """The last complete checkpoint in ``folder`` if its run had ``identity``; else None, recording ``identity``."""
-    identity = json.loads(json.dumps(identity))
-    done = [path for path in folder.glob("checkpoint-*") if (path / "trainer_state.json").exists()]
-    if done:
-        record = folder / IDENTITY
-        if not record.exists() or json.loads(record.read_text()) != identity:
-            raise ValueError(f"{folder} was written with another training config or other training samples; remove "
-                             "it to start over")
-        return str(max(done, key=lambda path: int(path.name.split("-")[1])))
-    folder.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(folder / IDENTITY, json.dumps(identity))
-    return None

@@ -1,30 +1,43 @@
-"""Resume checkpoints load tensors and plain values only: a pickled object in an output folder is refused."""
+"""Resuming on the transformers Trainer: the latest complete checkpoint, refused when written for another job, and
+the record each checkpoint carries (what it trains, the seconds over every run)."""
+
+import json
+import time
 
 import pytest
-import torch
 
-from multihop.checkpoints import load_checkpoint
-
-
-class Payload:
-    """Stands for what a tampered checkpoint would carry: an object whose unpickling runs code."""
-
-    def __reduce__(self):
-        return (print, ("a tampered checkpoint ran code",))
+from multihop.checkpoints import TrainingRecord, resume_point
 
 
-def test_tensors_and_plain_values_load(tmp_path):
-    path = tmp_path / "state.pt"
-    torch.save({"step": 3, "history": [0.5, 0.25], "config": {"layers": (1, 2)}, "w": torch.ones(2)}, path)
-    state = load_checkpoint(path)
-    assert state["step"] == 3 and state["config"]["layers"] == (1, 2) and state["w"].tolist() == [1.0, 1.0]
+def checkpoint(folder, step, record=None):
+    (folder / f"checkpoint-{step}").mkdir(parents=True)
+    if record is not None:
+        state = {"stateful_callbacks": {"TrainingRecord": record.state()}}
+        (folder / f"checkpoint-{step}" / "trainer_state.json").write_text(json.dumps(state))
 
 
-def test_a_checkpoint_holding_a_pickled_object_is_refused(tmp_path):
-    path = tmp_path / "state.pt"
-    torch.save({"step": 3, "payload": Payload()}, path)
-    with pytest.raises(ValueError, match=r"state.pt is not a checkpoint of tensors and plain values .*remove it"):
-        load_checkpoint(path)
-    path.write_bytes(b"not a checkpoint")
-    with pytest.raises(ValueError, match="remove it to start over"):
-        load_checkpoint(path)
+def test_the_latest_complete_checkpoint_resumes_with_its_seconds(tmp_path):
+    job = {"config": {"base": "smollm2", "layers": (1, 2)}, "files": {"rows.jsonl": "5e1f"}}
+    assert resume_point(tmp_path / "none", job, "another job") == (None, 0.0)
+    checkpoint(tmp_path, 3, TrainingRecord(job, seconds=2.5))
+    checkpoint(tmp_path, 10, TrainingRecord(job, seconds=7.0))
+    checkpoint(tmp_path, 12)  # interrupted while written: no trainer state, not resumed
+    folder, seconds = resume_point(tmp_path, job, "another job")
+    assert folder == str(tmp_path / "checkpoint-10") and seconds == pytest.approx(7.0, abs=0.5)  # 10 > 3 as numbers
+
+
+def test_a_checkpoint_of_another_job_is_refused_in_one_line(tmp_path):
+    checkpoint(tmp_path, 3, TrainingRecord({"config": {"base": "other-model"}}))
+    with pytest.raises(ValueError, match=r"checkpoint-3 was written for another base model; remove .* to start over"):
+        resume_point(tmp_path, {"config": {"base": "smollm2"}}, "another base model")
+    (tmp_path / "checkpoint-3" / "trainer_state.json").write_text("{}")  # no record: never resumed as ours
+    with pytest.raises(ValueError, match="was written for another base model"):
+        resume_point(tmp_path, {"config": {"base": "smollm2"}}, "another base model")
+
+
+def test_the_record_counts_the_seconds_of_every_run():
+    record = TrainingRecord({"config": {}}, seconds=100.0)
+    record.on_train_begin(None, None, None)
+    time.sleep(0.05)
+    state = record.state()
+    assert state["args"]["identity"] == {"config": {}} and 100.05 <= state["args"]["seconds"] < 101

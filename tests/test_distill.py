@@ -1,11 +1,13 @@
 import json
 import time
+from pathlib import Path
 
 import pytest
 
 from multihop import models
 from multihop.lms import make_lm
 from multihop.optimize import distill as ds
+from multihop.optimize import truncation as tr
 from multihop.optimize.distill import DistillConfig
 from multihop.optimize.students import trained_stages
 from multihop.optimize.trajectories import EmptyTrajectoriesError
@@ -14,12 +16,21 @@ from multihop.programs import CIRAG, DISTILL_PRESETS, SingleStepRAG, register_di
 from helpers import tiny_causal_lm
 
 PROMPT = [{"role": "system", "content": "Answer the question."}, {"role": "user", "content": "question 7"}]
+WORDS = "alpha beta gamma delta epsilon zeta eta theta"  # one token a word for the tiny tokenizer
+DOCS = [WORDS, "alpha beta gamma delta", "alpha beta"]  # 8, 4 and 2 tokens
 
 
 @pytest.fixture(scope="module")
 def tiny_student(tmp_path_factory):
-    texts = [m["content"] for m in PROMPT] + ["system user assistant", "answer seven"]
+    texts = [m["content"] for m in PROMPT] + ["system user assistant", "answer seven", WORDS, WORDS]
     return tiny_causal_lm(tmp_path_factory.mktemp("tiny"), texts)
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tiny_student):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(tiny_student)
 
 
 def trajectory_file(path, stage="answer", n=4):
@@ -29,27 +40,104 @@ def trajectory_file(path, stage="answer", n=4):
     return path
 
 
-def test_completion_only_labels(tiny_student):
-    from transformers import AutoTokenizer
+def document_row(docs=DOCS) -> dict:
+    """A stage call whose user turn holds three passages, as DSPy's adapters render a list[str] field."""
+    user = f"[[ ## passages ## ]]\n{json.dumps(docs)}\n\n[[ ## question ## ]]\nquestion 7"
+    return {"stage": "answer", "messages": [PROMPT[0], {"role": "user", "content": user}], "completion": "answer seven",
+            "inputs": {"passages": docs, "question": "question 7"}}
 
-    tokenizer = AutoTokenizer.from_pretrained(tiny_student)
-    ids, labels = ds.encode_row(tokenizer, {"messages": PROMPT, "completion": "answer seven"}, 2048)
-    masked = sum(label == -100 for label in labels)
-    assert tokenizer.decode(ids[masked:]).startswith("answer seven") and labels[masked:] == ids[masked:]
-    assert "question 7" in tokenizer.decode(ids[:masked])
+
+def test_completion_only_labels(tiny_student, tokenizer, tmp_path):
+    ids, mask, cut = ds.encode_row(tokenizer, {"messages": PROMPT, "completion": "answer seven"}, 2048)
+    assert [tokenizer.decode([i]) for i in ids] == [
+        "<|im_start|>", "system", "\n", "Answer", " the", " question", ".", "<|im_end|>", "\n",
+        "<|im_start|>", "user", "\n", "question", " 7", "<|im_end|>", "\n", "<|im_start|>", "as", "sista", "nt", "\n",
+        "answer", " seven", "<|im_end|>"]  # the chat template's generation prompt, the completion, end of sequence
+    assert mask == [0] * 21 + [1] * 3 and cut == 0
+    setup = ds.training_setup(DistillConfig())
+    trainer = ds.student_trainer(DistillConfig(base=tiny_student, r=4), tokenizer, [(ids, mask)],
+                                 tmp_path / "checkpoints", setup)
+    assert trainer.train_dataset[0]["labels"] == [-100] * 21 + ids[21:]  # TRL's labels: the completion's tokens only
+
+
+def test_the_loss_is_the_mean_of_each_rows_mean_padded_or_padding_free(tiny_student, tokenizer, tmp_path):
+    import torch
+    from trl.trainer.sft_trainer import DataCollatorForLanguageModeling
+
+    rows = [ds.encode_row(tokenizer, {"messages": PROMPT, "completion": completion}, 8192)[:2]
+            for completion in ("answer seven", "seven")]  # 3 and 2 tokens trained
+    trainer = ds.student_trainer(DistillConfig(base=tiny_student, r=4, dropout=0.0), tokenizer, rows, tmp_path,
+                                 ds.training_setup(DistillConfig()))
+    examples = [trainer.train_dataset[i] for i in range(2)]
+
+    def loss(batch, padding_free=False):
+        collated = DataCollatorForLanguageModeling(tokenizer.pad_token_id, padding_free=padding_free)(batch)
+        with torch.no_grad():
+            return float(trainer.compute_loss(trainer.model, collated))
+
+    alone = [loss([example]) for example in examples]
+    assert alone[0] != pytest.approx(alone[1])
+    assert loss(examples) == pytest.approx(sum(alone) / 2, abs=1e-5)  # not TRL's (3 a + 2 b) / 5
+    assert loss(examples, padding_free=True) == pytest.approx(sum(alone) / 2, abs=1e-5)
+
+
+def test_the_cap_cuts_the_longest_documents_first():
+    assert tr.cap([8, 4, 2], 5) == 3  # 5 + 1 + 0 = 6 removed; a cap of 4 removes 4 only
+    assert tr.cap([8, 4, 2], 0) == 8 and tr.cap([8, 4, 2], 4) == 4 and tr.cap([4, 4], 3) == 2
+    assert tr.cap([8, 4, 2], 11) == 1 and tr.cap([8, 4, 2], 14) == 0 and tr.cap([8, 4, 2], 15) == 0
+    assert tr.cap([], 3) == 0
+
+
+def test_documents_are_found_as_each_adapter_renders_a_list():
+    import dspy
+
+    class Reader(dspy.Signature):
+        passages: list[str] = dspy.InputField()
+        notes: str = dspy.InputField()  # a str field given a list: DSPy's numbered «…» blobs
+        question: str = dspy.InputField()
+        answer: str = dspy.OutputField()
+
+    passages = ['He said "yes".\nTwice.', "Ünïcode text"]
+    inputs = {"passages": passages, "notes": ["one line", "two\nlines"], "question": "Ünïcode text?"}
+    for adapter in (dspy.ChatAdapter(), dspy.JSONAdapter()):
+        content = adapter.format(Reader, [], inputs)[-1]["content"]
+        found = tr.documents(content, inputs)
+        assert [doc.text for doc in found] == [*passages, "one line", "two\nlines"]  # never the question
+        assert all(content[doc.start:doc.end] == doc.render(doc.text) for doc in found)
+        assert found[0].render(found[0].text) == r'He said \"yes\".\nTwice.'  # escaped in the JSON array
+        assert found[3].render(found[3].text) == "two\n    lines"  # indented in its «««…»»» blob
+
+
+def test_a_long_prompt_loses_the_ends_of_its_longest_documents_only(tokenizer):
+    row = document_row()
+    whole = tr._template(tokenizer, row["messages"])
+    kept, cut = tr.fit_prompt(tokenizer, row["messages"], row["inputs"], len(whole))
+    assert (kept, cut) == (whole, 0)
+    kept, cut = tr.fit_prompt(tokenizer, row["messages"], row["inputs"], len(whole) - 5)
+    assert cut == 6 and len(kept) == len(whole) - 6  # the cap of 3 tokens: 5 + 1 + 0 cut
+    expected = document_row(["alpha beta gamma", "alpha beta gamma", "alpha beta"])
+    assert kept == tr._template(tokenizer, expected["messages"])  # instructions, headers, question untouched
+    kept, cut = tr.fit_prompt(tokenizer, row["messages"], row["inputs"], len(whole) - 11)
+    assert cut == 11 and kept == tr._template(tokenizer, document_row(["alpha"] * 3)["messages"])
+    with pytest.raises(tr.PromptTooLongError, match=f"the prompt takes {len(whole) - 14} tokens with its documents "
+                                                    "emptied"):
+        tr.fit_prompt(tokenizer, row["messages"], row["inputs"], len(whole) - 15)
 
 
 def test_lora_lowers_the_loss_saves_reloads_and_changes_the_output(tiny_student, tmp_path):
     data = trajectory_file(tmp_path / "answer.jsonl")
-    config = DistillConfig(base=tiny_student, r=8, alpha=16, epochs=8, lr=5e-2, batch_size=2, dropout=0.0,
-                           target_modules=("all-linear",))
+    config = DistillConfig(base=tiny_student, r=8, alpha=16, epochs=8, lr=5e-2, batch_size=2, micro_batch=2,
+                           dropout=0.0, target_modules=("all-linear",))  # two rows a forward pass
     out = ds.distill([data], tmp_path / "adapter", config)
     manifest = json.loads((out / ds.MANIFEST).read_text())
     assert manifest["stages"] == ["answer"] and manifest["rows"] == 4 and manifest["steps"] == 16
-    assert manifest["loss"][-1] < manifest["loss"][0] / 2
+    assert len(manifest["loss"]) == 16 and manifest["loss"][-1] < manifest["loss"][0] / 2
     assert manifest["files"][str(data)] == models.sha256_file(data)
+    assert manifest["truncated"] == {"rows": 0, "tokens": 0} and manifest["config"]["max_length"] == 8192
+    assert manifest["training"] == {"precision": "fp32", "gradient_checkpointing": False, "processes": 1,
+                                    "micro_batch": 2, "packing": False, "load_in_4bit": False}
     assert sorted(path.name for path in out.iterdir() if not path.name.startswith(".")) == [
-        "adapter_config.json", "adapter_model.safetensors", "distill.json", "files.json"]  # no empty model card
+        "adapter_config.json", "adapter_model.safetensors", "distill.json", "files.json"]  # no card, no checkpoint
     base = make_lm(f"local:{tiny_student}", max_tokens=4)(messages=PROMPT)[0]
     student = make_lm(f"local:{tiny_student}", adapter=out, max_tokens=4)(messages=PROMPT)[0]
     assert student != base and student.startswith("answer")
@@ -57,30 +145,42 @@ def test_lora_lowers_the_loss_saves_reloads_and_changes_the_output(tiny_student,
 
 
 def test_training_resumes_from_its_checkpoint_and_rebuilds_the_same_adapter(tiny_student, tmp_path, monkeypatch):
+    import torch
+
+    from multihop.optimize.student_trainer import StudentTrainer
+
     data = trajectory_file(tmp_path / "answer.jsonl")
     config = DistillConfig(base=tiny_student, r=4, epochs=1, batch_size=1, checkpoint_every=1)
-    real, calls = ds.completion_loss, []
+    real, calls = StudentTrainer.compute_loss, []
 
-    def crash_on_third(*args):
+    def crash_on_third(*args, **kwargs):
         calls.append(1)
         if len(calls) == 3:
             raise RuntimeError("killed")
         time.sleep(0.3)  # the interrupted run's steps take time the manifest must still count
-        return real(*args)
+        return real(*args, **kwargs)
 
-    monkeypatch.setattr(ds, "completion_loss", crash_on_third)
+    monkeypatch.setattr(StudentTrainer, "compute_loss", crash_on_third)
     with pytest.raises(RuntimeError, match="killed"):
         ds.distill([data], tmp_path / "a", config)
+    assert (tmp_path / "a" / ds.CHECKPOINTS / "checkpoint-2" / "trainer_state.json").is_file()
     calls.clear()
-    monkeypatch.setattr(ds, "completion_loss", lambda *args: calls.append(1) or real(*args))
+    monkeypatch.setattr(StudentTrainer, "compute_loss", lambda *args, **kwargs: calls.append(1) or real(*args,
+                                                                                                           **kwargs))
+    loaded, load = [], torch.load
+    monkeypatch.setattr(torch, "load", lambda file, *args, **kwargs: loaded.append(
+        (Path(file).name, kwargs.get("weights_only"))) or load(file, *args, **kwargs))
     ds.distill([data], tmp_path / "a", config)
     assert len(calls) == 2  # steps 1-2 came from the checkpoint
+    assert loaded == [("optimizer.pt", True), ("scheduler.pt", True), ("rng_state.pth", True)]  # no pickle
     resumed = json.loads((tmp_path / "a" / ds.MANIFEST).read_text())
     assert len(resumed["loss"]) == 4 and resumed["seconds"] >= 0.6  # both runs' training time
-    # the same rows rebuild the adapter byte for byte, interrupted or not (seeded LoRA init, dropout state resumed)
+    assert not (tmp_path / "a" / ds.CHECKPOINTS).exists()
+    # the same rows rebuild the adapter byte for byte, interrupted or not (seeded LoRA init, RNG state resumed)
     ds.distill([data], tmp_path / "b", config)
     weights = "adapter_model.safetensors"
     assert (tmp_path / "a" / weights).read_bytes() == (tmp_path / "b" / weights).read_bytes()
+    assert resumed["loss"] == json.loads((tmp_path / "b" / ds.MANIFEST).read_text())["loss"]
     ds.distill([data], tmp_path / "c", DistillConfig(base=tiny_student, r=4, epochs=1, batch_size=1, seed=1))
     assert (tmp_path / "c" / weights).read_bytes() != (tmp_path / "b" / weights).read_bytes()
 
@@ -94,7 +194,7 @@ def test_bad_trajectory_input_is_refused(tmp_path):
     (tmp_path / "bad.jsonl").write_text('{"stage": "answer"}\n')
     with pytest.raises(ValueError, match="bad.jsonl:1: not a trajectory row"):
         ds.read_rows([tmp_path / "bad.jsonl"])
-
+    assert ds.read_rows([tmp_path / "a.jsonl"])[2].where == f"{tmp_path / 'a.jsonl'}:3"
 
 
 def collection(folder, program: str, rows_by_stage: dict[str, int]) -> list:
@@ -156,6 +256,55 @@ def test_distill_command_takes_the_presets_stages_or_every_stage_or_the_ones_nam
     assert "no rows of stage(s) integrator" in capsys.readouterr().err
 
 
+def test_a_row_too_long_is_cut_inside_its_documents_and_counted_or_refused_naming_it(tiny_student, tokenizer,
+                                                                                     tmp_path, capsys):
+    from multihop.cli import app
+    from multihop.cli.errors import run
+
+    long, short = document_row(), {"stage": "answer", "messages": PROMPT, "completion": "answer seven"}
+    path = tmp_path / "answer.jsonl"
+    path.write_text(json.dumps(short) + "\n" + json.dumps(long) + "\n")
+    length = len(ds.encode_row(tokenizer, long, 8192)[0]) - 5  # 5 tokens over: each passage cut to 3 tokens
+    common = ["distill", str(path), "--base", tiny_student, "--r", "4", "--epochs", "1", "--batch-size", "2"]
+    assert run(app, [*common, "--max-length", str(length), "--out", str(tmp_path / "student")]) == 0
+    assert "1 row cut inside its documents (6 tokens)" in " ".join(capsys.readouterr().out.split())
+    manifest = json.loads((tmp_path / "student" / ds.MANIFEST).read_text())
+    assert manifest["truncated"] == {"rows": 1, "tokens": 6} and manifest["config"]["max_length"] == length
+    ids, mask, cut = ds.encode_row(tokenizer, ds.read_rows([path])[1], length)
+    completion = tokenizer("answer seven", add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+    assert cut == 6 and len(ids) == length - 1 and ids[-3:] == completion and mask[-4:] == [0, 1, 1, 1]
+    emptied = len(ds.encode_row(tokenizer, document_row(["", "", ""]), 8192)[0])
+    assert run(app, [*common, "--max-length", str(emptied - 1), "--out", str(tmp_path / "short")]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"error: {path}:2: the prompt takes {emptied - 3} tokens with its documents emptied and 3 of completion: "
+        f"give --max-length {emptied} or more (now {emptied - 1})")
+    assert not (tmp_path / "short" / ds.CHECKPOINTS).exists()  # refused before any training
+
+
+def test_what_this_machine_cannot_do_is_refused_in_one_line(monkeypatch):
+    import torch
+
+    assert ds.training_setup(DistillConfig()) == {"cuda": False, "precision": "fp32", "gradient_checkpointing": False,
+                                                  "processes": 1, "micro_batch": 1, "accumulation": 4}
+    assert ds.training_setup(DistillConfig(micro_batch=2), processes=2)["accumulation"] == 1
+    for config, message in ((DistillConfig(precision="bf16"), "--precision bf16 needs a CUDA GPU"),
+                            (DistillConfig(precision="fp8"), "--precision 'fp8': choose one of"),
+                            (DistillConfig(load_in_4bit=True), "--load-in-4bit needs a CUDA GPU"),
+                            (DistillConfig(packing=True), "--packing needs flash attention on a CUDA GPU")):
+        with pytest.raises(ValueError, match=message):
+            ds.training_setup(config)
+    with pytest.raises(ValueError, match="--batch-size 4 is not a multiple of 3 processes × 1 rows a forward pass"):
+        ds.training_setup(DistillConfig(), processes=3)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *args: True)
+    assert ds.training_setup(DistillConfig())["precision"] == "bf16"
+    assert ds.training_setup(DistillConfig())["gradient_checkpointing"] is True
+    assert ds.training_setup(DistillConfig(), processes=2)["micro_batch"] == 2  # a GPU: a step's rows at once
+    monkeypatch.setitem(__import__("sys").modules, "bitsandbytes", None)  # not installed
+    with pytest.raises(ValueError, match=r"--load-in-4bit needs bitsandbytes: pip install 'multihop\[gpu\]'"):
+        ds.training_setup(DistillConfig(load_in_4bit=True))
+
+
 def test_the_papers_presets_are_registered_by_their_methods():
     defaults = ds.asdict(DistillConfig())
     cirag, hanrag = ds.asdict(DistillConfig.preset("cirag")), ds.asdict(DistillConfig.preset("hanrag"))
@@ -180,12 +329,3 @@ def test_a_method_registers_its_own_preset(monkeypatch):
     monkeypatch.setitem(DISTILL_PRESETS, "typo", {"rank": 8})
     with pytest.raises(ValueError, match="unknown distillation settings"):
         DistillConfig.preset("typo")
-
-
-def test_a_checkpoint_for_another_base_model_is_refused(tmp_path):
-    import torch
-
-    (tmp_path / "checkpoint").mkdir()
-    torch.save({"config": ds.asdict(DistillConfig(base="other-model"))}, tmp_path / "checkpoint" / "state.pt")
-    with pytest.raises(ValueError, match="another base model"):
-        ds._resume(tmp_path / "checkpoint", DistillConfig(base="smollm2"), None, None, None, [])

@@ -319,7 +319,7 @@ def test_a_gold_student_runs_as_its_stage_and_refuses_another_base(tmp_path, mus
     source = {"path": "musique_train.json", "sha256": "5e1f", "questions": 1}
     rows(tmp_path, program, [musique], data=source)
     student = distill([tmp_path / "rows" / "answer.jsonl"], tmp_path / "student",
-                      DistillConfig(base=tiny, r=4, epochs=1, batch_size=1, max_length=512))
+                      DistillConfig(base=tiny, r=4, epochs=1, batch_size=1))
     trained = json.loads((student / MANIFEST).read_text())
     assert trained["stages"] == ["answer"] and trained["rows"] == 1 and trained["data"] == [source]
     assert trained["programs"] == {"SingleStepRAG": ["answer"]}

@@ -28,42 +28,52 @@ retriever_app = typer.Typer(help="Retriever fine-tuning.", no_args_is_help=True)
 @retriever_app.command("train")
 def retriever_train(
     data: list[str] = typer.Argument(..., help=f"train questions with supporting paragraphs: {TRAIN_QUESTIONS}"),
-    out: Path = typer.Option(..., help="folder for the fine-tuned encoder (and its resumable checkpoint)"),
+    out: Path = typer.Option(..., help="folder for the fine-tuned encoder (and its resumable checkpoints)"),
+    recipe: str = typer.Option("paper", help="paper (our reading of §3.6, App. A, F) or released (the authors' "
+                               "RaLa code: learnt temperature, symmetric loss, fixed ω layers [0, 4, 7, 11], "
+                               "punctuation zeroed, no random negative, lr 1e-6 with 400 warm-up steps, fp16 on a "
+                               "GPU, 10 epochs); the README lists the differences"),
     encoder: str = typer.Option("mpnet", help="encoder to start from"),
     unrolled: Path = typer.Option(None, help="JSON lines {id, unrolled}: train on unrolled questions"),
     limit: int = typer.Option(None, help="questions read per file", min=1),
-    batch_size: int = typer.Option(40, help="questions per mini-batch (App. F.1: 40)", min=1),
+    batch_size: int = typer.Option(None, help="questions per mini-batch (App. F.1 and released: 40)", min=1),
     micro_batch: int = typer.Option(8, min=1,
                                     help="texts per forward pass (memory only; the loss is the full batch's)"),
-    epochs: int = typer.Option(5, min=1, help="App. A: 5"),
+    epochs: int = typer.Option(None, min=1, help="paper 5 (App. A), released 10 (train_musique.sh)"),
     max_steps: int = typer.Option(None, min=1),
-    lr: float = typer.Option(2e-5, min=1e-9),
-    tau: float = typer.Option(0.05, help="InfoNCE temperature (App. F.2: 0.05)", min=1e-6),
+    lr: float = typer.Option(None, min=1e-9, help="paper 2e-5 (constant), released 1e-6 (linear, 400 warm-up steps)"),
+    tau: float = typer.Option(None, help="InfoNCE temperature, 0.05 (App. F.2); released: where the learnt one starts",
+                              min=1e-6),
     alpha: bool = typer.Option(True, help="difficulty-aware weight α (--no-alpha: the w/o α ablation)"),
     alpha_from: str = typer.Option("sub_questions", help="what |S| in α counts: sub_questions (Eq. 6) or chain "
                                    "(Table 19)"),
     omega: bool = typer.Option(True, help="gap-aware weight ω in the score (--no-omega: the w/o ω ablation)"),
-    loss: str = typer.Option("infonce", help="infonce (Eq. 5) or bce (Table 20's cross-entropy baseline)"),
-    score: str = typer.Option("eq4", help="training score: eq4 (score_o) or eq3 (Table 17; rerank with rala-eq3)"),
+    loss: str = typer.Option(None, help="infonce (Eq. 5) or, paper only, bce (Table 20's cross-entropy baseline)"),
+    score: str = typer.Option(None, help="training score: eq4 (score_o) or, paper only, eq3 (Table 17; rerank with "
+                              "rala-eq3)"),
     markers: str = MARKERS_OPT,
-    buckets: int = typer.Option(4, min=1, help="RaLa layer buckets contrasted in training (Table 23; rerank with the "
-                                "same)"),
-    seed: int = typer.Option(0, help="shuffling and the per-bucket layer draw (rerank with the same)"),
+    buckets: int = typer.Option(None, min=1, help="paper only: RaLa layer buckets contrasted in training, 4 "
+                                "(Table 23; rerank with the same)"),
+    seed: int = typer.Option(0, help="the samples' draw and order and the per-bucket layer draw (rerank with the "
+                             "same)"),
 ):
     """Difficulty-aware fine-tuning (CoopRAG §3.6); the output folder works wherever an encoder name does, and records
     the RaLa layers it contrasted, which a RaLa reranker over it must draw too."""
     from multihop.data import load_dataset
-    from multihop.retrievers.finetune import TrainConfig, read_unrolled, train, training_questions
+    from multihop.programs.cooprag.training import fine_tune, read_unrolled, training_questions
+    from multihop.retrievers.finetune import TrainConfig
 
+    if recipe not in ("paper", "released"):
+        raise typer.BadParameter(f"choose paper or released, not {recipe!r}", param_hint="--recipe")
+    config = TrainConfig.for_recipe(recipe, encoder=encoder, batch_size=batch_size, micro_batch=micro_batch,
+                                    epochs=epochs, max_steps=max_steps, lr=lr, tau=tau, alpha=alpha, omega=omega,
+                                    seed=seed, buckets=buckets, loss=loss, score=score,
+                                    special_tokens=program_special_tokens(markers))
     examples = [e for path in data for e in load_dataset(question_path(path, "train"), limit=limit)]
     questions = training_questions(examples, read_unrolled(unrolled) if unrolled else None, seed=seed,
-                                   alpha_from=alpha_from)
-    config = TrainConfig(encoder=encoder, batch_size=batch_size, micro_batch=micro_batch, epochs=epochs,
-                         max_steps=max_steps, lr=lr, tau=tau, alpha=alpha, omega=omega, seed=seed,
-                         buckets=buckets, loss=loss, score=score,
-                         special_tokens=program_special_tokens(markers))
-    console.print(f"{len(questions)} training questions of {len(examples)}")
-    train(questions, out, config)
+                                   alpha_from=alpha_from, recipe=recipe)
+    console.print(f"{len(questions)} training questions of {len(examples)} ({recipe} recipe)")
+    fine_tune(questions, out, config)
     console.print(f"fine-tuned encoder → {out}")
 
 
@@ -184,10 +194,27 @@ def distill_cmd(
     lr: float = typer.Option(None, min=1e-9),
     scheduler: str = typer.Option(None, help="linear, cosine, constant, ..."),
     warmup: float = typer.Option(None, help="share of steps spent warming up", min=0.0, max=1.0),
-    batch_size: int = typer.Option(None, help="rows per optimizer step", min=1),
+    batch_size: int = typer.Option(None, help="rows per optimizer step (over every process)", min=1),
+    micro_batch: int = typer.Option(None, min=1, help="rows a forward pass of a process, the step's gradients "
+                                    "accumulated (default: 1 on a CPU, the step's rows on a GPU)"),
+    max_length: int = typer.Option(None, min=16, help="tokens of prompt + completion (default: the engine's "
+                                   "context, 8192); a longer prompt is cut inside its documents, counted in the "
+                                   "manifest"),
+    precision: str = typer.Option(None, help="auto (fp32 on a CPU; bf16 on a CUDA GPU, else fp16), fp32, bf16 or "
+                                  "fp16"),
+    gradient_checkpointing: bool = typer.Option(None, "--gradient-checkpointing/--no-gradient-checkpointing",
+                                                help="recompute activations in the backward pass (default: on with "
+                                                "a CUDA GPU)"),
+    packing: bool = typer.Option(False, "--packing", help="concatenate a step's rows without padding (CUDA GPU "
+                                 "with flash attention)"),
+    load_in_4bit: bool = typer.Option(False, "--load-in-4bit", help="QLoRA: the base in 4-bit NF4 (a CUDA GPU "
+                                      "and bitsandbytes, multihop's gpu extra)"),
 ):
-    """Train a LoRA student on teacher trajectories; use it with --lm local:smollm2 --adapter on the adapter folder."""
+    """Train a LoRA student on teacher trajectories; use it with --lm local:smollm2 --adapter on the adapter folder.
+    On several GPUs: accelerate launch -m multihop.cli distill ... (every process trains, the first one writes)."""
     import json
+
+    from accelerate import PartialState
 
     from multihop.optimize.distill import MANIFEST, DistillConfig, distill
 
@@ -195,12 +222,21 @@ def distill_cmd(
         raise typer.BadParameter("give --stage or --all-stages, not both", param_hint="--all-stages")
     chosen = () if all_stages else tuple(stages) if stages else None  # None: the preset's
     config = DistillConfig.preset(preset, base=base, r=r, alpha=alpha, dropout=dropout, epochs=epochs, lr=lr,
-                                  scheduler=scheduler, warmup=warmup, batch_size=batch_size, stages=chosen)
+                                  scheduler=scheduler, warmup=warmup, batch_size=batch_size, stages=chosen,
+                                  max_length=max_length, precision=precision,
+                                  gradient_checkpointing=gradient_checkpointing, packing=packing or None,
+                                  load_in_4bit=load_in_4bit or None, micro_batch=micro_batch)
     distill(files, out, config)
+    if not PartialState().is_main_process:
+        return
     trained = json.loads((out / MANIFEST).read_text(encoding="utf-8"))
     left_out = ", ".join(f"{stage} ({rows} rows)" for stage, rows in trained["left_out"].items())
+    cut, many = trained["truncated"], trained["truncated"]["rows"] > 1
     console.print(f"LoRA adapter ({config.base}, {trained['rows']} rows of {', '.join(trained['stages'])} from "
                   f"{len(files)} files{f'; left out: {left_out}' if left_out else ''}) → {out}")
+    if cut["rows"]:
+        console.print(f"{cut['rows']} row{'s' * many} cut inside {'their' if many else 'its'} documents "
+                      f"({cut['tokens']} tokens) to fit --max-length {config.max_length}")
 
 
 def describe_presets(command: click.Command) -> None:

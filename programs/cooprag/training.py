@@ -191,7 +191,9 @@ def fine_tune(questions: Sequence[TrainingQuestion], out_dir: str | Path, config
     (:func:`multihop.retrievers.finetune.train`: resumable, a sentence-transformers folder with its stamp)."""
     from multihop.retrievers.finetune import train
 
-    return train(training_batches(questions, config), out_dir, config, questions=len(questions))
+    samples = sum(len(q.positives) for q in questions) if config.recipe == "released" else len(questions)
+    return train(training_batches(questions, config), out_dir, config, questions=len(questions),
+                 epoch_steps=samples // config.batch_size)
 
 
 def _paper_epoch(questions: Sequence[TrainingQuestion], rng: random.Random) -> list[TrainingSample]:
