@@ -56,16 +56,18 @@ student: $(STAMP)
 		$$rows/composerag_musique/*.jsonl $$rows/reader_hotpotqa/*.jsonl $$rows/reader_2wiki/*.jsonl --out $(STUDENT)
 
 # The papers' scale on a CUDA GPU (README "Training on a GPU"): the CoopRAG encoder with the authors' released recipe
-# (fp16, learnt temperature, 400 warm-up steps) on the HotpotQA and 2Wiki train files, then a LoRA student (bf16,
-# gradient checkpointing, padding-free packing) on gold rows, then the time an epoch takes at this run's measured
-# size. BASE: a local 7-8B instruct folder for the papers' students (default: SmolLM2 from the registry); QLORA=1 loads
-# it in 4 bits; UNROLLED=FILE trains the encoder on unrolled queries (`multihop cooprag unroll` with a strong LM).
+# (fp16, learnt temperature, 400 warm-up steps; 6 epochs, their HotpotQA/2Wiki scripts') on the HotpotQA and 2Wiki
+# train files, then a LoRA student (bf16, gradient checkpointing, padding-free packing) on gold reader rows, then the
+# time an epoch should take. BASE: a local 7-8B instruct folder for the papers' students (default: SmolLM2 from the
+# registry); QLORA=1 loads it in 4 bits; UNROLLED=FILE trains the encoder on unrolled queries (`multihop cooprag
+# unroll` with a strong LM); MICRO: the encoder's texts a forward pass (memory only).
 GPU_OUT ?= runs/gpu
 BASE    ?= smollm2
+MICRO   ?= 64
 train-gpu: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[gpu]'
-	$(BIN)/multihop retriever train hotpotqa 2wiki --recipe released --markers CoopRAG --out $(GPU_OUT)/encoder \
-		$(if $(UNROLLED),--unrolled $(UNROLLED),)
+	$(BIN)/multihop retriever train hotpotqa 2wiki --recipe released --epochs 6 --micro-batch $(MICRO) \
+		--markers CoopRAG --out $(GPU_OUT)/encoder $(if $(UNROLLED),--unrolled $(UNROLLED),)
 	$(GOLD) --program SingleStepRAG --data hotpotqa --limit 100 --out $(GPU_OUT)/rows/reader_hotpotqa
 	$(GOLD) --program SingleStepRAG --data 2wiki --limit 500 --out $(GPU_OUT)/rows/reader_2wiki
 	$(BIN)/multihop distill $(GPU_OUT)/rows/*/*.jsonl --base $(BASE) --out $(GPU_OUT)/student --gradient-checkpointing \

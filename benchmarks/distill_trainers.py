@@ -27,10 +27,12 @@ import os
 import sys
 import tempfile
 from pathlib import Path
+from unittest.mock import patch
 
 from rich.console import Console
 from rich.table import Table
 
+from multihop import checkpoints
 from multihop.lms import chat_request, make_lm, resolve_local
 from multihop.optimize.distill import DistillConfig, distill
 
@@ -38,12 +40,21 @@ console = Console(width=150)
 OLD_LENGTH = 2048  # the hand-written loop's max_length, cut from the left
 
 
+def load_checkpoint(path: Path) -> dict:
+    """The old loop's checkpoint loader (gone from :mod:`multihop.checkpoints` with it), given to its import only."""
+    import torch
+
+    return torch.load(path, weights_only=True)
+
+
 def load_reference(path: Path):
-    """The old ``optimize/distill.py`` at ``path`` as ``multihop.optimize._reference_distill``."""
+    """The old ``optimize/distill.py`` at ``path`` as ``multihop.optimize._reference_distill``; its
+    ``from multihop.checkpoints import load_checkpoint`` gets :func:`load_checkpoint`, for the import only."""
     spec = importlib.util.spec_from_file_location("multihop.optimize._reference_distill", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
+    with patch.object(checkpoints, "load_checkpoint", load_checkpoint, create=True):
+        spec.loader.exec_module(module)
     return module
 
 

@@ -16,10 +16,12 @@ manifest (``left_out``).
 
 The training is the ``transformers`` Trainer's: on a CPU fp32, one row a forward pass and the step's gradients
 accumulated (``micro_batch``); on a CUDA GPU bf16 (fp16 where the GPU lacks it), gradient checkpointing, a step's rows
-in one forward pass, padding-free packing of them (flash attention), a 4-bit base (QLoRA, bitsandbytes), and several
-GPUs under ``accelerate launch`` (``batch_size`` rows a step over all of them; only the main process writes). What is
-ours: the loss is the mean over a step's rows of each row's mean completion-token loss, as in the hand-written loop
-this replaced, from the logits of the positions that predict a completion token only
+in one forward pass, a 4-bit base (QLoRA, bitsandbytes), and several GPUs under ``accelerate launch`` (``batch_size``
+rows a step over all of them; only the main process writes). Padding-free packing of a forward pass's rows
+(``packing``) runs on flash attention's kernels where flash-attn is installed (a CUDA GPU, bf16 or fp16), elsewhere on
+a mask that transformers builds from the rows' position ids (a CPU too), which saves little. What is ours: the loss
+is the mean over a step's rows of each row's mean completion-token loss, as in the hand-written loop this replaced, from
+the logits of the positions that predict a completion token only
 (:class:`~.student_trainer.StudentTrainer`; TRL's own weighs every completion token alike, so long completions
 outweigh short ones in a multi-task step), AdamW's weight decay 0.01 and no gradient clipping (that loop's settings),
 and the checkpoint's identity. Checkpoints (adapter, optimizer, scheduler, RNG,
@@ -34,13 +36,13 @@ from __future__ import annotations
 
 import json
 import shutil
-from contextlib import nullcontext
+from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from multihop import models
 from multihop.engines.llamacpp import MAX_CONTEXT
-from multihop.folders import locked, write_inventory
+from multihop.folders import FolderInUseError, locked, write_inventory
 from multihop.lms import STUDENT_MANIFEST, base_checksum, resolve_local
 from multihop.paths import atomic_write_text
 from multihop.programs import DISTILL_PRESETS  # the package: every method has registered its preset
@@ -70,7 +72,9 @@ class DistillConfig:
         stages: the stages trained, their rows only; (): every stage of the files.
         precision: auto (fp32 on a CPU; bf16 on a CUDA GPU, fp16 where it lacks bf16), fp32, bf16 or fp16.
         gradient_checkpointing: recompute activations in the backward pass; None: on with a CUDA GPU.
-        packing: a step's rows concatenated without padding (needs flash attention on a CUDA GPU).
+        packing: a step's rows of a process concatenated without padding, kept apart by their position ids (on flash
+            attention's kernels where flash-attn is installed on a CUDA GPU in bf16/fp16; elsewhere by a mask over the
+            concatenation, which saves little).
         load_in_4bit: QLoRA: the base quantised to 4-bit NF4 (needs bitsandbytes and a CUDA GPU).
         micro_batch: rows a forward pass of a process; a step accumulates the gradients of ``batch_size`` rows. None:
             1 on a CPU (no padding, as the hand-written loop this replaced), a step's rows of the process on a GPU.
@@ -184,14 +188,9 @@ def training_setup(config: DistillConfig, processes: int = 1) -> dict:
             import bitsandbytes  # noqa: F401
         except ImportError:
             raise ValueError(f"--load-in-4bit needs bitsandbytes: {GPU_EXTRA}") from None
-    if config.packing:
-        from transformers.utils import is_flash_attn_2_available
-
-        if not cuda or not is_flash_attn_2_available():
-            raise ValueError("--packing needs flash attention on a CUDA GPU (pip install flash-attn), whose kernels "
-                             "keep a step's concatenated rows apart; leave it off otherwise")
-        if precision == "fp32":
-            raise ValueError("--packing runs on flash attention, which takes bf16 or fp16: give --precision bf16")
+    if config.batch_size < processes:
+        raise ValueError(f"--batch-size {config.batch_size} is smaller than the {processes} processes: give at least "
+                         f"{processes}")
     micro = config.micro_batch or (config.batch_size // processes if cuda else 1)
     if config.batch_size % (processes * micro):
         raise ValueError(f"--batch-size {config.batch_size} is not a multiple of {processes} processes × "
@@ -205,11 +204,12 @@ def load_base(config: DistillConfig, setup: dict):
     """The base model, in the setup's precision (4-bit NF4 with ``load_in_4bit``, prepared for k-bit training)."""
     import torch
     from transformers import AutoModelForCausalLM
+    from transformers.utils import is_flash_attn_2_available
 
     dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[setup["precision"]]
     settings: dict = {"dtype": dtype}
-    if config.packing:
-        settings["attn_implementation"] = "flash_attention_2"
+    if config.packing and setup["cuda"] and setup["precision"] != "fp32" and is_flash_attn_2_available():
+        settings["attn_implementation"] = "flash_attention_2"  # else SDPA, masked apart by the rows' position ids
     if config.load_in_4bit:
         from accelerate import PartialState
         from transformers import BitsAndBytesConfig
@@ -267,6 +267,25 @@ def student_trainer(config: DistillConfig, tokenizer, encoded: list[tuple[list[i
     return trainer
 
 
+@contextmanager
+def locked_by_main(out_dir: Path, state):
+    """``out_dir`` locked for the block by the main process of ``state`` (an accelerate ``PartialState``); its refusal
+    (another job holds the folder) reaches every process, so none goes on to wait for it in the training."""
+    from accelerate.utils import broadcast_object_list
+
+    with ExitStack() as stack:
+        refusal = None
+        if state.is_main_process:
+            try:
+                stack.enter_context(locked(out_dir))
+            except FolderInUseError as exc:
+                refusal = str(exc)
+        (refusal,) = broadcast_object_list([refusal])
+        if refusal:
+            raise FolderInUseError(refusal)
+        yield out_dir
+
+
 def distill(files: list[str | Path], out_dir: str | Path, config: DistillConfig | None = None) -> Path:
     """Train a LoRA adapter on the rows of ``config.stages`` (every row when empty) in the trajectory ``files`` and save
     it to ``out_dir``; resumes a checkpoint there. Under ``accelerate launch`` every process trains and the main one
@@ -280,7 +299,7 @@ def distill(files: list[str | Path], out_dir: str | Path, config: DistillConfig 
     config = config or DistillConfig()
     out_dir = Path(out_dir)
     state = PartialState(cpu=not torch.cuda.is_available())  # the processes of a launcher (CPU ones too: gloo)
-    with locked(out_dir) if state.is_main_process else nullcontext():
+    with locked_by_main(out_dir, state):
         rows, left_out = select_stages(read_rows(files), config.stages)
         setup = training_setup(config, state.num_processes)
         tokenizer = AutoTokenizer.from_pretrained(resolve_local(config.base))

@@ -12,7 +12,7 @@ class StudentTrainer(SFTTrainer):
     """TRL's ``SFTTrainer`` whose loss is the mean over a step's rows of each row's mean completion-token loss (TRL's
     own is the mean over the step's completion tokens, so a long completion outweighs a short one in a multi-task
     step), with the LM head run on the positions that predict a completion token only (``logits_to_keep``: on a CPU,
-    TRL's fused head scores every position); it sends no usage ping."""
+    TRL's fused head scores every position)."""
 
     loss_is_scaled_for_ga = False  # a mean per micro-batch: the Trainer divides by the accumulation steps
 
@@ -31,9 +31,6 @@ class StudentTrainer(SFTTrainer):
         tokens = losses.new_zeros(count).index_add(0, rows.flatten(), (targets != -100).flatten().to(losses.dtype))
         loss = (sums / tokens.clamp(min=1)).mean()
         return (loss, outputs) if return_outputs else loss
-
-    def _send_telemetry(self):
-        pass
 
 
 class Progress(ProgressCallback):

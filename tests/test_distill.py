@@ -81,6 +81,26 @@ def test_the_loss_is_the_mean_of_each_rows_mean_padded_or_padding_free(tiny_stud
     assert loss(examples, padding_free=True) == pytest.approx(sum(alone) / 2, abs=1e-5)
 
 
+def test_accumulated_padded_and_padding_free_steps_train_the_same_adapter(tiny_student, tmp_path):
+    from safetensors.torch import load_file
+
+    rows = [{"stage": "answer", "messages": PROMPT, "completion": answer} for answer in ("answer seven", "seven")]
+    data = tmp_path / "answer.jsonl"
+    data.write_text("".join(json.dumps(row) + "\n" for row in rows))  # 3 and 2 tokens trained: one row padded
+    common = {"base": tiny_student, "r": 4, "dropout": 0.0, "epochs": 3, "lr": 5e-2, "batch_size": 2}
+    runs = {name: ds.distill([data], tmp_path / name, DistillConfig(**common, **settings))
+            for name, settings in (("accumulated", {"micro_batch": 1}), ("padded", {"micro_batch": 2}),
+                                   ("packed", {"micro_batch": 2, "packing": True}))}
+    adapters = {name: load_file(out / "adapter_model.safetensors") for name, out in runs.items()}
+    losses = {name: json.loads((out / ds.MANIFEST).read_text())["loss"] for name, out in runs.items()}
+    assert json.loads((runs["accumulated"] / ds.MANIFEST).read_text())["steps"] == 3
+    for name in ("padded", "packed"):  # the Trainer divides each of 2 accumulated row means by 2: the same step
+        assert losses[name] == pytest.approx(losses["accumulated"], abs=1e-5)
+        assert all((adapters[name][key] - weights).abs().max() < 1e-5
+                   for key, weights in adapters["accumulated"].items())
+    assert losses["accumulated"][-1] < losses["accumulated"][0]
+
+
 def test_the_cap_cuts_the_longest_documents_first():
     assert tr.cap([8, 4, 2], 5) == 3  # 5 + 1 + 0 = 6 removed; a cap of 4 removes 4 only
     assert tr.cap([8, 4, 2], 0) == 8 and tr.cap([8, 4, 2], 4) == 4 and tr.cap([4, 4], 3) == 2
@@ -287,22 +307,49 @@ def test_what_this_machine_cannot_do_is_refused_in_one_line(monkeypatch):
     assert ds.training_setup(DistillConfig()) == {"cuda": False, "precision": "fp32", "gradient_checkpointing": False,
                                                   "processes": 1, "micro_batch": 1, "accumulation": 4}
     assert ds.training_setup(DistillConfig(micro_batch=2), processes=2)["accumulation"] == 1
-    for config, message in ((DistillConfig(precision="bf16"), "--precision bf16 needs a CUDA GPU"),
-                            (DistillConfig(precision="fp8"), "--precision 'fp8': choose one of"),
-                            (DistillConfig(load_in_4bit=True), "--load-in-4bit needs a CUDA GPU"),
-                            (DistillConfig(packing=True), "--packing needs flash attention on a CUDA GPU")):
-        with pytest.raises(ValueError, match=message):
-            ds.training_setup(config)
-    with pytest.raises(ValueError, match="--batch-size 4 is not a multiple of 3 processes × 1 rows a forward pass"):
-        ds.training_setup(DistillConfig(), processes=3)
+    assert ds.training_setup(DistillConfig(packing=True))["precision"] == "fp32"  # SDPA keeps packed rows apart
+
+    def refused(config, message, processes=1):
+        with pytest.raises(ValueError, match=message) as refusal:
+            ds.training_setup(config, processes)
+        assert "\n" not in str(refusal.value)
+
+    refused(DistillConfig(precision="bf16"), "--precision bf16 needs a CUDA GPU")
+    refused(DistillConfig(precision="fp8"), "--precision 'fp8': choose one of")
+    refused(DistillConfig(load_in_4bit=True), "--load-in-4bit needs a CUDA GPU")
+    refused(DistillConfig(), "--batch-size 4 is not a multiple of 3 processes × 1 rows a forward pass", 3)
+    fewer = "--batch-size 2 is smaller than the 4 processes: give at least 4"
+    refused(DistillConfig(batch_size=2), fewer, 4)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *args: True)
     assert ds.training_setup(DistillConfig())["precision"] == "bf16"
     assert ds.training_setup(DistillConfig())["gradient_checkpointing"] is True
     assert ds.training_setup(DistillConfig(), processes=2)["micro_batch"] == 2  # a GPU: a step's rows at once
+    refused(DistillConfig(batch_size=2), fewer, 4)  # not a micro-batch of 0 rows
     monkeypatch.setitem(__import__("sys").modules, "bitsandbytes", None)  # not installed
-    with pytest.raises(ValueError, match=r"--load-in-4bit needs bitsandbytes: pip install 'multihop\[gpu\]'"):
-        ds.training_setup(DistillConfig(load_in_4bit=True))
+    refused(DistillConfig(load_in_4bit=True), r"--load-in-4bit needs bitsandbytes: pip install 'multihop\[gpu\]'")
+
+
+def test_a_folder_held_elsewhere_stops_every_process(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    import accelerate.utils
+
+    message = f"{tmp_path} is in use by another multihop process (pid 7); wait for it to finish or write elsewhere"
+
+    def held(path):
+        raise ds.FolderInUseError(message)
+
+    monkeypatch.setattr(ds, "locked", held)  # the main process finds the folder held
+    with pytest.raises(ds.FolderInUseError, match="pid 7"), ds.locked_by_main(tmp_path, SimpleNamespace(
+            is_main_process=True)):
+        pass
+    sent = []  # what the main process broadcast, as the other processes receive it
+    monkeypatch.setattr(accelerate.utils, "broadcast_object_list", lambda objects: sent.append(objects) or [message])
+    with pytest.raises(ds.FolderInUseError, match="pid 7"), ds.locked_by_main(tmp_path, SimpleNamespace(
+            is_main_process=False)):
+        pass
+    assert sent == [[None]]  # another process takes no lock, and waits for the main process's word
 
 
 def test_the_papers_presets_are_registered_by_their_methods():
