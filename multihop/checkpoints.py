@@ -1,5 +1,6 @@
-"""Resuming long training jobs on the transformers ``Trainer`` (a student's distillation, an encoder's fine-tuning):
-which checkpoint a rerun goes on from, and the record every checkpoint carries of what it trains and how long it has.
+"""What the training jobs on the transformers ``Trainer`` (a student's distillation, an encoder's fine-tuning) share:
+which checkpoint a rerun goes on from, the record every checkpoint carries of what it trains and how long it has,
+and a progress bar showing the loss, which the job's manifest keeps step by step.
 
 The Trainer writes ``checkpoint-N`` folders (weights, optimizer, schedule, random states) and loads them back with
 ``torch.load(weights_only=True)``: tensors and plain values only, so a file tampered with in an output folder cannot
@@ -14,7 +15,7 @@ import json
 import time
 from pathlib import Path
 
-from transformers import TrainerCallback
+from transformers import ProgressCallback, TrainerCallback
 from transformers.trainer_callback import ExportableState
 
 
@@ -57,3 +58,22 @@ def resume_point(checkpoints: Path, identity: dict, other: str) -> tuple[str | N
     if record.get("identity") != json.loads(json.dumps(identity)):
         raise ValueError(f"{done[-1]} was written for {other}; remove {checkpoints} to start over")
     return str(done[-1]), float(record.get("seconds", 0.0))
+
+
+class LossProgress(ProgressCallback):
+    """The Trainer's progress bar, with the last step's loss on it instead of a line printed a step."""
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if self.training_bar is not None and logs and "loss" in logs:
+            self.training_bar.set_postfix(loss=f"{logs['loss']:.3f}")
+
+
+def show_loss_progress(trainer) -> None:
+    """Give ``trainer`` a :class:`LossProgress` in place of its progress bar."""
+    trainer.remove_callback(ProgressCallback)
+    trainer.add_callback(LossProgress())
+
+
+def step_losses(trainer) -> list[float]:
+    """The loss of every step ``trainer`` logged (``logging_steps=1``), over every run of a resumed training."""
+    return [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]

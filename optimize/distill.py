@@ -238,10 +238,11 @@ def student_trainer(config: DistillConfig, tokenizer, encoded: list[tuple[list[i
     mask), checkpointing into ``checkpoints``."""
     from datasets import Dataset
     from peft import LoraConfig
-    from transformers import ProgressCallback
     from trl import SFTConfig
 
-    from .student_trainer import Progress, StudentTrainer
+    from multihop.checkpoints import show_loss_progress
+
+    from .student_trainer import StudentTrainer
 
     steps = -(-len(encoded) // config.batch_size) * config.epochs
     args = SFTConfig(
@@ -262,8 +263,7 @@ def student_trainer(config: DistillConfig, tokenizer, encoded: list[tuple[list[i
                       target_modules=_targets(config.target_modules))
     trainer = StudentTrainer(model=load_base(config, setup), args=args, train_dataset=dataset,
                              processing_class=tokenizer, peft_config=lora, callbacks=list(callbacks))
-    trainer.remove_callback(ProgressCallback)
-    trainer.add_callback(Progress())
+    show_loss_progress(trainer)
     return trainer
 
 
@@ -294,7 +294,7 @@ def distill(files: list[str | Path], out_dir: str | Path, config: DistillConfig 
     from accelerate import PartialState
     from transformers import AutoTokenizer
 
-    from multihop.checkpoints import TrainingRecord, resume_point
+    from multihop.checkpoints import TrainingRecord, resume_point, step_losses
 
     config = config or DistillConfig()
     out_dir = Path(out_dir)
@@ -317,7 +317,7 @@ def distill(files: list[str | Path], out_dir: str | Path, config: DistillConfig 
         if state.is_main_process:
             trainer.model.save_pretrained(str(out_dir))
             (out_dir / "README.md").unlink(missing_ok=True)  # peft's model card template: the manifest says what it is
-            losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
+            losses = step_losses(trainer)
             cut = [tokens for _, _, tokens in encoded if tokens]
             manifest = {
                 "base": config.base, "base_sha256": base_checksum(config.base),

@@ -1,10 +1,9 @@
-"""The trainer of :func:`~.distill.distill`: TRL's ``SFTTrainer`` with the loss of the hand-written loop it replaced,
-and a quieter progress bar (ours; imported when a student is trained: TRL takes seconds to import)."""
+"""The trainer of :func:`~.distill.distill`: TRL's ``SFTTrainer`` with the loss of the hand-written loop it replaced
+(ours; imported when a student is trained: TRL takes seconds to import)."""
 
 from __future__ import annotations
 
 import torch
-from transformers import ProgressCallback
 from trl import SFTTrainer
 
 
@@ -31,11 +30,3 @@ class StudentTrainer(SFTTrainer):
         tokens = losses.new_zeros(count).index_add(0, rows.flatten(), (targets != -100).flatten().to(losses.dtype))
         loss = (sums / tokens.clamp(min=1)).mean()
         return (loss, outputs) if return_outputs else loss
-
-
-class Progress(ProgressCallback):
-    """The Trainer's progress bar, with the last step's loss on it instead of a printed line a step."""
-
-    def on_log(self, args, state, control, logs=None, **kwargs):
-        if self.training_bar is not None and logs and "loss" in logs:
-            self.training_bar.set_postfix(loss=f"{logs['loss']:.3f}")

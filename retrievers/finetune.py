@@ -34,6 +34,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+from collections import Counter
 from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
@@ -43,20 +44,23 @@ from safetensors.torch import load_file, save_file
 from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
 from sentence_transformers.base.sampler import DefaultBatchSampler
 from torch.utils.data import SequentialSampler
-from transformers import ProgressCallback, TrainerCallback
+from transformers import TrainerCallback
 
-from multihop.checkpoints import TrainingRecord, resume_point
+from multihop.checkpoints import TrainingRecord, resume_point, show_loss_progress, step_losses
 from multihop.folders import locked, write_inventory
 from multihop.models import FINETUNED_STAMP, sha256_file
 from multihop.paths import atomic_write_text
 
 from .encoder import Encoder
-from .rala import RaLa
-from .rala_loss import LOSSES, RECIPES, SCORES, RaLaLoss, label_row
+from .rala import SCORINGS, RaLa
+from .rala_loss import LOSSES, RaLaLoss, label_row
 
+RECIPES = ("paper", "released")
 CHECKPOINTS = "checkpoints"  # the trainer's checkpoints, removed once the encoder is saved
 LOSS_WEIGHTS = "loss.safetensors"  # in a checkpoint: the loss's own parameters (the learnt temperature)
 RELEASED_LAYERS = (0, 4, 7, 11)  # RaLa/config.py --layers: hidden states; ω contrasts the last with the others
+PAPER = {"epochs": 5, "lr": 2e-5, "weight_decay": 0.01, "schedule": "constant", "warmup_steps": 0,
+         "max_grad_norm": 0.0, "fp16": False}  # App. A (epochs); torch's AdamW default weight decay; our reading
 RELEASED = {"epochs": 10, "lr": 1e-6, "weight_decay": 1e-5, "schedule": "linear", "warmup_steps": 400,
             "max_grad_norm": 10.0, "fp16": True}  # train_musique.sh, config.py, trainer.py
 
@@ -75,21 +79,21 @@ class TrainingSample:
 
 @dataclass
 class TrainConfig:
-    """Build one with :meth:`for_recipe` to get a recipe's defaults; ``max_grad_norm`` 0 clips nothing; ``fp16``
-    applies on a CUDA GPU only."""
+    """The settings of :data:`PAPER` or :data:`RELEASED` (``recipe``'s) left None are that recipe's; ``max_grad_norm``
+    0 clips nothing; ``fp16`` applies on a CUDA GPU only."""
 
     encoder: str = "mpnet"
     recipe: str = "paper"
     batch_size: int = 40
     micro_batch: int = 8
-    epochs: int = 5  # App. A
+    epochs: int | None = None
     max_steps: int | None = None
-    lr: float = 2e-5
-    weight_decay: float = 0.01  # torch's AdamW default
-    schedule: str = "constant"
-    warmup_steps: int = 0
-    max_grad_norm: float = 0.0
-    fp16: bool = False
+    lr: float | None = None
+    weight_decay: float | None = None
+    schedule: str | None = None
+    warmup_steps: int | None = None
+    max_grad_norm: float | None = None
+    fp16: bool | None = None
     tau: float = 0.05
     alpha: bool = True
     omega: bool = True
@@ -101,9 +105,12 @@ class TrainConfig:
     special_tokens: tuple[str, ...] = ()
 
     def __post_init__(self):
-        for name, allowed in (("recipe", RECIPES), ("loss", LOSSES), ("score", SCORES)):
+        for name, allowed in (("recipe", RECIPES), ("loss", LOSSES), ("score", SCORINGS)):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {', '.join(allowed)}, not {getattr(self, name)!r}")
+        for name, value in (RELEASED if self.recipe == "released" else PAPER).items():
+            if getattr(self, name) is None:
+                setattr(self, name, value)
         if self.recipe == "released" and (self.loss, self.score) != ("infonce", "eq4"):
             wrong = "loss" if self.loss != "infonce" else "score"
             raise ValueError(f"the released recipe trains with the symmetric InfoNCE over Eq. 4 only; drop --{wrong} "
@@ -111,13 +118,14 @@ class TrainConfig:
 
     @classmethod
     def for_recipe(cls, recipe: str = "paper", **given) -> TrainConfig:
-        """``recipe``'s config with the ``given`` settings that are not None; under ``released``, ``buckets`` is
-        refused (its layers are fixed), as are a loss and a score other than its own."""
+        """``recipe``'s config with the ``given`` settings that are not None (the command line's options left out);
+        under ``released``, ``buckets`` is refused (its layers are fixed), as are a loss and a score other than its
+        own."""
         given = {key: value for key, value in given.items() if value is not None}
         if recipe == "released" and "buckets" in given:
             raise ValueError(f"the released recipe contrasts the fixed layers {list(RELEASED_LAYERS)}; drop --buckets "
                              "or use --recipe paper")
-        return cls(recipe=recipe, **{**(RELEASED if recipe == "released" else {}), **given})
+        return cls(recipe=recipe, **given)
 
     def layers(self, num_layers: int) -> tuple[int, ...]:
         """The hidden states whose ``[CLS]`` states the loss reads: ``paper``, the RaLa candidate layers drawn with
@@ -163,7 +171,7 @@ def train(batches: list[list[TrainingSample]], out_dir: str | Path, config: Trai
                  "special_tokens": list(encoder.special_tokens), "questions": questions, "steps": steps,
                  "epoch_steps": epoch_steps, "seconds": round(seconds, 1),
                  **_tokens(encoder, [sample for batch in batches[:steps] for sample in batch]),
-                 "loss": [entry["loss"] for entry in trainer.state.log_history if "loss" in entry],
+                 "loss": step_losses(trainer),
                  "temperature": loss.temperature}
         atomic_write_text(out_dir / FINETUNED_STAMP, json.dumps(stamp, indent=2))
         shutil.rmtree(out_dir / CHECKPOINTS)
@@ -196,8 +204,11 @@ class _Trainer(SentenceTransformerTrainer):
             save_file(own, str(Path(output_dir or self.args.output_dir) / LOSS_WEIGHTS))
 
     def _load_from_checkpoint(self, checkpoint_path, model=None) -> None:
-        super()._load_from_checkpoint(checkpoint_path)
         path = Path(checkpoint_path) / LOSS_WEIGHTS
+        if not path.exists() and any(not name.startswith("model.") for name, _ in self.loss.named_parameters()):
+            raise ValueError(f"{checkpoint_path} lacks {LOSS_WEIGHTS} (the learnt temperature): remove "
+                             f"{Path(checkpoint_path).parent} to train from the start")
+        super()._load_from_checkpoint(checkpoint_path)
         if path.exists():
             self.loss.load_state_dict(load_file(str(path)), strict=False)
 
@@ -208,13 +219,6 @@ class _NoFinalCheckpoint(TrainerCallback):
     def on_step_end(self, args, state, control, **kwargs):
         if state.global_step >= state.max_steps:
             control.should_save = False
-
-
-class _Progress(ProgressCallback):
-    """The progress bar, without printing each step's log (the loss per step goes to the stamp)."""
-
-    def on_log(self, args, state, control, logs=None, **kwargs):
-        pass
 
 
 def _trainer(encoder: Encoder, dataset, loss: RaLaLoss, config: TrainConfig, folder: Path, steps: int,
@@ -233,8 +237,7 @@ def _trainer(encoder: Encoder, dataset, loss: RaLaLoss, config: TrainConfig, fol
     trainer = _Trainer(model=encoder.model, args=args, train_dataset=dataset, loss=loss,
                        callbacks=[_NoFinalCheckpoint(), record])
     trainer.horizon = horizon
-    trainer.remove_callback(ProgressCallback)
-    trainer.add_callback(_Progress())
+    show_loss_progress(trainer)
     return trainer
 
 
@@ -272,11 +275,13 @@ def _dataset(batches: list[list[TrainingSample]]):
 
 
 def _tokens(encoder: Encoder, samples: list[TrainingSample]) -> dict:
-    """The tokens (padding aside) and texts the ``samples`` make the encoder read in one forward pass each."""
-    texts = [text for sample in samples for text in (sample.query, *sample.documents)]
+    """The tokens (padding aside) and texts the ``samples`` make the encoder read in one forward pass each: each
+    distinct text tokenized once, counted as often as the samples hold it."""
+    counts = Counter(text for sample in samples for text in (sample.query, *sample.documents))
     model = encoder.model
-    ids = model.tokenizer(texts, truncation=True, max_length=model.max_seq_length)["input_ids"]
-    return {"tokens": sum(map(len, ids)), "sequences": len(texts)}
+    ids = model.tokenizer(list(counts), truncation=True, max_length=model.max_seq_length)["input_ids"]
+    tokens = sum(len(row) * n for row, n in zip(ids, counts.values(), strict=True))
+    return {"tokens": tokens, "sequences": counts.total()}
 
 
 def _render(table: list[str], columns: list[str], batch: dict) -> dict:

@@ -39,9 +39,7 @@ from torch import nn
 
 from . import scoring
 
-RECIPES = ("paper", "released")
 LOSSES = ("infonce", "bce")  # Eq. 5, or Table 20's cross-entropy variant
-SCORES = ("eq4", "eq3")
 
 
 def difficulty_weights(counts: torch.Tensor | Sequence[int], alpha: bool = True) -> torch.Tensor:
@@ -116,16 +114,13 @@ class RaLaLoss(CachedLossMixin, nn.Module):
         alpha: False weighs every sample 1 (the "w/o α" ablation).
         tau: the temperature; ``released``, the learnt one's start.
         mini_batch_size: texts a forward pass (memory only).
+
+    The settings are checked where they are chosen (:class:`~.finetune.TrainConfig`), not here.
     """
 
     def __init__(self, model, layers: Sequence[int], recipe: str = "paper", score: str = "eq4", loss: str = "infonce",
                  omega: bool = True, alpha: bool = True, tau: float = 0.05, mini_batch_size: int = 8):
         nn.Module.__init__(self)
-        for name, value, allowed in (("recipe", recipe, RECIPES), ("score", score, SCORES), ("loss", loss, LOSSES)):
-            if value not in allowed:
-                raise ValueError(f"{name} must be one of {', '.join(allowed)}, not {value!r}")
-        if recipe == "released" and (score, loss) != ("eq4", "infonce"):
-            raise ValueError("the released recipe trains with score eq4 and loss infonce only")
         self.model, self.layers, self.recipe = model, tuple(layers), recipe
         self.score, self.objective, self.omega, self.alpha, self.tau = score, loss, omega, alpha, tau
         self.mini_batch_size = mini_batch_size

@@ -11,9 +11,8 @@ from multihop.corpus import Corpus, Passage
 from multihop.optimize.compile import compile_program
 from multihop.programs import CoopRAG, load, save
 from multihop.programs.cooprag.chain import normalize_chain, repair_fill, unrolled_query
-from multihop.programs.cooprag.training import unroll_questions
+from multihop.programs.cooprag.training import read_unrolled, unroll_questions
 from multihop.retrievers import DenseRetriever, Encoder, Hits, MaxSim, RaLa, Retriever
-from multihop.programs.cooprag.training import read_unrolled
 from multihop.signatures.cooprag import SPECIAL_TOKENS
 
 from helpers import StageScript, StaticRetriever, TypedScript, data_root, example, scripted_lm

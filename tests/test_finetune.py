@@ -1,6 +1,7 @@
 import json
 import math
 import random
+import shutil
 import string
 
 import dspy
@@ -167,6 +168,9 @@ def test_the_released_recipe_sets_its_defaults_and_refuses_what_contradicts_it()
     settings = ("lr", "epochs", "weight_decay", "schedule", "warmup_steps", "max_grad_norm", "fp16", "batch_size")
     assert [getattr(released, name) for name in settings] == [1e-6, 6, 1e-5, "linear", 400, 10.0, True, 40]
     assert TrainConfig.for_recipe("paper") == TrainConfig()
+    assert TrainConfig(recipe="released") == TrainConfig.for_recipe("released")  # built directly: the same defaults
+    mine = TrainConfig(recipe="released", lr=3e-6)
+    assert (mine.lr, mine.weight_decay, mine.schedule) == (3e-6, 1e-5, "linear")  # a given setting overrides
     assert released.layers(12) == (0, 4, 7, 11) and TrainConfig().layers(12) == (2, 5, 7, 11)  # drawn per bucket
     for given, flag in (({"loss": "bce"}, "--loss"), ({"score": "eq3"}, "--score"), ({"buckets": 4}, "--buckets")):
         with pytest.raises(ValueError, match=f"drop {flag} or use --recipe paper"):
@@ -345,6 +349,49 @@ def test_the_released_maxsim_zeroes_exactly_the_documents_punctuation(tiny_encod
         list(scoring.PUNCTUATION))
 
 
+def test_the_released_maxsim_zeroes_punctuation_rather_than_masking_it(tiny_encoder_12):
+    module = RaLaLoss(Encoder(tiny_encoder_12).model, (0, 4, 7, 11), recipe="released", omega=False)
+    cls, dot, a = module.model.tokenizer.convert_tokens_to_ids(["[CLS]", ".", "a"])
+    states = {cls: [-0.6, 0.8], dot: [1.0, 0.0], a: [-0.8, 0.6]}  # against the query's (1, 0): −0.6, 1, −0.8
+
+    def packed(rows):
+        hidden = [torch.tensor([[states[i] for i in row] for row in rows])] * 13
+        return module.unpack([module.pack(hidden, torch.ones(len(rows), len(rows[0])), torch.tensor(rows))])
+
+    q, d = packed([[dot]]), packed([[cls, dot, a]])
+    assert module.scores(q, d).item() == pytest.approx(0.0)  # the zeroed "." wins the max over −0.6 and −0.8
+    masked = scoring.maxsim(q["tokens"], q["mask"], d["tokens"], d["mask"] & ~d["punctuation"])
+    assert masked.item() == pytest.approx(-0.6)  # what masking it would give
+
+
+def test_the_released_trainer_decays_schedules_and_clips_the_temperature(musique_dev, tiny_encoder_12, tmp_path):
+    from multihop.checkpoints import TrainingRecord
+
+    config = TrainConfig(recipe="released", encoder=tiny_encoder_12, batch_size=4, micro_batch=4, warmup_steps=2)
+    encoder = Encoder(tiny_encoder_12)
+    dataset, _ = ft._dataset(coop.training_batches(coop.training_questions(musique_dev[:8], recipe="released"),
+                                                   config)[:1])
+    loss = RaLaLoss(encoder.model, (0, 4, 7, 11), recipe="released", mini_batch_size=4)
+    trainer = ft._trainer(encoder, dataset, loss, config, tmp_path, 3, 6, TrainingRecord({}))
+    trainer.create_optimizer_and_scheduler(num_training_steps=3)
+    decayed = [p for group in trainer.optimizer.param_groups if group["weight_decay"] == 1e-5 for p in group["params"]]
+    assert len(decayed) == len(list(loss.parameters())) and any(p is loss.log_inv_t for p in decayed)  # all decay
+    rates = []
+    for _ in range(7):  # 2 warm-up steps, then linear to 0 over the horizon of 6, though max_steps is 3
+        rates.append(trainer.lr_scheduler.get_last_lr()[0])
+        trainer.optimizer.step()
+        trainer.lr_scheduler.step()
+    assert rates == pytest.approx([0, 0.5e-6, 1e-6, 0.75e-6, 0.5e-6, 0.25e-6, 0])
+    default = ft._trainer(encoder, dataset, loss, TrainConfig(recipe="released", encoder=tiny_encoder_12,
+                                                                batch_size=4), tmp_path, 3, 6, TrainingRecord({}))
+    assert default.args.warmup_steps == 6  # min(400, horizon)
+    for param in loss.parameters():
+        param.grad = torch.zeros_like(param)
+    loss.log_inv_t.grad = torch.tensor(1e6)
+    assert trainer._clip_grad_norm(trainer.model).item() == pytest.approx(1e6)
+    assert loss.log_inv_t.grad.item() == pytest.approx(10.0, rel=1e-4)  # clipped with the weights, to 10 overall
+
+
 @pytest.mark.parametrize("recipe", ["paper", "released"])
 def test_training_resumes_as_if_uninterrupted(musique_dev, tiny_encoder, tiny_encoder_12, tmp_path, monkeypatch,
                                               recipe):
@@ -366,6 +413,11 @@ def test_training_resumes_as_if_uninterrupted(musique_dev, tiny_encoder, tiny_en
     saved = list((tmp_path / "a" / ft.CHECKPOINTS).glob("checkpoint-*"))
     assert [p.name for p in saved] == ["checkpoint-2"]  # the last one kept
     assert (saved[0] / ft.LOSS_WEIGHTS).exists() == (recipe == "released")  # the learnt temperature
+    if recipe == "released":  # a checkpoint without it would restart the temperature at 1/τ: refused
+        shutil.copytree(tmp_path / "a" / ft.CHECKPOINTS, tmp_path / "c" / ft.CHECKPOINTS)
+        (tmp_path / "c" / ft.CHECKPOINTS / saved[0].name / ft.LOSS_WEIGHTS).unlink()
+        with pytest.raises(ValueError, match=f"checkpoint-2 lacks {ft.LOSS_WEIGHTS} .*: remove .*checkpoints"):
+            ft.train(batches, tmp_path / "c", config)
     with pytest.raises(ValueError, match="another training config or other training samples"):
         ft.train(batches, tmp_path / "a", TrainConfig(**{**vars(config), "lr": 1.0}))
     with pytest.raises(ValueError, match="another training config or other training samples"):
@@ -441,8 +493,8 @@ def test_the_command_trains_either_recipe_and_refuses_what_contradicts_it(tiny_e
     data = str(data_root() / "musique/dev/musique_qa_100.json")
     base = ["retriever", "train", data, "--limit", "8", "--encoder", tiny_encoder_12, "--batch-size", "4",
             "--micro-batch", "4", "--max-steps", "1"]
-    for extra, wrong in ((["--loss", "bce"], "--loss"), (["--buckets", "3"], "--buckets"), (["--score", "eq3"],
-                                                                                             "--score")):
+    for extra, wrong in ((["--loss", "bce"], "--loss"), (["--buckets", "3"], "--buckets"),
+                         (["--score", "eq3"], "--score"), (["--alpha-from", "chain"], "--alpha-from")):
         assert run(app, [*base, "--out", str(tmp_path / "x"), "--recipe", "released", *extra]) == 2
         err = capsys.readouterr().err.strip()
         assert err.startswith("error: ") and "\n" not in err and f"drop {wrong} or use --recipe paper" in err

@@ -63,8 +63,6 @@ def retriever_train(
     from multihop.programs.cooprag.training import fine_tune, read_unrolled, training_questions
     from multihop.retrievers.finetune import TrainConfig
 
-    if recipe not in ("paper", "released"):
-        raise typer.BadParameter(f"choose paper or released, not {recipe!r}", param_hint="--recipe")
     config = TrainConfig.for_recipe(recipe, encoder=encoder, batch_size=batch_size, micro_batch=micro_batch,
                                     epochs=epochs, max_steps=max_steps, lr=lr, tau=tau, alpha=alpha, omega=omega,
                                     seed=seed, buckets=buckets, loss=loss, score=score,
@@ -205,8 +203,8 @@ def distill_cmd(
     gradient_checkpointing: bool = typer.Option(None, "--gradient-checkpointing/--no-gradient-checkpointing",
                                                 help="recompute activations in the backward pass (default: on with "
                                                 "a CUDA GPU)"),
-    packing: bool = typer.Option(False, "--packing", help="concatenate a step's rows without padding (CUDA GPU "
-                                 "with flash attention)"),
+    packing: bool = typer.Option(False, "--packing", help="concatenate a forward pass's rows without padding (on "
+                                 "flash attention where flash-attn is installed; without it, it saves little)"),
     load_in_4bit: bool = typer.Option(False, "--load-in-4bit", help="QLoRA: the base in 4-bit NF4 (a CUDA GPU "
                                       "and bitsandbytes, multihop's gpu extra)"),
 ):

@@ -1,6 +1,7 @@
-"""CoopRAG (seed 000): the program (:mod:`.program`), its reasoning chains and unrolled query (:mod:`.chain`), the
-first step of its training loop, unrolling the train questions (:mod:`.training`, ``multihop cooprag unroll`` in
-:mod:`.cli`), and the gold rows its students train on (:mod:`.gold`)."""
+"""CoopRAG (seed 000): the program (:mod:`.program`), its reasoning chains and unrolled query (:mod:`.chain`), its
+training loop — unrolling the train questions (``multihop cooprag unroll`` in :mod:`.cli`), then fine-tuning the
+encoder on them under the paper's or the released recipe (:mod:`.training`, ``multihop retriever train``) —, and the
+gold rows its students train on (:mod:`.gold`)."""
 
 from multihop.papers import reported
 

@@ -121,9 +121,12 @@ def training_questions(examples: Iterable[dspy.Example], unrolled: dict[str, dic
                        alpha_from: str = "sub_questions", recipe: str = "paper") -> list[TrainingQuestion]:
     """The training questions of ``examples`` (the module docstring); ``unrolled`` maps a question id to its unrolling
     record (:func:`read_unrolled`). Repeated question ids are skipped, as are questions without a supporting
-    paragraph and, under ``paper``, without a non-supporting one."""
+    paragraph and, under ``paper``, without a non-supporting one. ``released`` counts sub-questions only."""
     if alpha_from not in ALPHA_FROM:
         raise ValueError(f"alpha_from must be one of {', '.join(ALPHA_FROM)}, not {alpha_from!r}")
+    if recipe == "released" and alpha_from != "sub_questions":
+        raise ValueError("the released recipe counts sub-questions only (doc.py subq_count); drop --alpha-from or use "
+                         "--recipe paper")
     rng = random.Random(seed)
     examples = list({e.id: e for e in examples if e.get("paragraphs")}.values())
     pool = [(i, _render(p)) for i, e in enumerate(examples) for p in e.paragraphs]
