@@ -1,7 +1,8 @@
 """Expected GPU time a training epoch, from a training run measured on this machine (README "Training on a GPU").
 
 A finished ``multihop distill`` folder (``distill.json``) or ``multihop retriever train`` folder
-(``multihop-encoder.json``) records the tokens it trained on, its steps and its seconds. An epoch costs
+(``multihop-encoder.json``) records the device, the tokens it trained on, its steps, the steps an epoch (for the
+released encoder recipe, its schedule's epoch: the questions over the batch) and its seconds. An epoch costs
 ``tokens × FLOPs a token``, with the FLOPs a token of Kaplan et al. (2020): ``2·N`` for a forward pass over a
 model of ``N`` non-embedding parameters, plus ``2·layers·context·width`` for attention; a backward pass costs
 twice a forward one. A LoRA student runs one forward and the backward through the activations only (the frozen
@@ -10,7 +11,8 @@ weights take no gradient, the adapters' are negligible): 2 forward-passes' worth
 then a forward and a backward pass with them, 4 forward passes' worth. The GPU time is that count over the GPU's
 dense half-precision peak times a model-FLOPs utilisation (MFU) — an assumption (``--mfu``, default 0.35: what
 LoRA fine-tuning of a 7B model with packing usually reaches; a 110M encoder at 512 tokens reaches less), not a
-measurement: the row says so. The CPU's own rate (FLOP/s reached in the measured run) is printed beside it.
+measurement: the row says so. The measured run's own rate (FLOP/s reached on the device it ran on, which the row
+names) is printed beside it.
 
 ``--params N`` also estimates a student of another size on the same rows (the papers' 7–8B students: ``--params
 7e9 --layers 32 --width 4096``); its tokenizer would cut the rows into a similar number of tokens (an approximation,
@@ -39,23 +41,26 @@ def epoch_seconds(tokens: float, flops_per_token: float, peak_tflops: float, mfu
 
 
 def measured_run(folder: Path) -> dict:
-    """What a finished training folder recorded: the kind of run, steps trained and an epoch's, tokens and seconds a
-    step, the mean tokens a text, and the trained model's shape (:func:`shape`)."""
-    from multihop.lms import resolve_local
+    """What a finished training folder recorded: the kind of run, the device it ran on, steps trained and an epoch's,
+    tokens and seconds a step, the mean tokens a text, and the trained model's shape (:func:`shape`)."""
+    from multihop.lms import STUDENT_MANIFEST, resolve_local
+    from multihop.models import FINETUNED_STAMP
 
-    student, encoder = folder / "distill.json", folder / "multihop-encoder.json"
+    student, encoder = folder / STUDENT_MANIFEST, folder / FINETUNED_STAMP
+    if not student.exists() and not encoder.exists():
+        raise SystemExit(f"{folder} is no finished `multihop distill` or `multihop retriever train` folder")
+    info = json.loads((student if student.exists() else encoder).read_text())
+    device = info.get("training", {}).get("device") if student.exists() else info.get("device")
+    if any(info.get(key) is None for key in ("tokens", "sequences", "seconds", "epoch_steps")) or device is None:
+        raise SystemExit(f"{folder} was trained before runs recorded their device, tokens and seconds, or from Python "
+                         "without its steps an epoch: train it again with the command")
     if student.exists():
-        info = json.loads(student.read_text())
         kind = "lora-checkpointing" if info["training"]["gradient_checkpointing"] else "lora"
         model = resolve_local(info["base"])
-    elif encoder.exists():
-        info, kind, model = json.loads(encoder.read_text()), "gradcache", folder
     else:
-        raise SystemExit(f"{folder} is no finished `multihop distill` or `multihop retriever train` folder")
-    if not {"tokens", "sequences", "seconds", "epoch_steps"} <= set(info):
-        raise SystemExit(f"{folder} was trained before runs recorded their tokens and seconds: train it again")
+        kind, model = "gradcache", folder
     steps = info["steps"]
-    return {"kind": kind, "epoch_steps": info["epoch_steps"], "step_tokens": info["tokens"] / steps,
+    return {"kind": kind, "device": device, "epoch_steps": info["epoch_steps"], "step_tokens": info["tokens"] / steps,
             "step_seconds": info["seconds"] / steps, "context": info["tokens"] / info["sequences"], **shape(model)}
 
 
@@ -84,9 +89,9 @@ def main() -> None:
     parser.add_argument("--width", type=int, default=None, help="its hidden size (with --params)")
     args = parser.parse_args()
     peak = GPU_PEAK_TFLOPS[args.gpu]
-    print(f"| run | model | steps an epoch | tokens a step | CPU s/epoch (measured) | CPU GFLOP/s | {args.gpu} s/epoch "
-          f"(MFU {args.mfu:.0%}, assumed) |")
-    print("|---|---|---:|---:|---:|---:|---:|")
+    print(f"| run | model | measured on | steps an epoch | tokens a step | s/epoch (measured) | GFLOP/s (measured) | "
+          f"{args.gpu} s/epoch (MFU {args.mfu:.0%}, assumed) |")
+    print("|---|---|---|---:|---:|---:|---:|---:|")
     for folder in args.folders:
         run = measured_run(folder)
         shapes = [(f"{run['params'] / 1e6:,.0f}M (measured)", run["params"], run["layers"], run["width"])]
@@ -99,7 +104,8 @@ def main() -> None:
             cpu_epoch = f"{run['step_seconds'] * run['epoch_steps']:,.0f}" if measured else ""
             cpu_rate = f"{run['step_tokens'] * flops / run['step_seconds'] / 1e9:,.1f}" if measured else ""
             gpu = epoch_seconds(run["step_tokens"] * run["epoch_steps"], flops, peak, args.mfu)
-            print(f"| {folder.name} ({run['kind']}) | {label} | {run['epoch_steps']} | {run['step_tokens']:,.0f} | "
+            print(f"| {folder.name} ({run['kind']}) | {label} | {run['device'] if measured else ''} | "
+                  f"{run['epoch_steps']} | {run['step_tokens']:,.0f} | "
                   f"{cpu_epoch} | {cpu_rate} | {gpu:,.1f} |")
 
 

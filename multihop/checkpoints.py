@@ -74,6 +74,13 @@ def show_loss_progress(trainer) -> None:
     trainer.add_callback(LossProgress())
 
 
+def device_name() -> str:
+    """What a training ran on, for its record: the CUDA GPU's name, else ``cpu``."""
+    import torch
+
+    return torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
+
+
 def step_losses(trainer) -> list[float]:
     """The loss of every step ``trainer`` logged (``logging_steps=1``), over every run of a resumed training."""
     return [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]

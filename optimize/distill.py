@@ -72,9 +72,9 @@ class DistillConfig:
         stages: the stages trained, their rows only; (): every stage of the files.
         precision: auto (fp32 on a CPU; bf16 on a CUDA GPU, fp16 where it lacks bf16), fp32, bf16 or fp16.
         gradient_checkpointing: recompute activations in the backward pass; None: on with a CUDA GPU.
-        packing: a step's rows of a process concatenated without padding, kept apart by their position ids (on flash
-            attention's kernels where flash-attn is installed on a CUDA GPU in bf16/fp16; elsewhere by a mask over the
-            concatenation, which saves little).
+        packing: a forward pass's rows (``micro_batch``) concatenated without padding, kept apart by their position
+            ids (on flash attention's kernels where flash-attn is installed on a CUDA GPU in bf16/fp16; elsewhere by a
+            mask over the concatenation, which saves little).
         load_in_4bit: QLoRA: the base quantised to 4-bit NF4 (needs bitsandbytes and a CUDA GPU).
         micro_batch: rows a forward pass of a process; a step accumulates the gradients of ``batch_size`` rows. None:
             1 on a CPU (no padding, as the hand-written loop this replaced), a step's rows of the process on a GPU.
@@ -270,19 +270,24 @@ def student_trainer(config: DistillConfig, tokenizer, encoded: list[tuple[list[i
 @contextmanager
 def locked_by_main(out_dir: Path, state):
     """``out_dir`` locked for the block by the main process of ``state`` (an accelerate ``PartialState``); its refusal
-    (another job holds the folder) reaches every process, so none goes on to wait for it in the training."""
+    (another job holds the folder) or failure reaches every process, so none goes on to wait for it in the training."""
     from accelerate.utils import broadcast_object_list
 
     with ExitStack() as stack:
-        refusal = None
+        failure = None
         if state.is_main_process:
             try:
                 stack.enter_context(locked(out_dir))
-            except FolderInUseError as exc:
-                refusal = str(exc)
-        (refusal,) = broadcast_object_list([refusal])
-        if refusal:
-            raise FolderInUseError(refusal)
+            except Exception as exc:  # noqa: BLE001 - every kind is handed on to the other processes, then raised
+                failure = exc
+        word = (type(failure).__name__, str(failure)) if failure else (None, None)
+        ((kind, message),) = broadcast_object_list([word])
+        if failure is not None:
+            raise failure
+        if kind == FolderInUseError.__name__:
+            raise FolderInUseError(message)
+        if kind is not None:
+            raise RuntimeError(f"the main process could not lock {out_dir}: {kind}: {message}")
         yield out_dir
 
 
@@ -294,7 +299,7 @@ def distill(files: list[str | Path], out_dir: str | Path, config: DistillConfig 
     from accelerate import PartialState
     from transformers import AutoTokenizer
 
-    from multihop.checkpoints import TrainingRecord, resume_point, step_losses
+    from multihop.checkpoints import TrainingRecord, device_name, resume_point, step_losses
 
     config = config or DistillConfig()
     out_dir = Path(out_dir)
@@ -329,7 +334,8 @@ def distill(files: list[str | Path], out_dir: str | Path, config: DistillConfig 
                 "truncated": {"rows": len(cut), "tokens": sum(cut)},
                 "epoch_steps": -(-len(rows) // config.batch_size), "tokens": sum(len(ids) for ids, _, _ in encoded)
                 * config.epochs, "sequences": len(rows) * config.epochs,
-                "training": {**{key: setup[key] for key in ("precision", "gradient_checkpointing", "processes",
+                "training": {"device": device_name(),
+                             **{key: setup[key] for key in ("precision", "gradient_checkpointing", "processes",
                                                             "micro_batch")},
                              "packing": config.packing, "load_in_4bit": config.load_in_4bit},
             }

@@ -46,16 +46,15 @@ from sentence_transformers.base.sampler import DefaultBatchSampler
 from torch.utils.data import SequentialSampler
 from transformers import TrainerCallback
 
-from multihop.checkpoints import TrainingRecord, resume_point, show_loss_progress, step_losses
+from multihop.checkpoints import TrainingRecord, device_name, resume_point, show_loss_progress, step_losses
 from multihop.folders import locked, write_inventory
 from multihop.models import FINETUNED_STAMP, sha256_file
 from multihop.paths import atomic_write_text
 
 from .encoder import Encoder
 from .rala import SCORINGS, RaLa
-from .rala_loss import LOSSES, RaLaLoss, label_row
+from .rala_loss import LOSSES, RECIPES, RaLaLoss, label_row
 
-RECIPES = ("paper", "released")
 CHECKPOINTS = "checkpoints"  # the trainer's checkpoints, removed once the encoder is saved
 LOSS_WEIGHTS = "loss.safetensors"  # in a checkpoint: the loss's own parameters (the learnt temperature)
 RELEASED_LAYERS = (0, 4, 7, 11)  # RaLa/config.py --layers: hidden states; ω contrasts the last with the others
@@ -107,7 +106,7 @@ class TrainConfig:
     def __post_init__(self):
         for name, allowed in (("recipe", RECIPES), ("loss", LOSSES), ("score", SCORINGS)):
             if getattr(self, name) not in allowed:
-                raise ValueError(f"{name} must be one of {', '.join(allowed)}, not {getattr(self, name)!r}")
+                raise ValueError(f"{name} (--{name}) must be one of {', '.join(allowed)}, not {getattr(self, name)!r}")
         for name, value in (RELEASED if self.recipe == "released" else PAPER).items():
             if getattr(self, name) is None:
                 setattr(self, name, value)
@@ -169,7 +168,7 @@ def train(batches: list[list[TrainingSample]], out_dir: str | Path, config: Trai
         encoder.model.save(str(out_dir))
         stamp = {"sha256": sha256_file(out_dir / "model.safetensors"), "config": asdict(config), "layers": list(layers),
                  "special_tokens": list(encoder.special_tokens), "questions": questions, "steps": steps,
-                 "epoch_steps": epoch_steps, "seconds": round(seconds, 1),
+                 "epoch_steps": epoch_steps, "seconds": round(seconds, 1), "device": device_name(),
                  **_tokens(encoder, [sample for batch in batches[:steps] for sample in batch]),
                  "loss": step_losses(trainer),
                  "temperature": loss.temperature}

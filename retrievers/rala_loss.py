@@ -39,6 +39,7 @@ from torch import nn
 
 from . import scoring
 
+RECIPES = ("paper", "released")
 LOSSES = ("infonce", "bce")  # Eq. 5, or Table 20's cross-entropy variant
 
 
@@ -121,6 +122,8 @@ class RaLaLoss(CachedLossMixin, nn.Module):
     def __init__(self, model, layers: Sequence[int], recipe: str = "paper", score: str = "eq4", loss: str = "infonce",
                  omega: bool = True, alpha: bool = True, tau: float = 0.05, mini_batch_size: int = 8):
         nn.Module.__init__(self)
+        if recipe not in RECIPES:  # the other settings are TrainConfig's to check; a wrong recipe would train paper
+            raise ValueError(f"recipe must be one of {', '.join(RECIPES)}, not {recipe!r}")
         self.model, self.layers, self.recipe = model, tuple(layers), recipe
         self.score, self.objective, self.omega, self.alpha, self.tau = score, loss, omega, alpha, tau
         self.mini_batch_size = mini_batch_size

@@ -154,8 +154,8 @@ def test_lora_lowers_the_loss_saves_reloads_and_changes_the_output(tiny_student,
     assert len(manifest["loss"]) == 16 and manifest["loss"][-1] < manifest["loss"][0] / 2
     assert manifest["files"][str(data)] == models.sha256_file(data)
     assert manifest["truncated"] == {"rows": 0, "tokens": 0} and manifest["config"]["max_length"] == 8192
-    assert manifest["training"] == {"precision": "fp32", "gradient_checkpointing": False, "processes": 1,
-                                    "micro_batch": 2, "packing": False, "load_in_4bit": False}
+    assert manifest["training"] == {"device": "cpu", "precision": "fp32", "gradient_checkpointing": False,
+                                    "processes": 1, "micro_batch": 2, "packing": False, "load_in_4bit": False}
     assert sorted(path.name for path in out.iterdir() if not path.name.startswith(".")) == [
         "adapter_config.json", "adapter_model.safetensors", "distill.json", "files.json"]  # no card, no checkpoint
     base = make_lm(f"local:{tiny_student}", max_tokens=4)(messages=PROMPT)[0]
@@ -345,11 +345,16 @@ def test_a_folder_held_elsewhere_stops_every_process(tmp_path, monkeypatch):
             is_main_process=True)):
         pass
     sent = []  # what the main process broadcast, as the other processes receive it
-    monkeypatch.setattr(accelerate.utils, "broadcast_object_list", lambda objects: sent.append(objects) or [message])
+    word = ("FolderInUseError", message)
+    monkeypatch.setattr(accelerate.utils, "broadcast_object_list", lambda objects: sent.append(objects) or [word])
     with pytest.raises(ds.FolderInUseError, match="pid 7"), ds.locked_by_main(tmp_path, SimpleNamespace(
             is_main_process=False)):
         pass
-    assert sent == [[None]]  # another process takes no lock, and waits for the main process's word
+    assert sent == [[(None, None)]]  # another process takes no lock, and waits for the main process's word
+    word = ("PermissionError", "[Errno 13] Permission denied")  # any other failure of the main process's lock
+    with pytest.raises(RuntimeError, match="could not lock .*PermissionError: .*Permission denied"), \
+            ds.locked_by_main(tmp_path, SimpleNamespace(is_main_process=False)):
+        pass
 
 
 def test_the_papers_presets_are_registered_by_their_methods():

@@ -76,7 +76,7 @@ def test_eq3_as_the_training_score_is_the_token_level_gap_on_a_hand_computed_bat
     eq4 = -(1 - math.log(math.exp(1) + math.exp(0.6 * 0.6)))  # Eq. 4: ω = the cosine against zero premature states
     assert paper_loss(score_eq4(q, ones(1), d, ones(2), torch.zeros(2, 1, 2)), torch.ones(1), tau=1).item() == \
         pytest.approx(eq4, rel=1e-4)
-    with pytest.raises(ValueError, match="score must be one of eq4, eq3, not 'eq5'"):
+    with pytest.raises(ValueError, match=r"score \(--score\) must be one of eq4, eq3, not 'eq5'"):
         TrainConfig(score="eq5")  # refused before any model loads
 
 
@@ -178,7 +178,7 @@ def test_the_released_recipe_sets_its_defaults_and_refuses_what_contradicts_it()
     assert TrainConfig.for_recipe("released", loss="infonce", score="eq4").loss == "infonce"
     with pytest.raises(ValueError, match="has 6 layers: fine-tune an encoder of 11 or more"):
         released.layers(6)
-    with pytest.raises(ValueError, match="recipe must be one of paper, released"):
+    with pytest.raises(ValueError, match=r"recipe \(--recipe\) must be one of paper, released"):
         TrainConfig.for_recipe("authors")
 
 

@@ -60,9 +60,10 @@ def retriever_train(
     """Difficulty-aware fine-tuning (CoopRAG §3.6); the output folder works wherever an encoder name does, and records
     the RaLa layers it contrasted, which a RaLa reranker over it must draw too."""
     from multihop.data import load_dataset
-    from multihop.programs.cooprag.training import fine_tune, read_unrolled, training_questions
+    from multihop.programs.cooprag.training import check_alpha_from, fine_tune, read_unrolled, training_questions
     from multihop.retrievers.finetune import TrainConfig
 
+    check_alpha_from(alpha_from, recipe)  # before the train files load
     config = TrainConfig.for_recipe(recipe, encoder=encoder, batch_size=batch_size, micro_batch=micro_batch,
                                     epochs=epochs, max_steps=max_steps, lr=lr, tau=tau, alpha=alpha, omega=omega,
                                     seed=seed, buckets=buckets, loss=loss, score=score,

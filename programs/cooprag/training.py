@@ -117,16 +117,22 @@ class TrainingQuestion:
     sub_questions: int
 
 
-def training_questions(examples: Iterable[dspy.Example], unrolled: dict[str, dict] | None = None, seed: int = 0,
-                       alpha_from: str = "sub_questions", recipe: str = "paper") -> list[TrainingQuestion]:
-    """The training questions of ``examples`` (the module docstring); ``unrolled`` maps a question id to its unrolling
-    record (:func:`read_unrolled`). Repeated question ids are skipped, as are questions without a supporting
-    paragraph and, under ``paper``, without a non-supporting one. ``released`` counts sub-questions only."""
+def check_alpha_from(alpha_from: str, recipe: str = "paper") -> None:
+    """Refuse, in one line, an ``alpha_from`` that is not one of :data:`ALPHA_FROM` or that ``recipe`` does not count
+    (``released`` counts sub-questions only)."""
     if alpha_from not in ALPHA_FROM:
         raise ValueError(f"alpha_from must be one of {', '.join(ALPHA_FROM)}, not {alpha_from!r}")
     if recipe == "released" and alpha_from != "sub_questions":
         raise ValueError("the released recipe counts sub-questions only (doc.py subq_count); drop --alpha-from or use "
                          "--recipe paper")
+
+
+def training_questions(examples: Iterable[dspy.Example], unrolled: dict[str, dict] | None = None, seed: int = 0,
+                       alpha_from: str = "sub_questions", recipe: str = "paper") -> list[TrainingQuestion]:
+    """The training questions of ``examples`` (the module docstring); ``unrolled`` maps a question id to its unrolling
+    record (:func:`read_unrolled`). Repeated question ids are skipped, as are questions without a supporting
+    paragraph and, under ``paper``, without a non-supporting one. ``released`` counts sub-questions only."""
+    check_alpha_from(alpha_from, recipe)
     rng = random.Random(seed)
     examples = list({e.id: e for e in examples if e.get("paragraphs")}.values())
     pool = [(i, _render(p)) for i, e in enumerate(examples) for p in e.paragraphs]
@@ -194,9 +200,8 @@ def fine_tune(questions: Sequence[TrainingQuestion], out_dir: str | Path, config
     (:func:`multihop.retrievers.finetune.train`: resumable, a sentence-transformers folder with its stamp)."""
     from multihop.retrievers.finetune import train
 
-    samples = sum(len(q.positives) for q in questions) if config.recipe == "released" else len(questions)
     return train(training_batches(questions, config), out_dir, config, questions=len(questions),
-                 epoch_steps=samples // config.batch_size)
+                 epoch_steps=len(questions) // config.batch_size)  # released: its schedule's epoch, in questions
 
 
 def _paper_epoch(questions: Sequence[TrainingQuestion], rng: random.Random) -> list[TrainingSample]:
