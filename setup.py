@@ -5,8 +5,7 @@ ships without a hand-kept list. Everything else about the project is in pyprojec
 from setuptools import find_packages, setup
 
 PACKAGE_DIRS = {"multihop": "multihop", "multihop.signatures": "signatures", "multihop.programs": "programs",
-                "multihop.retrievers": "retrievers", "multihop.optimize": "optimize",
-                "multihop.benchmarks": "benchmarks"}
+                "multihop.retrievers": "retrievers", "multihop.optimize": "optimize"}
 
 setup(
     package_dir=PACKAGE_DIRS,

@@ -1,6 +1,6 @@
 """What the benchmark scripts share: the IRCoT corpus's cached dense index loaded as a retriever, the folder a
 benchmark's rows resume in, and the loop that evaluates a benchmark's rows. The question sets by dataset name and
-the LM options are the library's (:mod:`multihop.question_sets`, :mod:`multihop.lm_options`); nothing outside
+the LM options are the library's (:mod:`multihop.data.question_sets`, :mod:`multihop.lm.options`); nothing outside
 ``benchmarks/`` imports this module.
 
 Imports stay light (the heavy modules load inside the functions), so a script's ``--help`` answers at once.
@@ -36,7 +36,7 @@ def evaluate_rows(rows: list[tuple], examples: list, out: Path, lm, judge_lm=Non
     served from another row's cache. Returns the summaries by row name."""
     import dspy
 
-    from multihop.evaluation import evaluate
+    from multihop.evaluation.runner import evaluate
 
     numbered = list(enumerate(rows, start))
     if chosen:
@@ -51,7 +51,7 @@ def evaluate_rows(rows: list[tuple], examples: list, out: Path, lm, judge_lm=Non
 def baseline_rows(method: str, retriever, budget, skip: tuple[str, ...] = (), **switches) -> list[tuple]:
     """``(row name, evaluation folder, program)`` of each baseline ``method``'s paper reports
     (``Method(paper_baselines=...)``) but those in ``skip`` (rows the benchmark builds its own way), on ``retriever``
-    under ``budget`` (a :class:`multihop.comparison.Budget`: ``k`` and ``max_iterations``, each set where the baseline
+    under ``budget`` (a :class:`multihop.programs.budget.Budget`: ``k`` and ``max_iterations``, each set where the baseline
     has the knob, or each baseline's paper's settings), with ``switches`` where a baseline has them (``rerank``,
     ``n``)."""
     from multihop.programs import METHODS, program_under_budget

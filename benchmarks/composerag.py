@@ -31,12 +31,12 @@ from pathlib import Path
 from rich.console import Console
 
 from multihop.benchmarks.common import baseline_rows, cached_retriever, evaluate_rows, run_folder
-from multihop.comparison import Budget
-from multihop.data import questions_with_corpus
-from multihop.evaluation import render_table
-from multihop.lm_options import LMOptions
+from multihop.data.loaders import questions_with_corpus
+from multihop.data.question_sets import DATASETS
+from multihop.evaluation.runner import render_table
+from multihop.lm.options import LMOptions
 from multihop.programs import ComposeRAG
-from multihop.question_sets import DATASETS
+from multihop.programs.budget import Budget
 
 console = Console(width=170)
 MODULES_OFF = {"decomposition": False, "passage_reranking": False, "answer_verification": False,

@@ -32,15 +32,15 @@ from rich.console import Console
 from rich.table import Table
 
 from multihop.benchmarks.common import baseline_rows, cached_retriever
-from multihop.comparison import Budget
-from multihop.data import questions_with_corpus
-from multihop.evaluation import evaluate, render_table
-from multihop.jsonl import read_rows
-from multihop.lm_options import LMOptions
-from multihop.metrics import recall_at_k
+from multihop.data.jsonl import read_rows
+from multihop.data.loaders import questions_with_corpus
+from multihop.data.question_sets import question_file
+from multihop.evaluation.metrics import recall_at_k
+from multihop.evaluation.runner import evaluate, render_table
+from multihop.lm.options import LMOptions
 from multihop.programs import CoopRAG, SingleStepRAG
+from multihop.programs.budget import Budget
 from multihop.programs.cooprag.training import unroll_questions
-from multihop.question_sets import question_file
 from multihop.retrievers import DenseRetriever, RaLa, Retriever
 
 console = Console(width=160)

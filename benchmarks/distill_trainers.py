@@ -33,7 +33,7 @@ from rich.console import Console
 from rich.table import Table
 
 from multihop import checkpoints
-from multihop.lms import chat_request, make_lm, resolve_local
+from multihop.lm.backends import chat_request, make_lm, resolve_local
 from multihop.optimize.distill import DistillConfig, distill
 
 console = Console(width=150)
@@ -41,7 +41,7 @@ OLD_LENGTH = 2048  # the hand-written loop's max_length, cut from the left
 
 
 def load_checkpoint(path: Path) -> dict:
-    """The old loop's checkpoint loader (gone from :mod:`multihop.checkpoints` with it), given to its import only."""
+    """The old loop's checkpoint loader (gone from :mod:`multihop.data.checkpoints` with it), given to its import only."""
     import torch
 
     return torch.load(path, weights_only=True)
@@ -49,7 +49,7 @@ def load_checkpoint(path: Path) -> dict:
 
 def load_reference(path: Path):
     """The old ``optimize/distill.py`` at ``path`` as ``multihop.optimize._reference_distill``; its
-    ``from multihop.checkpoints import load_checkpoint`` gets :func:`load_checkpoint`, for the import only."""
+    ``from multihop.data.checkpoints import load_checkpoint`` gets :func:`load_checkpoint`, for the import only."""
     spec = importlib.util.spec_from_file_location("multihop.optimize._reference_distill", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module

@@ -45,12 +45,12 @@ import dspy
 from rich.console import Console
 
 from multihop.benchmarks.common import baseline_rows, cached_retriever, evaluate_rows, run_folder
-from multihop.comparison import Budget
-from multihop.data import questions_with_corpus
-from multihop.evaluation import render_table
-from multihop.lm_options import LMOptions
+from multihop.data.loaders import questions_with_corpus
+from multihop.data.question_sets import DATASETS
+from multihop.evaluation.runner import render_table
+from multihop.lm.options import LMOptions
 from multihop.programs import DualRAG, SingleStepRAG
-from multihop.question_sets import DATASETS
+from multihop.programs.budget import Budget
 
 console = Console(width=200)
 K = 10  # §4.3: the top-10 documents after reranking the top-50

@@ -24,9 +24,9 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from multihop.data import questions_with_corpus
-from multihop.engines.llamacpp import physical_cores
-from multihop.metrics import recall_at_k
+from multihop.data.loaders import questions_with_corpus
+from multihop.evaluation.metrics import recall_at_k
+from multihop.lm.engines.llamacpp import physical_cores
 from multihop.retrievers.encoder import Encoder
 
 console = Console(width=150)

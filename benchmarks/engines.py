@@ -29,9 +29,9 @@ from rich.console import Console
 from rich.table import Table
 
 from multihop.benchmarks.common import cached_retriever
-from multihop.data import questions_with_corpus
-from multihop.evaluation import evaluate
-from multihop.lms import chat_request, make_lm
+from multihop.data.loaders import questions_with_corpus
+from multihop.evaluation.runner import evaluate
+from multihop.lm.backends import chat_request, make_lm
 from multihop.programs import PROGRAMS, CoopRAG, SingleStepRAG
 
 console = Console(width=170)

@@ -42,19 +42,19 @@ from rich.table import Table
 
 from multihop.benchmarks.common import baseline_rows, evaluate_rows, run_folder
 from multihop.benchmarks.students import per_stage, stage_table
-from multihop.comparison import Budget
-from multihop.data import load_questions, questions_with_corpus
-from multihop.evaluation import render_table
-from multihop.jsonl import read_rows
-from multihop.lm_options import LMOptions
+from multihop.data.jsonl import read_rows
+from multihop.data.loaders import load_questions, questions_with_corpus
+from multihop.data.question_sets import DATASETS
+from multihop.evaluation.runner import render_table
+from multihop.lm.options import LMOptions
 from multihop.optimize.gold import gold_targets
 from multihop.optimize.students import trained_stages
 from multihop.programs import HANRAG, AdaptiveRAG, NoRetrieval, SingleStepRAG
 from multihop.programs.adaptive_rag.complexity import bias_label, silver_label
 from multihop.programs.adaptive_rag.labels import with_gold_complexity
+from multihop.programs.budget import Budget
 from multihop.programs.hanrag import REVELATOR_STAGES
 from multihop.programs.hanrag.routes import route_of
-from multihop.question_sets import DATASETS
 from multihop.retrievers import BM25Retriever
 
 console = Console(width=200)

@@ -27,10 +27,10 @@ from rich.console import Console
 from rich.table import Table
 
 from multihop.benchmarks.common import cached_retriever
-from multihop.data import build_corpus, load_questions
-from multihop.lm_options import LMOptions
-from multihop.lms import chat_request
-from multihop.metrics import f1
+from multihop.data.loaders import build_corpus, load_questions
+from multihop.evaluation.metrics import f1
+from multihop.lm.backends import chat_request
+from multihop.lm.options import LMOptions
 from multihop.optimize.compile import compile_program, validation_score
 from multihop.optimize.distill import DistillConfig, distill
 from multihop.optimize.trajectories import collect

@@ -26,11 +26,11 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from multihop.data import questions_with_corpus
-from multihop.metrics import recall_at_k
-from multihop.models import FINETUNED_STAMP
-from multihop.paths import home
-from multihop.question_sets import question_file
+from multihop.data.loaders import questions_with_corpus
+from multihop.data.paths import home
+from multihop.data.question_sets import question_file
+from multihop.evaluation.metrics import recall_at_k
+from multihop.lm.models import FINETUNED_STAMP
 from multihop.retrievers import (
     BM25Retriever,
     DenseRetriever,

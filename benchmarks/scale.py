@@ -60,8 +60,8 @@ def synthetic_vectors(count: int, seed: int = 0, centroids: int = 256) -> tuple[
     the same way."""
     import faiss
 
+    from multihop.data.question_sets import question_file
     from multihop.programs import shared_retriever
-    from multihop.question_sets import question_file
 
     dense, _ = shared_retriever(question_file("musique", "dev"), "dense", "mpnet")  # `compare`'s cached index
     real = dense.index.index.reconstruct_n(0, len(dense.corpus))
@@ -116,8 +116,8 @@ def faiss_rows(args) -> list[dict]:
 
 
 def token_rows(args) -> list[dict]:
-    from multihop.data import questions_with_corpus
-    from multihop.metrics import recall_at_k
+    from multihop.data.loaders import questions_with_corpus
+    from multihop.evaluation.metrics import recall_at_k
     from multihop.retrievers import DenseRetriever, Encoder, MaxSim, RaLa, Retriever
     from multihop.retrievers.dense import IndexSpec
     from multihop.retrievers.index import encode_corpus
@@ -159,7 +159,7 @@ def token_rows(args) -> list[dict]:
 
 
 def encoding_rows(args) -> list[dict]:
-    from multihop.data import questions_with_corpus
+    from multihop.data.loaders import questions_with_corpus
     from multihop.retrievers import Encoder
 
     _, corpus = questions_with_corpus(args.data, "dev", limit=args.limit)
@@ -179,8 +179,8 @@ def encoding_rows(args) -> list[dict]:
 def ray_rows(args) -> list[dict]:
     """The same encoding in one process and on ``--workers`` Ray actors of a local cluster (this machine's cores):
     seconds, the ratio, and whether the vectors and token states are the same."""
-    from multihop.data import questions_with_corpus
-    from multihop.distributed import connect
+    from multihop.data.loaders import questions_with_corpus
+    from multihop.evaluation.ray_cluster import connect
     from multihop.retrievers import Encoder
     from multihop.retrievers.index import encode_corpus
     from multihop.retrievers.ray_encoding import ray_encode_corpus
@@ -218,7 +218,7 @@ def projection_rows(args) -> list[dict]:
     files) and the mean MPNet tokens of a passage of each dataset's dev corpus here. GPU hours need a GPU's measured
     passages a second (``--gpu-rate``, from ``scale.py encoding`` run on one); N GPUs divide them by N at the Ray
     efficiency measured on the CPUs (``--ray-json``)."""
-    from multihop.data import questions_with_corpus
+    from multihop.data.loaders import questions_with_corpus
     from multihop.retrievers import Encoder
 
     tokens = json.loads(args.tokens_json.read_text())["rows"]

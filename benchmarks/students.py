@@ -32,11 +32,11 @@ from dspy.utils.exceptions import AdapterParseError
 from rich.console import Console
 from rich.table import Table
 
-from multihop import models
 from multihop.benchmarks.common import cached_retriever
-from multihop.data import load_questions, questions_with_corpus
-from multihop.evaluation import evaluate, render_table
-from multihop.lm_options import LMOptions
+from multihop.data.loaders import load_questions, questions_with_corpus
+from multihop.evaluation.runner import evaluate, render_table
+from multihop.lm import models
+from multihop.lm.options import LMOptions
 from multihop.optimize.distill import MANIFEST
 from multihop.optimize.gold import gold_targets
 from multihop.optimize.stage_scores import SCORE_NAMES, scored_field, stage_score

@@ -2,7 +2,7 @@
 
     python benchmarks/throughput.py --latency 0.3 --in-flight 1,8,32,64 --async-in-flight 32 --questions 32
 
-A loopback OpenAI-compatible server (:mod:`multihop.loopback`, started here in its own process on 127.0.0.1 and an
+A loopback OpenAI-compatible server (:mod:`multihop.lm.loopback`, started here in its own process on 127.0.0.1 and an
 ephemeral port, stopped after ``--lifetime`` seconds) answers every call after exactly ``--latency`` seconds with a
 reply drawn from the call's bounded JSON schema (``--structured auto``: the ``json_schema`` form), so the only cost
 of an LM call is the latency and all the rest is ours. Every program (the five methods and the baselines) answers
@@ -35,12 +35,12 @@ import dspy
 from rich.console import Console
 from rich.table import Table
 
-from multihop.data import load_dataset
-from multihop.lms import default_adapter, make_lm
-from multihop.parallel import fan_out
-from multihop.paths import atomic_write_text
+from multihop.data.loaders import load_dataset
+from multihop.data.paths import atomic_write_text
+from multihop.data.question_sets import question_file
+from multihop.evaluation.parallel import fan_out
+from multihop.lm.backends import default_adapter, make_lm
 from multihop.programs import PROGRAMS, compared_by_default, shared_retriever, takes_retriever
-from multihop.question_sets import question_file
 
 console = Console(width=170)
 
@@ -48,7 +48,7 @@ console = Console(width=170)
 @contextmanager
 def served(latency: float, lifetime: float):
     """The loopback server's address, the server running in a child process for at most ``lifetime`` seconds."""
-    child = subprocess.Popen([sys.executable, "-m", "multihop.loopback", "--latency", str(latency), "--lifetime",
+    child = subprocess.Popen([sys.executable, "-m", "multihop.lm.loopback", "--latency", str(latency), "--lifetime",
                               str(lifetime)], stdout=subprocess.PIPE, text=True)
     try:
         yield child.stdout.readline().strip()

@@ -43,8 +43,8 @@ def epoch_seconds(tokens: float, flops_per_token: float, peak_tflops: float, mfu
 def measured_run(folder: Path) -> dict:
     """What a finished training folder recorded: the kind of run, the device it ran on, steps trained and an epoch's,
     tokens and seconds a step, the mean tokens a text, and the trained model's shape (:func:`shape`)."""
-    from multihop.lms import STUDENT_MANIFEST, resolve_local
-    from multihop.models import FINETUNED_STAMP
+    from multihop.lm.backends import STUDENT_MANIFEST, resolve_local
+    from multihop.lm.models import FINETUNED_STAMP
 
     student, encoder = folder / STUDENT_MANIFEST, folder / FINETUNED_STAMP
     if not student.exists() and not encoder.exists():

@@ -13,7 +13,7 @@ from typing import Any
 
 import dspy
 
-from multihop.metrics import dspy_metric
+from multihop.evaluation.metrics import dspy_metric
 from multihop.programs.saved import trim_demos
 
 logger = logging.getLogger(__name__)

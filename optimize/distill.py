@@ -5,7 +5,7 @@ trains its Revelator) over a Hugging Face causal LM (default SmolLM2-135M-Instru
 ``SFTTrainer``. Each row becomes the student's chat template over the stage's messages (with its generation prompt)
 plus the teacher's completion and the end-of-sequence token, tokenized here (:func:`encode_row`), and the trainer
 gets those ids with a ``completion_mask``, so the loss covers the completion tokens only, exactly as encoded. A prompt
-longer than ``max_length`` (default: the engine's context, :data:`~multihop.engines.llamacpp.MAX_CONTEXT`) less its
+longer than ``max_length`` (default: the engine's context, :data:`~multihop.lm.engines.llamacpp.MAX_CONTEXT`) less its
 completion is cut inside the documents of its own user turn, never its instructions, demos or output
 (:mod:`.truncation`), and counted in the manifest (``truncated``).
 
@@ -40,11 +40,11 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
-from multihop import models
-from multihop.engines.llamacpp import MAX_CONTEXT
-from multihop.folders import FolderInUseError, locked, write_inventory
-from multihop.lms import STUDENT_MANIFEST, base_checksum, resolve_local
-from multihop.paths import atomic_write_text
+from multihop.data.folders import FolderInUseError, locked, write_inventory
+from multihop.data.paths import atomic_write_text
+from multihop.lm import models
+from multihop.lm.backends import STUDENT_MANIFEST, base_checksum, resolve_local
+from multihop.lm.engines.llamacpp import MAX_CONTEXT
 from multihop.programs import DISTILL_PRESETS  # the package: every method has registered its preset
 
 from .trajectories import MANIFEST as ROWS_MANIFEST
@@ -240,7 +240,7 @@ def student_trainer(config: DistillConfig, tokenizer, encoded: list[tuple[list[i
     from peft import LoraConfig
     from trl import SFTConfig
 
-    from multihop.checkpoints import show_loss_progress
+    from multihop.data.checkpoints import show_loss_progress
 
     from .student_trainer import StudentTrainer
 
@@ -299,7 +299,7 @@ def distill(files: list[str | Path], out_dir: str | Path, config: DistillConfig 
     from accelerate import PartialState
     from transformers import AutoTokenizer
 
-    from multihop.checkpoints import TrainingRecord, device_name, resume_point, step_losses
+    from multihop.data.checkpoints import TrainingRecord, device_name, resume_point, step_losses
 
     config = config or DistillConfig()
     out_dir = Path(out_dir)

@@ -21,7 +21,7 @@ from pathlib import Path
 import dspy
 from tqdm.auto import tqdm
 
-from multihop.folders import locked
+from multihop.data.folders import locked
 from multihop.programs.gold import GOLD_BUILDERS, NO_GOLD, GoldContext
 
 from .trajectories import EmptyTrajectoriesError, HeldApartError, refuse_held_apart, render_call, write_trajectories

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from multihop.metrics import exact_match, f1
+from multihop.evaluation.metrics import exact_match, f1
 
 SCORED = ("sub_questions", "new_decomposition", "completed_chain", "valid", "relevant", "finished", "route",
           "rewritten_question", "seed_question", "answer")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import dspy
 
-from multihop.lms import STUDENT_MANIFEST
+from multihop.lm.backends import STUDENT_MANIFEST
 
 
 def trained_stages(program: dspy.Module, adapter: str | Path) -> list[str]:

@@ -24,12 +24,12 @@ from pathlib import Path
 import dspy
 from tqdm.auto import tqdm
 
-from multihop.folders import locked
-from multihop.jsonl import rows_text
-from multihop.metrics import dspy_metric
-from multihop.parallel import fan_out_chunks
-from multihop.paths import atomic_write_text
-from multihop.tracing import jsonable
+from multihop.data.folders import locked
+from multihop.data.jsonl import rows_text
+from multihop.data.paths import atomic_write_text
+from multihop.evaluation.metrics import dspy_metric
+from multihop.evaluation.parallel import fan_out_chunks
+from multihop.evaluation.tracing import jsonable
 
 MANIFEST = "manifest.json"
 

@@ -3,6 +3,7 @@ baselines, saving/loading them, and the registries every shared place reads (pro
 presets). A new method is one import line here."""
 
 from .base import PROGRAMS, MultihopProgram, takes_retriever
+from .budget import Budget
 from .methods import (
            METHODS,
            Method,
@@ -34,7 +35,7 @@ from .genground import GenGround
 from .saved import load, save
 from .students import DISTILL_PRESETS, register_distill_preset
 
-__all__ = ["AdaptiveRAG", "CIRAG", "ComposeRAG", "CoopRAG", "DISTILL_PRESETS", "DualRAG", "FLARE", "GenGround",
+__all__ = ["AdaptiveRAG", "Budget", "CIRAG", "ComposeRAG", "CoopRAG", "DISTILL_PRESETS", "DualRAG", "FLARE", "GenGround",
            "HANRAG", "IRCoT", "IterRetGen", "METHODS", "MetaRAG", "Method", "MultihopProgram", "NoRetrieval",
            "PROGRAMS", "SelfAsk", "SingleStepRAG", "budget_knobs", "compared_by_default", "load", "method_of",
            "program_named", "program_under_budget", "register_distill_preset", "save", "shared_retriever",

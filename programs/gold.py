@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import dspy
 
-from multihop.corpus import Passage
+from multihop.data.corpus import Passage
 
 from .text import split_sentences
 

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import dspy
 
-from multihop.comparison import Budget
-from multihop.data import load_corpus
-from multihop.papers import PaperResult
+from multihop.data.loaders import load_corpus
+from multihop.programs.budget import Budget
+from multihop.programs.papers import PaperResult
 from multihop.retrievers import build_cached, load_retriever
 
 from .base import PROGRAMS, MultihopProgram, takes_retriever
@@ -34,7 +34,7 @@ class Method:
 
     Args:
         program: the program class (its name is the method's name everywhere: ``--program``, saved folders).
-        papers: the numbers its paper reports (:func:`multihop.papers.reported`), shown beside ours by ``compare``.
+        papers: the numbers its paper reports (:func:`multihop.programs.papers.reported`), shown beside ours by ``compare``.
         distill_preset: the LoRA settings its paper trains students with (``DistillConfig`` fields), registered as
             the preset named after the method in lower case (``multihop distill --preset cirag``).
         loop_budget: the constructor setting ``compare``'s ``max_iterations`` budget sets (its loop's bound), or None

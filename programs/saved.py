@@ -15,9 +15,9 @@ from pathlib import Path
 
 import dspy
 
-from multihop.evaluation import require_module
-from multihop.folders import locked, verify_inventory, write_inventory
-from multihop.paths import atomic_write_text, read_json
+from multihop.data.folders import locked, verify_inventory, write_inventory
+from multihop.data.paths import atomic_write_text, read_json
+from multihop.evaluation.runner import require_module
 
 from .base import PROGRAMS, MultihopProgram, takes_retriever
 

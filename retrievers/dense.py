@@ -23,10 +23,10 @@ from pathlib import Path
 
 import numpy as np
 
-from multihop.corpus import Corpus
-from multihop.data import load_corpus
-from multihop.folders import locked, verify_inventory, write_inventory
-from multihop.paths import atomic_dir, home
+from multihop.data.corpus import Corpus
+from multihop.data.folders import locked, verify_inventory, write_inventory
+from multihop.data.loaders import load_corpus
+from multihop.data.paths import atomic_dir, home
 
 from .encoder import Encoder
 from .index import CorpusEncoding, FaissIndex, IndexMismatchError, encode_corpus, read_manifest

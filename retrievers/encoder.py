@@ -1,6 +1,6 @@
 """Sentence encoders over the offline models, with the layer-wise states RaLa needs (CoopRAG §3.3–3.4).
 
-``Encoder("mpnet")`` resolves a registry name through :mod:`multihop.models` (checksum verified); any other value
+``Encoder("mpnet")`` resolves a registry name through :mod:`multihop.lm.models` (checksum verified); any other value
 is a path to a sentence-transformers folder (for example one written by ``multihop retriever train``). Embeddings
 are L2-normalised so an inner-product index ranks by cosine similarity. Runs on CUDA when present.
 
@@ -43,8 +43,8 @@ from pathlib import Path
 
 import numpy as np
 
-from multihop import models
-from multihop.folders import verify_inventory
+from multihop.data.folders import verify_inventory
+from multihop.lm import models
 
 MAX_LENGTH = 512
 POOLINGS = ("mean", "cls")

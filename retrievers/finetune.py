@@ -46,10 +46,10 @@ from sentence_transformers.base.sampler import DefaultBatchSampler
 from torch.utils.data import SequentialSampler
 from transformers import TrainerCallback
 
-from multihop.checkpoints import TrainingRecord, device_name, resume_point, show_loss_progress, step_losses
-from multihop.folders import locked, write_inventory
-from multihop.models import FINETUNED_STAMP, sha256_file
-from multihop.paths import atomic_write_text
+from multihop.data.checkpoints import TrainingRecord, device_name, resume_point, show_loss_progress, step_losses
+from multihop.data.folders import locked, sha256_file, write_inventory
+from multihop.data.paths import atomic_write_text
+from multihop.lm.models import FINETUNED_STAMP
 
 from .encoder import Encoder
 from .rala import SCORINGS, RaLa

@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from multihop.folders import write_inventory
-from multihop.paths import atomic_dir, atomic_write_text
+from multihop.data.folders import write_inventory
+from multihop.data.paths import atomic_dir, atomic_write_text
 
 from .index import MANIFEST, IndexMismatchError, read_manifest
 from .module import RetrieverModule, load_retriever

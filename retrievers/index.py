@@ -34,8 +34,8 @@ import faiss
 import numpy as np
 from tqdm.auto import tqdm
 
-from multihop.corpus import Corpus
-from multihop.paths import atomic_write_text, read_json
+from multihop.data.corpus import Corpus
+from multihop.data.paths import atomic_write_text, read_json
 
 from .encoder import POOLINGS, Encoder
 

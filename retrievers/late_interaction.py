@@ -24,7 +24,7 @@ import dspy
 import numpy as np
 import torch
 
-from multihop.corpus import Corpus
+from multihop.data.corpus import Corpus
 
 from . import scoring
 from .encoder import Encoder

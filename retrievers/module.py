@@ -15,7 +15,7 @@ from typing import ClassVar
 
 import dspy
 
-from multihop.folders import verify_inventory
+from multihop.data.folders import verify_inventory
 
 from .index import read_manifest
 from .query import Hits, check_queries
@@ -66,7 +66,7 @@ class RetrieverModule(dspy.Module):
 
 def load_retriever(directory: str | Path) -> RetrieverModule:
     """The retriever saved in ``directory``, of the kind its manifest names, after checking its files against the
-    list saved with them (:func:`multihop.folders.verify_inventory`)."""
+    list saved with them (:func:`multihop.data.folders.verify_inventory`)."""
     directory = Path(directory)
     verify_inventory(directory)
     kind = read_manifest(directory).get("retriever")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dspy
 from dspy.dsp.utils import dotdict
 
-from multihop.corpus import Corpus
+from multihop.data.corpus import Corpus
 
 
 class Hits(dspy.Prediction):

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from multihop.corpus import Corpus
-from multihop.distributed import actor_cpus, connect
+from multihop.data.corpus import Corpus
+from multihop.evaluation.ray_cluster import actor_cpus, connect
 
 from .encoder import Encoder
 from .index import SHARD_SIZE, encode_corpus, prepare_shards, shard_path, write_shard

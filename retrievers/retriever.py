@@ -16,8 +16,8 @@ from pathlib import Path
 
 import dspy
 
-from multihop.folders import write_inventory
-from multihop.paths import atomic_dir, atomic_write_text
+from multihop.data.folders import write_inventory
+from multihop.data.paths import atomic_dir, atomic_write_text
 
 from .dense import DenseRetriever
 from .index import MANIFEST, read_manifest

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import bm25s
 
-from multihop.corpus import Corpus
-from multihop.data import load_corpus
-from multihop.folders import locked, write_inventory
-from multihop.paths import atomic_dir, atomic_write_text, home
+from multihop.data.corpus import Corpus
+from multihop.data.folders import locked, write_inventory
+from multihop.data.loaders import load_corpus
+from multihop.data.paths import atomic_dir, atomic_write_text, home
 
 from .dense import CORPUS_FILE
 from .index import MANIFEST, read_manifest

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from multihop.corpus import Corpus
+from multihop.data.corpus import Corpus
 
 from .dense import DenseRetriever
 from .encoder import Encoder

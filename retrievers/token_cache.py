@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from multihop.paths import atomic_dir, read_json
+from multihop.data.paths import atomic_dir, read_json
 
 from .token_codecs import DEFAULT_TOKEN_STATES, TokenCodec, codec
 

@@ -3,7 +3,7 @@ import os
 import dspy
 import pytest
 
-from multihop.corpus import Passage
+from multihop.data.corpus import Passage
 
 from helpers import StaticRetriever, data_root
 
@@ -35,7 +35,7 @@ def questions(tmp_path):
 
 @pytest.fixture(scope="session")
 def musique_dev():
-    from multihop.data import load_dataset
+    from multihop.data.loaders import load_dataset
 
     return load_dataset(data_root() / "musique/dev/musique_qa_100.json")
 
@@ -43,7 +43,7 @@ def musique_dev():
 @pytest.fixture(scope="session")
 def small_retriever(musique_dev, tmp_path_factory):
     """A MiniLM index over the IRCoT corpus of the first 5 MuSiQue dev questions (real passages, ~100)."""
-    from multihop.data import build_corpus
+    from multihop.data.loaders import build_corpus
     from multihop.retrievers import DenseRetriever
 
     corpus = build_corpus(musique_dev[:5])
@@ -54,7 +54,7 @@ def small_retriever(musique_dev, tmp_path_factory):
 def cached_retriever(musique_dev, tmp_path_factory):
     """The same corpus with token states kept for RaLa: the last layer and MiniLM layers 1 and 4 (the Eq. 3 layers
     of ``RaLa(buckets=2, seed=0)``)."""
-    from multihop.data import build_corpus
+    from multihop.data.loaders import build_corpus
     from multihop.retrievers import DenseRetriever
 
     corpus = build_corpus(musique_dev[:5])

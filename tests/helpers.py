@@ -12,7 +12,7 @@ import dspy
 import pytest
 from dspy.lm15 import Message, Response, TextPart, TokenLogprob, Usage
 
-from multihop.corpus import Passage
+from multihop.data.corpus import Passage
 from multihop.programs import MultihopProgram
 from multihop.retrievers.query import Hits
 

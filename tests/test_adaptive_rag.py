@@ -11,10 +11,9 @@ from typer.testing import CliRunner
 
 import multihop.retrievers
 from multihop.cli import app
-from multihop.corpus import Passage
-from multihop.evaluation import run_manifest
-from multihop.folders import RunMismatchError
-from multihop.models import ChecksumMismatchError
+from multihop.data.corpus import Passage
+from multihop.data.folders import ChecksumMismatchError, RunMismatchError
+from multihop.evaluation.runner import run_manifest
 from multihop.programs import AdaptiveRAG
 from multihop.programs.adaptive_rag import (
     ComplexityClassifier,
@@ -304,7 +303,7 @@ def test_the_manifest_refuses_another_encoder_a_changed_file_and_a_foreign_folde
 
 
 def test_a_manifest_of_another_format_is_refused_and_a_record_cannot_change_it(tmp_path):
-    from multihop.folders import write_inventory
+    from multihop.data.folders import write_inventory
 
     classifier = ComplexityClassifier.load(trained(tmp_path / "classifier"), encoder=Lookup())
     old = classifier.save(tmp_path / "old", {"format": 0, "note": "kept"})
@@ -356,10 +355,10 @@ def data(tmp_path, monkeypatch):
 @pytest.fixture
 def scripted(monkeypatch):
     """Every LM the command line builds answers as :class:`Script` does."""
-    import multihop.lms
+    import multihop.lm.backends
 
     script = Script(direct="Paris", reader="Berlin", reason=["So the answer is: Rome."])
-    monkeypatch.setattr(multihop.lms, "make_lm", lambda spec, **settings: script.lm)
+    monkeypatch.setattr(multihop.lm.backends, "make_lm", lambda spec, **settings: script.lm)
     return script
 
 

@@ -6,10 +6,10 @@ import sys
 import dspy
 import pytest
 
-from multihop.data import questions_with_corpus
-from multihop.lm_options import LMOptions
+from multihop.data.loaders import questions_with_corpus
+from multihop.data.question_sets import DATASETS, question_file
+from multihop.lm.options import LMOptions
 from multihop.programs import ComposeRAG
-from multihop.question_sets import DATASETS, question_file
 
 from helpers import data_root
 
@@ -37,10 +37,10 @@ def test_questions_come_with_the_union_of_their_paragraphs():
 
 
 def test_lm_arguments_build_the_lm_and_share_the_server_with_other_lms(monkeypatch):
-    import multihop.lms
+    import multihop.lm.backends
 
     built = []
-    monkeypatch.setattr(multihop.lms, "make_lm", lambda spec, **settings: built.append((spec, settings)))
+    monkeypatch.setattr(multihop.lm.backends, "make_lm", lambda spec, **settings: built.append((spec, settings)))
     monkeypatch.setenv("MULTIHOP_API_KEY", "from-env")
     parser = argparse.ArgumentParser()
     LMOptions.add_arguments(parser, max_tokens=128)
@@ -97,7 +97,7 @@ def test_composerag_rows_keep_the_retrieval_decision_fixed_in_table_3_and_upgrad
 
 def test_evaluate_rows_runs_the_chosen_rows_each_into_its_folder(tmp_path):
     from multihop.benchmarks.common import evaluate_rows, run_folder
-    from multihop.corpus import Corpus, Passage
+    from multihop.data.corpus import Corpus, Passage
 
     from helpers import Echo, echo_examples, scripted_lm
 
@@ -111,13 +111,13 @@ def test_evaluate_rows_runs_the_chosen_rows_each_into_its_folder(tmp_path):
 
 
 def test_a_rows_rollout_id_is_its_row_number_whichever_rows_are_chosen(tmp_path, monkeypatch):
-    import multihop.evaluation
+    import multihop.evaluation.runner
     from multihop.benchmarks.common import evaluate_rows
 
     from helpers import Echo, scripted_lm
 
     seen = {}
-    monkeypatch.setattr(multihop.evaluation, "evaluate", lambda program, *args, name, **kw: seen.update(
+    monkeypatch.setattr(multihop.evaluation.runner, "evaluate", lambda program, *args, name, **kw: seen.update(
         {name: dspy.settings.lm.kwargs.get("rollout_id")}))
     rows = [("first", "a", Echo()), ("second", "b", Echo()), ("third", "c", Echo())]
     lm, _ = scripted_lm(lambda prompt: {"answer": "x"})
@@ -128,8 +128,8 @@ def test_a_rows_rollout_id_is_its_row_number_whichever_rows_are_chosen(tmp_path,
 
 def test_each_benchmark_prints_its_papers_baselines_as_its_paper_ran_them():
     from multihop.benchmarks.common import baseline_rows
-    from multihop.comparison import Budget
-    from multihop.corpus import Corpus, Passage
+    from multihop.data.corpus import Corpus, Passage
+    from multihop.programs.budget import Budget
     from multihop.retrievers import BM25Retriever
 
     retriever = BM25Retriever(Corpus([Passage.make("Paris", "Paris is in France."), Passage.make("Rome", "Rome.")]))
@@ -149,7 +149,7 @@ def test_each_benchmark_prints_its_papers_baselines_as_its_paper_ran_them():
 
 def test_the_method_benchmarks_end_with_their_papers_baselines(monkeypatch):
     from multihop.benchmarks import cirag, composerag, dualrag, hanrag
-    from multihop.corpus import Corpus, Passage
+    from multihop.data.corpus import Corpus, Passage
     from multihop.retrievers import BM25Retriever
 
     monkeypatch.setattr(sys, "argv", ["x"])

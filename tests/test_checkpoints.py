@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from multihop.checkpoints import TrainingRecord, resume_point
+from multihop.data.checkpoints import TrainingRecord, resume_point
 
 
 def checkpoint(folder, step, record=None):

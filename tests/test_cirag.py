@@ -9,7 +9,7 @@ import dspy
 import pytest
 from typer.testing import CliRunner
 
-from multihop.corpus import Corpus, Passage
+from multihop.data.corpus import Corpus, Passage
 from multihop.optimize.trajectories import EmptyTrajectoriesError
 from multihop.programs import CIRAG, load, save
 from multihop.programs.cirag.cache import CacheMismatchError, Extraction, TripleCache, build_cache, read_all
@@ -246,7 +246,7 @@ class JitteredScript(TypedScript):
 
 def test_extract_with_threads_writes_the_serial_shards_and_counts(tmp_path, monkeypatch):
     from multihop.cli import app
-    from multihop.lm_options import LMOptions
+    from multihop.lm.options import LMOptions
 
     corpus = tmp_path / "corpus.json"
     corpus.write_text(json.dumps({f"Place {i}": f"Place {i} lies near Paris." for i in range(12)}))
@@ -331,8 +331,8 @@ def test_save_and_load_keep_the_switches(tmp_path):
 
 @pytest.mark.slow
 def test_smollm2_runs_cirag_online_on_a_real_question(musique_dev):
-    from multihop.data import build_corpus
-    from multihop.lms import configure_lm
+    from multihop.data.loaders import build_corpus
+    from multihop.lm.backends import configure_lm
 
     configure_lm("local:smollm2", max_tokens=96)
     prog = CIRAG(retriever=BM25Retriever(build_corpus(musique_dev[:3])), k=3, max_iterations=2, encoder="minilm")
@@ -389,7 +389,7 @@ COMPARISON = dspy.Example(
 
 
 def test_gold_rows_carry_cached_distractors_and_a_comparison_asks_about_both_entities(tmp_path):
-    from multihop.data import build_corpus
+    from multihop.data.loaders import build_corpus
     from multihop.optimize.gold import gold_targets
 
     cached = {"a": [("Film A", "directed by", "Ann"), ("Film A", "genre", "drama")],
@@ -481,7 +481,7 @@ def test_the_benchmark_labels_the_all_stages_student_and_runs_its_extractor_rows
 
 def test_the_benchmark_reads_the_stages_a_student_learnt_from_its_manifest(tmp_path):
     from multihop.benchmarks.cirag import all_stages, student_stages
-    from multihop.lms import STUDENT_MANIFEST
+    from multihop.lm.backends import STUDENT_MANIFEST
 
     def student(name, stages):
         (tmp_path / name).mkdir()

@@ -6,7 +6,7 @@ from typer.testing import CliRunner
 
 from multihop.cli import app
 from multihop.cli.errors import run
-from multihop.evaluation import evaluate
+from multihop.evaluation.runner import evaluate
 
 from helpers import Echo, data_root, echo_examples, scripted_lm
 
@@ -15,9 +15,9 @@ runner = CliRunner()
 
 @pytest.fixture
 def built_lms(monkeypatch):
-    """``multihop.lms.make_lm`` recorded: ``(spec, settings)`` per LM built; each answers "Paris" (and judges
+    """``multihop.lm.backends.make_lm`` recorded: ``(spec, settings)`` per LM built; each answers "Paris" (and judges
     answers correct)."""
-    import multihop.lms
+    import multihop.lm.backends
 
     built = []
 
@@ -26,7 +26,7 @@ def built_lms(monkeypatch):
         reply = {"reasoning": "r", "answer": "Paris", "correct": "True"}
         return scripted_lm(lambda prompt: reply, name=spec.replace("/", "-"))[0]
 
-    monkeypatch.setattr(multihop.lms, "make_lm", make_lm)
+    monkeypatch.setattr(multihop.lm.backends, "make_lm", make_lm)
     return built
 
 
@@ -109,7 +109,7 @@ def test_verbose_logs_multihop_at_info_and_other_libraries_at_warning(restore_lo
     assert logging.getLogger("some.library").isEnabledFor(logging.WARNING)
     assert runner.invoke(app, ["models", "list"]).exit_code == 0
     assert not logging.getLogger("multihop.retrievers.encoder").isEnabledFor(logging.INFO)
-    assert logging.getLogger("multihop.data").isEnabledFor(logging.WARNING)
+    assert logging.getLogger("multihop.data.loaders").isEnabledFor(logging.WARNING)
 
 
 def test_trace_show_lists_questions_and_shows_one(tmp_path):
@@ -128,7 +128,7 @@ def test_models_list_shows_the_registry():
 
 
 def test_data_fetch_offline_fails_clearly(tmp_path, monkeypatch, capsys):
-    import multihop.fetch as fetch
+    import multihop.data.fetch as fetch
 
     def offline(*args, **kwargs):
         raise OSError("network is unreachable")

@@ -56,12 +56,12 @@ def test_a_corrupt_compiled_folder_is_one_line(capsys, tmp_path, static_retrieve
 
 
 def test_a_failure_at_run_time_exits_1_and_debug_shows_the_traceback(capsys, monkeypatch, questions, tmp_path):
-    import multihop.lms
+    import multihop.lm.backends
 
     def down(*args, **kwargs):
         raise RuntimeError("the endpoint is down")
 
-    monkeypatch.setattr(multihop.lms, "make_lm", down)
+    monkeypatch.setattr(multihop.lm.backends, "make_lm", down)
     argv = ["eval", "--program", "NoRetrieval", "--data", str(questions), "--out", str(tmp_path / "run")]
     assert fails(argv, capsys, code=1) == "error: the endpoint is down"
     assert run(app, ["--debug", *argv]) == 1
@@ -70,11 +70,11 @@ def test_a_failure_at_run_time_exits_1_and_debug_shows_the_traceback(capsys, mon
 
 
 def test_an_identical_rerun_resumes_and_another_run_is_refused(capsys, monkeypatch, questions, tmp_path):
-    import multihop.lms
+    import multihop.lm.backends
 
     from helpers import scripted_lm
 
-    monkeypatch.setattr(multihop.lms, "make_lm", lambda spec, **settings: scripted_lm(
+    monkeypatch.setattr(multihop.lm.backends, "make_lm", lambda spec, **settings: scripted_lm(
         lambda prompt: {"reasoning": "r", "answer": "Paris"}, name="scripted")[0])
     argv = ["eval", "--program", "NoRetrieval", "--data", str(questions), "--out", str(tmp_path / "run")]
     assert run(app, argv) == 0 and run(app, argv) == 0  # the same run resumes

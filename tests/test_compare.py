@@ -14,10 +14,10 @@ import pytest
 import multihop
 from multihop.cli import app
 from multihop.cli.errors import run
-from multihop.comparison import Budget
-from multihop.folders import RunMismatchError
-from multihop.jsonl import read_rows
-from multihop.report import question_anchor
+from multihop.data.folders import RunMismatchError
+from multihop.data.jsonl import read_rows
+from multihop.experiments.report import question_anchor
+from multihop.programs.budget import Budget
 
 from helpers import field, scripted_lm
 

@@ -5,7 +5,7 @@ import time
 import dspy
 import pytest
 
-from multihop.folders import write_inventory
+from multihop.data.folders import write_inventory
 from multihop.optimize.compile import compile_program, make_optimizer, validation_score
 from multihop.programs import NoRetrieval, SingleStepRAG, load, save
 

@@ -365,7 +365,7 @@ def test_paper_demos_are_demos_of_the_decomposition_stages():
 
 @pytest.mark.slow
 def test_smollm2_answers_a_real_question_end_to_end(musique_dev, cached_retriever):
-    from multihop.lms import configure_lm
+    from multihop.lm.backends import configure_lm
 
     configure_lm("local:smollm2", max_tokens=64)  # the 135M model rambles: a short cap keeps this test near a minute
     program = ComposeRAG(retriever=cached_retriever, max_reflections=0, max_sub_questions=2)

@@ -7,7 +7,7 @@ import pytest
 from typer.testing import CliRunner
 
 from multihop.cli import app
-from multihop.corpus import Corpus, Passage
+from multihop.data.corpus import Corpus, Passage
 from multihop.optimize.compile import compile_program
 from multihop.programs import CoopRAG, load, save
 from multihop.programs.cooprag.chain import normalize_chain, repair_fill, unrolled_query
@@ -202,7 +202,7 @@ def test_saved_program_loads_with_its_switches_and_refuses_another_config(static
 
 @pytest.mark.slow
 def test_smollm2_runs_every_stage_on_two_real_questions(cached_retriever, musique_dev):
-    from multihop.lms import configure_lm
+    from multihop.lm.backends import configure_lm
 
     configure_lm("local:smollm2", max_tokens=256)
     program = CoopRAG(retriever=cached_retriever, n=10, k=5, buckets=2)
@@ -265,7 +265,7 @@ def test_a_threaded_unrolling_writes_the_serial_file(tmp_path):
 
 
 def test_cli_unroll_writes_the_file_retriever_train_reads(tmp_path, monkeypatch):
-    from multihop.lm_options import LMOptions
+    from multihop.lm.options import LMOptions
 
     script = cooprag_script()
     script.attach(CoopRAG(rerank=None))
@@ -366,7 +366,7 @@ def test_key_extract_exists_only_when_switched_on():
 
 @pytest.mark.slow
 def test_the_unrolling_fits_the_default_local_budget_on_real_questions(musique_dev, capfd):
-    from multihop.lms import configure_lm
+    from multihop.lm.backends import configure_lm
     from multihop.signatures.cooprag import QuestionUnrolling
 
     configure_lm("local:smollm2")  # the default cap, 128 tokens: the unrolling's schema gets what it needs

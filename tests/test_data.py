@@ -3,8 +3,8 @@ import json
 import dspy
 import pytest
 
-from multihop.corpus import Corpus, DataFormatError, Passage, join_sentences
-from multihop.data import build_corpus, detect_format, find_files, load_corpus, load_dataset
+from multihop.data.corpus import Corpus, DataFormatError, Passage, join_sentences
+from multihop.data.loaders import build_corpus, detect_format, find_files, load_corpus, load_dataset
 
 from helpers import data_root
 

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from multihop.corpus import Corpus, DataFormatError
-from multihop.data import load_corpus, load_dataset
+from multihop.data.corpus import Corpus, DataFormatError
+from multihop.data.loaders import load_corpus, load_dataset
 
 MUSIQUE = {"id": "2hop__1_2", "question": "Q?", "answer": "A", "answer_aliases": ["a"], "answerable": True,
            "paragraphs": [{"idx": 0, "title": "T", "paragraph_text": "text", "is_supporting": True}],

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from multihop import models
-from multihop.lms import make_lm
+from multihop.lm import models
+from multihop.lm.backends import make_lm
 from multihop.optimize import distill as ds
 from multihop.optimize import truncation as tr
 from multihop.optimize.distill import DistillConfig

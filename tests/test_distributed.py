@@ -11,11 +11,11 @@ import pytest
 
 from multihop.cli import app
 from multihop.cli.errors import run
-from multihop.evaluation import evaluate, run_manifest
-from multihop.folders import RUN_MANIFEST
-from multihop.jsonl import read_rows
+from multihop.data.folders import RUN_MANIFEST
+from multihop.data.jsonl import read_rows
+from multihop.evaluation.runner import evaluate, run_manifest
+from multihop.evaluation.sharding import ShardError, merge_shards, parse_shard, shard_manifest, shard_of
 from multihop.programs.base import MultihopProgram
-from multihop.sharding import ShardError, merge_shards, parse_shard, shard_manifest, shard_of
 
 from helpers import Echo, data_root, echo_examples
 
@@ -91,7 +91,7 @@ def test_merge_and_shard_mistakes_on_the_command_line_are_one_line(tmp_path, cap
 
 
 def test_ray_commands_say_how_to_install_ray_when_it_is_missing(monkeypatch):
-    from multihop.distributed import RayMissingError, connect
+    from multihop.evaluation.ray_cluster import RayMissingError, connect
 
     monkeypatch.setitem(sys.modules, "ray", None)
     with pytest.raises(RayMissingError, match=r"needs Ray, which is not installed: pip install 'multihop\[ray\]'"):
@@ -129,7 +129,7 @@ def local_ray():
 
 @pytest.mark.slow
 def test_a_ray_build_equals_the_single_process_build(local_ray, musique_dev, tmp_path, monkeypatch):
-    from multihop.data import build_corpus
+    from multihop.data.loaders import build_corpus
     from multihop.retrievers import DenseRetriever, Encoder
     from multihop.retrievers.ray_encoding import ray_encode_corpus
 
@@ -162,7 +162,7 @@ def test_a_ray_evaluation_writes_the_rows_of_a_single_process_one(local_ray, sma
                                                                  tmp_path):
     from functools import partial
 
-    from multihop.distributed import ray_evaluate
+    from multihop.evaluation.ray_cluster import ray_evaluate
 
     small_retriever.save(tmp_path / "index")
     examples = musique_dev[:6]

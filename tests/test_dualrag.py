@@ -8,7 +8,7 @@ import dspy
 import numpy as np
 import pytest
 
-from multihop.corpus import Corpus, Passage
+from multihop.data.corpus import Corpus, Passage
 from multihop.optimize.gold import gold_targets
 from multihop.optimize.trajectories import render_call
 from multihop.programs import DualRAG, SingleStepRAG, load, save
@@ -524,7 +524,7 @@ def test_the_sft_builder_keeps_right_questions_links_entities_to_gold_titles_and
 
 @pytest.mark.slow
 def test_smollm2_runs_the_loop_on_a_real_question_with_maxsim_reranking(musique_dev, cached_retriever):
-    from multihop.lms import configure_lm
+    from multihop.lm.backends import configure_lm
 
     configure_lm("local:smollm2", max_tokens=64)  # the 135M model rambles: a short cap keeps this test near a minute
     program = DualRAG(retriever=cached_retriever, n=20, k=3, max_iterations=2)
@@ -548,7 +548,7 @@ def test_dualrag_sft_builds_gold_rows_for_the_students_adapter_and_post_processe
     from typer.testing import CliRunner
 
     from multihop.cli import app
-    from multihop.data import load_dataset
+    from multihop.data.loaders import load_dataset
     from multihop.optimize.trajectories import write_trajectories
 
     runner = CliRunner()

@@ -12,8 +12,8 @@ import dspy
 import pytest
 from dspy.utils.exceptions import LMTimeoutError, LMTransportError
 
-from multihop.evaluation import MAX_ENDPOINT_FAILURES, EndpointDownError, evaluate
-from multihop.lms import RETRIES, make_lm
+from multihop.evaluation.runner import MAX_ENDPOINT_FAILURES, EndpointDownError, evaluate
+from multihop.lm.backends import RETRIES, make_lm
 from multihop.programs import NoRetrieval
 
 from helpers import echo_examples
@@ -96,7 +96,7 @@ def test_a_run_against_a_dead_endpoint_stops_and_its_rerun_finishes_once_it_answ
 def test_the_served_engine_reports_failures_as_dspys_retryable_errors(endpoint, mode, error):
     from dspy.lm15 import Config, Message, Request
 
-    from multihop.engines.served import ServedEngine
+    from multihop.lm.engines.served import ServedEngine
 
     endpoint.mode = mode
     engine = ServedEngine(f"http://127.0.0.1:{endpoint.server_port}/v1", "smollm2-llamacpp-x", timeout=5)

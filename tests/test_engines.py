@@ -4,10 +4,11 @@ from typing import Literal
 import dspy
 import pytest
 
-from multihop import lms
-from multihop.engines import LlamaCppEngine, TransformersEngine
-from multihop.engines.base import Generation, LocalEngine, reusable_prefix
-from multihop.engines.schema import (
+from multihop.lm import backends as lms
+from multihop.lm.backends import make_lm
+from multihop.lm.engines import LlamaCppEngine, TransformersEngine
+from multihop.lm.engines.base import Generation, LocalEngine, reusable_prefix
+from multihop.lm.engines.schema import (
     CHARS_PER_TOKEN,
     LIST_CAP,
     MIN_LIST,
@@ -18,7 +19,6 @@ from multihop.engines.schema import (
     response_schema,
     worst_case_chars,
 )
-from multihop.lms import make_lm
 
 
 def test_every_string_and_list_gets_a_cap_and_declared_caps_are_kept():
@@ -97,7 +97,7 @@ def test_auto_engine_runs_a_gguf_model_on_llama_cpp_and_falls_back_without_it(mo
     free = make_lm("local:smollm2", constrained=False)
     assert free.model == lm.model.removesuffix(f"-json{POLICY}") and not free._engine_spec.constrained
     monkeypatch.setattr(lms, "llama_cpp_available", lambda: False)
-    with caplog.at_level(logging.WARNING, logger="multihop.lms"):
+    with caplog.at_level(logging.WARNING, logger="multihop.lm.backends"):
         fallback = make_lm("local:smollm2")
     assert isinstance(fallback._engine_spec, TransformersEngine) and "llama-cpp-python is not installed" in caplog.text
     assert fallback._engine_spec.constrained and fallback.model.endswith(f"-json{POLICY}")  # constrained there too
@@ -323,7 +323,7 @@ def test_transformers_reuses_the_shared_prefix_with_identical_output():
 
 
 def test_chat_request_keeps_the_lms_settings_unless_overridden():
-    from multihop.lms import chat_request
+    from multihop.lm.backends import chat_request
 
     lm = make_lm("openai/x", max_tokens=64, temperature=0.3)
     messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"},
@@ -337,8 +337,8 @@ def test_chat_request_keeps_the_lms_settings_unless_overridden():
 def test_every_stage_of_every_program_fits_its_budget_at_the_default_local_cap():
     from dspy.adapters.json_adapter import _get_structured_outputs_response_format
 
-    from multihop.engines.base import LOCAL_MAX_TOKENS
-    from multihop.engines.schema import decoding_plan, tokens_needed
+    from multihop.lm.engines.base import LOCAL_MAX_TOKENS
+    from multihop.lm.engines.schema import decoding_plan, tokens_needed
     from multihop.programs import METHODS
 
     raised = set()

@@ -5,9 +5,9 @@ import dspy
 import pytest
 from rich.console import Console
 
-from multihop.evaluation import RATES, default_columns, evaluate, render_table
-from multihop.jsonl import read_rows
-from multihop.tracing import count
+from multihop.data.jsonl import read_rows
+from multihop.evaluation.runner import RATES, default_columns, evaluate, render_table
+from multihop.evaluation.tracing import count
 
 from helpers import Echo, echo_examples, scripted_lm
 
@@ -63,7 +63,7 @@ def judge_lm(verdicts: dict):
 
 
 def test_llm_judge_scores_parses_and_never_guesses():
-    from multihop.metrics import LLMJudge, dspy_metric
+    from multihop.evaluation.metrics import LLMJudge, dspy_metric
 
     lm, engine = judge_lm({"Paris": "true", "Lyon": "false"})
     judge = LLMJudge(lm)

@@ -8,7 +8,7 @@ import dspy
 import pytest
 import torch
 
-from multihop import models
+from multihop.lm import models
 from multihop.programs.cooprag import training as coop
 from multihop.retrievers import Encoder, scoring
 from multihop.retrievers import finetune as ft
@@ -365,7 +365,7 @@ def test_the_released_maxsim_zeroes_punctuation_rather_than_masking_it(tiny_enco
 
 
 def test_the_released_trainer_decays_schedules_and_clips_the_temperature(musique_dev, tiny_encoder_12, tmp_path):
-    from multihop.checkpoints import TrainingRecord
+    from multihop.data.checkpoints import TrainingRecord
 
     config = TrainConfig(recipe="released", encoder=tiny_encoder_12, batch_size=4, micro_batch=4, warmup_steps=2)
     encoder = Encoder(tiny_encoder_12)

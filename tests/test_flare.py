@@ -12,10 +12,10 @@ import httpx
 import pytest
 from dspy.lm15 import Config, Message, Request
 
-from multihop.corpus import Corpus, Passage
-from multihop.engines.base import LogprobsUnavailable
-from multihop.engines.served import ServedEngine
-from multihop.evaluation import evaluate
+from multihop.data.corpus import Corpus, Passage
+from multihop.evaluation.runner import evaluate
+from multihop.lm.engines.base import LogprobsUnavailable
+from multihop.lm.engines.served import ServedEngine
 from multihop.optimize.gold import gold_targets
 from multihop.programs import FLARE
 from multihop.programs.flare import Piece, field_pieces, low_confidence, masked_query
@@ -210,8 +210,8 @@ def test_an_lm_without_logprobs_is_one_clear_error_naming_what_to_use_and_stops_
 
 
 def test_a_server_that_returns_no_logprobs_is_asked_for_them_and_the_error_follows():
-    from multihop.lms import make_lm
-    from multihop.loopback import loopback_server
+    from multihop.lm.backends import make_lm
+    from multihop.lm.loopback import loopback_server
 
     with loopback_server(latency=0.0, lifetime=60) as server:
         lm = make_lm("hosted_vllm/qwen", api_base=server.api_base, cache=False)
@@ -273,7 +273,7 @@ SCHEMA = {"type": "object", "properties": {"sentence": {"type": "string", "maxLe
 def test_the_transformers_engine_gives_each_reply_tokens_own_log_probability(tmp_path):
     import torch
 
-    from multihop.engines import TransformersEngine
+    from multihop.lm.engines import TransformersEngine
 
     path = tiny_causal_lm(tmp_path / "tiny", ["The capital of France is Paris. sentence answer question"] * 5)
     engine = TransformersEngine(path)
@@ -299,7 +299,7 @@ def test_the_transformers_engine_gives_each_reply_tokens_own_log_probability(tmp
     with pytest.raises(Exception, match="chosen tokens"):
         engine.complete(Request(model="m", messages=messages, config=Config(max_tokens=4, logprobs=3)))
     # through DSPy: a stage asked per call, its field's tokens read back onto the parsed value
-    from multihop.lms import engine_lm
+    from multihop.lm.backends import engine_lm
 
     with dspy.context(lm=engine_lm("local/tiny", engine, cache=False, max_tokens=32), adapter=dspy.JSONAdapter()):
         result = dspy.Predict(NextSentence)(passages=["Paris is in France."], question="Where is Paris?",
@@ -311,7 +311,7 @@ def test_the_transformers_engine_gives_each_reply_tokens_own_log_probability(tmp
 @pytest.mark.slow
 def test_llama_cpp_gives_one_logprob_per_generated_token_under_a_json_schema():
     pytest.importorskip("llama_cpp", reason="llama-cpp-python is not built in this virtualenv")
-    from multihop.lms import make_lm
+    from multihop.lm.backends import make_lm
 
     lm = make_lm("local:smollm2", engine="llamacpp", cache=False, max_tokens=48)
     with dspy.context(lm=lm, adapter=dspy.JSONAdapter()):

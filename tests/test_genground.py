@@ -7,8 +7,8 @@ import json
 import dspy
 import pytest
 
-from multihop.corpus import Passage
-from multihop.data import load_dataset
+from multihop.data.corpus import Passage
+from multihop.data.loaders import load_dataset
 from multihop.optimize.gold import gold_targets
 from multihop.programs import GenGround
 from multihop.programs.genground import cited_index, render_round

@@ -3,7 +3,7 @@ import json
 import dspy
 import pytest
 
-from multihop.data import load_dataset
+from multihop.data.loaders import load_dataset
 from multihop.optimize.gold import HeldApartError, gold_targets, gold_trajectories
 from multihop.optimize.trajectories import EmptyTrajectoriesError
 from multihop.programs import ComposeRAG, CoopRAG, NoRetrieval, SingleStepRAG
@@ -232,8 +232,8 @@ def test_held_apart_questions_never_enter_a_training_set(tmp_path, musique):
 
 
 def test_the_dev_files_are_held_apart_and_the_train_files_are_not():
-    from multihop.data import held_apart_ids
-    from multihop.question_sets import QUESTION_SETS
+    from multihop.data.loaders import held_apart_ids
+    from multihop.data.question_sets import QUESTION_SETS
 
     held = held_apart_ids()
     dev = load_dataset(data_root() / QUESTION_SETS["dev"]["musique"])
@@ -269,7 +269,7 @@ def test_gold_trajectories_cli_builds_rows_without_an_index_and_refuses_dev_ques
     import multihop.cli.programs
     from multihop.cli import app
     from multihop.cli.errors import run
-    from multihop.models import sha256_file
+    from multihop.data.folders import sha256_file
 
     monkeypatch.setattr(multihop.cli.programs, "retriever_folder", lambda *args: pytest.fail("built an index"))
     train = tmp_path / "train.json"
@@ -307,8 +307,8 @@ def test_gold_rows_of_a_users_own_file_need_no_multihop_data(tmp_path, monkeypat
 
 
 def test_a_gold_student_runs_as_its_stage_and_refuses_another_base(tmp_path, musique):
-    from multihop.lms import make_lm
-    from multihop.models import sha256_file
+    from multihop.data.folders import sha256_file
+    from multihop.lm.backends import make_lm
     from multihop.optimize.distill import MANIFEST, DistillConfig, distill
     from multihop.optimize.students import trained_stages, use_student
 
@@ -449,14 +449,14 @@ def test_composerag_gold_rows_are_the_prompts_its_pipeline_sends(tmp_path, musiq
 
 @pytest.mark.slow
 def test_the_shipped_student_is_smollm2s_learnt_from_train_files_and_reads_dev_questions():
-    from multihop.cli.demo import SHIPPED_STUDENT
-    from multihop.data import load_questions
-    from multihop.lms import base_checksum, default_adapter, make_lm
-    from multihop.metrics import f1
-    from multihop.models import sha256_file
+    from multihop.data.folders import sha256_file
+    from multihop.data.loaders import load_questions
+    from multihop.data.question_sets import question_file
+    from multihop.evaluation.metrics import f1
+    from multihop.experiments.demo import SHIPPED_STUDENT
+    from multihop.lm.backends import base_checksum, default_adapter, make_lm
     from multihop.optimize.distill import MANIFEST
     from multihop.optimize.students import use_student
-    from multihop.question_sets import question_file
 
     trained = json.loads((SHIPPED_STUDENT / MANIFEST).read_text())
     assert trained["base_sha256"] == base_checksum("smollm2")

@@ -6,8 +6,8 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from multihop.engines.grammar import SchemaGrammars
-from multihop.lms import resolve_local
+from multihop.lm.backends import resolve_local
+from multihop.lm.engines.grammar import SchemaGrammars
 
 SCHEMA = {"type": "object", "properties": {"answer": {"type": "string", "maxLength": 8},
                                            "valid": {"type": "boolean"}},

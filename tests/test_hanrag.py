@@ -6,8 +6,8 @@ import threading
 import dspy
 import pytest
 
-from multihop.corpus import Corpus, Passage
-from multihop.metrics import accuracy
+from multihop.data.corpus import Corpus, Passage
+from multihop.evaluation.metrics import accuracy
 from multihop.optimize.gold import gold_targets
 from multihop.programs import HANRAG, load, save
 from multihop.programs.hanrag import gold_route, with_gold_routes
@@ -346,8 +346,8 @@ BRIDGE_COMPARISON = dspy.Example(
 
 @pytest.mark.slow
 def test_smollm2_routes_and_answers_a_real_question_over_bm25(musique_dev):
-    from multihop.data import build_corpus
-    from multihop.lms import configure_lm
+    from multihop.data.loaders import build_corpus
+    from multihop.lm.backends import configure_lm
 
     configure_lm("local:smollm2", max_tokens=48)
     prog = HANRAG(retriever=BM25Retriever(build_corpus(musique_dev[:5])), k=3, max_steps=2)
@@ -362,7 +362,7 @@ def test_smollm2_routes_and_answers_a_real_question_over_bm25(musique_dev):
 
 
 def test_evaluation_reads_the_gold_routes_hanrag_oracle_follows(tmp_path):
-    from multihop.evaluation import evaluate
+    from multihop.evaluation.runner import evaluate
 
     prog = program(route="oracle")
     comparison = dspy.Example(id="c1", question=COMPOUND_Q, answer="1651 && Rachael", answers=["1651 && Rachael"],

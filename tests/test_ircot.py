@@ -4,7 +4,7 @@ rules and caps, the answer each returns, the counts — and their gold rows from
 import dspy
 import pytest
 
-from multihop.corpus import Corpus, Passage
+from multihop.data.corpus import Corpus, Passage
 from multihop.optimize.gold import gold_targets
 from multihop.programs import IRCoT, IterRetGen, SelfAsk
 from multihop.programs.iter_retgen import next_query

@@ -1,5 +1,13 @@
-"""The import rules of DESIGN.md's Layout, checked on the source: layers import only downwards, and no module imports
-itself back through others (function-level imports included, so a lazy import cannot hide a cycle)."""
+"""The layers of the library (docs/design.md, "Layout"), checked on the source: each layer imports only the layers
+below it, and no module imports itself back through others (function-level imports included, so a lazy import cannot
+hide a cycle).
+
+From the bottom: ``data`` (files, question sets, corpora, folders), ``lm`` (models, engines, LM construction, serving),
+``evaluation`` (running any program, metrics, traces, fan-out, shards, Ray), then ``signatures`` and ``retrievers``
+(neither imports the other), ``programs`` (the methods and baselines and their registry), ``optimize`` (compiling,
+gold targets, students), ``experiments`` (the comparison, the demo) and at the top the command line (``multihop.cli``,
+each method's ``cli`` sub-app) and the lazy re-exports of ``multihop/__init__.py``, which may import anything.
+"""
 
 import ast
 import re
@@ -9,19 +17,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE_DIRS = {"multihop": "multihop", "signatures": "multihop.signatures", "retrievers": "multihop.retrievers",
-                "programs": "multihop.programs", "optimize": "multihop.optimize", "benchmarks": "multihop.benchmarks"}
-# what each layer may import from this project; the CLI (the orchestration room) and the lazy re-exports of
-# multihop/__init__.py may import anything
-# benchmarks/ holds scripts: no library module, the CLI included, imports it
-ALLOWED = {
-    "floor": {"floor"},
-    "signatures": {"floor", "signatures"},
-    "retrievers": {"floor", "retrievers"},
-    "programs": {"floor", "signatures", "retrievers", "programs"},
-    "optimize": {"floor", "signatures", "retrievers", "programs", "optimize"},
-    "top": {"floor", "signatures", "retrievers", "programs", "optimize", "top"},
-    "benchmarks": {"floor", "signatures", "retrievers", "programs", "optimize", "benchmarks"},
-}
+                "programs": "multihop.programs", "optimize": "multihop.optimize"}
+ORDER = ["data", "lm", "evaluation", "signatures", "retrievers", "programs", "optimize", "experiments", "top"]
+SIBLINGS = {frozenset({"signatures", "retrievers"})}  # layers at one height that do not import each other
+ALLOWED = {name: {lower for lower in ORDER[:ORDER.index(name) + 1]
+                  if lower == name or frozenset({lower, name}) not in SIBLINGS} for name in ORDER}
 
 
 def modules() -> dict[str, Path]:
@@ -36,14 +36,14 @@ def modules() -> dict[str, Path]:
 
 
 def layer(name: str) -> str:
-    if re.fullmatch(r"multihop\.programs\.\w+\.cli", name):
+    """The layer of module ``name``: the subpackage of ``multihop`` it lies in."""
+    if re.fullmatch(r"multihop\.programs\.(\w+\.)*\w+\.cli", name):
         return "top"  # a method's command-line sub-app (``Method(cli=...)``): orchestration, read by the CLI only
-    for sub in ("signatures", "retrievers", "programs", "optimize", "benchmarks"):
-        if name == f"multihop.{sub}" or name.startswith(f"multihop.{sub}."):
-            return sub
     if name == "multihop" or name == "multihop.cli" or name.startswith("multihop.cli."):
         return "top"
-    return "floor"
+    sub = name.split(".")[1]
+    assert sub in ORDER, f"{name} lies in no layer: put it in one of {', '.join(ORDER[:-1])}"
+    return sub
 
 
 def imports(name: str, path: Path, known: set[str]) -> set[str]:
@@ -86,11 +86,16 @@ def test_no_import_cycle_between_modules():
     assert not cycles, f"modules that import themselves back: {cycles}"
 
 
-def test_benchmarks_hold_scripts_that_no_library_module_imports():
-    for name, path in modules().items():
-        if layer(name) != "benchmarks" or name in ("multihop.benchmarks", "multihop.benchmarks.common"):
-            continue
-        assert 'if __name__ == "__main__":' in path.read_text(), f"{name} is no script (no __main__ guard)"
-    library = [name for name, targets in GRAPH.items() if layer(name) != "benchmarks"
-               and any(layer(target) == "benchmarks" for target in targets)]
-    assert not library, f"library modules that import benchmarks/: {library}"
+def test_the_root_of_the_library_holds_only_its_layers():
+    modules_at_root = sorted(path.name for path in (ROOT / "multihop").glob("*.py"))
+    assert modules_at_root == ["__init__.py"]
+    folders = {path.name for path in (ROOT / "multihop").iterdir() if path.is_dir() and path.name != "__pycache__"}
+    assert folders == {"cli", "data", "lm", "evaluation", "experiments", "students"}
+
+
+def test_a_module_importing_a_higher_layer_is_found(tmp_path):
+    planted = tmp_path / "planted.py"
+    planted.write_text("from multihop.programs import CoopRAG\n")
+    name = "multihop.evaluation.planted"
+    wrong = [target for target in imports(name, planted, set(modules())) if layer(target) not in ALLOWED[layer(name)]]
+    assert wrong == ["multihop.programs"]

@@ -1,8 +1,8 @@
 import dspy
 import pytest
 
-from multihop.engines import LlamaCppEngine, TransformersEngine
-from multihop.lms import default_adapter, make_lm
+from multihop.lm.backends import default_adapter, make_lm
+from multihop.lm.engines import LlamaCppEngine, TransformersEngine
 from multihop.signatures import AnswerFromPassages
 
 

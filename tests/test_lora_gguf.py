@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from multihop.engines.lora import _lora_part, rotary_permute
-from multihop.lms import make_lm
+from multihop.lm.backends import make_lm
+from multihop.lm.engines.lora import _lora_part, rotary_permute
 
 
 def test_peft_weight_names_map_to_their_layer_and_part():
@@ -29,7 +29,7 @@ def test_a_converted_student_writes_on_llama_cpp_what_it_writes_on_transformers(
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
-    from multihop.lms import resolve_local
+    from multihop.lm.backends import resolve_local
 
     monkeypatch.setenv("MULTIHOP_HOME", str(tmp_path / "home"))  # the conversion is cached there
     torch.manual_seed(0)
@@ -51,8 +51,8 @@ def test_a_converted_student_writes_on_llama_cpp_what_it_writes_on_transformers(
 
 
 def test_only_plain_lora_adapters_on_llama_models_convert(tmp_path):
-    from multihop import models
-    from multihop.engines.lora import gguf_lora
+    from multihop.lm import models
+    from multihop.lm.engines.lora import gguf_lora
 
     adapter = tmp_path / "adapter"
     adapter.mkdir()

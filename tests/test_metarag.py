@@ -6,8 +6,8 @@ import json
 import dspy
 import pytest
 
-from multihop.corpus import Passage
-from multihop.data import load_dataset
+from multihop.data.corpus import Passage
+from multihop.data.loaders import load_dataset
 from multihop.optimize.gold import gold_targets
 from multihop.programs import MetaRAG
 from multihop.programs.metarag import condition

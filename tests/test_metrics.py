@@ -1,6 +1,6 @@
 import pytest
 
-from multihop.metrics import accuracy, cover_em, dspy_metric, exact_match, f1, normalize_answer, recall_at_k
+from multihop.evaluation.metrics import accuracy, cover_em, dspy_metric, exact_match, f1, normalize_answer, recall_at_k
 
 
 def test_normalize_answer_follows_squad():

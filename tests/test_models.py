@@ -1,6 +1,6 @@
 import pytest
 
-from multihop import models
+from multihop.lm import models
 
 
 def test_minilm_resolves_from_its_package_and_verifies():

@@ -1,4 +1,4 @@
-"""Independent calls run at once (issue 33): :func:`multihop.parallel.fan_out` gives the serial loop's results,
+"""Independent calls run at once (issue 33): :func:`multihop.evaluation.parallel.fan_out` gives the serial loop's results,
 records and counts in its order whatever order the calls end in, and every program with independent calls (HANRAG's
 relevance judgments and compound sub-questions, CIRAG's per-document extraction, DualRAG's per-entity retrieval and
 summaries) answers, traces and counts the same at ``inner_threads`` 4 as at 1 on a scripted LM whose replies come
@@ -13,12 +13,12 @@ from concurrent.futures import ThreadPoolExecutor
 import dspy
 import pytest
 
-from multihop.corpus import Passage
-from multihop.engines.served import ServedEngine
-from multihop.lms import make_lm
-from multihop.parallel import SERVED_INNER_THREADS, concurrency, fan_out
+from multihop.data.corpus import Passage
+from multihop.evaluation.parallel import SERVED_INNER_THREADS, concurrency, fan_out
+from multihop.evaluation.tracing import count, record_trace
+from multihop.lm.backends import make_lm
+from multihop.lm.engines.served import ServedEngine
 from multihop.programs import CIRAG, HANRAG, DualRAG
-from multihop.tracing import count, record_trace
 
 from helpers import StaticRetriever, TypedScript
 

@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 
 import multihop
 from multihop.cli import app as multihop_app
-from multihop.corpus import Passage
-from multihop.papers import reported
+from multihop.data.corpus import Passage
+from multihop.evaluation.tracing import count
 from multihop.programs import (
     DISTILL_PRESETS,
     METHODS,
@@ -29,7 +29,7 @@ from multihop.programs import (
     takes_retriever,
 )
 from multihop.programs.gold import GOLD_BUILDERS, register_gold_builder
-from multihop.tracing import count
+from multihop.programs.papers import reported
 
 from helpers import StaticRetriever, TypedScript, scripted_lm, tiny_causal_lm
 
@@ -121,9 +121,9 @@ def data(tmp_path, monkeypatch):
 def paris(monkeypatch):
     """Every LM the command line builds answers "Paris" and never hedges (in the ChatAdapter's format, which a served
     LM gets)."""
-    import multihop.lms
+    import multihop.lm.backends
 
-    monkeypatch.setattr(multihop.lms, "make_lm", lambda spec, **settings: scripted_lm(
+    monkeypatch.setattr(multihop.lm.backends, "make_lm", lambda spec, **settings: scripted_lm(
         lambda prompt: {"answer": "Paris", "hedges": "false"}, name="paris")[0])
 
 
@@ -305,8 +305,8 @@ def test_a_scripted_run_yields_an_answer_passage_ids_and_the_declared_counts(nam
 
 @pytest.mark.parametrize("name", DECLARED)
 def test_evaluation_reuses_the_programs_own_trace_with_the_same_counts(name, monkeypatch):
-    from multihop import tracing
-    from multihop.evaluation import run_question
+    from multihop.evaluation import tracing
+    from multihop.evaluation.runner import run_question
 
     program = built(name)
     opened = []

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 import torch
 
-from multihop import models
-from multihop.corpus import Corpus, Passage
-from multihop.data import build_corpus
+from multihop.data.corpus import Corpus, Passage
+from multihop.data.loaders import build_corpus
+from multihop.lm import models
 from multihop.retrievers import (
     BM25Retriever,
     DenseRetriever,

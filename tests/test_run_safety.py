@@ -8,9 +8,9 @@ import dspy
 import pytest
 from dspy.utils.exceptions import LMServerError
 
-from multihop.evaluation import MAX_ENDPOINT_FAILURES, EndpointDownError, evaluate
-from multihop.folders import FolderInUseError, RunMismatchError, locked
-from multihop.jsonl import read_rows
+from multihop.data.folders import FolderInUseError, RunMismatchError, locked
+from multihop.data.jsonl import read_rows
+from multihop.evaluation.runner import MAX_ENDPOINT_FAILURES, EndpointDownError, evaluate
 
 from helpers import Echo, echo_examples, scripted_lm
 

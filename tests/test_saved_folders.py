@@ -5,8 +5,7 @@ import json
 
 import pytest
 
-from multihop.folders import INVENTORY, verify_inventory, write_inventory
-from multihop.models import ChecksumMismatchError, sha256_file
+from multihop.data.folders import INVENTORY, ChecksumMismatchError, sha256_file, verify_inventory, write_inventory
 from multihop.programs import SingleStepRAG, load, save
 from multihop.retrievers import load_retriever
 
@@ -40,13 +39,13 @@ def test_a_changed_program_file_is_named(static_retriever, tmp_path):
 
 
 def test_a_verified_folder_is_not_hashed_again_until_a_file_changes(tmp_path, monkeypatch):
-    import multihop.folders
+    import multihop.data.folders
 
     (tmp_path / "weights.bin").write_bytes(b"\x01" * 64)
     write_inventory(tmp_path)
     hashed = []
-    real = multihop.folders.sha256_file
-    monkeypatch.setattr(multihop.folders, "sha256_file", lambda path: hashed.append(path.name) or real(path))
+    real = multihop.data.folders.sha256_file
+    monkeypatch.setattr(multihop.data.folders, "sha256_file", lambda path: hashed.append(path.name) or real(path))
     verify_inventory(tmp_path)
     assert "weights.bin" in hashed
     hashed.clear()

@@ -13,11 +13,11 @@ from test_parallel import PASSAGES
 
 from multihop.cli import app
 from multihop.cli.errors import run
-from multihop.engines.served import ServedEngine, StructuredOutputRefused
-from multihop.evaluation import evaluate
-from multihop.lm_options import LMOptions, served_student
-from multihop.lms import default_adapter, make_lm
-from multihop.loopback import loopback_server, reply_text, schema_value
+from multihop.evaluation.runner import evaluate
+from multihop.lm.backends import default_adapter, make_lm
+from multihop.lm.engines.served import ServedEngine, StructuredOutputRefused
+from multihop.lm.loopback import loopback_server, reply_text, schema_value
+from multihop.lm.options import LMOptions, served_student
 from multihop.optimize.students import use_student
 from multihop.programs import HANRAG, NoRetrieval, SingleStepRAG
 

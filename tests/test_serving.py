@@ -8,10 +8,10 @@ import time
 import dspy
 import pytest
 
-from multihop.engines.schema import POLICY
-from multihop.lms import make_lm
+from multihop.lm.backends import make_lm
+from multihop.lm.engines.schema import POLICY
+from multihop.lm.serving import server_app
 from multihop.programs import NoRetrieval
-from multihop.serving import server_app
 
 
 def test_only_a_local_gguf_model_is_served(tmp_path):
@@ -58,7 +58,7 @@ def test_a_program_runs_against_the_served_model_over_loopback():
 
 
 def test_a_host_other_machines_reach_needs_a_key_or_insecure():
-    from multihop.serving import is_loopback
+    from multihop.lm.serving import is_loopback
 
     assert [is_loopback(h) for h in ("127.0.0.1", "127.0.0.2", "::1", "localhost", "0.0.0.0", "10.0.0.5", "myhost")] \
         == [True, True, True, True, False, False, False]
@@ -85,7 +85,7 @@ def served_as_openai(port: int, name: str) -> None:
     that server refuses, stops with the line naming ``--structured off``."""
     from test_parallel import PASSAGES
 
-    from multihop.engines.served import StructuredOutputRefused
+    from multihop.lm.engines.served import StructuredOutputRefused
     from multihop.programs import HANRAG
 
     from helpers import StaticRetriever

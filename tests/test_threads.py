@@ -7,7 +7,7 @@ import json
 import dspy
 import pytest
 
-from multihop.evaluation import evaluate
+from multihop.evaluation.runner import evaluate
 from multihop.programs import METHODS, PROGRAMS, takes_retriever
 
 from helpers import TypedScript

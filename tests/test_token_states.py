@@ -7,7 +7,7 @@ import logging
 import numpy as np
 import pytest
 
-from multihop.data import build_corpus
+from multihop.data.loaders import build_corpus
 from multihop.retrievers import (
     DenseRetriever,
     Encoder,

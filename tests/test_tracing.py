@@ -4,8 +4,8 @@ from concurrent.futures import ThreadPoolExecutor
 import dspy
 import pytest
 
+from multihop.evaluation.tracing import count, record_trace
 from multihop.programs import MultihopProgram, SingleStepRAG
-from multihop.tracing import count, record_trace
 
 from helpers import scripted_lm
 

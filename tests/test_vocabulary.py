@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from multihop.cli import app
-from multihop.corpus import Passage
+from multihop.data.corpus import Passage
 from multihop.programs import CIRAG, HANRAG, ComposeRAG, CoopRAG, DualRAG, SingleStepRAG, load, save
 from multihop.retrievers.query import Hits, merge_hits, pick, texts_of, titles_of
 
@@ -86,12 +86,12 @@ def test_an_old_setting_name_still_builds_the_program_with_a_warning(cls, old, n
 
 
 def test_old_names_work_in_set_lines_saved_configs_and_saved_states(tmp_path, questions, monkeypatch):
-    import multihop.lms
+    import multihop.lm.backends
 
     corpus = tmp_path / "corpus.json"
     corpus.write_text(json.dumps([{"title": "France", "text": "Paris is the capital of France."}]))
     monkeypatch.setenv("MULTIHOP_HOME", str(tmp_path / "home"))
-    monkeypatch.setattr(multihop.lms, "make_lm", lambda spec, **settings: scripted_lm(
+    monkeypatch.setattr(multihop.lm.backends, "make_lm", lambda spec, **settings: scripted_lm(
         lambda prompt: {"route": "straightforward question", "answer": "Paris"})[0])
     result = CliRunner().invoke(app, ["eval", "--program", "HANRAG", "--set", "max_subquestions=2", "--set",
                                       "route=straightforward", "--data", str(questions), "--corpus", str(corpus),

@@ -9,7 +9,8 @@ import traceback
 
 import typer
 
-from multihop.models import ChecksumMismatchError, ModelNotInstalledError
+from multihop.data.folders import ChecksumMismatchError
+from multihop.lm.models import ModelNotInstalledError
 
 BAD_INPUT = 2  # exit code: the command line, a file or a folder given is wrong
 FAILURE = 1  # exit code: the run failed (an endpoint, the disk, a bug)

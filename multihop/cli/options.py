@@ -12,7 +12,8 @@ from pathlib import Path
 
 import typer
 
-from multihop.lm_options import (
+from multihop.data.question_sets import DATASETS, question_file
+from multihop.lm.options import (
     ADAPTER_HELP,
     API_BASE_HELP,
     API_KEY_ENV,
@@ -26,7 +27,6 @@ from multihop.lm_options import (
     TIMEOUT_HELP,
     LMOptions,
 )
-from multihop.question_sets import DATASETS, question_file
 
 TRAIN_QUESTIONS = f"a question file, or a dataset name ({', '.join(DATASETS)}) for its train file in MULTIHOP_DATA"
 DEV_QUESTIONS = f"a question file, or a dataset name ({', '.join(DATASETS)}) for its dev file in MULTIHOP_DATA"
@@ -150,6 +150,6 @@ def question_path(data: str, split: str) -> Path:
 
 def file_info(path: Path, examples: list) -> dict:
     """A question file as a manifest records it: path, sha256 and the number of questions used."""
-    from multihop.models import sha256_file
+    from multihop.data.folders import sha256_file
 
     return {"path": str(path), "sha256": sha256_file(path), "questions": len(examples)}

@@ -106,7 +106,7 @@ def retriever_folder(retriever_dir: str | None, corpus: str | None, data: str | 
     does."""
     if retriever_dir:
         return Path(retriever_dir)
-    from multihop.data import load_corpus
+    from multihop.data.loaders import load_corpus
     from multihop.retrievers import build_cached
 
     source = corpus or data

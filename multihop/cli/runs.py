@@ -15,8 +15,8 @@ from multihop.cli.console import console
 from multihop.cli.options import DEV_QUESTIONS, lm_options, question_path
 from multihop.cli.programs import ProgramOptions, program_options
 from multihop.cli.traces import print_trace
-from multihop.lm_options import LMOptions
-from multihop.question_sets import DATASETS
+from multihop.data.question_sets import DATASETS
+from multihop.lm.options import LMOptions
 
 
 @lm_options()
@@ -40,9 +40,9 @@ def eval_cmd(
     """Evaluate a program on a question file; prints the metrics table and saves rows, traces and summary. A rerun
     into the same folder resumes the same run (another program, LM, data or limit is refused) and retries the
     questions that ended in an error."""
-    from multihop.data import load_dataset
-    from multihop.evaluation import evaluate, render_table, run_manifest
-    from multihop.sharding import parse_shard, shard_manifest, shard_of
+    from multihop.data.loaders import load_dataset
+    from multihop.evaluation.runner import evaluate, render_table, run_manifest
+    from multihop.evaluation.sharding import parse_shard, shard_manifest, shard_of
 
     if ray and judge_lm:
         raise typer.BadParameter("--judge-lm runs in the driver's threads: judge a --ray run's rows without --ray")
@@ -63,7 +63,7 @@ def eval_cmd(
     if sharded:
         manifest, examples = shard_manifest(manifest, examples, *sharded), shard_of(examples, *sharded)
     if ray:
-        from multihop.distributed import ray_evaluate
+        from multihop.evaluation.ray_cluster import ray_evaluate
 
         absolute = {name: str(Path(value).resolve()) for name in ("retriever", "corpus")  # the actors' folders differ
                     if (value := getattr(spec, name)) and Path(value).exists()}
@@ -81,7 +81,7 @@ def eval_cmd(
 def worker_program(lm: LMOptions, spec: ProgramOptions, data_file: Path, load: Path | None) -> tuple:
     """What a Ray actor of ``eval --ray`` answers with: the program the driver evaluates, built in the actor (a
     compiled folder loaded, or the program and its index from the options), and its LM's DSPy settings."""
-    from multihop.lms import default_adapter
+    from multihop.lm.backends import default_adapter
 
     if load:
         from multihop.programs import load as load_program
@@ -128,8 +128,8 @@ def compare_cmd(
     program names as the papers write them work too, e.g. Iter-RetGen): prints the budget and the tables, and writes
     comparison.md/.json, the charts and report.html (every question's answers and stage traces) into --out. A rerun
     resumes."""
-    from multihop.cli.compare import compare
-    from multihop.comparison import Budget
+    from multihop.experiments.comparison import compare
+    from multihop.programs.budget import Budget
 
     # each program's own rollout id keys its cache entries apart; DSPy warns that it leaves greedy replies the same
     warnings.filterwarnings("ignore", message="rollout_id has no effect", category=UserWarning)
@@ -150,7 +150,7 @@ def compare_cmd(
 
 def checksum(path: Path | None) -> str | None:
     """A file's short sha256 for a run manifest, or None when there is no such file."""
-    from multihop.models import sha256_file
+    from multihop.data.folders import sha256_file
 
     return sha256_file(path)[:16] if path and Path(path).is_file() else None
 
@@ -158,7 +158,7 @@ def checksum(path: Path | None) -> str | None:
 def folder_checksum(folder: str | Path | None) -> str | None:
     """A saved folder's short checksum for a run manifest: its list of files with their sha256 (its manifest when
     it was saved without one), or None."""
-    from multihop.folders import INVENTORY
+    from multihop.data.folders import INVENTORY
 
     if not folder:
         return None
@@ -188,8 +188,8 @@ def merge_cmd(
 ):
     """Join the folders of a run evaluated in shards (`multihop eval --shard i/n`) into the folder one unsharded run
     writes: the rows, traces, run manifest and summary."""
-    from multihop.evaluation import render_table
-    from multihop.sharding import merge_shards
+    from multihop.evaluation.runner import render_table
+    from multihop.evaluation.sharding import merge_shards
 
     summary = merge_shards(out, shards)
     console.print(render_table({summary["program"]: summary}))

@@ -7,8 +7,8 @@ from pathlib import Path
 import typer
 
 from multihop.cli.console import console
-from multihop.lm_options import API_KEY_ENV
-from multihop.models import DEFAULT_LM
+from multihop.lm.models import DEFAULT_LM
+from multihop.lm.options import API_KEY_ENV
 
 
 def serve_cmd(
@@ -23,7 +23,7 @@ def serve_cmd(
 ):
     """Serve a local model over the OpenAI API (llama-cpp-python's server) so that several processes share it. Off
     loopback it answers only clients with --api-key, unless told --insecure."""
-    from multihop.serving import server_app
+    from multihop.lm.serving import server_app
 
     try:
         app = server_app(lm, port, host, adapter, api_key=api_key, insecure=insecure)

@@ -13,7 +13,7 @@ trace_app = typer.Typer(help="Per-stage traces saved by an evaluation.", no_args
 
 
 def print_trace(records: list[dict]) -> None:
-    from multihop.tracing import record_cells
+    from multihop.evaluation.tracing import record_cells
 
     table = Table("#", "stage", "kind", "lm", "s", "tokens", "inputs → outputs")
     for i, record in enumerate(records, 1):
@@ -27,9 +27,9 @@ def print_trace(records: list[dict]) -> None:
 def trace_show(out: Path = typer.Argument(..., exists=True, file_okay=False, help="an evaluation output folder"),
                id: str = typer.Option(None, "--id", help="question id (default: list the questions)")):
     """Show the stage trace of one evaluated question, or list the questions of a run."""
-    from multihop.evaluation import RESULTS, trace_path
-    from multihop.jsonl import read_rows
-    from multihop.paths import read_json
+    from multihop.data.jsonl import read_rows
+    from multihop.data.paths import read_json
+    from multihop.evaluation.runner import RESULTS, trace_path
 
     rows = read_rows(out / RESULTS, repair=False)  # a run may be appending to it
     if id is None:

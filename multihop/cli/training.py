@@ -20,7 +20,7 @@ from multihop.cli.options import (
     question_path,
 )
 from multihop.cli.programs import ProgramOptions, program_options
-from multihop.lm_options import LMOptions
+from multihop.lm.options import LMOptions
 
 retriever_app = typer.Typer(help="Retriever fine-tuning.", no_args_is_help=True)
 
@@ -59,7 +59,7 @@ def retriever_train(
 ):
     """Difficulty-aware fine-tuning (CoopRAG §3.6); the output folder works wherever an encoder name does, and records
     the RaLa layers it contrasted, which a RaLa reranker over it must draw too."""
-    from multihop.data import load_dataset
+    from multihop.data.loaders import load_dataset
     from multihop.programs.cooprag.training import check_alpha_from, fine_tune, read_unrolled, training_questions
     from multihop.retrievers.finetune import TrainConfig
 
@@ -95,8 +95,8 @@ def compile_cmd(
                                 "evaluate in threads (for a served LM)"),
 ):
     """Compile a program with a DSPy optimizer on a train split and save it (DSPy state + manifest)."""
-    from multihop.data import load_dataset
-    from multihop.folders import locked
+    from multihop.data.folders import locked
+    from multihop.data.loaders import load_dataset
     from multihop.optimize.compile import compile_program
     from multihop.programs import save
 
@@ -146,7 +146,7 @@ def trajectories_cmd(
 ):
     """Record every stage call of a program run by a teacher LM, keeping the questions that pass the metric; or,
     with --gold, the stages' targets built from the train file's annotations."""
-    from multihop.data import held_apart_ids, load_dataset
+    from multihop.data.loaders import held_apart_ids, load_dataset
     from multihop.optimize.trajectories import collect, refuse_held_apart
     from multihop.programs import load
 

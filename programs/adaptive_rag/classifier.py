@@ -28,8 +28,8 @@ from typing import Protocol
 
 import numpy as np
 
-from multihop.folders import verify_inventory, write_inventory
-from multihop.paths import atomic_dir, read_json
+from multihop.data.folders import verify_inventory, write_inventory
+from multihop.data.paths import atomic_dir, read_json
 
 from .complexity import LABELS
 

@@ -11,7 +11,7 @@ import typer
 
 from multihop.cli.console import console
 from multihop.cli.options import SET_OPT, TRAIN_QUESTIONS, lm_options, parse_settings, question_path
-from multihop.lm_options import LMOptions
+from multihop.lm.options import LMOptions
 from multihop.programs.adaptive_rag.classifier import TrainingSettings
 from multihop.programs.adaptive_rag.complexity import BY_BIAS, DATASET_BIAS, LABELS
 
@@ -42,8 +42,8 @@ def adaptiverag_labels(
     """Silver labels: each question answered with no retrieval (A), single-step retrieval (B) and IRCoT (C), simplest
     first; its label is the simplest strategy that answers it correctly, else its dataset's inductive bias."""
     from multihop.cli.programs import retriever_folder
-    from multihop.data import load_dataset
-    from multihop.models import sha256_file
+    from multihop.data.folders import sha256_file
+    from multihop.data.loaders import load_dataset
     from multihop.programs import AdaptiveRAG, method_of
     from multihop.programs.adaptive_rag.labels import label_questions
     from multihop.programs.switches import SwitchTypeError
@@ -100,9 +100,8 @@ def adaptiverag_train(
 ):
     """Train the query-complexity classifier (a linear head on a frozen encoder, our stand-in for the paper's
     T5-Large) on silver labels of train questions; give its folder to Adaptive-RAG with `--set classifier=DIR`."""
-    from multihop.data import held_apart_ids
-    from multihop.folders import RUN_MANIFEST
-    from multihop.models import sha256_file
+    from multihop.data.folders import RUN_MANIFEST, sha256_file
+    from multihop.data.loaders import held_apart_ids
     from multihop.optimize.trajectories import HeldApartError, refuse_held_apart
     from multihop.programs.adaptive_rag.classifier import train_classifier
     from multihop.programs.adaptive_rag.labels import LABELS_FILE, read_labels

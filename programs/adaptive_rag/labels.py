@@ -21,9 +21,9 @@ from pathlib import Path
 import dspy
 from tqdm.auto import tqdm
 
-from multihop.folders import RUN_MANIFEST, check_run, locked
-from multihop.jsonl import append_row, read_rows
-from multihop.parallel import fan_out_chunks
+from multihop.data.folders import RUN_MANIFEST, check_run, locked
+from multihop.data.jsonl import append_row, read_rows
+from multihop.evaluation.parallel import fan_out_chunks
 
 from .complexity import LABELS, answered, bias_label, gold_answers, silver_label
 

@@ -33,9 +33,8 @@ from pathlib import Path
 
 import dspy
 
-from multihop.folders import INVENTORY
-from multihop.models import sha256_file
-from multihop.tracing import count
+from multihop.data.folders import INVENTORY, sha256_file
+from multihop.evaluation.tracing import count
 
 from ..base import MultihopProgram
 from ..baselines import NoRetrieval, SingleStepRAG

@@ -4,7 +4,7 @@ rows its students train on (:mod:`.gold`); the teacher-trajectory path is ``mult
 --complete-only --min-score 0`` (§4.3's complete trajectories, :meth:`.CIRAG.trajectory_complete`), and ``multihop
 distill --preset cirag`` trains the integrator on them (Eq. 8)."""
 
-from multihop.papers import reported
+from multihop.programs.papers import reported
 
 from ..methods import Method
 from . import gold  # noqa: F401 - registers the integrator's gold targets

@@ -19,11 +19,11 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from multihop.corpus import Corpus, Passage
-from multihop.folders import locked
-from multihop.jsonl import append_row, read_rows
-from multihop.parallel import fan_out_chunks
-from multihop.paths import atomic_write_text
+from multihop.data.corpus import Corpus, Passage
+from multihop.data.folders import locked
+from multihop.data.jsonl import append_row, read_rows
+from multihop.data.paths import atomic_write_text
+from multihop.evaluation.parallel import fan_out_chunks
 
 MANIFEST = "manifest.json"
 

@@ -9,7 +9,7 @@ import typer
 
 from multihop.cli.console import console
 from multihop.cli.options import lm_options
-from multihop.lm_options import LMOptions
+from multihop.lm.options import LMOptions
 
 app = typer.Typer(help="CIRAG's offline triple cache (§4.3).", no_args_is_help=True)
 
@@ -28,7 +28,7 @@ def cirag_extract(
     """Extract every passage's named entities and triples once (Figs. 9–10) into a resumable, sharded cache that
     `--set triple_cache=DIR` gives CIRAG; passages whose extraction failed are kept as failed rows and extracted
     again by a rerun."""
-    from multihop.data import build_corpus, load_corpus, load_dataset
+    from multihop.data.loaders import build_corpus, load_corpus, load_dataset
     from multihop.programs import CIRAG
     from multihop.programs.cirag.cache import CacheMismatchError, build_cache
 

@@ -49,7 +49,8 @@ from dataclasses import dataclass, field
 import dspy
 import numpy as np
 
-from multihop.corpus import Passage
+from multihop.data.corpus import Passage
+from multihop.evaluation.tracing import count
 from multihop.retrievers import Cosine, RerankStep
 from multihop.retrievers.query import texts_of, titles_of
 from multihop.signatures.cirag import (
@@ -60,7 +61,6 @@ from multihop.signatures.cirag import (
     ExtractTriples,
     Integrate,
 )
-from multihop.tracing import count
 
 from ..base import MultihopProgram
 from ..text import is_abstention, safe_answer, split_sentences, unique

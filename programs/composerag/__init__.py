@@ -1,7 +1,7 @@
 """ComposeRAG (seed 002): the program (:mod:`.program`), the text plumbing between its modules (:mod:`.composition`),
 the records of its loop (:mod:`.state`) and the gold rows its students train on (:mod:`.gold`)."""
 
-from multihop.papers import reported
+from multihop.programs.papers import reported
 
 from ..methods import Method
 from . import gold  # noqa: F401 - registers ComposeRAG's gold stage targets

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import dspy
 
-from multihop.corpus import Passage
+from multihop.data.corpus import Passage
 
 from ..gold import (
     GoldContext,

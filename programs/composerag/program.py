@@ -40,6 +40,7 @@ from dataclasses import asdict
 
 import dspy
 
+from multihop.evaluation.tracing import count
 from multihop.signatures.composerag import (
     ABSTENTION,
     DECOMPOSITION_EXAMPLES,
@@ -56,7 +57,6 @@ from multihop.signatures.composerag import (
     QuestionDecomposition,
     RetrievalDecision,
 )
-from multihop.tracing import count
 
 from ..base import MultihopProgram
 from ..text import citations, clean, is_abstention, numbered, strip_citations, unique

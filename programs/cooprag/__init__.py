@@ -3,7 +3,7 @@ training loop — unrolling the train questions (``multihop cooprag unroll`` in 
 encoder on them under the paper's or the released recipe (:mod:`.training`, ``multihop retriever train``) —, and the
 gold rows its students train on (:mod:`.gold`)."""
 
-from multihop.papers import reported
+from multihop.programs.papers import reported
 
 from ..methods import Method
 from . import gold  # noqa: F401 - registers CoopRAG's gold stage targets

@@ -9,7 +9,7 @@ import typer
 
 from multihop.cli.console import console
 from multihop.cli.options import TRAIN_QUESTIONS, lm_options, question_path
-from multihop.lm_options import LMOptions
+from multihop.lm.options import LMOptions
 
 app = typer.Typer(help="CoopRAG's training loop (§3.6).", no_args_is_help=True)
 
@@ -26,7 +26,7 @@ def cooprag_unroll(
 ):
     """Unroll train questions (sub-questions, masked chain, query U of Eq. 1) for `multihop retriever train
     --unrolled`."""
-    from multihop.data import load_dataset
+    from multihop.data.loaders import load_dataset
     from multihop.programs import CoopRAG
     from multihop.programs.cooprag.training import unroll_questions
 

@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import dspy
 
+from multihop.evaluation.tracing import count
 from multihop.retrievers import checked_reranker
 from multihop.retrievers.query import merge_hits, pick
 from multihop.signatures.cooprag import (
@@ -69,7 +70,6 @@ from multihop.signatures.cooprag import (
     Reasoning,
     ReasoningChainCompletion,
 )
-from multihop.tracing import count
 
 from ..base import MultihopProgram
 from ..text import safe_answer

@@ -53,10 +53,10 @@ from typing import TYPE_CHECKING
 import dspy
 from tqdm.auto import tqdm
 
-from multihop.corpus import Passage
-from multihop.folders import check_run, locked
-from multihop.jsonl import append_row, read_rows
-from multihop.parallel import fan_out_chunks
+from multihop.data.corpus import Passage
+from multihop.data.folders import check_run, locked
+from multihop.data.jsonl import append_row, read_rows
+from multihop.evaluation.parallel import fan_out_chunks
 
 from .program import CoopRAG
 

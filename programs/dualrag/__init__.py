@@ -2,7 +2,7 @@
 (:mod:`.outline`), its gold stage targets (:mod:`.gold`) and the DualRAG-FT post-processing of teacher rows
 (:mod:`.sft`, ``multihop dualrag sft`` in :mod:`.cli`)."""
 
-from multihop.papers import reported
+from multihop.programs.papers import reported
 
 from ..methods import Method
 from . import gold  # noqa: F401 - registers DualRAG's gold stage targets

@@ -9,7 +9,7 @@ import typer
 
 from multihop.cli.console import console
 from multihop.cli.options import TRAIN_QUESTIONS, file_info, lm_options, question_path
-from multihop.lm_options import LMOptions
+from multihop.lm.options import LMOptions
 
 app = typer.Typer(help="DualRAG-FT's training sets (§3.2).", no_args_is_help=True)
 
@@ -37,7 +37,7 @@ def dualrag_sft(
 
     import dspy
 
-    from multihop.data import held_apart_ids, load_dataset
+    from multihop.data.loaders import held_apart_ids, load_dataset
     from multihop.optimize.trajectories import read_collection, refuse_held_apart, render_call, write_trajectories
     from multihop.programs import DualRAG
 

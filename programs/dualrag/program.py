@@ -58,6 +58,7 @@ from dataclasses import dataclass, field
 
 import dspy
 
+from multihop.evaluation.tracing import count
 from multihop.retrievers import checked_reranker
 from multihop.retrievers.query import Hits, titles_of
 from multihop.signatures.dualrag import (
@@ -67,7 +68,6 @@ from multihop.signatures.dualrag import (
     Reasoner,
     ReasoningSentence,
 )
-from multihop.tracing import count
 
 from ..base import MultihopProgram
 from ..text import safe_answer, unique

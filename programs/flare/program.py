@@ -31,7 +31,7 @@ sentence is the query, the paper's unmasked ablation), ``max_sentences``, ``max_
 every baseline with; default off).
 
 The generator must report token log-probabilities: an in-process engine (``local:...``), a vLLM or SGLang server, or an
-API that returns them. A reply without them raises :class:`~multihop.engines.base.LogprobsUnavailable`, naming what to
+API that returns them. A reply without them raises :class:`~multihop.lm.engines.base.LogprobsUnavailable`, naming what to
 run instead. A server may compute them after its own grammar mask (vLLM's structured outputs, by our reading of its
 sampler), over the tokens the schema allows, where the in-process engines report them before it: the same θ then
 retrieves less often there; ``--structured off`` judges the model's own probabilities.
@@ -49,10 +49,10 @@ from dataclasses import dataclass
 import dspy
 from dspy.utils.exceptions import LMUnsupportedFeatureError
 
-from multihop.engines.base import LogprobsUnavailable
+from multihop.evaluation.tracing import count
+from multihop.lm.engines.base import LogprobsUnavailable
 from multihop.retrievers.query import Hits
 from multihop.signatures.flare import AnswerFromDraft, NextSentence
-from multihop.tracing import count
 
 from ..baselines import RerankableBaseline
 from ..text import safe_answer, stated_answer, unique

@@ -53,9 +53,9 @@ from typing import Literal
 
 import dspy
 
-from multihop.metrics import f1, normalize_answer
+from multihop.evaluation.metrics import f1, normalize_answer
+from multihop.evaluation.tracing import count
 from multihop.signatures.genground import EMPTY, Deduce, Ground, ImmediateAnswer, ReadAnswer
-from multihop.tracing import count
 
 from ..baselines import RerankableBaseline
 from ..text import safe_answer, unique

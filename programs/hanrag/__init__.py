@@ -2,7 +2,7 @@
 demos (:mod:`.demos`) and the Revelator's training data from the annotations (:mod:`.gold`, ``multihop hanrag
 revelator-data`` in :mod:`.cli`)."""
 
-from multihop.papers import reported
+from multihop.programs.papers import reported
 
 from ..methods import Method
 from . import gold  # noqa: F401 - registers the Revelator's gold stage targets

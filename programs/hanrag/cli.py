@@ -8,7 +8,7 @@ import typer
 
 from multihop.cli.console import console
 from multihop.cli.options import DATASETS, TRAIN_QUESTIONS, file_info, lm_options, question_path
-from multihop.lm_options import LMOptions
+from multihop.lm.options import LMOptions
 
 app = typer.Typer(help="HANRAG's Revelator training data (§4.2, App. B).", no_args_is_help=True)
 
@@ -30,7 +30,7 @@ def hanrag_revelator_data(
     OUT/*/*.jsonl --preset hanrag`."""
     import dspy
 
-    from multihop.data import held_apart_ids, load_dataset
+    from multihop.data.loaders import held_apart_ids, load_dataset
     from multihop.optimize.gold import gold_trajectories
     from multihop.programs import HANRAG
     from multihop.programs.gold import GoldContext

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import dspy
 
-from multihop.metrics import exact_match
+from multihop.evaluation.metrics import exact_match
 
 from ..gold import (
     PLACEHOLDER,

@@ -57,9 +57,9 @@ from dataclasses import dataclass
 
 import dspy
 
+from multihop.evaluation.tracing import count
 from multihop.signatures.hanrag import Aggregate, Answer, Decompose, DirectAnswer, JudgeEnding, JudgeRelevance, Refine
 from multihop.signatures.hanrag import Route as RouteQuestion
-from multihop.tracing import count
 
 from ..base import MultihopProgram
 from ..text import clean, safe_answer, unique

@@ -30,10 +30,10 @@ from __future__ import annotations
 
 import dspy
 
+from multihop.evaluation.tracing import count
 from multihop.retrievers.query import merge_hits
 from multihop.signatures import AnswerFromPassages, AnswerWithReasoning
 from multihop.signatures.ircot import ReasonStep
-from multihop.tracing import count
 
 from ..baselines import RerankableBaseline
 from ..text import safe_answer, stated_answer

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import dspy
 
+from multihop.evaluation.tracing import count
 from multihop.retrievers.query import merge_hits
 from multihop.signatures import AnswerWithReasoning
-from multihop.tracing import count
 
 from ..baselines import RerankableBaseline
 from ..text import safe_answer

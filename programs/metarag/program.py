@@ -81,7 +81,8 @@ from dataclasses import asdict, dataclass, field
 
 import dspy
 
-from multihop.metrics import f1
+from multihop.evaluation.metrics import f1
+from multihop.evaluation.tracing import count
 from multihop.signatures.metarag import (
     CHECK_FINAL_ANSWER,
     ERROR_TYPES,
@@ -99,7 +100,6 @@ from multihop.signatures.metarag import (
     JudgeInternal,
     NewQuery,
 )
-from multihop.tracing import count
 
 from ..baselines import RerankableBaseline
 from ..text import safe_answer

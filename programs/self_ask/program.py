@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import dspy
 
+from multihop.evaluation.tracing import count
 from multihop.retrievers.query import merge_hits
 from multihop.signatures.self_ask import ClosedBookIntermediateAnswer, FinalAnswer, FollowUp, IntermediateAnswer
-from multihop.tracing import count
 
 from ..base import MultihopProgram
 from ..text import safe_answer

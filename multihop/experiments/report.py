@@ -14,11 +14,11 @@ import re
 from html import escape
 from pathlib import Path
 
-from multihop.comparison import TABLE_JSON, budget_text, cell, dataset_table, describe_retriever, knobs_text
-from multihop.evaluation import RESULTS, trace_path
-from multihop.jsonl import read_rows
-from multihop.paths import atomic_write_text, read_json
-from multihop.tracing import record_cells
+from multihop.data.jsonl import read_rows
+from multihop.data.paths import atomic_write_text, read_json
+from multihop.evaluation.runner import RESULTS, trace_path
+from multihop.evaluation.tracing import record_cells
+from multihop.experiments.tables import TABLE_JSON, budget_text, cell, dataset_table, describe_retriever, knobs_text
 
 REPORT = "report.html"
 TRACE_WIDTH = 240  # characters of a stage's inputs (and of its outputs) shown on its line

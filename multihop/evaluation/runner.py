@@ -6,7 +6,7 @@ written to ``out_dir/traces/<id>.json``; a rerun on the same folder skips the qu
 dies loses nothing. An exception in one question is recorded in its row and the run goes on. The summary (the
 papers' metrics, per-question costs and counts, and how the program declares its counts are shown: its
 ``count_display``) is printed as a table and saved as ``out_dir/summary.json``. Given a judge
-LM, each answer is also judged (ComposeRAG's "LLM Eval", ``multihop.metrics.LLMJudge``) outside the program's trace,
+LM, each answer is also judged (ComposeRAG's "LLM Eval", ``multihop.evaluation.metrics.LLMJudge``) outside the program's trace,
 so the judge's calls never count as the program's.
 """
 
@@ -39,13 +39,13 @@ from rich.console import Console
 from rich.table import Table
 from tqdm.auto import tqdm
 
-from multihop.engines.base import LogprobsUnavailable
-from multihop.engines.served import StructuredOutputRefused
-from multihop.folders import RUN_MANIFEST, check_run, locked
-from multihop.jsonl import append_row, read_rows, rows_text
-from multihop.metrics import LLMJudge, answer_scores, recall_at_k
-from multihop.paths import atomic_write_text
-from multihop.tracing import TracedModule, in_worker, jsonable, record_trace
+from multihop.data.folders import RUN_MANIFEST, check_run, locked
+from multihop.data.jsonl import append_row, read_rows, rows_text
+from multihop.data.paths import atomic_write_text
+from multihop.evaluation.metrics import LLMJudge, answer_scores, recall_at_k
+from multihop.evaluation.tracing import TracedModule, in_worker, jsonable, record_trace
+from multihop.lm.engines.base import LogprobsUnavailable
+from multihop.lm.engines.served import StructuredOutputRefused
 
 logger = logging.getLogger(__name__)
 RESULTS = "results.jsonl"
@@ -75,9 +75,9 @@ def run_question(program: dspy.Module, example: dspy.Example, judge: LLMJudge | 
                  ) -> tuple[dict, list[dict]]:
     """Answer one question and score it (and judge it, given a judge); never raises but for an LM that cannot serve
     the program at all — a server that refuses the stages' schemas
-    (:class:`~multihop.engines.served.StructuredOutputRefused`), an LM without the token log-probabilities a program
-    reads (:class:`~multihop.engines.base.LogprobsUnavailable`) —, which stops the run. A module
-    that traces its own calls (:class:`~multihop.tracing.TracedModule`, every multihop program) gives its stage
+    (:class:`~multihop.lm.engines.served.StructuredOutputRefused`), an LM without the token log-probabilities a program
+    reads (:class:`~multihop.lm.engines.base.LogprobsUnavailable`) —, which stops the run. A module
+    that traces its own calls (:class:`~multihop.evaluation.tracing.TracedModule`, every multihop program) gives its stage
     records and counts with its prediction; any other ``dspy.Module`` is traced here, so it gets them too."""
     start = time.perf_counter()
     row = {"id": example.id, "question": example.question, "answers": list(example.answers)}
@@ -216,7 +216,7 @@ def evaluate(
     """Evaluate ``program`` on ``examples``, writing rows and traces to ``out_dir`` as they finish; returns the summary.
 
     ``threads`` questions run at once, each in a copy of the caller's context, so ``dspy.context(...)`` settings and
-    traces stay per question. The folder is locked while the run writes (:func:`multihop.folders.locked`) and keeps
+    traces stay per question. The folder is locked while the run writes (:func:`multihop.data.folders.locked`) and keeps
     the run's manifest (``manifest``, default :func:`run_manifest`): rerunning with the same manifest resumes —
     retrying the questions that ended in an error unless ``keep_errors`` —, rerunning on more questions of the same
     run (a larger ``--limit``: every recorded question among them, nothing else changed) extends it, keeping the
@@ -289,7 +289,7 @@ async def aevaluate(
     keep_errors: bool = False,
 ) -> dict:
     """:func:`evaluate` for asyncio code (a server that hosts a program): ``in_flight`` questions at once under a
-    semaphore, each awaited as ``program.acall`` awaits a call (:func:`~multihop.tracing.in_worker`), with the same
+    semaphore, each awaited as ``program.acall`` awaits a call (:func:`~multihop.evaluation.tracing.in_worker`), with the same
     rows, traces, resumption and stops. The folder's lock, the manifest and the summary are written off the event
     loop."""
     run = EvaluationRun(program, examples, out_dir, progress, name, judge_lm, manifest, keep_errors)

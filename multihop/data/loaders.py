@@ -4,7 +4,7 @@ Questions become ``dspy.Example(id, question, answer, answers, gold_passage_ids,
 paragraphs).with_inputs("question")`` and keep the annotations that build stage targets (:mod:`multihop.optimize.gold`):
 MuSiQue's ``decomposition_answers`` and ``decomposition_support`` (each hop's supporting passage id), HotpotQA's and
 2Wiki's ``supporting_sentences``, 2Wiki's ``evidences`` (``[head, relation, tail]`` triples); corpora become a
-:class:`~multihop.corpus.Corpus`. Files are read with the standard ``json`` module rather than ``datasets``: the native
+:class:`~multihop.data.corpus.Corpus`. Files are read with the standard ``json`` module rather than ``datasets``: the native
 schemas mix lists and nested lists per row (HotpotQA's ``context`` is ``[[title, [sentences]]]``), which Arrow cannot
 type, and errors must name the file, line and field.
 
@@ -30,9 +30,9 @@ from typing import Any
 
 import dspy
 
-from multihop.corpus import Corpus, DataFormatError, Passage, join_sentences
-from multihop.paths import data_dir
-from multihop.question_sets import QUESTION_SETS, question_file
+from multihop.data.corpus import Corpus, DataFormatError, Passage, join_sentences
+from multihop.data.paths import data_dir
+from multihop.data.question_sets import QUESTION_SETS, question_file
 
 logger = logging.getLogger(__name__)
 
@@ -266,7 +266,7 @@ def load_dataset(path: str | Path, format: str | None = None, limit: int | None 
     """Load a question file as ``dspy.Example``s with ``question`` as the input. ``path`` is a file, a path relative
     to ``MULTIHOP_DATA`` (``"musique/dev/musique_qa_100.json"``), or a dataset name (``"musique"``, ``"hotpotqa"``,
     ``"2wiki"``: its ``split`` file, dev or train), as the command line takes them
-    (:func:`multihop.question_sets.question_file`).
+    (:func:`multihop.data.question_sets.question_file`).
 
     ``format`` is one of ``musique``, ``hotpotqa``, ``2wiki``, ``jsonl``; detected from the first record when None.
     Duplicate question ids are refused. Empty paragraphs are dropped from each example and counted in a log line.

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from multihop.paths import data_dir
+from multihop.data.paths import data_dir
 
 QUESTION_SETS = {
     "dev": {"musique": "musique/dev/musique_qa_100.json", "hotpotqa": "hotpotqa/dev/hotpot_dev100.jsonl",

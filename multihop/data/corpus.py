@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from multihop.paths import atomic_write_text
+from multihop.data.paths import atomic_write_text
 
 logger = logging.getLogger(__name__)
 

@@ -154,7 +154,7 @@ def loopback_server(latency: float = 0.0, lifetime: float = 600.0, max_requests:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m multihop.loopback --latency 0.3``: serve in this process (so a measured client's CPU time is its
+    """``python -m multihop.lm.loopback --latency 0.3``: serve in this process (so a measured client's CPU time is its
     own), printing the address on the first line of stdout; it stops after ``--lifetime`` seconds."""
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("--latency", type=float, default=0.0, help="seconds every completion takes")

@@ -11,6 +11,7 @@ the LM, the data and its checksum, the limit —; a rerun whose manifest differs
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Iterator
@@ -19,13 +20,24 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-from multihop.models import ChecksumMismatchError, sha256_file
-from multihop.paths import atomic_write_text, read_json
+from multihop.data.paths import atomic_write_text, read_json
 
 LOCK = ".multihop.lock"
 RUN_MANIFEST = "run.json"
 INVENTORY = "files.json"
 VERIFIED = ".files.verified"  # the sizes and modification times of the files last found as listed
+
+
+class ChecksumMismatchError(RuntimeError):
+    """A file does not have its recorded or pinned sha256; it is refused."""
+
+
+def sha256_file(path: Path, chunk: int = 1 << 22) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 class FolderInUseError(RuntimeError):

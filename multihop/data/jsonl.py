@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TextIO
 
-from multihop.paths import atomic_write_text
+from multihop.data.paths import atomic_write_text
 
 
 def read_rows(path: Path, repair: bool = True) -> dict[str, dict]:

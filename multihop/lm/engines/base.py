@@ -173,6 +173,6 @@ class AsyncEngine:
     @classmethod
     def load_state(cls, state: dict) -> AsyncEngine:
         module, _, name = state["class"].partition(":")
-        if not module.startswith("multihop.engines."):
+        if not module.startswith("multihop.lm.engines."):
             raise ValueError(f"{state['class']} is not one of multihop's engines")
         return cls(getattr(importlib.import_module(module), name).load_state(state["state"]))

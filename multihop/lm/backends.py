@@ -3,22 +3,22 @@
 ``make_lm(spec)`` returns a ``dspy.LM``:
 
 - ``local:smollm2`` (the embedded default) or ``local:<HF folder | .gguf file>``, optionally with a LoRA ``adapter``
-  folder: a local engine behind ``dspy.LM(engine=...)`` (:mod:`multihop.engines`). Both engines decode under each
+  folder: a local engine behind ``dspy.LM(engine=...)`` (:mod:`multihop.lm.engines`). Both engines decode under each
   signature's bounded JSON schema (``constrained``, the default), so every reply parses and ends when its fields are
   written, and both reuse the KV state of a prompt prefix shared with the previous call. ``engine="auto"`` runs a
-  GGUF model on llama.cpp (:class:`~multihop.engines.LlamaCppEngine`, the faster decoder; a PEFT adapter is
+  GGUF model on llama.cpp (:class:`~multihop.lm.engines.LlamaCppEngine`, the faster decoder; a PEFT adapter is
   converted to a GGUF LoRA once) when ``llama-cpp-python`` is installed, and on ``transformers`` otherwise
-  (:class:`~multihop.engines.TransformersEngine`: HF folders, GPUs). DSPy's outer LM layer owns the request cache
+  (:class:`~multihop.lm.engines.TransformersEngine`: HF folders, GPUs). DSPy's outer LM layer owns the request cache
   (an identical request is never generated twice), retries, history, callbacks and usage tracking; the model string
   ``local/<name>[-llamacpp]-<checksum>[-lora<checksum>][-json<policy>]`` keys the cache by the engine, the decoding
   and the exact weights and adapter. Generation is capped at ``LOCAL_MAX_TOKENS`` (128) unless ``max_tokens`` is given.
-- ``local:<name>`` with ``api_base``: that model as ``multihop serve`` runs it there (:mod:`multihop.serving`; a
+- ``local:<name>`` with ``api_base``: that model as ``multihop serve`` runs it there (:mod:`multihop.lm.serving`; a
   server running another model is refused), decoded as the in-process llama.cpp engine decodes it
-  (:class:`~multihop.engines.served.ServedEngine`).
+  (:class:`~multihop.lm.engines.served.ServedEngine`).
 - anything else: a ``dspy.LM`` model string (``openai/gpt-4o-mini``, ``hosted_vllm/...``, ``ollama_chat/...``) with
   optional ``api_base`` / ``api_key`` for OpenAI-compatible servers. With structured outputs on (``structured``:
   ``auto`` turns them on for ``hosted_vllm/`` and for ``openai/`` with an ``api_base``), the model is reached over
-  the OpenAI chat API by :class:`~multihop.engines.served.ServedEngine`, which sends every stage's bounded JSON schema
+  the OpenAI chat API by :class:`~multihop.lm.engines.served.ServedEngine`, which sends every stage's bounded JSON schema
   (``json_schema``, the form vLLM and SGLang take; ``json_object``, llama-cpp-python's), so served replies
   parse and end within their budget as local ones do; the model string ``<spec>-<form><policy>`` keys DSPy's cache
   by the decoding. Without them, DSPy's own LiteLLM/native engine decodes freely.
@@ -40,14 +40,14 @@ from pathlib import Path
 import dspy
 from dspy.lm15 import Config, Message, Request
 
-from multihop import models
-from multihop.engines import LlamaCppEngine, ServedEngine, TransformersEngine, llama_cpp_available
-from multihop.engines.base import LOCAL_MAX_TOKENS, AsyncEngine, LocalEngine
-from multihop.engines.lora import gguf_lora
-from multihop.engines.schema import POLICY
-from multihop.engines.served import served_model
-from multihop.folders import verify_inventory
-from multihop.models import DEFAULT_LM, DEFAULT_LM_TIMEOUT, LM_TIMEOUT_ENV, LOCAL_ENGINES, STRUCTURED
+from multihop.data.folders import verify_inventory
+from multihop.lm import models
+from multihop.lm.engines import LlamaCppEngine, ServedEngine, TransformersEngine, llama_cpp_available
+from multihop.lm.engines.base import LOCAL_MAX_TOKENS, AsyncEngine, LocalEngine
+from multihop.lm.engines.lora import gguf_lora
+from multihop.lm.engines.schema import POLICY
+from multihop.lm.engines.served import served_model
+from multihop.lm.models import DEFAULT_LM, DEFAULT_LM_TIMEOUT, LM_TIMEOUT_ENV, LOCAL_ENGINES, STRUCTURED
 
 DEFAULT_MAX_TOKENS = 384
 RETRIES = 2  # retries of a served LM's request that timed out or got HTTP 429/5xx (DSPy backs off between them)
@@ -152,7 +152,7 @@ def make_lm(
     (``auto``, ``llamacpp``, ``transformers``) and ``constrained`` (decode under the signature's JSON schema) apply to
     local models. ``structured`` says how replies are constrained (:func:`schema_form`): ``auto``, ``json_schema``,
     ``json_object`` or ``off`` (free decoding, also for a local model). A served LM's request may take ``timeout``
-    seconds (default ``$MULTIHOP_LM_TIMEOUT`` or :data:`~multihop.models.DEFAULT_LM_TIMEOUT`) and is retried
+    seconds (default ``$MULTIHOP_LM_TIMEOUT`` or :data:`~multihop.lm.models.DEFAULT_LM_TIMEOUT`) and is retried
     :data:`RETRIES` times on a timeout, HTTP 429 or 5xx, so one call gives up within about
     ``timeout × (RETRIES + 1)`` plus DSPy's backoff."""
     if timeout is None:

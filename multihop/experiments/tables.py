@@ -1,6 +1,5 @@
-"""The comparison table of ``multihop compare``: the shared budget, one row per dataset × program from its evaluation
-summary, the papers' own numbers beside them (labelled as theirs), written as ``comparison.json`` and
-``comparison.md`` and shown as one table per dataset.
+"""The comparison's table: one row per dataset × program from its evaluation summary, the papers' own numbers beside
+them (labelled as theirs), written as ``comparison.json`` and ``comparison.md`` and shown as one table per dataset.
 
 The comparison itself is a JSON-ready dict (what ``comparison.json`` holds): ``budget`` (k passages, max iterations,
 max tokens, as applied), ``lm``, ``judge``, ``retriever``, ``datasets`` (file, question count, question ids),
@@ -12,13 +11,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from rich.table import Table
 
-from multihop.papers import PaperResult
-from multihop.paths import atomic_write_text
+from multihop.data.paths import atomic_write_text
+from multihop.programs.budget import BUDGET_ITEMS
+from multihop.programs.papers import PaperResult
 
 TABLE_JSON = "comparison.json"
 TABLE_MARKDOWN = "comparison.md"
@@ -29,37 +28,6 @@ COLUMNS = [("em", "EM"), ("f1", "F1"), ("acc", "Acc"), ("cover_em", "Cover-EM"),
            ("fallbacks", "fallbacks/q")]
 PERCENT = {"em", "f1", "acc", "cover_em", "llm_eval", "recall@2", "recall@5"}  # shares, shown in percent
 OPTIONAL = {"llm_eval"}  # a column only when some row (ours or theirs) has it
-BUDGET_ITEMS = {"k": "passages per retrieval", "max_iterations": "iterations at most",
-                "max_tokens": "tokens per LM call at most"}
-
-
-BUDGET_MODES = ("shared", "paper")
-
-
-@dataclass(frozen=True)
-class Budget:
-    """What every program of a comparison may spend. ``mode="shared"`` (the default): the same for all, applied
-    wherever a program has the knob — ``k`` passages per retrieval, ``max_iterations`` rounds of its loop (a program's
-    own name for it: max_steps, max_reflections...); ``mode="paper"``: each program as its own paper ran it (its
-    defaults and its method's ``paper_settings``), ``k`` and ``max_iterations`` unused. ``max_tokens`` per LM call
-    applies in both (None: the LM's own cap, which the comparison records)."""
-
-    k: int = 5
-    max_iterations: int = 4
-    max_tokens: int | None = None
-    mode: str = "shared"
-
-    def __post_init__(self):
-        if self.mode not in BUDGET_MODES:
-            raise ValueError(f"budget mode must be one of {', '.join(BUDGET_MODES)}, got {self.mode!r}")
-        for name, value in asdict(self).items():
-            if name != "mode" and value is not None and (not isinstance(value, int) or value < 1):
-                raise ValueError(f"budget {name} must be a whole number ≥ 1, got {value!r}")
-
-    def as_dict(self) -> dict:
-        return asdict(self)
-
-
 def summary_row(dataset: str, program: str, summary: dict) -> dict:
     """Our row of one dataset × program: the table's columns from its evaluation ``summary`` (errors as a share of
     questions, fallbacks per question, 0 when the program took none) and its question count."""

@@ -15,10 +15,10 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
-from multihop.evaluation import RESULTS, SUMMARY, questions_hash, summarize
-from multihop.folders import RUN_MANIFEST, locked
-from multihop.jsonl import read_rows, rows_text
-from multihop.paths import atomic_dir, read_json
+from multihop.data.folders import RUN_MANIFEST, locked
+from multihop.data.jsonl import read_rows, rows_text
+from multihop.data.paths import atomic_dir, read_json
+from multihop.evaluation.runner import RESULTS, SUMMARY, questions_hash, summarize
 
 
 class ShardError(ValueError):

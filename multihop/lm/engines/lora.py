@@ -17,8 +17,8 @@ import json
 import os
 from pathlib import Path
 
-from multihop.models import sha256_file
-from multihop.paths import home
+from multihop.data.folders import sha256_file
+from multihop.data.paths import home
 
 ROTARY_PROJECTIONS = {"q_proj": "head_count", "k_proj": "head_count_kv"}  # rows permuted by the GGUF conversion
 ARCHITECTURES = ("llama",)  # those whose GGUF conversion is the one reproduced here

@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from multihop.models import DEFAULT_LM, DEFAULT_LM_TIMEOUT, LM_TIMEOUT_ENV, LOCAL_ENGINES, STRUCTURED
+from multihop.lm.models import DEFAULT_LM, DEFAULT_LM_TIMEOUT, LM_TIMEOUT_ENV, LOCAL_ENGINES, STRUCTURED
 
 API_KEY_ENV = "MULTIHOP_API_KEY"
 LM_HELP = "local:smollm2, local:<HF folder | .gguf>, or a dspy.LM model string (openai/<model>, ollama_chat/<model>)"
@@ -56,7 +56,7 @@ class LMOptions:
     """The LM a run uses: its spec (``lm``), server (``api_base``, ``api_key``), LoRA ``adapter`` and ``engine``
     (local LMs), generation cap (``max_tokens``; None: the backend's default), the time a served LM's request may
     take (``timeout``; None: ``$MULTIHOP_LM_TIMEOUT`` or 120 s) and how replies are constrained (``structured``,
-    :func:`multihop.lms.schema_form`). Other LMs of the run (a teacher, a judge, a prompt writer) share the server
+    :func:`multihop.lm.backends.schema_form`). Other LMs of the run (a teacher, a judge, a prompt writer) share the server
     and key, and the engine and decoding choices."""
 
     lm: str = DEFAULT_LM
@@ -70,13 +70,13 @@ class LMOptions:
 
     def make(self, spec: str | None = None, max_tokens: int | None = None):
         """``spec`` (default: this LM, with its adapter and cap) as a ``dspy.LM``; ``max_tokens`` replaces the cap."""
-        from multihop.lms import make_lm
+        from multihop.lm.backends import make_lm
 
         return make_lm(spec or self.lm, **self._settings(spec, max_tokens))
 
     def configure(self, spec: str | None = None, max_tokens: int | None = None):
         """:meth:`make` it and ``dspy.configure`` it with the adapter its spec runs best with."""
-        from multihop.lms import configure_lm
+        from multihop.lm.backends import configure_lm
 
         return configure_lm(spec or self.lm, **self._settings(spec, max_tokens))
 
@@ -94,7 +94,7 @@ class LMOptions:
         ``multihop distill`` folder, this LM with that LoRA adapter and the first 8 hex digits of its weights'
         sha256; for a served student, ``SPEC[@DIR]`` (:func:`served_student`), the LM of ``SPEC`` on this run's
         server (vLLM serves a LoRA under its own model name) and the spec."""
-        from multihop.models import sha256_file
+        from multihop.data.folders import sha256_file
 
         spec, _ = served_student(student)
         if spec is not None:  # on the run's server, under the run's cap
@@ -103,9 +103,9 @@ class LMOptions:
         return dataclasses.replace(self, adapter=str(student)).make(), weights
 
     def default_adapter(self):
-        """The adapter this LM runs best with (:func:`multihop.lms.default_adapter`), without building it: the one
+        """The adapter this LM runs best with (:func:`multihop.lm.backends.default_adapter`), without building it: the one
         a student's rows are rendered with, as its LM will be prompted."""
-        from multihop.lms import default_adapter
+        from multihop.lm.backends import default_adapter
 
         return default_adapter(self.lm, self.api_base, self.structured)
 

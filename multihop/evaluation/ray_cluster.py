@@ -7,7 +7,7 @@ other value is a cluster's address (``ray://head:10001`` or ``head:6379``). Work
 the driver (the same image, or a ``runtime_env``), the models installed (``multihop models install``) and, for an
 index build, the output folder on a filesystem every node sees.
 
-An evaluation on Ray is :func:`~multihop.evaluation.evaluate`'s run — one folder, its manifest, resumable rows and
+An evaluation on Ray is :func:`~multihop.evaluation.runner.evaluate`'s run — one folder, its manifest, resumable rows and
 traces, the summary — whose questions are answered by ``workers`` actors instead of threads: each actor builds the
 program once from a recipe (a picklable function returning the program and the DSPy settings it runs under, its
 retriever loaded and its LM configured; the LM is served separately when it is a served one), answers one question
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import dspy
 
-from multihop.evaluation import EvaluationRun, run_question
+from multihop.evaluation.runner import EvaluationRun, run_question
 
 RAY_EXTRA = "pip install 'multihop[ray]'"
 SHARED_ENV = ("MULTIHOP_HOME", "MULTIHOP_DATA", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "TOKENIZERS_PARALLELISM")
@@ -77,7 +77,7 @@ def ray_evaluate(program: dspy.Module, recipe: Callable[[], tuple[dspy.Module, d
                  examples: Sequence[dspy.Example], out_dir: str | Path, workers: int = 2, address: str = "auto",
                  name: str | None = None, manifest: dict | None = None, keep_errors: bool = False,
                  progress: bool = True, cpus_per_worker: float = 1.0) -> dict:
-    """:func:`~multihop.evaluation.evaluate` with the questions answered by ``workers`` Ray actors, each building its
+    """:func:`~multihop.evaluation.runner.evaluate` with the questions answered by ``workers`` Ray actors, each building its
     program with ``recipe`` (``program`` is the driver's, which the run's manifest describes); more workers than the
     cluster's CPUs share them (:func:`actor_cpus`), so all start. Returns the summary."""
     ray = connect(address)

@@ -2,11 +2,11 @@
 copy of the weights (``multihop serve`` runs it with uvicorn).
 
 Clients reach it with ``make_lm("local:smollm2", api_base="http://127.0.0.1:8000/v1")``
-(:class:`~multihop.engines.served.ServedEngine`: the in-process engines' bounded schema decoding) or as any
+(:class:`~multihop.lm.engines.served.ServedEngine`: the in-process engines' bounded schema decoding) or as any
 OpenAI-compatible endpoint (``make_lm("openai/<model>", api_base=...)``, free decoding: DSPy sends no schema to a model
 it does not know, and this server refuses the ``json_schema`` form it would send). The server is llama-cpp-python's own
 (FastAPI and uvicorn, installed with the ``llamacpp`` extra); it runs the model on the physical cores with the
-in-process engine's context, a LoRA student converted to GGUF (:mod:`multihop.engines.lora`), and the same AMX
+in-process engine's context, a LoRA student converted to GGUF (:mod:`multihop.lm.engines.lora`), and the same AMX
 workaround. The model's name on the server carries its weights' checksum (and its adapter's), so clients key DSPy's
 cache by the exact weights. llama-cpp-python's server settings also read environment variables (``N_GPU_LAYERS``...);
 the model, context, threads and adapter set here take precedence, and ``CONFIG_FILE``, which would replace them, is
@@ -20,8 +20,8 @@ import ipaddress
 import os
 from pathlib import Path
 
-from multihop.engines.llamacpp import MAX_CONTEXT, llama_cpp_available, physical_cores, plain_weight_buffers
-from multihop.lms import check_adapter, llamacpp_weights, local_gguf
+from multihop.lm.backends import check_adapter, llamacpp_weights, local_gguf
+from multihop.lm.engines.llamacpp import MAX_CONTEXT, llama_cpp_available, physical_cores, plain_weight_buffers
 
 SERVER_MODULES = ("fastapi", "uvicorn", "sse_starlette", "starlette_context", "pydantic_settings")
 

@@ -8,7 +8,6 @@ every load. The SmolLM2 GGUF is de-quantised once into a Hugging Face folder so 
 
 from __future__ import annotations
 
-import hashlib
 import importlib.metadata as md
 import json
 import os
@@ -20,20 +19,17 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from multihop.paths import atomic_write_text, home
+from multihop.data.folders import ChecksumMismatchError, sha256_file
+from multihop.data.paths import atomic_write_text, home
 
-DEFAULT_LM = "local:smollm2"  # the LM spec (multihop.lms.make_lm) used unless one is given: the embedded SmolLM2
+DEFAULT_LM = "local:smollm2"  # the LM spec (multihop.lm.backends.make_lm) used unless one is given: the embedded SmolLM2
 LM_TIMEOUT_ENV, DEFAULT_LM_TIMEOUT = "MULTIHOP_LM_TIMEOUT", 120.0  # seconds a served LM's request may take
-LOCAL_ENGINES = ("auto", "llamacpp", "transformers")  # the engines a local LM runs on (multihop.lms.make_lm)
-STRUCTURED = ("auto", "json_schema", "json_object", "off")  # how stage replies are constrained (multihop.lms)
+LOCAL_ENGINES = ("auto", "llamacpp", "transformers")  # the engines a local LM runs on (multihop.lm.backends.make_lm)
+STRUCTURED = ("auto", "json_schema", "json_object", "off")  # how stage replies are constrained (multihop.lm.backends)
 
 
 class ModelNotInstalledError(RuntimeError):
     """A package that carries a model is missing; the message holds the exact install command."""
-
-
-class ChecksumMismatchError(RuntimeError):
-    """A model file does not have its pinned sha256; it is refused."""
 
 
 @dataclass(frozen=True)
@@ -108,14 +104,6 @@ def get_spec(name: str) -> ModelSpec:
         return REGISTRY[name]
     except KeyError:
         raise ValueError(f"unknown model {name!r}; known models: {', '.join(REGISTRY)}") from None
-
-
-def sha256_file(path: Path, chunk: int = 1 << 22) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while block := fh.read(chunk):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def verify(path: Path, expected: str) -> str:

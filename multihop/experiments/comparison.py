@@ -11,7 +11,7 @@ states so the programs' late-interaction rerankers read them instead of encoding
 program's query markers as special tokens, which no passage contains) or BM25. Each program keeps its own reranker,
 a part of its method.
 
-The budget (:class:`~multihop.comparison.Budget`) is recorded with the results. Under the paper's budget
+The budget (:class:`~multihop.programs.budget.Budget`) is recorded with the results. Under the paper's budget
 (``mode="paper"``, ``--budget paper``) each program runs as its paper ran it: its defaults and the settings its method
 declares (``Method(paper_settings=...)``), recorded per program. Under the shared one (the default) it is applied
 wherever a program has the knob: ``k`` passages per retrieval (every retrieving program's ``k``), ``max_iterations``
@@ -21,8 +21,8 @@ not loop) and ``max_tokens`` per LM call (the LM's cap, so every stage of every 
 served another's replies from the cache and its tokens and seconds are its own.
 
 Then the table (``comparison.json``, ``comparison.md``, the papers' numbers beside ours), the charts and
-``report.html`` are written into the output folder (:mod:`multihop.comparison`, :mod:`multihop.charts`,
-:mod:`multihop.report`).
+``report.html`` are written into the output folder (:mod:`multihop.experiments.comparison`, :mod:`multihop.experiments.charts`,
+:mod:`multihop.experiments.report`).
 """
 
 from __future__ import annotations
@@ -36,24 +36,19 @@ from pathlib import Path
 import dspy
 from rich.console import Console
 
-from multihop.charts import write_charts
-from multihop.comparison import (
-    Budget,
-    budget_text,
-    console_tables,
-    knobs_text,
-    paper_row,
-    summary_row,
-    write_table,
-)
-from multihop.data import load_dataset
-from multihop.evaluation import Evaluation, evaluate_all, run_manifest
-from multihop.lm_options import LMOptions, served_student
-from multihop.lms import make_lm
-from multihop.models import sha256_file
+from multihop.data.folders import sha256_file
+from multihop.data.loaders import load_dataset
+from multihop.data.question_sets import DATASETS, question_file
+from multihop.evaluation.runner import Evaluation, evaluate_all, run_manifest
+from multihop.experiments.charts import write_charts
+from multihop.experiments.report import write_report
+from multihop.experiments.tables import budget_text, console_tables, knobs_text, paper_row, summary_row, write_table
+from multihop.lm.backends import make_lm
+from multihop.lm.options import LMOptions, served_student
 from multihop.optimize.students import use_student
 from multihop.programs import (
     PROGRAMS,
+    Budget,
     budget_knobs,
     compared_by_default,
     method_of,
@@ -62,8 +57,6 @@ from multihop.programs import (
     shared_retriever,
     takes_retriever,
 )
-from multihop.question_sets import DATASETS, question_file
-from multihop.report import write_report
 from multihop.retrievers import CACHED_FIRST_STAGES, load_retriever
 
 
@@ -96,7 +89,7 @@ def compare(
     ``lm`` is an LM spec or :class:`LMOptions` (then DSPy is configured with it, capped at ``budget.max_tokens``), or
     None for the LM DSPy is configured with. ``students`` maps a program to a ``multihop distill`` folder, a LoRA
     adapter of ``lm`` (which must then be a spec or options), or to a served student ``SPEC[@DIR]``
-    (:func:`~multihop.lm_options.served_student`: ``openai/<lora-name>`` on the run's server). ``limit``: the first
+    (:func:`~multihop.lm.options.served_student`: ``openai/<lora-name>`` on the run's server). ``limit``: the first
     N questions of each set; ``threads``: questions at once, of every program and dataset (one pool); ``judge_lm``
     adds LLM Eval. ``console`` prints the budget and the tables. ``corpus`` (a corpus or question file, indexed once
     by ``first_stage``) or ``retriever`` (a saved retriever folder) is the one index every program and dataset

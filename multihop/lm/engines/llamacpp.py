@@ -1,7 +1,7 @@
 """The llama.cpp engine: a GGUF file run by ``llama-cpp-python``, decoding under the request's JSON schema.
 
 ``llama-cpp-python`` is built from source by the Makefile's set-up (once per virtualenv); ``import multihop`` never
-needs it, and :func:`llama_cpp_available` tells whether it is there (:func:`multihop.lms.make_lm` falls back to the
+needs it, and :func:`llama_cpp_available` tells whether it is there (:func:`multihop.lm.backends.make_lm` falls back to the
 ``transformers`` engine, with a warning, when it is not).
 
 The engine decodes under the request's bounded JSON schema (:class:`~.base.LocalEngine`) with the grammar llama.cpp
