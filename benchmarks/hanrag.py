@@ -50,8 +50,8 @@ from multihop.lm.options import LMOptions
 from multihop.optimize.gold import gold_targets
 from multihop.optimize.students import trained_stages
 from multihop.programs import HANRAG, AdaptiveRAG, NoRetrieval, SingleStepRAG
-from multihop.programs.adaptive_rag.complexity import bias_label, silver_label
-from multihop.programs.adaptive_rag.labels import with_gold_complexity
+from multihop.programs.baselines.adaptive_rag.complexity import bias_label, silver_label
+from multihop.programs.baselines.adaptive_rag.labels import with_gold_complexity
 from multihop.programs.budget import Budget
 from multihop.programs.hanrag import REVELATOR_STAGES
 from multihop.programs.hanrag.routes import route_of

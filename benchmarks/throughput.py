@@ -40,7 +40,7 @@ from multihop.data.paths import atomic_write_text
 from multihop.data.question_sets import question_file
 from multihop.evaluation.parallel import fan_out
 from multihop.lm.backends import default_adapter, make_lm
-from multihop.programs import PROGRAMS, compared_by_default, shared_retriever, takes_retriever
+from multihop.programs import PROGRAMS, shared_retriever, takes_retriever
 
 console = Console(width=170)
 
@@ -127,7 +127,7 @@ def main() -> None:
     path = question_file("musique", "dev")
     questions = [example.question for example in load_dataset(path, limit=args.questions)]
     retriever, _ = shared_retriever(path, args.first_stage, "mpnet")
-    names = args.programs.split(",") if args.programs else compared_by_default()
+    names = args.programs.split(",") if args.programs else PROGRAMS.compared_by_default()
     runs = [("threads", int(n)) for n in args.in_flight.split(",") if n] + [
         ("async", int(n)) for n in args.async_in_flight.split(",") if n]
     args.out.mkdir(parents=True, exist_ok=True)

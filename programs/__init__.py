@@ -1,19 +1,12 @@
-"""The programs: one package per method, each ending in its declaration (:class:`~.methods.Method`), plus the
-baselines, saving/loading them, and the registries every shared place reads (programs, methods, distillation
-presets). A new method is one import line here."""
+"""The programs: one package per method, each ending in its declaration (:class:`~.registry.Method`), plus the
+baselines (under :mod:`.baselines`), saving/loading them, and the registry every shared place reads
+(:data:`~.registry.PROGRAMS`: which class, which declaration) and the distillation presets. A new method is one import line here."""
 
-from .base import PROGRAMS, MultihopProgram, takes_retriever
+from .base import MultihopProgram, takes_retriever
 from .budget import Budget
-from .methods import (
-           METHODS,
-           Method,
-           budget_knobs,
-           compared_by_default,
-           method_of,
-           program_named,
-           program_under_budget,
-           shared_retriever,
-)
+from .building import budget_knobs, program_under_budget, shared_retriever
+from .papers import Paper
+from .registry import PROGRAMS, Method
 
 # isort: off
 # the methods in their papers' order (seeds 000-004), then the baselines: the order they declare themselves in, which
@@ -23,20 +16,12 @@ from .dualrag import DualRAG
 from .composerag import ComposeRAG
 from .hanrag import HANRAG
 from .cirag import CIRAG
-from .baselines import NoRetrieval, SingleStepRAG
-from .ircot import IRCoT
-from .iter_retgen import IterRetGen
-from .flare import FLARE
-from .self_ask import SelfAsk
-from .adaptive_rag import AdaptiveRAG
-from .metarag import MetaRAG
-from .genground import GenGround
+from .baselines import AdaptiveRAG, FLARE, GenGround, IRCoT, IterRetGen, MetaRAG, NoRetrieval, SelfAsk, SingleStepRAG
 # isort: on
+from .distill_presets import DISTILL_PRESETS, register_distill_preset
 from .saved import load, save
-from .students import DISTILL_PRESETS, register_distill_preset
 
 __all__ = ["AdaptiveRAG", "Budget", "CIRAG", "ComposeRAG", "CoopRAG", "DISTILL_PRESETS", "DualRAG", "FLARE", "GenGround",
-           "HANRAG", "IRCoT", "IterRetGen", "METHODS", "MetaRAG", "Method", "MultihopProgram", "NoRetrieval",
-           "PROGRAMS", "SelfAsk", "SingleStepRAG", "budget_knobs", "compared_by_default", "load", "method_of",
-           "program_named", "program_under_budget", "register_distill_preset", "save", "shared_retriever",
-           "takes_retriever"]
+           "HANRAG", "IRCoT", "IterRetGen", "MetaRAG", "Method", "MultihopProgram", "NoRetrieval", "PROGRAMS", "Paper",
+           "SelfAsk", "SingleStepRAG", "budget_knobs", "load", "program_under_budget", "register_distill_preset", "save",
+           "shared_retriever", "takes_retriever"]

@@ -5,7 +5,8 @@ with its stage records (``prediction.stage_trace``) and per-question counts (``p
 ``retrieval_calls``, ``tokens``, ``passage_ids`` and every event the program counted with
 :func:`multihop.evaluation.tracing.count`). Its constructor settings are its ``__init__`` parameters, read back by
 :meth:`~MultihopProgram.config`, so a new switch is one parameter kept as an attribute of the same name. Every
-subclass registers itself by class name (:data:`PROGRAMS`), which is how a saved program is rebuilt. It also gives
+subclass registers itself by class name (:data:`~.registry.PROGRAMS`; an abstract base says ``register=False``), which
+is how a saved program is rebuilt. It also gives
 every stage its own LM (``set_stage_lm``) and the retriever lookup that DSPy's own ``Retrieve`` uses (the
 constructor's, else ``dspy.settings.rm``).
 
@@ -20,18 +21,13 @@ The helpers every method builds on, so no method reaches retrieval, stages or fa
   retriever's first stage for the top ``n`` and reranks them to ``k`` with that reranker, bound to the first stage
   (its encoder and token cache); one without it searches its retriever as it is. Every rerank is a ``rerank`` record
   of the stage trace.
-
-Renamed settings keep their old names for one release (:attr:`~MultihopProgram.renamed_settings`): an old name given
-to the constructor, ``--set`` or a saved config is read as the new one, with a deprecation warning.
 """
 
 from __future__ import annotations
 
-import functools
 import inspect
 import logging
 import threading
-import warnings
 from typing import ClassVar
 
 import dspy
@@ -42,11 +38,11 @@ from multihop.evaluation.tracing import TracedModule, count
 from multihop.retrievers import Retriever, make_reranker
 from multihop.retrievers.query import Hits, pick
 
+from .registry import PROGRAMS
 from .switches import typed
 
 logger = logging.getLogger(__name__)
 
-PROGRAMS: dict[str, type[MultihopProgram]] = {}
 DISPLAYS = ("rate", "mean")
 
 
@@ -67,23 +63,18 @@ class MultihopProgram(TracedModule):
     special_tokens: ClassVar[tuple[str, ...]] = ()  # markers the program writes into its queries, which the encoder of
     # an index built for it keeps whole (``multihop index build --markers PROGRAM``; an index built on the fly for it)
     index_pooling: ClassVar[str] = "mean"  # the first-stage pooling of an index built for it (same two ways)
-    renamed_settings: ClassVar[dict[str, str]] = {}  # old setting name → its new name, read for one more release
-    renamed_stages: ClassVar[dict[str, str]] = {}  # old stage name → its new name (saved states, set_stage_lm)
     inner_threads: int | None = None  # independent calls of one question run at once (fan_out); None: by the LM
     stage_prefix: str = ""  # a program run as a part of another counts its stages under its path there ("multi_step.")
 
-    def __init_subclass__(cls, **kwargs):
+    def __init_subclass__(cls, register: bool = True, **kwargs):
+        """Register the subclass by its name, unless it is an abstract base (``class Base(MultihopProgram,
+        register=False)``), which no command offers as a program."""
         super().__init_subclass__(**kwargs)
         unknown = {name: display for name, display in cls.count_display.items() if display not in DISPLAYS}
         if unknown:
             raise TypeError(f"{cls.__name__}.count_display: {unknown} is not one of {', '.join(DISPLAYS)}")
-        known = PROGRAMS.get(cls.__name__)
-        if known is not None and _qualified(known) != _qualified(cls):
-            raise TypeError(f"a program named {cls.__name__} is registered already ({_qualified(known)}); saved "
-                            "programs and --program find programs by name: rename the class")
-        if "__init__" in cls.__dict__ and cls.renamed_settings:
-            cls.__init__ = _reading_old_names(cls.__init__, cls)
-        PROGRAMS[cls.__name__] = cls
+        if register:
+            PROGRAMS.add(cls)
 
     def __init__(self, retriever: dspy.Module | None = None):
         super().__init__()
@@ -92,23 +83,14 @@ class MultihopProgram(TracedModule):
 
     @classmethod
     def typed_settings(cls, settings: dict) -> dict:
-        """``settings`` under their current names (:meth:`current_names`) and coerced to the constructor's annotations
-        (:func:`.switches.typed`); a value that does not fit is a ``SwitchTypeError`` naming the switch and its type."""
-        return typed(cls, cls.current_names(settings))
-
-    @classmethod
-    def current_names(cls, settings: dict) -> dict:
-        """``settings`` (a saved config, ``--set`` switches) with every renamed setting under its new name; an old
-        name is warned about, and an old name given beside its new one is refused."""
-        current = dict(settings)
-        for old, new in cls.renamed_settings.items():
-            if old in current:
-                if new in current:
-                    raise TypeError(f"{cls.__name__}: give {new} only ({old} is its old name)")
-                warnings.warn(f"{cls.__name__}'s setting {old} is renamed {new}; the old name goes in the next "
-                              "release", DeprecationWarning, stacklevel=3)
-                current[new] = current.pop(old)
-        return current
+        """``settings`` (a saved config, ``--set`` switches) coerced to the constructor's annotations
+        (:func:`.switches.typed`); a value that does not fit is a ``SwitchTypeError`` naming the switch and its type,
+        and a name that is no setting is a ``TypeError`` listing the settings."""
+        unknown = sorted(set(settings) - set(cls.settings()))
+        if unknown:
+            raise TypeError(f"{cls.__name__} has no setting {', '.join(unknown)} (its settings: "
+                            f"{', '.join(cls.settings())})")
+        return typed(cls, settings)
 
     @property
     def rm(self) -> dspy.Module:
@@ -236,24 +218,11 @@ class MultihopProgram(TracedModule):
     def set_stage_lm(self, name: str, lm) -> None:
         """Run one stage on its own LM. ``name`` is a predictor path (``answer.predict``) or its first part
         (``answer``), which sets every predictor under it."""
-        first, dot, rest = name.partition(".")
-        if first in self.renamed_stages:
-            warnings.warn(f"{type(self).__name__}'s stage {first} is renamed {self.renamed_stages[first]}; the old "
-                          "name goes in the next release", DeprecationWarning, stacklevel=2)
-            name = self.renamed_stages[first] + dot + rest
         matched = [p for n, p in self.named_predictors() if n == name or n.split(".")[0] == name]
         if not matched:
             raise KeyError(f"{type(self).__name__} has no stage {name!r}; stages: {', '.join(self.stage_names())}")
         for predictor in matched:
             predictor.set_lm(lm)
-
-    def load_state(self, state: dict, **options):
-        """DSPy's ``load_state``, reading a state saved before a stage was renamed under the stage's new name."""
-        renamed = {}
-        for key, value in state.items():
-            first, dot, rest = key.partition(".")
-            renamed[self.renamed_stages.get(first, first) + dot + rest] = value
-        return super().load_state(renamed, **options)
 
     @classmethod
     def settings(cls) -> list[str]:
@@ -262,16 +231,6 @@ class MultihopProgram(TracedModule):
         parameters = inspect.signature(cls.__init__).parameters.values()
         return [p.name for p in parameters if p.name not in ("self", "retriever")
                 and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
-
-    @classmethod
-    def saved_settings(cls, config: dict) -> dict:
-        """A config saved by an earlier release, as this one reads it: settings renamed since under their new names,
-        and settings added since at their defaults (what the saved program ran with)."""
-        config = cls.current_names(config)
-        parameters = inspect.signature(cls.__init__).parameters
-        added = {name: parameters[name].default for name in cls.settings()
-                 if name not in config and parameters[name].default is not inspect.Parameter.empty}
-        return {**added, **config}
 
     def config(self) -> dict:
         """The constructor settings of this program, read from the attributes named like the parameters (saved next
@@ -297,17 +256,3 @@ class _Searchers:
 
     def __reduce__(self):
         return _Searchers, ()
-
-
-def _reading_old_names(init, cls: type[MultihopProgram]):
-    """``cls.__init__`` that reads the old names of renamed settings as their new ones."""
-
-    @functools.wraps(init)
-    def wrapped(self, *args, **kwargs):
-        init(self, *args, **cls.current_names(kwargs))
-
-    return wrapped
-
-
-def _qualified(cls: type) -> str:
-    return f"{cls.__module__}.{cls.__qualname__}"

@@ -1,4 +1,5 @@
-"""The papers' own headline numbers, which ``multihop compare`` shows beside ours, labelled as theirs: each with the LM
+"""The papers the programs rebuild (:class:`Paper`, each program's declaration names its own) and their own headline
+numbers, which ``multihop compare`` shows beside ours, labelled as theirs: each with the LM
 it was measured with, where it was read (seed file and table) and how its setting differs from ours (their
 questions, corpus and retriever). Each method declares its paper's numbers with its other facts
 (``Method(papers=reported(...))`` in its package); only numbers read in the papers' text are declared.
@@ -9,6 +10,23 @@ Numbers are fractions, as our summaries keep them.
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Paper:
+    """The paper a program rebuilds, as its declaration names it (``Method(paper=Paper(...))``)."""
+
+    title: str
+    authors: str  # as the paper lists them, "First Author, Second Author, ..."
+    year: int
+    venue: str | None = None  # where it was published; None: a preprint
+    url: str | None = None
+
+    def short(self) -> str:
+        """``First author et al., venue year`` (``year`` alone for a preprint)."""
+        first = self.authors.split(",")[0].strip().split()[-1]
+        more = " et al." if "," in self.authors else ""
+        return f"{first}{more}, {self.venue + ' ' if self.venue else ''}{self.year}"
 
 
 @dataclass(frozen=True)

@@ -61,12 +61,16 @@ def load(directory: str | Path, program: MultihopProgram | None = None, retrieve
     directory = Path(directory)
     info = read_manifest(directory)
     verify_inventory(directory)
+    if info["program"] not in PROGRAMS:
+        raise ValueError(f"{directory} holds a {info['program']}, which is no known program ({', '.join(PROGRAMS)})")
+    saved_class, saved = PROGRAMS[info["program"]], info.get("config") or {}
+    changed = sorted(set(saved) ^ set(saved_class.settings()))
+    if changed:
+        raise ValueError(f"{directory} was saved by another version of multihop: the settings of {info['program']} "
+                         f"differ in {', '.join(changed)}; compile and save it again")
     if program is None:
-        if info["program"] not in PROGRAMS:
-            raise ValueError(f"{directory} holds a {info['program']}, which is no known program "
-                             f"({', '.join(PROGRAMS)})")
-        cls = PROGRAMS[info["program"]]
-        kwargs = cls.typed_settings(info.get("config") or {})
+        cls = saved_class
+        kwargs = cls.typed_settings(saved)
         if takes_retriever(cls):
             if retriever is None and info.get("retriever"):
                 from multihop.retrievers import load_retriever
@@ -74,8 +78,6 @@ def load(directory: str | Path, program: MultihopProgram | None = None, retrieve
                 retriever = load_retriever(info["retriever"])
             kwargs["retriever"] = retriever
         program = cls(**kwargs)
-    saved_class = PROGRAMS.get(info["program"])
-    saved = saved_class.saved_settings(info.get("config") or {}) if saved_class else info.get("config")
     if type(program).__name__ != info["program"] or program.config() != saved:
         raise ValueError(
             f"{directory} holds a {info['program']} with config {info.get('config')}; it cannot be loaded into a "

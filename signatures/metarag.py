@@ -16,7 +16,7 @@ around it states written out:
 - ``NewQuery`` is Prompt_QG (§4.3: "To answer this question, I further need to search {q'}", with the two properties
   the paper asks of the query).
 
-Ours, where a model of the paper cannot run here (said in :mod:`multihop.programs.metarag.program`):
+Ours, where a model of the paper cannot run here (said in :mod:`multihop.programs.baselines.metarag.program`):
 
 - ``ExpertAnswer`` stands in for the monitor's expert, a T5-large fine-tuned for HotpotQA reading the same documents
   (§4.1, App. A.1): an extractive answer from the documents.

@@ -15,7 +15,7 @@ from multihop.data.corpus import Passage
 from multihop.data.folders import ChecksumMismatchError, RunMismatchError
 from multihop.evaluation.runner import run_manifest
 from multihop.programs import AdaptiveRAG
-from multihop.programs.adaptive_rag import (
+from multihop.programs.baselines.adaptive_rag import (
     ComplexityClassifier,
     TrainingSettings,
     label_questions,
@@ -24,7 +24,7 @@ from multihop.programs.adaptive_rag import (
     train_classifier,
     with_gold_complexity,
 )
-from multihop.programs.adaptive_rag.classifier import HEAD, MANIFEST, ClassifierMismatchError
+from multihop.programs.baselines.adaptive_rag.classifier import HEAD, MANIFEST, ClassifierMismatchError
 
 from helpers import StaticRetriever, field, scripted_lm
 

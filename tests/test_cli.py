@@ -232,7 +232,7 @@ def test_an_index_built_for_a_program_keeps_its_query_markers_and_pooling(tmp_pa
 
 
 def test_distill_help_names_every_registered_preset():
-    from multihop.programs.students import DISTILL_PRESETS
+    from multihop.programs.distill_presets import DISTILL_PRESETS
 
     help_text = " ".join(runner.invoke(app, ["distill", "--help"]).output.split())
     assert all(name in help_text for name in DISTILL_PRESETS)

@@ -339,10 +339,10 @@ def test_every_stage_of_every_program_fits_its_budget_at_the_default_local_cap()
 
     from multihop.lm.engines.base import LOCAL_MAX_TOKENS
     from multihop.lm.engines.schema import decoding_plan, tokens_needed
-    from multihop.programs import METHODS
+    from multihop.programs import PROGRAMS
 
     raised = set()
-    for name, method in METHODS.items():
+    for name, method in ((m.name, m) for m in PROGRAMS.declared()):
         for stage, predictor in method.program().named_predictors():
             schema = _get_structured_outputs_response_format(predictor.signature).model_json_schema()
             plan = decoding_plan({"type": "json_schema", "schema": schema}, LOCAL_MAX_TOKENS)

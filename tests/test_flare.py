@@ -18,7 +18,7 @@ from multihop.lm.engines.base import LogprobsUnavailable
 from multihop.lm.engines.served import ServedEngine
 from multihop.optimize.gold import gold_targets
 from multihop.programs import FLARE
-from multihop.programs.flare import Piece, field_pieces, low_confidence, masked_query
+from multihop.programs.baselines.flare import Piece, field_pieces, low_confidence, masked_query
 from multihop.retrievers import BM25Retriever
 from multihop.signatures.flare import NextSentence
 

@@ -11,8 +11,8 @@ from multihop.data.corpus import Passage
 from multihop.data.loaders import load_dataset
 from multihop.optimize.gold import gold_targets
 from multihop.programs import GenGround
-from multihop.programs.genground import cited_index, render_round
-from multihop.programs.genground.program import Round
+from multihop.programs.baselines.genground import cited_index, render_round
+from multihop.programs.baselines.genground.program import Round
 
 from helpers import TWO_HOP_MUSIQUE, KeyedRetriever, StageScript, field
 

@@ -7,7 +7,7 @@ import pytest
 from multihop.data.corpus import Corpus, Passage
 from multihop.optimize.gold import gold_targets
 from multihop.programs import IRCoT, IterRetGen, SelfAsk
-from multihop.programs.iter_retgen import next_query
+from multihop.programs.baselines.iter_retgen import next_query
 from multihop.retrievers import BM25Retriever
 
 from helpers import StageScript, field

@@ -10,7 +10,7 @@ from multihop.data.corpus import Passage
 from multihop.data.loaders import load_dataset
 from multihop.optimize.gold import gold_targets
 from multihop.programs import MetaRAG
-from multihop.programs.metarag import condition
+from multihop.programs.baselines.metarag import condition
 from multihop.signatures.metarag import (
     CHECK_FINAL_ANSWER,
     ERROR_TYPES,

@@ -16,8 +16,7 @@ import multihop
 from multihop.cli import app as multihop_app
 from multihop.data.corpus import Passage
 from multihop.evaluation.tracing import count
-from multihop.programs import (
-    DISTILL_PRESETS,
+from multihop.programs import DISTILL_PRESETS
     METHODS,
     PROGRAMS,
     Method,
@@ -144,10 +143,10 @@ def test_a_declared_method_is_evaluated_through_its_first_stage_and_switches(toy
 
 def test_compare_runs_a_declared_method_by_default_with_its_loop_budget_and_its_papers_numbers(toy, data,
                                                                                               tmp_path):
-    assert compared_by_default() == ["CoopRAG", "DualRAG", "ComposeRAG", "HANRAG", "CIRAG", "NoRetrieval",
+    assert PROGRAMS.compared_by_default() == ["CoopRAG", "DualRAG", "ComposeRAG", "HANRAG", "CIRAG", "NoRetrieval",
                                      "SingleStepRAG", "IRCoT", "FLARE", "MetaRAG", "ToyRAG"]  # the papers' order,
     # then declaration order
-    assert method_of("ToyRAG").first_stage == "bm25"
+    assert PROGRAMS.declaration("ToyRAG").first_stage == "bm25"
     dspy.configure(lm=scripted_lm(lambda prompt: {"answer": "Paris", "hedges": "false"})[0])
     comparison = multihop.compare(tmp_path / "c", programs=["ToyRAG", "NoRetrieval"], datasets=["musique"],
                                   budget=multihop.Budget(k=1, max_iterations=5), first_stage="bm25", progress=False)
@@ -158,7 +157,7 @@ def test_compare_runs_a_declared_method_by_default_with_its_loop_budget_and_its_
 
 
 def test_the_baselines_compared_by_default_are_those_at_least_two_papers_report():
-    reports = Counter(name for method in METHODS.values() for name in method.paper_baselines)
+    reports = Counter(name for method in PROGRAMS.declared() for name in method.paper_baselines)
     assert set(reports) <= set(METHODS), "a paper's baseline that is not a declared program"
     baselines = {name for name in METHODS if not METHODS[name].papers}  # the five methods declare their papers' numbers
     assert {name for name in baselines if METHODS[name].compare} == {name for name in baselines if reports[name] >= 2}
@@ -201,7 +200,7 @@ def test_a_declaration_names_a_loop_budget_the_program_has():
 
     with pytest.raises(TypeError, match="loop budget 'max_steps' is none of its settings"):
         Method(Unbudgeted, loop_budget="max_steps")
-    assert "Unbudgeted" not in METHODS and method_of("Unbudgeted").compare is False
+    assert "Unbudgeted" not in METHODS and PROGRAMS.declaration("Unbudgeted").compare is False
     PROGRAMS.pop("Unbudgeted")
 
 

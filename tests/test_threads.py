@@ -8,7 +8,7 @@ import dspy
 import pytest
 
 from multihop.evaluation.runner import evaluate
-from multihop.programs import METHODS, PROGRAMS, takes_retriever
+from multihop.programs import PROGRAMS, takes_retriever
 
 from helpers import TypedScript
 
@@ -20,7 +20,7 @@ def program_on(name: str, retriever):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", sorted(METHODS))
+@pytest.mark.parametrize("name", sorted(method.name for method in PROGRAMS.declared()))
 def test_the_same_rows_at_1_and_16_threads(name, small_retriever, musique_dev, tmp_path):
     rows = {}
     for threads in (1, 16):

@@ -34,9 +34,9 @@ class MethodCommands(TyperGroup):
 
 def method_apps() -> dict[str, typer.Typer]:
     """The Typer app of every declared method that has one, by its command name."""
-    from multihop.programs import METHODS
+    from multihop.programs import PROGRAMS
 
-    return {method.command: import_module(method.cli).app for method in METHODS.values() if method.cli}
+    return {method.command: import_module(method.cli).app for method in PROGRAMS.declared() if method.cli}
 
 
 app = typer.Typer(cls=MethodCommands, help="Multi-hop RAG methods as DSPy programs.", no_args_is_help=True,

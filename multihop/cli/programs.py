@@ -55,25 +55,21 @@ def program_options() -> Callable:
 def build_program(name: str, retriever_dir: str | None, corpus: str | None, data: str | None, k: int | None,
                   encoder: str, settings: list[str] | None = None, index: bool = True):
     """``(program, retriever folder or None)``; ``index=False`` builds a retrieving program without its index."""
-    from multihop.programs import PROGRAMS, method_of, program_named, takes_retriever
+    from multihop.programs import PROGRAMS, takes_retriever
     from multihop.programs.switches import SwitchTypeError
 
-    name = program_named(name)
+    name = PROGRAMS.named(name)
     if name not in PROGRAMS:
         raise typer.BadParameter(f"unknown program {name!r}; choose from {', '.join(PROGRAMS)}")
     cls = PROGRAMS[name]
-    with warnings.catch_warnings(record=True) as renamed:
-        warnings.simplefilter("always", DeprecationWarning)
-        switches = parse_settings(settings or [])
-        try:
-            switches = cls.typed_settings(switches)
-        except SwitchTypeError as exc:
-            value = next((pair for pair in settings if pair.partition("=")[0] == exc.switch), exc.switch)
-            raise typer.BadParameter(f"{value}: {exc}", param_hint="--set") from exc
-        except TypeError as exc:
-            raise typer.BadParameter(str(exc), param_hint="--set") from exc
-    for warning in renamed:
-        console.print(f"[yellow]warning:[/yellow] --set: {warning.message}")
+    switches = parse_settings(settings or [])
+    try:
+        switches = cls.typed_settings(switches)
+    except SwitchTypeError as exc:
+        value = next((pair for pair in settings if pair.partition("=")[0] == exc.switch), exc.switch)
+        raise typer.BadParameter(f"{value}: {exc}", param_hint="--set") from exc
+    except TypeError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--set") from exc
     if "k" in switches:
         raise typer.BadParameter("the passages retrieved per query are set with --k", param_hint="--set")
     unknown = sorted(set(switches) - set(cls.settings()))
@@ -86,7 +82,7 @@ def build_program(name: str, retriever_dir: str | None, corpus: str | None, data
         except (TypeError, ValueError) as exc:
             raise typer.BadParameter(f"{name}: {exc}", param_hint="--set") from exc
     retriever_path = retriever_folder(retriever_dir, corpus, data, encoder, cls.special_tokens, cls.index_pooling,
-                                      method_of(name).first_stage) if index else None
+                                      PROGRAMS.declaration(name).first_stage) if index else None
     from multihop.retrievers import load_retriever
 
     try:

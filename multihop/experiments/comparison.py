@@ -2,7 +2,7 @@
 ``multihop.compare``).
 
 Every program named (default: every declared method that ``compare``\ s by default — the five methods, ``NoRetrieval``
-and ``SingleStepRAG`` —, :func:`multihop.programs.compared_by_default`) runs over each dev set (by
+and ``SingleStepRAG`` —, :meth:`multihop.programs.PROGRAMS.compared_by_default`) runs over each dev set (by
 name, MuSiQue, HotpotQA and 2Wiki in ``MULTIHOP_DATA``, or a question file) through the resumable evaluation, one
 folder per dataset × program under the output folder (``<dataset>/<program>/``): a rerun skips the finished questions
 and adding a program runs only that program. Each dataset has one retriever, shared by every program: its IRCoT
@@ -46,8 +46,7 @@ from multihop.experiments.tables import budget_text, console_tables, knobs_text,
 from multihop.lm.backends import make_lm
 from multihop.lm.options import LMOptions, served_student
 from multihop.optimize.students import use_student
-from multihop.programs import (
-    PROGRAMS,
+from multihop.programs import PROGRAMS
     Budget,
     budget_knobs,
     compared_by_default,
@@ -82,7 +81,7 @@ def compare(
     corpus: str | Path | None = None,
     retriever: str | Path | None = None,
 ) -> dict:
-    """Compare ``programs`` (default: :func:`~multihop.programs.compared_by_default`) on the dev sets ``datasets``
+    """Compare ``programs`` (default: :meth:`~multihop.programs.registry.ProgramRegistry.compared_by_default`) on the dev sets ``datasets``
     under one ``budget`` (default :class:`Budget`\\ ()) and write
     the table, charts and report into ``out``; returns the comparison (what ``comparison.json`` holds).
 
@@ -99,9 +98,9 @@ def compare(
     if corpus is not None and retriever is not None:
         raise ValueError("give compare a --corpus to index or a --retriever folder, not both")
     budget = budget or Budget()
-    names = list(compared_by_default() if programs is None else programs)
-    names = [program_named(name) if isinstance(name, str) else name for name in names]
-    students = {program_named(name): folder for name, folder in (students or {}).items()}
+    names = list(PROGRAMS.compared_by_default() if programs is None else programs)
+    names = [PROGRAMS.named(name) if isinstance(name, str) else name for name in names]
+    students = {PROGRAMS.named(name): folder for name, folder in (students or {}).items()}
     check_choices(names, students, first_stage)
     files = dev_files(datasets)
     if students and lm is None:
@@ -157,13 +156,13 @@ def compare(
     # others (each folder's rows are those of its program run alone)
     summaries = evaluate_all(evaluations, threads, progress)
     for (key, name, program, *_), summary in zip(runs, summaries, strict=True):
-        knobs = ({"paper_settings": dict(method_of(name).paper_settings)} if budget.mode == "paper"
+        knobs = ({"paper_settings": dict(PROGRAMS.declaration(name).paper_settings)} if budget.mode == "paper"
                  else {"budget": budget_knobs(name)})
         info = {**knobs, "config": program.config(), "student": str(students[name]) if name in students else None}
         comparison["programs"].setdefault(name, info)
         comparison["runs"].append({"dataset": key, "program": name, "folder": f"{key}/{name}"})
         comparison["rows"].append(summary_row(key, name, summary))
-    comparison["papers"] = [paper_row(result) for name in names for result in method_of(name).papers
+    comparison["papers"] = [paper_row(result) for name in names for result in PROGRAMS.declaration(name).papers
                             if result.dataset in comparison["datasets"]]
     comparison["charts"] = [chart.name for chart in write_charts(out, comparison["rows"])]
     table, markdown = write_table(out, comparison)

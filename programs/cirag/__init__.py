@@ -6,7 +6,8 @@ distill --preset cirag`` trains the integrator on them (Eq. 8)."""
 
 from multihop.programs.papers import reported
 
-from ..methods import Method
+from ..papers import Paper
+from ..registry import Method
 from . import gold  # noqa: F401 - registers the integrator's gold targets
 from .program import CIRAG
 
@@ -14,6 +15,9 @@ __all__ = ["CIRAG"]
 
 Method(
     CIRAG,
+    kind="method",
+    paper=Paper("CIRAG: Construction-Integration Retrieval and Adaptive Generation for Multi-hop Question Answering",
+                "Zili Wei, Xiaocui Yang, Yilin Wang, Zihan Wang, Weidong Bao, Shi Feng, Daling Wang, Yifei Zhang", 2025),
     # Table 1: NativeRAG, IRCoT, FLARE (Qwen2.5-7B only), MetaRAG, DualRAG (one of the five methods); its KiRAG row is
     # not built
     paper_baselines=("SingleStepRAG", "IRCoT", "FLARE", "MetaRAG", "DualRAG"),

@@ -3,7 +3,8 @@ the records of its loop (:mod:`.state`) and the gold rows its students train on 
 
 from multihop.programs.papers import reported
 
-from ..methods import Method
+from ..papers import Paper
+from ..registry import Method
 from . import gold  # noqa: F401 - registers ComposeRAG's gold stage targets
 from .program import ComposeRAG
 
@@ -11,6 +12,9 @@ __all__ = ["ComposeRAG"]
 
 Method(
     ComposeRAG,
+    kind="method",
+    paper=Paper("ComposeRAG: A Modular and Composable RAG for Corpus-Grounded Multi-Hop Question Answering",
+                "Ruofan Wu, Youngwon Lee, Fan Shu, Danmei Xu, Seung-won Hwang, Zhewei Yao, Yuxiong He, Feng Yan", 2025),
     # its Table 1 reproduces RQ-RAG (a fine-tuned rewriter) and Search-o1 (a reasoning model's agentic search), which
     # need models not here; Self-Ask, its related work's self-reflection prompting (§2), is the decomposition row
     paper_baselines=("SelfAsk",),

@@ -5,7 +5,8 @@ gold rows its students train on (:mod:`.gold`)."""
 
 from multihop.programs.papers import reported
 
-from ..methods import Method
+from ..papers import Paper
+from ..registry import Method
 from . import gold  # noqa: F401 - registers CoopRAG's gold stage targets
 from .program import CoopRAG
 
@@ -13,6 +14,9 @@ __all__ = ["CoopRAG"]
 
 Method(
     CoopRAG,
+    kind="method",
+    paper=Paper("Cooperative Retrieval-Augmented Generation for Question Answering: Mutual Information Exchange and "
+                "Ranking by Contrasting Layers", "Youmin Ko, Sungjong Seo, Hyunjoon Kim", 2025),
     # Tables 12-13 (multi-step retrieval and QA): IRCoT; its single-step rows are retrievers (Table 10)
     paper_baselines=("IRCoT",),
     # Table 3 (single-step QA, EM/F1) and Table 2 (single-step retrieval, R@2/R@5), the CoopRAG (GPT-4o-mini) rows

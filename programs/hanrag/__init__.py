@@ -4,7 +4,8 @@ revelator-data`` in :mod:`.cli`)."""
 
 from multihop.programs.papers import reported
 
-from ..methods import Method
+from ..papers import Paper
+from ..registry import Method
 from . import gold  # noqa: F401 - registers the Revelator's gold stage targets
 from .program import HANRAG, REVELATOR_STAGES
 from .routes import gold_route, with_gold_routes
@@ -13,6 +14,10 @@ __all__ = ["HANRAG", "REVELATOR_STAGES", "gold_route", "with_gold_routes"]
 
 Method(
     HANRAG,
+    kind="method",
+    paper=Paper("HANRAG: Heuristic Accurate Noise-resistant Retrieval-Augmented Generation for Multi-hop Question "
+                "Answering", "Duolin Sun, Dan Yang, Yue Shen, Yihan Jiao, Zhehao Tan, Jie Feng, Lianzhen Zhong, Jian Wang, "
+                "Peng Wei, Jinjie Gu", 2025),
     # Tables 1-2: no retrieval, the single-step approach (BM25 top 5), IRCoT, Adaptive-RAG (its Adaptive Retrieval and
     # Self-RAG rows are not built: Self-RAG is a fine-tuned model)
     paper_baselines=("NoRetrieval", "SingleStepRAG", "IRCoT", "AdaptiveRAG"),

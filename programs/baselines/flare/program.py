@@ -54,8 +54,8 @@ from multihop.lm.engines.base import LogprobsUnavailable
 from multihop.retrievers.query import Hits
 from multihop.signatures.flare import AnswerFromDraft, NextSentence
 
-from ..baselines import RerankableBaseline
-from ..text import safe_answer, stated_answer, unique
+from ...text import safe_answer, stated_answer, unique
+from ..rerankable import RerankableBaseline
 from .tokens import Piece, field_pieces, low_confidence, masked_query, reply_tokens
 
 

@@ -35,8 +35,8 @@ from multihop.retrievers.query import merge_hits
 from multihop.signatures import AnswerFromPassages, AnswerWithReasoning
 from multihop.signatures.ircot import ReasonStep
 
-from ..baselines import RerankableBaseline
-from ..text import safe_answer, stated_answer
+from ...text import safe_answer, stated_answer
+from ..rerankable import RerankableBaseline
 
 
 class IRCoT(RerankableBaseline):

@@ -36,9 +36,9 @@ import dspy
 from multihop.data.folders import INVENTORY, sha256_file
 from multihop.evaluation.tracing import count
 
-from ..base import MultihopProgram
-from ..baselines import NoRetrieval, SingleStepRAG
+from ...base import MultihopProgram
 from ..ircot import IRCoT
+from ..single_step import NoRetrieval, SingleStepRAG
 from .classifier import ComplexityClassifier
 from .complexity import LABELS, MULTI_STEP, NO_RETRIEVAL, SINGLE_STEP
 from .labels import LABELS_FILE, read_labels, with_gold_complexity
@@ -132,7 +132,7 @@ class AdaptiveRAG(MultihopProgram):
             if gold_complexity not in LABELS:
                 raise ValueError(f"AdaptiveRAG(route='oracle') follows each question's gold_complexity, got "
                                  f"{gold_complexity!r}: evaluate it with the oracle_labels setting (or examples "
-                                 "passed through multihop.programs.adaptive_rag.with_gold_complexity)")
+                                 "passed through multihop.programs.baselines.adaptive_rag.with_gold_complexity)")
             return gold_complexity, None
         if self.route in LABELS:
             return self.route, None

@@ -1,7 +1,8 @@
 """GenGround (Shi et al., ACL 2024, "Generate-then-Ground in Retrieval-Augmented Generation for Multi-hop Question
 Answering"), a baseline DualRAG reports: the program (:mod:`.program`) and its gold rows (:mod:`.gold`)."""
 
-from ..methods import Method
+from ...papers import Paper
+from ...registry import Method
 from . import gold  # noqa: F401 - registers GenGround's gold stage targets
 from .program import GenGround, cited_index, render_round
 
@@ -9,6 +10,9 @@ __all__ = ["GenGround", "cited_index", "render_round"]
 
 Method(
     GenGround,
+    kind="baseline",
+    paper=Paper("Generate-then-Ground in Retrieval-Augmented Generation for Multi-hop Question Answering",
+                "Zhengliang Shi, Shuo Zhang, Weiwei Sun, Shen Gao, Pengjie Ren, Zhumin Chen, Zhaochun Ren", 2024, "ACL"),
     compare=False,  # of our five papers only DualRAG reports it
     loop_budget="max_iterations",
     # k: the paper's §5.4 (top 10 documents a sub-question, batches of 3; as read before, not re-read here), where the

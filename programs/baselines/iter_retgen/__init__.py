@@ -3,8 +3,9 @@ the program (:mod:`.program`); its gold rows are registered here."""
 
 import dspy
 
-from ..gold import GoldContext, Pairs, gold_documents, register_gold_builder
-from ..methods import Method
+from ...gold import GoldContext, Pairs, gold_documents, register_gold_builder
+from ...papers import Paper
+from ...registry import Method
 from .program import IterRetGen, next_query
 
 __all__ = ["IterRetGen", "next_query"]
@@ -24,6 +25,9 @@ def _generation_target(program: IterRetGen, example: dspy.Example, context: Gold
 
 Method(
     IterRetGen,
+    kind="baseline",
+    paper=Paper("Enhancing Retrieval-Augmented Large Language Models with Iterative Retrieval-Generation Synergy",
+                "Zhihong Shao, Yeyun Gong, Yelong Shen, Minlie Huang, Nan Duan, Weizhu Chen", 2023, "Findings of EMNLP"),
     loop_budget="iterations",
     compare=False,  # DualRAG and CIRAG cite it (related work), but no table of theirs reports it
     # the paper evaluates T = 1..7 rounds; its own k and T are our picks (the defaults), so nothing to declare

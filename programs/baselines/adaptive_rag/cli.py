@@ -12,8 +12,8 @@ import typer
 from multihop.cli.console import console
 from multihop.cli.options import SET_OPT, TRAIN_QUESTIONS, lm_options, parse_settings, question_path
 from multihop.lm.options import LMOptions
-from multihop.programs.adaptive_rag.classifier import TrainingSettings
-from multihop.programs.adaptive_rag.complexity import BY_BIAS, DATASET_BIAS, LABELS
+from multihop.programs.baselines.adaptive_rag.classifier import TrainingSettings
+from multihop.programs.baselines.adaptive_rag.complexity import BY_BIAS, DATASET_BIAS, LABELS
 
 app = typer.Typer(help="Adaptive-RAG's query-complexity classifier (§3.2).", no_args_is_help=True)
 
@@ -44,8 +44,8 @@ def adaptiverag_labels(
     from multihop.cli.programs import retriever_folder
     from multihop.data.folders import sha256_file
     from multihop.data.loaders import load_dataset
-    from multihop.programs import AdaptiveRAG, method_of
-    from multihop.programs.adaptive_rag.labels import label_questions
+    from multihop.programs import PROGRAMS, AdaptiveRAG
+    from multihop.programs.baselines.adaptive_rag.labels import label_questions
     from multihop.programs.switches import SwitchTypeError
     from multihop.retrievers import load_retriever
 
@@ -64,7 +64,7 @@ def adaptiverag_labels(
     data_file = question_path(dataset, split)
     examples = load_dataset(data_file, limit=limit)
     folder = retriever_folder(retriever, corpus, str(data_file), "mpnet", AdaptiveRAG.special_tokens,
-                              AdaptiveRAG.index_pooling, method_of("AdaptiveRAG").first_stage)
+                              AdaptiveRAG.index_pooling, PROGRAMS.declaration("AdaptiveRAG").first_stage)
     rm = load_retriever(folder)
     try:
         strategies = {label: AdaptiveRAG(retriever=rm, route=label, **switches) for label in LABELS}
@@ -103,8 +103,8 @@ def adaptiverag_train(
     from multihop.data.folders import RUN_MANIFEST, sha256_file
     from multihop.data.loaders import held_apart_ids
     from multihop.optimize.trajectories import HeldApartError, refuse_held_apart
-    from multihop.programs.adaptive_rag.classifier import train_classifier
-    from multihop.programs.adaptive_rag.labels import LABELS_FILE, read_labels
+    from multihop.programs.baselines.adaptive_rag.classifier import train_classifier
+    from multihop.programs.baselines.adaptive_rag.labels import LABELS_FILE, read_labels
     from multihop.retrievers import Encoder
 
     settings = TrainingSettings(epochs=epochs, lr=lr, weight_decay=weight_decay, valid_share=valid_share, seed=seed)

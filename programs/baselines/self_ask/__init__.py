@@ -5,8 +5,9 @@ RQ-RAG and Search-o1 rows: the program (:mod:`.program`); its gold rows are regi
 
 import dspy
 
-from ..gold import GoldContext, Pairs, annotated_hops, gold_documents, register_gold_builder
-from ..methods import Method
+from ...gold import GoldContext, Pairs, annotated_hops, gold_documents, register_gold_builder
+from ...papers import Paper
+from ...registry import Method
 from .program import SelfAsk, follow_up_line
 
 __all__ = ["SelfAsk", "follow_up_line"]
@@ -49,4 +50,11 @@ def _intermediate_answers(program: SelfAsk, example: dspy.Example, context: Gold
     return rows
 
 
-Method(SelfAsk, loop_budget="max_follow_ups", compare=False)
+Method(
+    SelfAsk,
+    kind="baseline",
+    paper=Paper("Measuring and Narrowing the Compositionality Gap in Language Models", "Ofir Press, Muru Zhang, "
+                "Sewon Min, Ludwig Schmidt, Noah A. Smith, Mike Lewis", 2023, "Findings of EMNLP"),
+    loop_budget="max_follow_ups",
+    compare=False,
+)

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import dspy
 
-from multihop.retrievers import checked_reranker
 from multihop.signatures import AnswerFromPassages, DirectAnswer
 
-from .base import MultihopProgram
-from .gold import GoldContext, Pairs, reader_pairs, register_gold_builder, register_no_gold
-from .methods import Method
-from .text import safe_answer
+from ..base import MultihopProgram
+from ..gold import GoldContext, Pairs, reader_pairs, register_gold_builder, register_no_gold
+from ..registry import Method
+from ..text import safe_answer
+from .rerankable import RerankableBaseline
 
 
 class NoRetrieval(MultihopProgram):
@@ -33,23 +33,6 @@ class NoRetrieval(MultihopProgram):
     def forward(self, question: str) -> dspy.Prediction:
         result = self.run_stage(self.answer, {"answer": ""}, question=question)
         return dspy.Prediction(answer=safe_answer(result.answer), passage_ids=[])
-
-
-class RerankableBaseline(MultihopProgram):
-    """What the retrieving baselines share: an optional reranker over the first stage's top ``n`` (their ``rerank``
-    and ``n`` settings), the top 50 → reranker → top 10 DualRAG gives every baseline (§4.3, App. H.4). Without one
-    (``rerank=None``, their default) the retriever is searched as it is, so a saved reranked retriever keeps its
-    reranker; a method's ``rerank=None`` is its ablation instead, the first stage alone."""
-
-    def __init__(self, retriever: dspy.Module | None, k: int, n: int, rerank: str | None):
-        rerank = checked_reranker(rerank)
-        if rerank is not None and n < k:
-            raise ValueError(f"the first stage must return at least k passages to rerank (n={n} < k={k})")
-        super().__init__(retriever=retriever)
-        self.k, self.n, self.rerank = k, n, rerank
-
-    def build_searcher(self, retriever: dspy.Module) -> dspy.Module:
-        return retriever if self.rerank is None else super().build_searcher(retriever)
 
 
 class SingleStepRAG(RerankableBaseline):
@@ -91,5 +74,5 @@ register_no_gold("NoRetrieval", "answer", "a closed-book answer has no evidence 
                  "train answers would only memorise them")
 
 
-Method(NoRetrieval)
-Method(SingleStepRAG)
+Method(NoRetrieval, kind="baseline")  # the papers' "Direct" row
+Method(SingleStepRAG, kind="baseline")  # the papers' "NativeRAG" / "Single-step Approach" row

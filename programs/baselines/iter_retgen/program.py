@@ -26,8 +26,8 @@ from multihop.evaluation.tracing import count
 from multihop.retrievers.query import merge_hits
 from multihop.signatures import AnswerWithReasoning
 
-from ..baselines import RerankableBaseline
-from ..text import safe_answer
+from ...text import safe_answer
+from ..rerankable import RerankableBaseline
 
 
 def next_query(question: str, reasoning: str, answer: str) -> str:

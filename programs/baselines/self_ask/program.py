@@ -28,8 +28,8 @@ from multihop.evaluation.tracing import count
 from multihop.retrievers.query import merge_hits
 from multihop.signatures.self_ask import ClosedBookIntermediateAnswer, FinalAnswer, FollowUp, IntermediateAnswer
 
-from ..base import MultihopProgram
-from ..text import safe_answer
+from ...base import MultihopProgram
+from ...text import safe_answer
 
 
 def follow_up_line(question: str, answer: str) -> str:

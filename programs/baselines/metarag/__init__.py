@@ -1,7 +1,8 @@
 """MetaRAG (Zhou et al., WWW 2024, "Metacognitive Retrieval-Augmented Large Language Models"), a baseline DualRAG and
 CIRAG report: the program (:mod:`.program`) and its gold rows (:mod:`.gold`)."""
 
-from ..methods import Method
+from ...papers import Paper
+from ...registry import Method
 from . import gold  # noqa: F401 - registers MetaRAG's gold stage targets
 from .program import MetaRAG, condition
 
@@ -9,6 +10,9 @@ __all__ = ["MetaRAG", "condition"]
 
 Method(
     MetaRAG,
+    kind="baseline",
+    paper=Paper("Metacognitive Retrieval-Augmented Large Language Models", "Yujia Zhou, Zheng Liu, Jiajie Jin, "
+                "Jian-Yun Nie, Zhicheng Dou", 2024, "WWW"),
     compare=True,  # DualRAG (Table 2) and CIRAG (Table 1) report it
     loop_budget="max_iterations",
     # the authors' code (main.py's defaults, metarag.py's MetaRAG): ref_num 5, max_iter 3; the paper's §5.3 (as read

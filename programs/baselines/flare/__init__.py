@@ -1,7 +1,8 @@
 """FLARE (Jiang et al., EMNLP 2023), FLARE-direct, the baseline DualRAG and CIRAG report: the program
 (:mod:`.program`), the token confidence it reads from the LM (:mod:`.tokens`) and its gold rows (:mod:`.gold`)."""
 
-from ..methods import Method
+from ...papers import Paper
+from ...registry import Method
 from . import gold  # noqa: F401 - registers FLARE's gold stage targets
 from .program import FLARE
 from .tokens import Piece, field_pieces, low_confidence, masked_query
@@ -10,6 +11,9 @@ __all__ = ["FLARE", "Piece", "field_pieces", "low_confidence", "masked_query"]
 
 Method(
     FLARE,
+    kind="baseline",
+    paper=Paper("Active Retrieval Augmented Generation", "Zhengbao Jiang, Frank F. Xu, Luyu Gao, Zhiqing Sun, Qian Liu, "
+                "Jane Dwivedi-Yu, Yiming Yang, Jamie Callan, Graham Neubig", 2023, "EMNLP"),
     compare=True,  # DualRAG (App. H.5, Table 16) and CIRAG (Tables 1 and 4) report it
     loop_budget="max_sentences",
     paper_settings={

@@ -3,7 +3,8 @@
 classifier that replaces the paper's T5-Large (:mod:`.classifier`) and ``multihop adaptiverag labels|train``
 (:mod:`.cli`)."""
 
-from ..methods import Method
+from ...papers import Paper
+from ...registry import Method
 from . import gold  # noqa: F401 - records that its strategies' stages take their own programs' gold rows
 from .classifier import ComplexityClassifier, TrainingSettings, train_classifier
 from .complexity import LABELS, silver_label
@@ -15,9 +16,12 @@ __all__ = ["LABELS", "AdaptiveRAG", "ComplexityClassifier", "TrainingSettings", 
 
 Method(
     AdaptiveRAG,
+    kind="baseline",
+    paper=Paper("Adaptive-RAG: Learning to Adapt Retrieval-Augmented Large Language Models through Question "
+                "Complexity", "Soyeong Jeong, Jinheon Baek, Sukmin Cho, Sung Ju Hwang, Jong C. Park", 2024, "NAACL"),
     compare=False,  # one of the five papers (HANRAG) reports it
     loop_budget="max_steps",
-    cli="multihop.programs.adaptive_rag.cli",
+    cli="multihop.programs.baselines.adaptive_rag.cli",
     first_stage="bm25",  # §4.2: BM25 for every strategy, after Trivedi et al. and Mallen et al.
     paper_settings={
         # the authors' released runs (classifier/postprocess/predict_complexity_on_classification_results.py):

@@ -101,8 +101,8 @@ from multihop.signatures.metarag import (
     NewQuery,
 )
 
-from ..baselines import RerankableBaseline
-from ..text import safe_answer
+from ...text import safe_answer
+from ..rerankable import RerankableBaseline
 
 NEW_QUERY, ONLY_INTERNAL, ONLY_EXTERNAL, REASONING = "new_query", "only_internal", "only_external", "reasoning"
 PLANS = (NEW_QUERY, ONLY_INTERNAL, ONLY_EXTERNAL, REASONING)  # §4.3: insufficient, conflicting (2), erroneous

@@ -57,8 +57,8 @@ from multihop.evaluation.metrics import f1, normalize_answer
 from multihop.evaluation.tracing import count
 from multihop.signatures.genground import EMPTY, Deduce, Ground, ImmediateAnswer, ReadAnswer
 
-from ..baselines import RerankableBaseline
-from ..text import safe_answer, unique
+from ...text import safe_answer, unique
+from ..rerankable import RerankableBaseline
 
 _NOT_CITED = {normalize_answer(text) for text in (EMPTY, "", "none", "insufficient information", "no evidence")}
 

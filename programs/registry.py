@@ -1,0 +1,178 @@
+"""The registry of programs: every :class:`~.base.MultihopProgram` subclass by its name (which class), and each
+declared program's :class:`Method` (which declaration). Each method's and baseline's package ends with one
+``Method(...)``, and every shared place that lists programs reads :data:`PROGRAMS` — ``multihop programs``,
+``multihop compare``'s default programs, grouping and loop budget, the papers' numbers beside ours, the command line's
+sub-commands, the distillation presets and the first stage an index is built with for the program. So a new method is
+its own files and one import line in ``programs/__init__.py`` (docs/design.md, "Adding a method").
+
+A program class without a declaration (a subclass in a notebook, a test's) still runs everywhere a program name is
+taken; :meth:`ProgramRegistry.declaration` gives it the defaults: kind ``custom``, a dense first stage, no papers'
+numbers, its ``max_iterations`` (when it has one) as its loop budget, not compared by default.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from .distill_presets import register_distill_preset
+from .papers import Paper, PaperResult
+
+if TYPE_CHECKING:
+    from .base import MultihopProgram
+
+KINDS = ("method", "baseline", "custom")  # the five papers' methods, the baselines they report, a user's own
+
+
+@dataclass(frozen=True)
+class Method:
+    """One program's declaration, registered when it is made.
+
+    Args:
+        program: the program class (its name is the program's name everywhere: ``--program``, saved folders).
+        kind: ``"method"`` for the five papers' methods, ``"baseline"`` for the programs their papers compare
+            against (which papers report a baseline is read from the methods' ``paper_baselines``:
+            :meth:`ProgramRegistry.reported_by`).
+        paper: the paper the program rebuilds (None for the papers' own generic baselines, Direct and NativeRAG).
+        papers: the numbers its paper reports (:func:`multihop.programs.papers.reported`), shown beside ours by
+            ``compare``.
+        distill_preset: the LoRA settings its paper trains students with (``DistillConfig`` fields), registered as
+            the preset named after the program in lower case (``multihop distill --preset cirag``).
+        loop_budget: the constructor setting ``compare``'s ``max_iterations`` budget sets (its loop's bound), or None
+            when it does not loop.
+        cli: the module holding its offline step's Typer app (``app``), added as ``multihop <name in lower case>``;
+            the module is imported by the command line only.
+        first_stage: the first stage of an index built for it on the fly (a name of
+            :data:`multihop.retrievers.CACHED_FIRST_STAGES`).
+        compare: whether ``multihop compare`` runs it by default.
+        paper_baselines: the programs its paper reports as its baselines (Direct and NativeRAG are ``NoRetrieval`` and
+            ``SingleStepRAG``); where its baselines need models not here, the nearest program built here, said where
+            it is declared.
+        paper_settings: the constructor settings its paper ran it with (k, its loop's cap, ...) where they differ
+            from or are not fixed by the shared budget; ``multihop compare --budget paper`` runs it with its defaults
+            and these, each commented with where the paper gives it.
+    """
+
+    program: type[MultihopProgram]
+    kind: str = "method"
+    paper: Paper | None = None
+    papers: tuple[PaperResult, ...] = ()
+    distill_preset: dict | None = None
+    loop_budget: str | None = None
+    cli: str | None = None
+    first_stage: str = "dense"
+    compare: bool = True
+    paper_baselines: tuple[str, ...] = ()
+    paper_settings: dict = dataclasses.field(default_factory=dict)
+    declared: bool = dataclasses.field(default=True, repr=False)  # False: the defaults of an undeclared program
+
+    def __post_init__(self):
+        name = self.name
+        if self.kind not in KINDS[:2 if self.declared else 3]:
+            raise TypeError(f"{name}'s kind must be method or baseline, not {self.kind!r}")
+        if self.loop_budget is not None and self.loop_budget not in self.program.settings():
+            raise TypeError(f"{name}'s loop budget {self.loop_budget!r} is none of its settings "
+                            f"({', '.join(self.program.settings())})")
+        unknown = sorted(set(self.paper_settings) - set(self.program.settings()))
+        if unknown:
+            raise TypeError(f"{name}'s paper settings {', '.join(unknown)} are none of its settings "
+                            f"({', '.join(self.program.settings())})")
+        object.__setattr__(self, "papers", tuple(dataclasses.replace(result, program=name) for result in self.papers))
+        if self.declared:
+            PROGRAMS.declare(self)
+
+    @property
+    def name(self) -> str:
+        return self.program.__name__
+
+    @property
+    def preset(self) -> str | None:
+        """The name of its distillation preset (None without one)."""
+        return self.name.lower() if self.distill_preset is not None else None
+
+    @property
+    def command(self) -> str:
+        """The name of its command-line sub-app."""
+        return self.name.lower()
+
+
+class ProgramRegistry(Mapping):
+    """Every registered program class by name (a read-only mapping: ``PROGRAMS["CoopRAG"]`` is the class), and the
+    declarations of those that declare themselves (:meth:`declaration`, :meth:`declared`)."""
+
+    def __init__(self):
+        self._classes: dict[str, type[MultihopProgram]] = {}
+        self._declarations: dict[str, Method] = {}
+
+    def __getitem__(self, name: str) -> type[MultihopProgram]:
+        return self._classes[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._classes)
+
+    def __len__(self) -> int:
+        return len(self._classes)
+
+    def add(self, cls: type[MultihopProgram]) -> None:
+        """Register a program class by its name; another class of the same name is refused."""
+        known = self._classes.get(cls.__name__)
+        if known is not None and _qualified(known) != _qualified(cls):
+            raise TypeError(f"a program named {cls.__name__} is registered already ({_qualified(known)}); saved "
+                            "programs and --program find programs by name: rename the class")
+        self._classes[cls.__name__] = cls
+
+    def declare(self, method: Method) -> None:
+        """Register a program's declaration (and its distillation preset); a second class of the name is refused."""
+        known = self._declarations.get(method.name)
+        if known is not None and known.program is not method.program:
+            raise TypeError(f"a program named {method.name} is declared already ({known.program.__module__})")
+        self.add(method.program)
+        if method.distill_preset is not None:
+            register_distill_preset(method.preset, **method.distill_preset)
+        self._declarations[method.name] = method
+
+    def declaration(self, name: str) -> Method:
+        """The declaration of program ``name``, or the defaults for a program class that declares none; an unknown
+        name is a ``KeyError`` listing the programs."""
+        if name in self._declarations:
+            return self._declarations[name]
+        if name not in self._classes:
+            raise KeyError(f"unknown program {name!r}; choose from {', '.join(self._classes)}")
+        cls = self._classes[name]
+        loop = "max_iterations" if "max_iterations" in cls.settings() else None
+        return Method(cls, kind="custom", loop_budget=loop, compare=False, declared=False)
+
+    def declared(self, kind: str | None = None) -> list[Method]:
+        """The declarations in declaration order (the methods in their papers' order, then the baselines), of one
+        ``kind`` when given."""
+        return [method for method in self._declarations.values() if kind is None or method.kind == kind]
+
+    def reported_by(self, name: str) -> list[str]:
+        """The methods whose papers report program ``name`` as a baseline."""
+        return [method.name for method in self.declared("method") if name in method.paper_baselines]
+
+    def named(self, name: str) -> str:
+        """The registered program ``name`` refers to: itself, or the one whose name it spells with other case and
+        punctuation (``Iter-RetGen`` → ``IterRetGen``, ``self-ask`` → ``SelfAsk``, as the papers write them); an
+        unknown name is returned as it is, for the caller's own error."""
+        if name in self._classes:
+            return name
+        matches = [known for known in self._classes if _spelling(known) == _spelling(name)]
+        return matches[0] if len(matches) == 1 else name
+
+    def compared_by_default(self) -> list[str]:
+        """The programs ``multihop compare`` runs when none are named, in declaration order."""
+        return [method.name for method in self.declared() if method.compare]
+
+
+def _spelling(name: str) -> str:
+    return "".join(character for character in name.lower() if character.isalnum())
+
+
+def _qualified(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+PROGRAMS = ProgramRegistry()
