@@ -84,12 +84,8 @@ class MultihopProgram(TracedModule):
     @classmethod
     def typed_settings(cls, settings: dict) -> dict:
         """``settings`` (a saved config, ``--set`` switches) coerced to the constructor's annotations
-        (:func:`.switches.typed`); a value that does not fit is a ``SwitchTypeError`` naming the switch and its type,
-        and a name that is no setting is a ``TypeError`` listing the settings."""
-        unknown = sorted(set(settings) - set(cls.settings()))
-        if unknown:
-            raise TypeError(f"{cls.__name__} has no setting {', '.join(unknown)} (its settings: "
-                            f"{', '.join(cls.settings())})")
+        (:func:`.switches.typed`); a value that does not fit is a ``SwitchTypeError`` naming the switch and its
+        type."""
         return typed(cls, settings)
 
     @property

@@ -15,13 +15,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from .distill_presets import register_distill_preset
+from .distill_presets import DISTILL_PRESETS, register_distill_preset
 from .papers import Paper, PaperResult
-
-if TYPE_CHECKING:
-    from .base import MultihopProgram
 
 KINDS = ("method", "baseline", "custom")  # the five papers' methods, the baselines they report, a user's own
 
@@ -55,7 +51,7 @@ class Method:
             and these, each commented with where the paper gives it.
     """
 
-    program: type[MultihopProgram]
+    program: type
     kind: str = "method"
     paper: Paper | None = None
     papers: tuple[PaperResult, ...] = ()
@@ -103,10 +99,10 @@ class ProgramRegistry(Mapping):
     declarations of those that declare themselves (:meth:`declaration`, :meth:`declared`)."""
 
     def __init__(self):
-        self._classes: dict[str, type[MultihopProgram]] = {}
+        self._classes: dict[str, type] = {}
         self._declarations: dict[str, Method] = {}
 
-    def __getitem__(self, name: str) -> type[MultihopProgram]:
+    def __getitem__(self, name: str) -> type:
         return self._classes[name]
 
     def __iter__(self) -> Iterator[str]:
@@ -115,7 +111,7 @@ class ProgramRegistry(Mapping):
     def __len__(self) -> int:
         return len(self._classes)
 
-    def add(self, cls: type[MultihopProgram]) -> None:
+    def add(self, cls: type) -> None:
         """Register a program class by its name; another class of the same name is refused."""
         known = self._classes.get(cls.__name__)
         if known is not None and _qualified(known) != _qualified(cls):
@@ -132,6 +128,13 @@ class ProgramRegistry(Mapping):
         if method.distill_preset is not None:
             register_distill_preset(method.preset, **method.distill_preset)
         self._declarations[method.name] = method
+
+    def remove(self, name: str) -> None:
+        """Forget program ``name``, its declaration and its distillation preset (a notebook's or a test's)."""
+        method = self._declarations.pop(name, None)
+        self._classes.pop(name, None)
+        if method is not None and method.preset is not None:
+            DISTILL_PRESETS.pop(method.preset, None)
 
     def declaration(self, name: str) -> Method:
         """The declaration of program ``name``, or the defaults for a program class that declares none; an unknown

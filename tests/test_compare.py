@@ -98,10 +98,12 @@ def test_three_programs_on_three_questions_write_the_table_the_charts_and_the_re
     table = [line for line in markdown.splitlines() if line.startswith("| ")]
     assert table[0].startswith("| program | n | EM | F1 | Acc | Cover-EM | R@2 | R@5 | LLM calls/q | retrieval steps/q "
                                "| input tokens/q | output tokens/q | s/q | errors/q | fallbacks/q |")
-    assert [line.split(" | ")[0] for line in table[1:]] == ["| NoRetrieval", "| SingleStepRAG", "| HANRAG",
-                                                            "| HANRAG — paper (theirs, Llama-3.1-8B-Instruct) [1]"]
-    assert table[2].split(" | ")[2:4] == ["100.0", "100.0"]  # SingleStepRAG's EM and F1, in percent
-    assert table[4].split(" | ")[2:5] == ["29.8", "36.6", "43.2"]  # HANRAG Table 2, MuSiQue: theirs
+    # the methods first, then the baselines, each group under its name; then the papers' numbers
+    assert [line.split(" | ")[0].rstrip(" |") for line in table[1:]] == [
+        "| **methods**", "| HANRAG", "| **baselines**", "| NoRetrieval", "| SingleStepRAG",
+        "| HANRAG — paper (theirs, Llama-3.1-8B-Instruct) [1]"]
+    assert table[5].split(" | ")[2:4] == ["100.0", "100.0"]  # SingleStepRAG's EM and F1, in percent
+    assert table[6].split(" | ")[2:5] == ["29.8", "36.6", "43.2"]  # HANRAG Table 2, MuSiQue: theirs
     assert "1. seed 003, Table 2: HANRAG with Llama-3.1-8B-Instruct" in markdown
 
     charts = [out / name for name in ("f1_vs_llm_calls.png", "f1_vs_seconds.png", "recall_at_k.png")]
@@ -111,6 +113,8 @@ def test_three_programs_on_three_questions_write_the_table_the_charts_and_the_re
     report = (out / "report.html").read_text()
     assert report.count("data:image/png;base64,") == 3 and "<link" not in report and 'src="http' not in report
     assert report.count('<tr class="ours">') == 3 and report.count('<tr class="paper"') == 1
+    assert report.index(">methods</th>") < report.index("<td>HANRAG</td>") < report.index(">baselines</th>") < \
+        report.index("<td>NoRetrieval</td>")
     assert all(f'id="{question_anchor("musique", qid)}"' in report for qid, *_ in QUESTIONS)
     assert report.count('<details class="trace"') == 9  # each program's trace of each question
     assert "router</td><td>lm</td>" in report and "single-step question" in report  # HANRAG's stages, traced

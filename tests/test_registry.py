@@ -16,17 +16,7 @@ import multihop
 from multihop.cli import app as multihop_app
 from multihop.data.corpus import Passage
 from multihop.evaluation.tracing import count
-from multihop.programs import DISTILL_PRESETS
-    METHODS,
-    PROGRAMS,
-    Method,
-    MultihopProgram,
-    compared_by_default,
-    load,
-    method_of,
-    save,
-    takes_retriever,
-)
+from multihop.programs import PROGRAMS, Method, MultihopProgram, load, save, takes_retriever
 from multihop.programs.gold import GOLD_BUILDERS, register_gold_builder
 from multihop.programs.papers import reported
 
@@ -94,7 +84,7 @@ def toy():
     Method(ToyRAG, papers=reported("Toy-LM", "toy paper, Table 1", "its own corpus", {"musique": {"em": 42.0}}),
            distill_preset={"epochs": 3, "lr": 1e-3}, loop_budget="max_rounds", cli=__name__, first_stage="bm25")
     yield ToyRAG
-    PROGRAMS.pop("ToyRAG"), METHODS.pop("ToyRAG"), DISTILL_PRESETS.pop("toyrag"), GOLD_BUILDERS.pop("ToyRAG")
+    PROGRAMS.remove("ToyRAG"), GOLD_BUILDERS.pop("ToyRAG")
 
 
 @pytest.fixture
@@ -144,7 +134,7 @@ def test_a_declared_method_is_evaluated_through_its_first_stage_and_switches(toy
 def test_compare_runs_a_declared_method_by_default_with_its_loop_budget_and_its_papers_numbers(toy, data,
                                                                                               tmp_path):
     assert PROGRAMS.compared_by_default() == ["CoopRAG", "DualRAG", "ComposeRAG", "HANRAG", "CIRAG", "NoRetrieval",
-                                     "SingleStepRAG", "IRCoT", "FLARE", "MetaRAG", "ToyRAG"]  # the papers' order,
+                                              "SingleStepRAG", "IRCoT", "FLARE", "MetaRAG", "ToyRAG"]  # the papers' order,
     # then declaration order
     assert PROGRAMS.declaration("ToyRAG").first_stage == "bm25"
     dspy.configure(lm=scripted_lm(lambda prompt: {"answer": "Paris", "hedges": "false"})[0])
@@ -156,13 +146,28 @@ def test_compare_runs_a_declared_method_by_default_with_its_loop_budget_and_its_
     assert {row["program"]: row["em"] for row in comparison["rows"]} == {"ToyRAG": 1.0, "NoRetrieval": 1.0}
 
 
-def test_the_baselines_compared_by_default_are_those_at_least_two_papers_report():
+def test_the_five_methods_and_the_baselines_are_declared_apart_and_the_baselines_compared_are_those_two_papers_report():
+    declared = {method.name: method for method in PROGRAMS.declared()}
+    assert [method.name for method in PROGRAMS.declared("method")] == ["CoopRAG", "DualRAG", "ComposeRAG", "HANRAG",
+                                                                       "CIRAG"]
+    assert {method.name for method in PROGRAMS.declared("baseline")} == set(declared) - {
+        "CoopRAG", "DualRAG", "ComposeRAG", "HANRAG", "CIRAG"}
+    assert all(method.paper is not None for method in PROGRAMS.declared("method"))
+    assert all(Path(PROGRAMS[name].__module__.replace(".", "/")).parts[:3] == ("multihop", "programs", "baselines")
+               for name in (method.name for method in PROGRAMS.declared("baseline")))
     reports = Counter(name for method in PROGRAMS.declared() for name in method.paper_baselines)
-    assert set(reports) <= set(METHODS), "a paper's baseline that is not a declared program"
-    baselines = {name for name in METHODS if not METHODS[name].papers}  # the five methods declare their papers' numbers
-    assert {name for name in baselines if METHODS[name].compare} == {name for name in baselines if reports[name] >= 2}
+    assert set(reports) <= set(declared), "a paper's baseline that is not a declared program"
+    baselines = {method.name for method in PROGRAMS.declared("baseline")}
+    assert {name for name in baselines if declared[name].compare} == {name for name in baselines if reports[name] >= 2}
     assert reports["IRCoT"] == 4 and reports["FLARE"] == reports["MetaRAG"] == 2  # seeds 000/001/003/004; 001/004
-    assert all(METHODS[name].compare for name in METHODS if METHODS[name].papers)  # the five methods
+    assert PROGRAMS.reported_by("IRCoT") == ["CoopRAG", "DualRAG", "HANRAG", "CIRAG"]
+    assert all(method.compare for method in PROGRAMS.declared("method"))
+
+
+def test_an_abstract_base_is_no_program():
+    from multihop.programs.baselines import RerankableBaseline
+
+    assert "RerankableBaseline" not in PROGRAMS and issubclass(PROGRAMS["SingleStepRAG"], RerankableBaseline)
 
 
 def test_a_declared_method_saves_loads_builds_gold_rows_and_has_its_preset_and_sub_app(toy, data, tmp_path):
@@ -200,13 +205,14 @@ def test_a_declaration_names_a_loop_budget_the_program_has():
 
     with pytest.raises(TypeError, match="loop budget 'max_steps' is none of its settings"):
         Method(Unbudgeted, loop_budget="max_steps")
-    assert "Unbudgeted" not in METHODS and PROGRAMS.declaration("Unbudgeted").compare is False
-    PROGRAMS.pop("Unbudgeted")
+    assert "Unbudgeted" not in {method.name for method in PROGRAMS.declared()}
+    assert PROGRAMS.declaration("Unbudgeted").compare is False and PROGRAMS.declaration("Unbudgeted").kind == "custom"
+    PROGRAMS.remove("Unbudgeted")
 
 
 # --- the contract every registered program keeps -----------------------------------------------------------------
 
-DECLARED = sorted(METHODS)
+DECLARED = sorted(method.name for method in PROGRAMS.declared())
 PASSAGES = [Passage.make(title, text) for title, text in [
     ("Xbox", "The Xbox is a video game console made by Microsoft."),
     ("Microsoft", "Microsoft was founded by Bill Gates and Paul Allen in 1975."),
@@ -321,3 +327,19 @@ def test_evaluation_reuses_the_programs_own_trace_with_the_same_counts(name, mon
     assert row["counts"] == {key: value for key, value in outer.counts().items() if key != "passage_ids"}
     assert outer.counts() == direct.counts
     assert sorted(r["stage"] for r in trace) == sorted(r["stage"] for r in direct.stage_trace)  # HANRAG fans out
+
+
+def test_multihop_programs_lists_the_methods_then_the_baselines_with_paper_stages_and_switches():
+    listed = json.loads(runner.invoke(multihop_app, ["programs", "--json"]).output)
+    assert [(row["name"], row["kind"]) for row in listed] == [
+        *((name, "method") for name in ("CoopRAG", "DualRAG", "ComposeRAG", "HANRAG", "CIRAG")),
+        *((name, "baseline") for name in ("NoRetrieval", "SingleStepRAG", "IRCoT", "IterRetGen", "FLARE", "SelfAsk",
+                                          "AdaptiveRAG", "MetaRAG", "GenGround"))]
+    ircot = next(row for row in listed if row["name"] == "IRCoT")
+    assert ircot["paper"] == "Trivedi et al., ACL 2023" and ircot["reported_by"] == ["CoopRAG", "DualRAG", "HANRAG",
+                                                                                       "CIRAG"]
+    assert ircot["stages"] == ["reason", "answer"] and ircot["switches"]["max_paragraphs"] == 15
+    baselines = json.loads(runner.invoke(multihop_app, ["programs", "--kind", "baseline", "--json"]).output)
+    assert {row["kind"] for row in baselines} == {"baseline"} and len(baselines) == 9
+    shown = runner.invoke(multihop_app, ["programs"], terminal_width=200).output
+    assert all(row["name"] in shown for row in listed) and "Ko et al., 2025" in shown

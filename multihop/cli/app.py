@@ -11,7 +11,7 @@ import click
 import typer
 from typer.core import TyperGroup
 
-from multihop.cli import demo, resources, runs, serving, traces, training
+from multihop.cli import demo, listing, resources, runs, serving, traces, training
 
 
 class MethodCommands(TyperGroup):
@@ -62,6 +62,7 @@ app.add_typer(resources.data_app, name="data")
 app.add_typer(resources.index_app, name="index")
 app.add_typer(traces.trace_app, name="trace")
 app.add_typer(training.retriever_app, name="retriever")
+app.command("programs")(listing.programs_cmd)
 app.command("eval")(runs.eval_cmd)
 app.command("compare")(runs.compare_cmd)
 app.command("merge")(runs.merge_cmd)

@@ -27,7 +27,6 @@ import functools
 import json
 import threading
 import time
-import warnings
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -284,12 +283,6 @@ class TraceCallback(BaseCallback):
 
 class TracedPrediction(dspy.Prediction):
     """A program's prediction, with its stage records as ``stage_trace`` and its counts as ``counts``."""
-
-    @property
-    def trace(self) -> list[dict]:
-        warnings.warn("prediction.trace is renamed prediction.stage_trace (DSPy uses the name trace); the old name "
-                      "goes in the next release", DeprecationWarning, stacklevel=2)
-        return self.stage_trace
 
     @classmethod
     def from_trace(cls, prediction: dspy.Prediction, trace: Trace, with_usage: bool = False) -> TracedPrediction:

@@ -46,16 +46,7 @@ from multihop.experiments.tables import budget_text, console_tables, knobs_text,
 from multihop.lm.backends import make_lm
 from multihop.lm.options import LMOptions, served_student
 from multihop.optimize.students import use_student
-from multihop.programs import PROGRAMS
-    Budget,
-    budget_knobs,
-    compared_by_default,
-    method_of,
-    program_named,
-    program_under_budget,
-    shared_retriever,
-    takes_retriever,
-)
+from multihop.programs import PROGRAMS, Budget, budget_knobs, program_under_budget, shared_retriever, takes_retriever
 from multihop.retrievers import CACHED_FIRST_STAGES, load_retriever
 
 
@@ -158,7 +149,8 @@ def compare(
     for (key, name, program, *_), summary in zip(runs, summaries, strict=True):
         knobs = ({"paper_settings": dict(PROGRAMS.declaration(name).paper_settings)} if budget.mode == "paper"
                  else {"budget": budget_knobs(name)})
-        info = {**knobs, "config": program.config(), "student": str(students[name]) if name in students else None}
+        info = {"kind": PROGRAMS.declaration(name).kind, **knobs, "config": program.config(),
+                "student": str(students[name]) if name in students else None}
         comparison["programs"].setdefault(name, info)
         comparison["runs"].append({"dataset": key, "program": name, "folder": f"{key}/{name}"})
         comparison["rows"].append(summary_row(key, name, summary))

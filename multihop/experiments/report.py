@@ -18,7 +18,15 @@ from multihop.data.jsonl import read_rows
 from multihop.data.paths import atomic_write_text, read_json
 from multihop.evaluation.runner import RESULTS, trace_path
 from multihop.evaluation.tracing import record_cells
-from multihop.experiments.tables import TABLE_JSON, budget_text, cell, dataset_table, describe_retriever, knobs_text
+from multihop.experiments.tables import (
+    TABLE_JSON,
+    budget_text,
+    cell,
+    dataset_table,
+    describe_retriever,
+    group_starts,
+    knobs_text,
+)
 
 REPORT = "report.html"
 TRACE_WIDTH = 240  # characters of a stage's inputs (and of its outputs) shown on its line
@@ -93,7 +101,10 @@ def table_section(comparison: dict) -> str:
         html.append(f"<h3>{escape(dataset)} ({info['questions']} questions)</h3>")
         html.append(f'<table class="results" data-dataset="{escape(dataset)}"><tr><th>program</th><th>n</th>'
                     + "".join(f"<th>{escape(header)}</th>" for _, header in columns) + "</tr>")
-        for row in ours:
+        starts = group_starts(comparison, ours)
+        for index, row in enumerate(ours):
+            if index in starts:
+                html.append(f'<tr class="group"><th colspan="{len(columns) + 2}">{escape(starts[index])}</th></tr>')
             html.append(f'<tr class="ours"><td>{escape(row["program"])}</td><td class="num">{row["questions"]}</td>'
                         + "".join(f'<td class="num">{cell(key, row.get(key))}</td>' for key, _ in columns) + "</tr>")
         for row in theirs:

@@ -28,6 +28,9 @@ COLUMNS = [("em", "EM"), ("f1", "F1"), ("acc", "Acc"), ("cover_em", "Cover-EM"),
            ("fallbacks", "fallbacks/q")]
 PERCENT = {"em", "f1", "acc", "cover_em", "llm_eval", "recall@2", "recall@5"}  # shares, shown in percent
 OPTIONAL = {"llm_eval"}  # a column only when some row (ours or theirs) has it
+GROUPS = {"method": "methods", "baseline": "baselines", "custom": "other programs"}  # the tables' groups, in order
+
+
 def summary_row(dataset: str, program: str, summary: dict) -> dict:
     """Our row of one dataset × program: the table's columns from its evaluation ``summary`` (errors as a share of
     questions, fallbacks per question, 0 when the program took none) and its question count."""
@@ -61,10 +64,27 @@ def shown_columns(rows: Sequence[dict]) -> list[tuple[str, str]]:
 
 
 def dataset_table(comparison: dict, dataset: str) -> tuple[list[dict], list[dict], list[tuple[str, str]]]:
-    """One dataset's table: our rows, the papers' rows, and the columns either has."""
+    """One dataset's table: our rows (the methods, then the baselines, then any other program), the papers' rows,
+    and the columns either has."""
     ours = [row for row in comparison["rows"] if row["dataset"] == dataset]
+    ours.sort(key=lambda row: list(GROUPS).index(kind_of(comparison, row["program"])))
     theirs = [row for row in comparison["papers"] if row["dataset"] == dataset]
     return ours, theirs, shown_columns(ours + theirs)
+
+
+def kind_of(comparison: dict, program: str) -> str:
+    """Whether ``program`` is one of the methods, a baseline or another program, as the comparison recorded it."""
+    return comparison["programs"].get(program, {}).get("kind", "custom")
+
+
+def group_starts(comparison: dict, rows: Sequence[dict]) -> dict[int, str]:
+    """The index of the first row of each group in ``rows`` (sorted by :func:`dataset_table`) → the group's name."""
+    starts: dict[int, str] = {}
+    for index, row in enumerate(rows):
+        group = GROUPS[kind_of(comparison, row["program"])]
+        if group not in starts.values():
+            starts[index] = group
+    return starts
 
 
 def budget_text(budget: dict) -> str:
@@ -104,7 +124,10 @@ def to_markdown(comparison: dict) -> str:
         lines += ["", f"## {dataset} ({info['questions']} questions, `{info['file']}`)", "",
                   "| program | n | " + " | ".join(header for _, header in columns) + " |",
                   "|---|---:|" + "---:|" * len(columns)]
-        for row in ours:
+        starts = group_starts(comparison, ours)
+        for index, row in enumerate(ours):
+            if index in starts:
+                lines.append(f"| **{starts[index]}** |" + " |" * (len(columns) + 1))
             lines.append(f"| {row['program']} | {row['questions']} | "
                          + " | ".join(cell(key, row.get(key)) for key, _ in columns) + " |")
         for row in theirs:
@@ -133,7 +156,10 @@ def console_tables(comparison: dict) -> list[Table]:
         table.add_column("n", justify="right")
         for _, header in columns:
             table.add_column(header, justify="right")
-        for row in ours:
+        starts = group_starts(comparison, ours)
+        for index, row in enumerate(ours):
+            if index in starts:
+                table.add_row(f"[bold]{starts[index]}[/bold]", end_section=False)
             table.add_row(row["program"], str(row["questions"]), *(cell(key, row.get(key)) for key, _ in columns))
         for row in theirs:
             table.add_row(f"[dim]{row['program']} — {row['label']}[/dim]", "–",

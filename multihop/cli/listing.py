@@ -1,0 +1,65 @@
+"""``multihop programs``: every declared program — the five methods, then the baselines — with its kind, paper, the
+stages it runs at its defaults and its switches (``--set NAME=VALUE``) with their defaults."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+from enum import Enum
+
+import typer
+from rich.table import Table
+
+from multihop.cli.console import console
+
+
+def program_facts(kind: str | None = None) -> list[dict]:
+    """One dict per declared program (of ``kind`` when given), in declaration order: name, kind, paper, the methods
+    whose papers report it, its stages at its defaults and its switches with their defaults."""
+    from multihop.programs import PROGRAMS
+
+    facts = []
+    quiet = logging.getLogger("multihop").level
+    logging.getLogger("multihop").setLevel(logging.ERROR)  # a program built at its defaults may warn of a missing file
+    try:
+        for method in PROGRAMS.declared(kind):
+            parameters = inspect.signature(method.program.__init__).parameters
+            facts.append({
+                "name": method.name, "kind": method.kind,
+                "paper": method.paper.short() if method.paper else None,
+                "title": method.paper.title if method.paper else None,
+                "reported_by": PROGRAMS.reported_by(method.name),
+                "stages": [name for name, _ in method.program().named_predictors()],
+                "switches": {name: parameters[name].default for name in method.program.settings()},
+            })
+    finally:
+        logging.getLogger("multihop").setLevel(quiet)
+    return facts
+
+
+class Kind(str, Enum):
+    method = "method"
+    baseline = "baseline"
+
+
+def programs_cmd(
+    kind: Kind = typer.Option(None, help="only the five methods, or only the baselines"),
+    as_json: bool = typer.Option(False, "--json", help="print the list as JSON"),
+):
+    """List the programs: the five methods and the baselines their papers report, with each one's paper, stages and
+    switches (--set NAME=VALUE on eval, compare, compile)."""
+    facts = program_facts(kind.value if kind else None)
+    if as_json:
+        print(json.dumps(facts, indent=2, default=str))
+        return
+    table = Table(title="multihop programs", show_lines=True)
+    for column in ("program", "kind", "paper", "stages (at its defaults)", "switches (defaults)"):
+        table.add_column(column, overflow="fold")
+    for fact in facts:
+        paper = fact["paper"] or "the papers' own baseline"
+        if fact["reported_by"]:
+            paper += f"\nreported by {', '.join(fact['reported_by'])}"
+        switches = ", ".join(f"{name}={value!r}" for name, value in fact["switches"].items())
+        table.add_row(fact["name"], fact["kind"], paper, ", ".join(fact["stages"]), switches)
+    console.print(table)
