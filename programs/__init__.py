@@ -1,6 +1,7 @@
 """The programs: one package per method, each ending in its declaration (:class:`~.registry.Method`), plus the
 baselines (under :mod:`.baselines`), saving/loading them, and the registry every shared place reads
-(:data:`~.registry.PROGRAMS`: which class, which declaration) and the distillation presets. A new method is one import line here."""
+(:data:`~.registry.PROGRAMS`: which class, which declaration) and the distillation presets. A new method is one import
+line here."""
 
 from .base import MultihopProgram, takes_retriever
 from .budget import Budget
@@ -21,7 +22,7 @@ from .baselines import AdaptiveRAG, FLARE, GenGround, IRCoT, IterRetGen, MetaRAG
 from .distill_presets import DISTILL_PRESETS, register_distill_preset
 from .saved import load, save
 
-__all__ = ["AdaptiveRAG", "Budget", "CIRAG", "ComposeRAG", "CoopRAG", "DISTILL_PRESETS", "DualRAG", "FLARE", "GenGround",
-           "HANRAG", "IRCoT", "IterRetGen", "MetaRAG", "Method", "MultihopProgram", "NoRetrieval", "PROGRAMS", "Paper",
-           "SelfAsk", "SingleStepRAG", "budget_knobs", "load", "program_under_budget", "register_distill_preset", "save",
-           "shared_retriever", "takes_retriever"]
+__all__ = ["AdaptiveRAG", "Budget", "CIRAG", "ComposeRAG", "CoopRAG", "DISTILL_PRESETS", "DualRAG", "FLARE",
+           "GenGround", "HANRAG", "IRCoT", "IterRetGen", "MetaRAG", "Method", "MultihopProgram", "NoRetrieval",
+           "PROGRAMS", "Paper", "SelfAsk", "SingleStepRAG", "budget_knobs", "load", "program_under_budget",
+           "register_distill_preset", "save", "shared_retriever", "takes_retriever"]

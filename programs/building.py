@@ -29,7 +29,8 @@ def shared_retriever(questions: Path, first_stage: str, encoder: str) -> tuple[d
 def budget_knobs(name: str) -> dict[str, str | None]:
     """The constructor setting each budget item sets in program ``name`` (None: it has no such knob): ``k`` when it
     has one, and the loop budget its method declares; ``max_tokens`` is the LM's, so every program's."""
-    return {"k": "k" if "k" in PROGRAMS[name].settings() else None, "max_iterations": PROGRAMS.declaration(name).loop_budget}
+    return {"k": "k" if "k" in PROGRAMS[name].settings() else None, "max_iterations":
+    PROGRAMS.declaration(name).loop_budget}
 
 
 def program_under_budget(name: str, retriever: dspy.Module | None, budget: Budget, **switches) -> dspy.Module:

@@ -134,8 +134,8 @@ def test_a_declared_method_is_evaluated_through_its_first_stage_and_switches(toy
 def test_compare_runs_a_declared_method_by_default_with_its_loop_budget_and_its_papers_numbers(toy, data,
                                                                                               tmp_path):
     assert PROGRAMS.compared_by_default() == ["CoopRAG", "DualRAG", "ComposeRAG", "HANRAG", "CIRAG", "NoRetrieval",
-                                              "SingleStepRAG", "IRCoT", "FLARE", "MetaRAG", "ToyRAG"]  # the papers' order,
-    # then declaration order
+                                              "SingleStepRAG", "IRCoT", "FLARE", "MetaRAG", "ToyRAG"]
+    # the papers' order, then declaration order
     assert PROGRAMS.declaration("ToyRAG").first_stage == "bm25"
     dspy.configure(lm=scripted_lm(lambda prompt: {"answer": "Paris", "hedges": "false"})[0])
     comparison = multihop.compare(tmp_path / "c", programs=["ToyRAG", "NoRetrieval"], datasets=["musique"],

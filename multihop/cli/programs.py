@@ -3,7 +3,6 @@ saved folder, or one built once from a corpus or the questions' own paragraphs).
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path

@@ -2,10 +2,10 @@
 
 :func:`fan_out` is ``[fn(item) for item in items]`` on up to ``threads`` threads: each call runs in a copy of the
 caller's context (DSPy's settings, the LM, the traces being recorded), its stage records and counted events are kept
-apart while it runs (a :class:`~multihop.evaluation.tracing.Branch` per trace), and once every call has ended they are added in
-the items' order, so ``stage_trace``, ``counts`` and DSPy's own trace (``dspy.settings.trace``, which optimizers
-and trajectory collection read) are exactly the serial loop's. When a call raises, the calls before it keep their
-records, the failing call keeps those it made, later calls not yet started never start, those already running are
+apart while it runs (a :class:`~multihop.evaluation.tracing.Branch` per trace), and once every call has ended they are
+added in the items' order, so ``stage_trace``, ``counts`` and DSPy's own trace (``dspy.settings.trace``, which
+optimizers and trajectory collection read) are exactly the serial loop's. When a call raises, the calls before it keep
+their records, the failing call keeps those it made, later calls not yet started never start, those already running are
 dropped, and the first error in the items' order is raised — what the serial loop would have recorded before the
 same error. (Their LM usage is not dropped: DSPy's tracker has it; the serial loop would not have spent it.)
 

@@ -7,8 +7,8 @@ other value is a cluster's address (``ray://head:10001`` or ``head:6379``). Work
 the driver (the same image, or a ``runtime_env``), the models installed (``multihop models install``) and, for an
 index build, the output folder on a filesystem every node sees.
 
-An evaluation on Ray is :func:`~multihop.evaluation.runner.evaluate`'s run — one folder, its manifest, resumable rows and
-traces, the summary — whose questions are answered by ``workers`` actors instead of threads: each actor builds the
+An evaluation on Ray is :func:`~multihop.evaluation.runner.evaluate`'s run — one folder, its manifest, resumable rows
+and traces, the summary — whose questions are answered by ``workers`` actors instead of threads: each actor builds the
 program once from a recipe (a picklable function returning the program and the DSPy settings it runs under, its
 retriever loaded and its LM configured; the LM is served separately when it is a served one), answers one question
 per call, and the driver records the rows as they come back. A question's row is the one a single process writes
@@ -77,8 +77,8 @@ def ray_evaluate(program: dspy.Module, recipe: Callable[[], tuple[dspy.Module, d
                  examples: Sequence[dspy.Example], out_dir: str | Path, workers: int = 2, address: str = "auto",
                  name: str | None = None, manifest: dict | None = None, keep_errors: bool = False,
                  progress: bool = True, cpus_per_worker: float = 1.0) -> dict:
-    """:func:`~multihop.evaluation.runner.evaluate` with the questions answered by ``workers`` Ray actors, each building its
-    program with ``recipe`` (``program`` is the driver's, which the run's manifest describes); more workers than the
+    """:func:`~multihop.evaluation.runner.evaluate` with the questions answered by ``workers`` Ray actors, each building
+    its program with ``recipe`` (``program`` is the driver's, which the run's manifest describes); more workers than the
     cluster's CPUs share them (:func:`actor_cpus`), so all start. Returns the summary."""
     ray = connect(address)
     worker = ray.remote(num_cpus=actor_cpus(ray, workers, cpus_per_worker))(_QuestionWorker)

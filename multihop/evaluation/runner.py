@@ -6,8 +6,8 @@ written to ``out_dir/traces/<id>.json``; a rerun on the same folder skips the qu
 dies loses nothing. An exception in one question is recorded in its row and the run goes on. The summary (the
 papers' metrics, per-question costs and counts, and how the program declares its counts are shown: its
 ``count_display``) is printed as a table and saved as ``out_dir/summary.json``. Given a judge
-LM, each answer is also judged (ComposeRAG's "LLM Eval", ``multihop.evaluation.metrics.LLMJudge``) outside the program's trace,
-so the judge's calls never count as the program's.
+LM, each answer is also judged (ComposeRAG's "LLM Eval", ``multihop.evaluation.metrics.LLMJudge``) outside the program's
+trace, so the judge's calls never count as the program's.
 """
 
 from __future__ import annotations
@@ -77,8 +77,8 @@ def run_question(program: dspy.Module, example: dspy.Example, judge: LLMJudge | 
     the program at all — a server that refuses the stages' schemas
     (:class:`~multihop.lm.engines.served.StructuredOutputRefused`), an LM without the token log-probabilities a program
     reads (:class:`~multihop.lm.engines.base.LogprobsUnavailable`) —, which stops the run. A module
-    that traces its own calls (:class:`~multihop.evaluation.tracing.TracedModule`, every multihop program) gives its stage
-    records and counts with its prediction; any other ``dspy.Module`` is traced here, so it gets them too."""
+    that traces its own calls (:class:`~multihop.evaluation.tracing.TracedModule`, every multihop program) gives its
+    stage records and counts with its prediction; any other ``dspy.Module`` is traced here, so it gets them too."""
     start = time.perf_counter()
     row = {"id": example.id, "question": example.question, "answers": list(example.answers)}
     trace: list[dict] = []
@@ -289,9 +289,9 @@ async def aevaluate(
     keep_errors: bool = False,
 ) -> dict:
     """:func:`evaluate` for asyncio code (a server that hosts a program): ``in_flight`` questions at once under a
-    semaphore, each awaited as ``program.acall`` awaits a call (:func:`~multihop.evaluation.tracing.in_worker`), with the same
-    rows, traces, resumption and stops. The folder's lock, the manifest and the summary are written off the event
-    loop."""
+    semaphore, each awaited as ``program.acall`` awaits a call (:func:`~multihop.evaluation.tracing.in_worker`), with
+    the same rows, traces, resumption and stops. The folder's lock, the manifest and the summary are written off the
+    event loop."""
     run = EvaluationRun(program, examples, out_dir, progress, name, judge_lm, manifest, keep_errors)
     await asyncio.to_thread(run.__enter__)
     gate = asyncio.Semaphore(max(1, in_flight))

@@ -17,8 +17,8 @@ MARKERS = "osD^vP*X"
 
 
 def write_charts(out_dir: str | Path, rows: Sequence[dict]) -> list[Path]:
-    """Draw the three charts of our ``rows`` (:func:`multihop.experiments.tables.summary_row`) into ``out_dir``; rows with no
-    question are left out. Returns the files, in :data:`CHART_FILES` order."""
+    """Draw the three charts of our ``rows`` (:func:`multihop.experiments.tables.summary_row`) into ``out_dir``; rows
+    with no question are left out. Returns the files, in :data:`CHART_FILES` order."""
     out = Path(out_dir)
     rows = [row for row in rows if row.get("questions")]
     programs = list(dict.fromkeys(row["program"] for row in rows))

@@ -21,8 +21,8 @@ not loop) and ``max_tokens`` per LM call (the LM's cap, so every stage of every 
 served another's replies from the cache and its tokens and seconds are its own.
 
 Then the table (``comparison.json``, ``comparison.md``, the papers' numbers beside ours), the charts and
-``report.html`` are written into the output folder (:mod:`multihop.experiments.comparison`, :mod:`multihop.experiments.charts`,
-:mod:`multihop.experiments.report`).
+``report.html`` are written into the output folder (:mod:`multihop.experiments.comparison`,
+:mod:`multihop.experiments.charts`, :mod:`multihop.experiments.report`).
 """
 
 from __future__ import annotations
@@ -72,8 +72,8 @@ def compare(
     corpus: str | Path | None = None,
     retriever: str | Path | None = None,
 ) -> dict:
-    """Compare ``programs`` (default: :meth:`~multihop.programs.registry.ProgramRegistry.compared_by_default`) on the dev sets ``datasets``
-    under one ``budget`` (default :class:`Budget`\\ ()) and write
+    """Compare ``programs`` (default: :meth:`~multihop.programs.registry.ProgramRegistry.compared_by_default`) on the
+    dev sets ``datasets`` under one ``budget`` (default :class:`Budget`\\ ()) and write
     the table, charts and report into ``out``; returns the comparison (what ``comparison.json`` holds).
 
     ``lm`` is an LM spec or :class:`LMOptions` (then DSPy is configured with it, capped at ``budget.max_tokens``), or

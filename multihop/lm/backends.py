@@ -18,8 +18,8 @@
 - anything else: a ``dspy.LM`` model string (``openai/gpt-4o-mini``, ``hosted_vllm/...``, ``ollama_chat/...``) with
   optional ``api_base`` / ``api_key`` for OpenAI-compatible servers. With structured outputs on (``structured``:
   ``auto`` turns them on for ``hosted_vllm/`` and for ``openai/`` with an ``api_base``), the model is reached over
-  the OpenAI chat API by :class:`~multihop.lm.engines.served.ServedEngine`, which sends every stage's bounded JSON schema
-  (``json_schema``, the form vLLM and SGLang take; ``json_object``, llama-cpp-python's), so served replies
+  the OpenAI chat API by :class:`~multihop.lm.engines.served.ServedEngine`, which sends every stage's bounded JSON
+  schema (``json_schema``, the form vLLM and SGLang take; ``json_object``, llama-cpp-python's), so served replies
   parse and end within their budget as local ones do; the model string ``<spec>-<form><policy>`` keys DSPy's cache
   by the decoding. Without them, DSPy's own LiteLLM/native engine decodes freely.
 

@@ -22,7 +22,8 @@ from pathlib import Path
 from multihop.data.folders import ChecksumMismatchError, sha256_file
 from multihop.data.paths import atomic_write_text, home
 
-DEFAULT_LM = "local:smollm2"  # the LM spec (multihop.lm.backends.make_lm) used unless one is given: the embedded SmolLM2
+# the LM spec (multihop.lm.backends.make_lm) used unless one is given: the embedded SmolLM2
+DEFAULT_LM = "local:smollm2"
 LM_TIMEOUT_ENV, DEFAULT_LM_TIMEOUT = "MULTIHOP_LM_TIMEOUT", 120.0  # seconds a served LM's request may take
 LOCAL_ENGINES = ("auto", "llamacpp", "transformers")  # the engines a local LM runs on (multihop.lm.backends.make_lm)
 STRUCTURED = ("auto", "json_schema", "json_object", "off")  # how stage replies are constrained (multihop.lm.backends)

@@ -56,8 +56,8 @@ class LMOptions:
     """The LM a run uses: its spec (``lm``), server (``api_base``, ``api_key``), LoRA ``adapter`` and ``engine``
     (local LMs), generation cap (``max_tokens``; None: the backend's default), the time a served LM's request may
     take (``timeout``; None: ``$MULTIHOP_LM_TIMEOUT`` or 120 s) and how replies are constrained (``structured``,
-    :func:`multihop.lm.backends.schema_form`). Other LMs of the run (a teacher, a judge, a prompt writer) share the server
-    and key, and the engine and decoding choices."""
+    :func:`multihop.lm.backends.schema_form`). Other LMs of the run (a teacher, a judge, a prompt writer) share the
+    server and key, and the engine and decoding choices."""
 
     lm: str = DEFAULT_LM
     api_base: str | None = None
@@ -103,8 +103,8 @@ class LMOptions:
         return dataclasses.replace(self, adapter=str(student)).make(), weights
 
     def default_adapter(self):
-        """The adapter this LM runs best with (:func:`multihop.lm.backends.default_adapter`), without building it: the one
-        a student's rows are rendered with, as its LM will be prompted."""
+        """The adapter this LM runs best with (:func:`multihop.lm.backends.default_adapter`), without building it: the
+        one a student's rows are rendered with, as its LM will be prompted."""
         from multihop.lm.backends import default_adapter
 
         return default_adapter(self.lm, self.api_base, self.structured)

@@ -17,7 +17,8 @@ Method(
     CIRAG,
     kind="method",
     paper=Paper("CIRAG: Construction-Integration Retrieval and Adaptive Generation for Multi-hop Question Answering",
-                "Zili Wei, Xiaocui Yang, Yilin Wang, Zihan Wang, Weidong Bao, Shi Feng, Daling Wang, Yifei Zhang", 2025),
+                "Zili Wei, Xiaocui Yang, Yilin Wang, Zihan Wang, Weidong Bao, Shi Feng, Daling Wang, Yifei Zhang",
+                2025),
     # Table 1: NativeRAG, IRCoT, FLARE (Qwen2.5-7B only), MetaRAG, DualRAG (one of the five methods); its KiRAG row is
     # not built
     paper_baselines=("SingleStepRAG", "IRCoT", "FLARE", "MetaRAG", "DualRAG"),

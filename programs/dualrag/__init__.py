@@ -14,8 +14,9 @@ __all__ = ["DualRAG"]
 Method(
     DualRAG,
     kind="method",
-    paper=Paper("DualRAG: A Dual-Process Approach to Integrate Reasoning and Retrieval for Multi-Hop Question Answering",
-                "Rong Cheng, Jinyi Liu, Yan Zheng, Fei Ni, Jiazhen Du, Hangyu Mao, Fuzheng Zhang, Bo Wang, Jianye Hao", 2025),
+    paper=Paper("DualRAG: A Dual-Process Approach to Integrate Reasoning and Retrieval for Multi-Hop Question "
+                "Answering", "Rong Cheng, Jinyi Liu, Yan Zheng, Fei Ni, Jiazhen Du, Hangyu Mao, Fuzheng Zhang, "
+                "Bo Wang, Jianye Hao", 2025),
     # Table 2: Direct, NativeRAG, IRCoT, MetaRAG, GenGround; App. H.5, Table 16 (GPT-4o-mini only): FLARE
     paper_baselines=("NoRetrieval", "SingleStepRAG", "IRCoT", "MetaRAG", "GenGround", "FLARE"),
     # Table 2, the DualRAG row under Qwen2.5-72B-Instruct (per dataset: LLM judge, EM, Acc, F1; its Acc/F1 are Table

@@ -16,8 +16,8 @@ Method(
     HANRAG,
     kind="method",
     paper=Paper("HANRAG: Heuristic Accurate Noise-resistant Retrieval-Augmented Generation for Multi-hop Question "
-                "Answering", "Duolin Sun, Dan Yang, Yue Shen, Yihan Jiao, Zhehao Tan, Jie Feng, Lianzhen Zhong, Jian Wang, "
-                "Peng Wei, Jinjie Gu", 2025),
+                "Answering", "Duolin Sun, Dan Yang, Yue Shen, Yihan Jiao, Zhehao Tan, Jie Feng, Lianzhen Zhong, "
+                "Jian Wang, Peng Wei, Jinjie Gu", 2025),
     # Tables 1-2: no retrieval, the single-step approach (BM25 top 5), IRCoT, Adaptive-RAG (its Adaptive Retrieval and
     # Self-RAG rows are not built: Self-RAG is a fine-tuned model)
     paper_baselines=("NoRetrieval", "SingleStepRAG", "IRCoT", "AdaptiveRAG"),

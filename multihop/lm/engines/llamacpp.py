@@ -1,8 +1,8 @@
 """The llama.cpp engine: a GGUF file run by ``llama-cpp-python``, decoding under the request's JSON schema.
 
 ``llama-cpp-python`` is built from source by the Makefile's set-up (once per virtualenv); ``import multihop`` never
-needs it, and :func:`llama_cpp_available` tells whether it is there (:func:`multihop.lm.backends.make_lm` falls back to the
-``transformers`` engine, with a warning, when it is not).
+needs it, and :func:`llama_cpp_available` tells whether it is there (:func:`multihop.lm.backends.make_lm` falls back to
+the ``transformers`` engine, with a warning, when it is not).
 
 The engine decodes under the request's bounded JSON schema (:class:`~.base.LocalEngine`) with the grammar llama.cpp
 derives from it. The model runs on the physical cores, with a context of :data:`MAX_CONTEXT` tokens (SmolLM2's

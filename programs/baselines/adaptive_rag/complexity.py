@@ -3,8 +3,8 @@
 A question's label names the simplest strategy that suits it: ``A`` (no retrieval), ``B`` (single-step retrieval),
 ``C`` (multi-step retrieval). A silver label is the simplest strategy whose answer to the question was correct — the
 paper's correctness test, the authors' ``evaluate.py``: the normalised prediction equals a normalised gold answer
-(:func:`multihop.evaluation.metrics.exact_match`); a question no strategy answers takes its dataset's inductive bias, B for a
-single-hop dataset and C for a multi-hop one (the authors' "binary" labels,
+(:func:`multihop.evaluation.metrics.exact_match`); a question no strategy answers takes its dataset's inductive bias, B
+for a single-hop dataset and C for a multi-hop one (the authors' "binary" labels,
 ``classifier/preprocess/preprocess_utils.py``). Pure functions, no LM.
 """
 

@@ -12,8 +12,8 @@ __all__ = ["FLARE", "Piece", "field_pieces", "low_confidence", "masked_query"]
 Method(
     FLARE,
     kind="baseline",
-    paper=Paper("Active Retrieval Augmented Generation", "Zhengbao Jiang, Frank F. Xu, Luyu Gao, Zhiqing Sun, Qian Liu, "
-                "Jane Dwivedi-Yu, Yiming Yang, Jamie Callan, Graham Neubig", 2023, "EMNLP"),
+    paper=Paper("Active Retrieval Augmented Generation", "Zhengbao Jiang, Frank F. Xu, Luyu Gao, Zhiqing Sun, "
+                "Qian Liu, Jane Dwivedi-Yu, Yiming Yang, Jamie Callan, Graham Neubig", 2023, "EMNLP"),
     compare=True,  # DualRAG (App. H.5, Table 16) and CIRAG (Tables 1 and 4) report it
     loop_budget="max_sentences",
     paper_settings={

@@ -31,8 +31,8 @@ sentence is the query, the paper's unmasked ablation), ``max_sentences``, ``max_
 every baseline with; default off).
 
 The generator must report token log-probabilities: an in-process engine (``local:...``), a vLLM or SGLang server, or an
-API that returns them. A reply without them raises :class:`~multihop.lm.engines.base.LogprobsUnavailable`, naming what to
-run instead. A server may compute them after its own grammar mask (vLLM's structured outputs, by our reading of its
+API that returns them. A reply without them raises :class:`~multihop.lm.engines.base.LogprobsUnavailable`, naming what
+to run instead. A server may compute them after its own grammar mask (vLLM's structured outputs, by our reading of its
 sampler), over the tokens the schema allows, where the in-process engines report them before it: the same θ then
 retrieves less often there; ``--structured off`` judges the model's own probabilities.
 

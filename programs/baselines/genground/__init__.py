@@ -12,7 +12,8 @@ Method(
     GenGround,
     kind="baseline",
     paper=Paper("Generate-then-Ground in Retrieval-Augmented Generation for Multi-hop Question Answering",
-                "Zhengliang Shi, Shuo Zhang, Weiwei Sun, Shen Gao, Pengjie Ren, Zhumin Chen, Zhaochun Ren", 2024, "ACL"),
+                "Zhengliang Shi, Shuo Zhang, Weiwei Sun, Shen Gao, Pengjie Ren, Zhumin Chen, Zhaochun Ren", 2024,
+                "ACL"),
     compare=False,  # of our five papers only DualRAG reports it
     loop_budget="max_iterations",
     # k: the paper's §5.4 (top 10 documents a sub-question, batches of 3; as read before, not re-read here), where the
