@@ -29,7 +29,7 @@ from multihop.data.loaders import load_corpus
 from multihop.data.paths import atomic_dir, home
 
 from .encoder import Encoder
-from .index import CorpusEncoding, FaissIndex, IndexMismatchError, encode_corpus, read_manifest
+from .index import CorpusEncoding, FaissIndex, IndexMismatchError, checked_factory, encode_corpus, read_manifest
 from .module import RetrieverModule
 from .query import Hits, hits_prediction
 from .token_cache import TokenCache
@@ -68,15 +68,23 @@ class IndexSpec:
         return "float32" if self.token_states == "full" else "float16"
 
     def folder_name(self, encoder: str, corpus: Corpus) -> str:
-        """The name of this index's folder (and of its encoding shards) for ``corpus`` by ``encoder``."""
+        """The name of this index's folder for ``corpus`` by ``encoder``."""
+        kind = self.kind if "/" not in self.kind else hashlib.sha256(self.kind.encode()).hexdigest()[:8]
+        return f"{Path(encoder).name}-{kind}-{corpus.checksum()[:16]}{self.encoding_suffix()}"
+
+    def encoding_name(self, encoder: str, corpus: Corpus) -> str:
+        """The name of the encoding shards of ``corpus`` by ``encoder`` for this index: what the encoding depends on
+        (encoder, pooling, token states and their form, markers, corpus), not the FAISS kind, so a build that failed
+        at indexing and its rerun under another kind share the same shards."""
+        return f"{Path(encoder).name}-{corpus.checksum()[:16]}-encoding{self.encoding_suffix()}"
+
+    def encoding_suffix(self) -> str:
         suffix = "" if self.pooling == "mean" else f"-{self.pooling}"
         if self.stored_layers() is not None:
             suffix += "-tokens" + "".join(f"-{layer}" for layer in self.token_layers)
             suffix += "" if self.token_states == DEFAULT_TOKEN_STATES else f"-{self.token_states}"
             suffix += "" if self.cls_layers is None else "-cls" + "".join(f"-{layer}" for layer in self.cls_layers)
-        suffix += _markers_suffix(self.special_tokens)
-        kind = self.kind if "/" not in self.kind else hashlib.sha256(self.kind.encode()).hexdigest()[:8]
-        return f"{Path(encoder).name}-{kind}-{corpus.checksum()[:16]}{suffix}"
+        return suffix + _markers_suffix(self.special_tokens)
 
 
 def _link_or_copy(source: str, target: str) -> None:
@@ -127,8 +135,9 @@ class DenseRetriever(RetrieverModule):
         if len(corpus) == 0:
             raise ValueError("cannot build an index over an empty corpus")
         encoder = encoder if isinstance(encoder, Encoder) else Encoder(encoder)
+        checked_factory(kind, len(corpus), encoder.dimension)  # a kind that cannot be built, before any encoding
         spec = IndexSpec(encoder.pooling, token_layers, encoder.special_tokens, kind, token_states, cls_layers)
-        work = Path(work_dir) if work_dir else home() / "shards" / spec.folder_name(encoder.name, corpus)
+        work = Path(work_dir) if work_dir else home() / "shards" / spec.encoding_name(encoder.name, corpus)
         if ray:
             from .ray_encoding import ray_encode_corpus
 
@@ -192,6 +201,8 @@ class DenseRetriever(RetrieverModule):
     @classmethod
     def _build_group(cls, corpus: Corpus, encoding: Encoder, members: dict[Path, IndexSpec]) -> None:
         """Build the indexes ``members`` (folder → spec) from one encoding of ``corpus`` by ``encoding``."""
+        for spec in members.values():  # a kind that cannot be built, before any encoding
+            checked_factory(spec.kind, len(corpus), encoding.dimension)
         layers = [spec.stored_layers() for spec in members.values() if spec.stored_layers() is not None]
         token_layers = tuple(sorted({layer for kept in layers for layer in kept})) if layers else None
         full = any(spec.token_dtype == "float32" for spec in members.values())

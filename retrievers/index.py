@@ -160,11 +160,7 @@ class FaissIndex:
         count, dim = vectors.shape
         kind = ("flat" if count < EXACT_LIMIT else "ivf") if kind == "auto" else kind
         factory, search = factory_string(kind, count, nprobe)
-        try:
-            index = faiss.index_factory(dim, factory, faiss.METRIC_INNER_PRODUCT)
-        except RuntimeError as exc:
-            raise ValueError(f"--index {kind!r} is neither one of {', '.join(KINDS)} nor a FAISS factory string "
-                             f"(faiss: {str(exc).strip().splitlines()[-1][:160]})") from None
+        index = checked_factory(kind, count, dim)
         if kind == "hnsw":
             faiss.downcast_index(index).hnsw.efConstruction = 64
         _no_polysemous_training(index)
@@ -223,6 +219,37 @@ class FaissIndex:
                 f"{directory}: index holds {index.ntotal} vectors, manifest says {manifest['count']}"
             )
         return cls(index, manifest)
+
+
+def checked_factory(kind: str, count: int, dim: int) -> faiss.Index:
+    """The empty index ``kind`` makes for ``count`` vectors of ``dim`` dimensions, checked before any passage is
+    encoded: a string FAISS cannot parse, an IVF with more lists than ``count`` trains (FAISS asks at least 39
+    training vectors a list) or a product quantiser with more centroids a sub-quantiser than there are vectors is a
+    ``ValueError`` saying what fits."""
+    kind = ("flat" if count < EXACT_LIMIT else "ivf") if kind == "auto" else kind
+    factory, _ = factory_string(kind, count)
+    try:
+        index = faiss.index_factory(dim, factory, faiss.METRIC_INNER_PRODUCT)
+    except RuntimeError as exc:
+        raise ValueError(f"--index {kind!r} is neither one of {', '.join(KINDS)} nor a FAISS factory string "
+                         f"(faiss: {str(exc).strip().splitlines()[-1][:160]}); e.g. Flat, HNSW32, IVF64,Flat or "
+                         "auto") from None
+    trained = min(count, TRAIN_SIZE)
+    try:
+        lists = faiss.extract_index_ivf(index).nlist
+    except RuntimeError:  # no IVF
+        lists = None
+    if lists is not None and trained < 39 * lists:
+        largest = trained // 39
+        fits = f"at most IVF{largest} for these {count} passages" if largest else "no IVF at all (Flat or HNSW32)"
+        raise ValueError(f"--index {kind}: an IVF with {lists} lists trains on at least {39 * lists} vectors and "
+                         f"this corpus gives {trained}; use {fits}, or --index auto")
+    quantiser = getattr(faiss.downcast_index(index if lists is None else faiss.extract_index_ivf(index)), "pq", None)
+    if quantiser is not None and trained < quantiser.ksub:
+        bits = max(1, trained.bit_length() - 1)
+        raise ValueError(f"--index {kind}: its product quantiser learns {quantiser.ksub} centroids a sub-quantiser "
+                         f"from {trained} vectors; use at most {bits} bits (PQ{quantiser.M}x{bits}), or --index auto")
+    return index
 
 
 def factory_string(kind: str, count: int, nprobe: int = 32) -> tuple[str, dict]:

@@ -1,4 +1,4 @@
-"""FAISS indexes by factory string (issue 34, part 3): the old kinds as aliases, any ``faiss.index_factory`` string
+"""FAISS indexes by factory string: the old kinds as aliases, any ``faiss.index_factory`` string
 trained on a sample, search parameters recorded and settable at query time, memory-mapped loading, and indexes saved
 before factory strings still loading with their parameters."""
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from multihop.retrievers import FaissIndex
-from multihop.retrievers.index import factory_string
+from multihop.retrievers.index import checked_factory, factory_string
 
 
 def clustered(count: int, dim: int = 32, seed: int = 0) -> np.ndarray:
@@ -80,3 +80,35 @@ def test_an_index_saved_before_factory_strings_keeps_its_search_parameters(tmp_p
     loaded = FaissIndex.load(tmp_path)
     assert loaded.search_params() == {"nprobe": 40} and faiss.extract_index_ivf(loaded.index).nprobe == 40
     np.testing.assert_array_equal(loaded.search(queries, 5)[1], exact_top(vectors, queries, 5))  # every list probed
+
+
+def test_what_a_corpus_cannot_train_is_refused_saying_what_fits():
+    with pytest.raises(ValueError, match="IVF with 4096 lists trains on at least 159744 vectors and this corpus gives "
+                                         "100; use at most IVF2 for these 100 passages, or --index auto"):
+        checked_factory("IVF4096,Flat", 100, 32)
+    with pytest.raises(ValueError, match="use no IVF at all"):
+        checked_factory("IVF8,Flat", 30, 32)
+    with pytest.raises(ValueError, match=r"learns 256 centroids a sub-quantiser from 100 vectors; use at most 6 bits "
+                                         r"\(PQ8x6\)"):
+        checked_factory("PQ8", 100, 32)
+    assert checked_factory("IVF2,Flat", 100, 32).ntotal == 0 and checked_factory("PQ8x6", 100, 32).is_trained is False
+
+
+def test_a_kind_that_cannot_be_built_is_refused_before_any_passage_is_encoded(musique_dev, monkeypatch, tmp_path):
+    from multihop.data.loaders import build_corpus
+    from multihop.retrievers import DenseRetriever, IndexSpec, dense
+
+    def no_encoding(*args, **kwargs):
+        raise AssertionError("encoded before the index kind was checked")
+
+    monkeypatch.setattr(dense, "encode_corpus", no_encoding)
+    corpus = build_corpus(musique_dev[:5])
+    for kind, message in (("Garbage", "nor a FAISS factory string"), ("IVF4096,Flat", "use at most IVF")):
+        with pytest.raises(ValueError, match=message):
+            DenseRetriever.build(corpus, encoder="minilm", kind=kind, work_dir=tmp_path)
+        with pytest.raises(ValueError, match=message):
+            DenseRetriever.build_cached(corpus, encoder="minilm", kind=kind)
+    # the encoding's shards are keyed by what the encoding depends on, not the FAISS kind: a rerun under a kind that
+    # fits resumes them
+    names = {IndexSpec("mean", (), (), kind).encoding_name("minilm", corpus) for kind in ("Garbage", "flat", "HNSW32")}
+    assert len(names) == 1 and "Garbage" not in names.pop()
