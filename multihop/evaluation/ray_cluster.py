@@ -18,6 +18,8 @@ per call, and the driver records the rows as they come back. A question's row is
 from __future__ import annotations
 
 import os
+import socket
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -26,11 +28,16 @@ import dspy
 from multihop.evaluation.runner import EvaluationRun, run_question
 
 RAY_EXTRA = "pip install 'multihop[ray]'"
+CONNECT_TIMEOUT_ENV, CONNECT_TIMEOUT = "MULTIHOP_RAY_TIMEOUT", 30.0  # seconds a cluster's address may take to answer
 SHARED_ENV = ("MULTIHOP_HOME", "MULTIHOP_DATA", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "TOKENIZERS_PARALLELISM")
 
 
 class RayMissingError(RuntimeError):
     """A ``--ray`` command without Ray installed."""
+
+
+class RayUnreachableError(ValueError):
+    """A ``--ray`` address where no cluster answers (a user error: the address is wrong or the cluster is down)."""
 
 
 def require_ray():
@@ -49,11 +56,37 @@ def connect(address: str = "auto", num_cpus: int | None = None):
     ray = require_ray()
     if not ray.is_initialized():
         local = address == "auto" and not os.environ.get("RAY_ADDRESS")
+        if not local:
+            check_reachable(os.environ["RAY_ADDRESS"] if address == "auto" else address)
         env = {name: os.environ[name] for name in SHARED_ENV if name in os.environ}
         ray.init(address=None if local else (None if address == "auto" else address),
                  num_cpus=num_cpus if local else None, include_dashboard=False, log_to_driver=False,
                  configure_logging=False, runtime_env={"env_vars": env})
     return ray
+
+
+def check_reachable(address: str, timeout: float | None = None) -> None:
+    """Refuse, in at most ``timeout`` seconds (default :data:`CONNECT_TIMEOUT`, or ``MULTIHOP_RAY_TIMEOUT``), a
+    cluster ``address`` (``ray://host:port``, ``host:port``) where nothing accepts a connection — Ray itself retries
+    such an address for minutes. A port that answers is left to Ray."""
+    timeout = float(os.environ.get(CONNECT_TIMEOUT_ENV, CONNECT_TIMEOUT)) if timeout is None else timeout
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        raise RayUnreachableError(f"--ray {address}: a cluster's address is host:port (the head's GCS, e.g. "
+                                  "head:6379) or ray://host:port (Ray's client, e.g. ray://head:10001), or auto")
+    deadline, reason = time.monotonic() + timeout, "no answer"
+    while True:
+        try:
+            with socket.create_connection((host, int(port)), timeout=max(0.1, min(5.0, deadline - time.monotonic()))):
+                return
+        except OSError as exc:
+            reason = exc.strerror or type(exc).__name__
+        if time.monotonic() >= deadline:
+            raise RayUnreachableError(
+                f"--ray {address}: no Ray cluster answers there ({reason.lower()} for {timeout:g} s); start one with "
+                f"`ray start --head` on that machine, or use --ray auto for a local cluster on this one "
+                f"({CONNECT_TIMEOUT_ENV} sets how long to wait)")
+        time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
 
 
 def actor_cpus(ray, workers: int, wanted: float = 1.0) -> float:
