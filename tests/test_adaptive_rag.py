@@ -1,8 +1,9 @@
-"""Adaptive-RAG (issue 35): the silver-label rule, each route running only its strategy, the oracle, the resumable
+"""Adaptive-RAG: the silver-label rule, each route running only its strategy, the oracle, the resumable
 labelling job, the classifier's seeded training and its manifest, and ``multihop adaptiverag``'s commands, on scripted
 LMs and hand-made embeddings."""
 
 import json
+import re
 
 import dspy
 import numpy as np
@@ -423,3 +424,21 @@ def test_the_commands_errors_are_one_line(data, scripted, tmp_path, capsys):
     assert "holds silver labels of dev questions" in fails(["adaptiverag", "train", str(oracle), "--out",
                                                             str(tmp_path / "c")], capsys)
     assert not (tmp_path / "c").exists()
+
+
+@pytest.mark.parametrize("line, message", [
+    ('{"id": "q2", "label": "B"}', "labels.jsonl:line 2: field question is missing"),
+    ('{"id": "q2", "question": "Who?", "label": 3}', "labels.jsonl:line 2: field label is int, not str"),
+    ('{"id": "q2", "question": "Who?", "label": "D"}', "question q2's label is 'D', not one of A, B, C"),
+    ('not json', "labels.jsonl:line 2: not a JSON object"),
+])
+def test_a_malformed_labels_file_is_one_line_naming_file_line_and_field(tmp_path, line, message):
+    from multihop.cli import app
+    from multihop.cli.errors import run
+
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text('{"id": "q1", "question": "Where?", "label": "A"}\n' + line + '\n{"id": "q3", "question": '
+                      '"When?", "label": "C"}\n')
+    with pytest.raises(ValueError, match=re.escape(message)):
+        read_labels(labels)
+    assert run(app, ["adaptiverag", "train", str(labels), "--out", str(tmp_path / "classifier")]) == 2

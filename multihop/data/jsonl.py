@@ -12,26 +12,50 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TextIO
 
+from multihop.data.corpus import DataFormatError
 from multihop.data.paths import atomic_write_text
 
 
-def read_rows(path: Path, repair: bool = True) -> dict[str, dict]:
+def read_rows(path: Path, repair: bool = True, fields: dict[str, type | tuple[type, ...]] | None = None
+              ) -> dict[str, dict]:
     """Finished rows by id. A torn line (the process died mid-write) is dropped and, with ``repair`` (a job about to
-    append, holding the file), rewritten away."""
+    append, holding the file), rewritten away. With ``fields`` (a file a user gives: labels, trajectory rows), every
+    row must hold each field with a value of its type (``id`` always): a row that does not, or a line that is no
+    JSON object before the last, is a :class:`~multihop.data.corpus.DataFormatError` naming ``file:line N`` and the
+    field."""
     if not path.exists():
         return {}
+    lines = path.read_text(encoding="utf-8").splitlines()
     rows, good_lines, torn = {}, [], False
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for number, line in enumerate(lines, 1):
         try:
             row = json.loads(line)
         except json.JSONDecodeError:
+            if fields is not None and number < len(lines):
+                raise DataFormatError(f"{path}:line {number}: not a JSON object") from None
             torn = True
             continue
+        if fields is not None:
+            check_row(row, {"id": (str, int), **fields}, f"{path}:line {number}")
         rows[row["id"]] = row
         good_lines.append(line)
     if torn and repair:
         atomic_write_text(path, "".join(line + "\n" for line in good_lines))
     return rows
+
+
+def check_row(row, fields: dict[str, type | tuple[type, ...]], where: str) -> None:
+    """Refuse ``row`` (a :class:`~multihop.data.corpus.DataFormatError` starting with ``where``) unless it is a JSON
+    object holding each of ``fields`` with a value of its type."""
+    if not isinstance(row, dict):
+        raise DataFormatError(f"{where}: not a JSON object")
+    for name, kind in fields.items():
+        if name not in row:
+            raise DataFormatError(f"{where}: field {name} is missing")
+        kinds, value = kind if isinstance(kind, tuple) else (kind,), row[name]
+        if not isinstance(value, kinds) or isinstance(value, bool) and bool not in kinds:  # JSON true is no number
+            wanted = " or ".join(k.__name__ for k in kinds)
+            raise DataFormatError(f"{where}: field {name} is {type(value).__name__}, not {wanted}")
 
 
 def rows_text(rows: Iterable[dict]) -> str:

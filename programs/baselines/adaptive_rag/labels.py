@@ -21,6 +21,7 @@ from pathlib import Path
 import dspy
 from tqdm.auto import tqdm
 
+from multihop.data.corpus import DataFormatError
 from multihop.data.folders import RUN_MANIFEST, check_run, locked
 from multihop.data.jsonl import append_row, read_rows
 from multihop.evaluation.parallel import fan_out_chunks
@@ -84,7 +85,12 @@ def read_labels(*sources: str | Path) -> list[dict]:
         if not path.is_file():
             raise FileNotFoundError(f"{source} holds no silver labels ({LABELS_FILE}): make them with `multihop "
                                     "adaptiverag labels --dataset NAME --out DIR`")
-        rows.update(read_rows(path, repair=False))
+        found = read_rows(path, repair=False, fields={"question": str, "label": str})
+        unknown = next((row for row in found.values() if row["label"] not in LABELS), None)
+        if unknown is not None:
+            raise DataFormatError(f"{path}: question {unknown['id']}'s label is {unknown['label']!r}, not one of "
+                                  f"{', '.join(LABELS)}")
+        rows.update(found)
     return list(rows.values())
 
 
