@@ -72,7 +72,7 @@ train-gpu: $(STAMP)
 	$(GOLD) --program SingleStepRAG --data 2wiki --limit 500 --out $(GPU_OUT)/rows/reader_2wiki
 	$(BIN)/multihop distill $(GPU_OUT)/rows/*/*.jsonl --base $(BASE) --out $(GPU_OUT)/student --gradient-checkpointing \
 		--packing $(if $(QLORA),--load-in-4bit,)
-	$(BIN)/python benchmarks/train_estimate.py $(GPU_OUT)/encoder $(GPU_OUT)/student --params 8e9 --layers 32 --width 4096
+	$(BIN)/multihop estimate $(GPU_OUT)/encoder $(GPU_OUT)/student --params 8e9 --layers 32 --width 4096
 
 # Base LM vs a student (default: the shipped one), per stage and end to end, on the dev files (~40 min).
 BENCH_STUDENT ?= multihop/students/gold-smollm2

@@ -28,11 +28,11 @@ import dspy
 from rich.console import Console
 from rich.table import Table
 
-from multihop.benchmarks.common import cached_retriever
 from multihop.data.loaders import questions_with_corpus
 from multihop.evaluation.runner import evaluate
 from multihop.lm.backends import chat_request, make_lm
 from multihop.programs import PROGRAMS, CoopRAG, SingleStepRAG
+from multihop.retrievers import build_cached, load_retriever
 
 console = Console(width=170)
 ENGINES = {"transformers": {"engine": "transformers", "constrained": False},
@@ -121,7 +121,7 @@ def main() -> None:
     args = parser.parse_args()
 
     examples, corpus = questions_with_corpus(args.dataset, limit=args.limit)
-    retriever = cached_retriever(corpus, token_layers=(), special_tokens=CoopRAG.special_tokens)
+    retriever = load_retriever(build_cached(corpus, token_layers=(), special_tokens=CoopRAG.special_tokens))
     engines = args.engines.split(",")
     console.print(f"{len(examples)} questions, {len(corpus)} passages; engines {engines}")
     if args.speed_prompts:

@@ -26,7 +26,6 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from multihop.benchmarks.common import cached_retriever
 from multihop.data.loaders import build_corpus, load_questions
 from multihop.evaluation.metrics import f1
 from multihop.lm.backends import chat_request
@@ -35,6 +34,7 @@ from multihop.optimize.compile import compile_program, validation_score
 from multihop.optimize.distill import DistillConfig, distill
 from multihop.optimize.trajectories import collect
 from multihop.programs import SingleStepRAG
+from multihop.retrievers import build_cached, load_retriever
 
 console = Console(width=150)
 
@@ -117,7 +117,7 @@ def main() -> None:
     options = LMOptions.from_args(args)
     questions = load_questions(args.train, "train", limit=max(args.limit_train, args.distill_questions))
     questions += load_questions(args.val, "dev", limit=args.limit_val)
-    retriever = cached_retriever(build_corpus(questions))
+    retriever = load_retriever(build_cached(build_corpus(questions)))  # MPNet, cached under MULTIHOP_HOME
     if "prompt" in args.parts:
         console.print(prompt_table(args, options, retriever))
     if "distill" in args.parts:

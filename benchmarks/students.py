@@ -3,17 +3,17 @@ on dev questions no student was trained on.
 
     python benchmarks/students.py --student DIR [--data musique 2wiki hotpotqa] [--per-stage 8] [--limit 20]
 
-Table 1, per program and stage: the dev questions' gold targets (:func:`multihop.optimize.gold.gold_targets`, the
-same builders that trained the student, here on held-apart questions) are sent to the stage as the program would
-send them, once on the base LM and once on the student; the table gives the share of replies the adapter could not
-parse (format failures) and the stage score (:mod:`multihop.optimize.stage_scores`: sub-question overlap with the gold
-decomposition, chain completion accuracy, verdict accuracy, question or answer F1). At most ``--per-stage`` targets
-per stage and dataset.
+Table 1, per program and stage (:mod:`multihop.optimize.stage_comparison`): the dev questions' gold targets
+(:func:`multihop.optimize.gold_targets.gold_targets`, the same builders that trained the student, here on
+held-apart questions) are sent to the stage as the program would send them, once on the base LM and once on the
+student; the table gives the share of replies the adapter could not parse (format failures) and the stage score
+(:mod:`multihop.optimize.stage_scores`: sub-question overlap with the gold decomposition, chain completion accuracy,
+verdict accuracy, question or answer F1). At most ``--per-stage`` targets per stage and dataset.
 
 Table 2, end to end on MuSiQue dev (the first ``--limit`` questions; ComposeRAG, which makes ~15 calls a question,
 the first ``--compose-limit``): EM/F1/Acc/R@5 of SingleStepRAG, CoopRAG and ComposeRAG on the base LM and with the
 student on every stage it was trained for (``set_stage_lm``), with one retriever (MPNet [CLS] + RaLa Eq. 4 over the
-questions' paragraphs, as ``benchmarks/cooprag.py``). Stages that write only the answer are capped at
+questions' paragraphs, CoopRAG's own retriever). Stages that write only the answer are capped at
 ``--answer-tokens``, the others at ``--max-tokens``. Evaluations resume from ``--out``; LM calls are cached by DSPy.
 The student is any ``multihop distill`` folder (``make bench-students`` measures the shipped one); README "Students
 from the data" gives the command that builds it and the measured tables."""
@@ -24,25 +24,20 @@ import argparse
 import dataclasses
 import json
 import time
-from collections import defaultdict
 from pathlib import Path
 
 import dspy
-from dspy.utils.exceptions import AdapterParseError
 from rich.console import Console
-from rich.table import Table
 
-from multihop.benchmarks.common import cached_retriever
 from multihop.data.loaders import load_questions, questions_with_corpus
 from multihop.evaluation.runner import evaluate, render_table
 from multihop.lm import models
 from multihop.lm.options import LMOptions
 from multihop.optimize.distill import MANIFEST
-from multihop.optimize.gold import gold_targets
-from multihop.optimize.stage_scores import SCORE_NAMES, scored_field, stage_score
+from multihop.optimize.stage_comparison import per_stage, stage_table
 from multihop.optimize.students import trained_stages
 from multihop.programs import ComposeRAG, CoopRAG, SingleStepRAG
-from multihop.retrievers import RaLa, Retriever
+from multihop.retrievers import RaLa, Retriever, build_cached, load_retriever
 
 console = Console(width=160)
 PROGRAMS = {"SingleStepRAG": SingleStepRAG, "CoopRAG": CoopRAG, "ComposeRAG": ComposeRAG}
@@ -55,45 +50,6 @@ def answer_only(predictor: dspy.Predict) -> bool:
 def stage_lms(program: dspy.Module, lm: dspy.LM, short: dspy.LM) -> dict[str, dspy.LM]:
     """The LM each stage runs on: ``short`` (the answer cap) for the stages that write only the answer."""
     return {stage: short if answer_only(predictor) else lm for stage, predictor in program.named_predictors()}
-
-
-def per_stage(program: dspy.Module, examples: list, lms: dict[str, dict[str, dspy.LM]], per_stage_cap: int,
-              adapter: dspy.Adapter) -> dict:
-    """{(stage, model): {"n", "format_failures", "score", "metric"}} over at most ``per_stage_cap`` targets per stage,
-    each call formatted by ``adapter`` (the one the students' rows were rendered with)."""
-    predictors = dict(program.named_predictors())
-    taken: dict[str, int] = defaultdict(int)
-    results: dict[tuple[str, str], dict] = {}
-    for target in gold_targets(program, examples):
-        if taken[target.stage] >= per_stage_cap:
-            continue
-        taken[target.stage] += 1
-        for model, by_stage in lms.items():
-            with dspy.context(lm=by_stage[target.stage], adapter=adapter):
-                try:
-                    predicted, failed = predictors[target.stage](**target.inputs).toDict(), 0
-                except AdapterParseError:
-                    predicted, failed = {}, 1
-            row = results.setdefault((target.stage, model), {"n": 0, "format_failures": 0, "score": 0.0,
-                                                              "metric": SCORE_NAMES[scored_field(target.outputs)]})
-            row["n"] += 1
-            row["format_failures"] += failed
-            row["score"] += stage_score(predicted, target.outputs)
-    return results
-
-
-def stage_table(results: dict[str, dict]) -> Table:
-    table = Table(title="Per stage on held-apart dev questions: base LM vs gold-trained student")
-    for column in ("program", "stage", "dataset", "n", "score", "base", "student", "format failures base",
-                   "format failures student"):
-        table.add_column(column, justify="left" if column in ("program", "stage", "dataset", "score") else "right")
-    for (program, dataset), rows in results.items():
-        for stage in dict.fromkeys(stage for stage, _ in rows):
-            base, student = rows[(stage, "base")], rows[(stage, "student")]
-            table.add_row(program, stage, dataset, str(base["n"]), base["metric"],
-                          *(f"{100 * r['score'] / r['n']:.1f}" for r in (base, student)),
-                          *(f"{100 * r['format_failures'] / r['n']:.0f}%" for r in (base, student)))
-    return table
 
 
 def main() -> None:
@@ -139,8 +95,8 @@ def main() -> None:
         return
 
     examples, corpus = questions_with_corpus("musique", limit=args.limit)
-    first = cached_retriever(corpus, token_layers=(), special_tokens=CoopRAG.special_tokens,
-                             pooling=CoopRAG.index_pooling)
+    first = load_retriever(build_cached(corpus, token_layers=(), special_tokens=CoopRAG.special_tokens,
+                                        pooling=CoopRAG.index_pooling))
     retriever = Retriever(first, RaLa("eq4"), n=20, k=5)
     summaries = {}
     for name in args.programs:

@@ -1,5 +1,5 @@
-"""How well one stage call did against its gold target (:mod:`multihop.optimize.gold`): pure functions of the predicted
-and target output fields, chosen by the fields a stage writes, so no method is named here.
+"""How well one stage call did against its gold target (:mod:`multihop.optimize.gold_targets`): pure functions of
+the predicted and target output fields, chosen by the fields a stage writes, so no method is named here.
 
 - sub-questions (``sub_questions``, ``new_decomposition``): :func:`sub_question_overlap` with the gold decomposition;
 - a completed chain (``completed_chain``): :func:`chain_accuracy`;

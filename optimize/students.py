@@ -23,8 +23,6 @@ def trained_stages(program: dspy.Module, adapter: str | Path) -> list[str]:
         learnt = programs.get(type(program).__name__, []) if programs else manifest["stages"]
     except (OSError, json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, AttributeError) as exc:
         raise ValueError(f"{path} is not a distillation manifest ({exc}): pass a `multihop distill` folder") from None
-    renamed = getattr(program, "renamed_stages", {})  # a student trained before a stage was renamed
-    learnt = {renamed.get(stage, stage) for stage in learnt}
     return [stage for stage in program.stage_names() if stage in learnt]
 
 

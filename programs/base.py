@@ -1,4 +1,4 @@
-"""What every multihop program shares (DESIGN.md, "The contract every program keeps").
+"""What every multihop program shares (docs/design.md, "The contract every program keeps").
 
 A :class:`MultihopProgram` records a :class:`~multihop.evaluation.tracing.Trace` around each call, and returns the
 prediction with its stage records (``prediction.stage_trace``) and per-question counts (``prediction.counts``:

@@ -4,11 +4,17 @@ it was measured with, where it was read (seed file and table) and how its settin
 questions, corpus and retriever). Each method declares its paper's numbers with its other facts
 (``Method(papers=reported(...))`` in its package); only numbers read in the papers' text are declared.
 
-Numbers are fractions, as our summaries keep them.
+Each method's package also declares its paper's results tables as data (:class:`PaperTable`, ``programs/<method>/
+tables.py``, ``Method(tables=...)``): every row a program here stands for (:class:`TableRow`: the program, its
+settings, the student or stronger LM some of its stages need, whether it can run here) with the paper's number for
+each cell it prints, so that a table can be run again row by row and set beside the paper's.
+
+Numbers are fractions, as our summaries keep them (counts — steps, tokens — as printed).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 
@@ -50,3 +56,145 @@ def reported(lm: str, source: str, setting: str, by_dataset: dict[str, dict[str,
     ``by_dataset`` holds percentages as the papers print them. The method's declaration fills in its name."""
     return tuple(PaperResult("", dataset, lm, {key: value / 100 for key, value in numbers.items()}, source, setting)
                  for dataset, numbers in by_dataset.items())
+
+
+# --- a paper's results tables, as data ------------------------------------------------------------------------------
+
+RATES = ("em", "f1", "acc", "cover_em", "llm_eval")  # and every recall@k: shares of questions, kept as fractions
+STAGE_LM_ROLES = ("student", "stronger")
+
+
+def is_rate(metric: str) -> bool:
+    """Whether ``metric`` is a share of questions (kept as a fraction), not a count (steps, tokens, LLM calls)."""
+    return metric in RATES or metric.startswith("recall@")
+
+
+@dataclass(frozen=True)
+class StageLMs:
+    """Stages of a row that run on an LM other than the row's own: ``role`` ``"student"``, a ``multihop distill``
+    folder trained on those stages (``set_stage_lm``), or ``"stronger"``, an LM stronger than the row's (ComposeRAG's
+    Table 4 upgrades); ``stages`` by their names (``program.stage_names()``, first parts); ``paper_lm`` what the paper
+    ran them on ("fine-tuned Qwen2.5-7B-Instruct", "gpt-4o")."""
+
+    role: str
+    stages: tuple[str, ...]
+    paper_lm: str | None = None
+
+    def __post_init__(self):
+        if self.role not in STAGE_LM_ROLES:
+            raise ValueError(f"a stage LM's role is one of {', '.join(STAGE_LM_ROLES)}, not {self.role!r}")
+        if not self.stages:
+            raise ValueError("name the stages that run on the other LM")
+
+
+@dataclass(frozen=True)
+class TableRow:
+    """One row of a paper's results table, as the paper prints it and as a program here runs it.
+
+    Args:
+        label: the row as the paper prints it ("w/o EI", "IRCoT + BM25 (Default)"); a row the paper does not print
+            (ours, for comparison) says so in its label.
+        program: the registered program that runs the row (``PROGRAMS[program]``); for a row that cannot run here
+            (``runnable=False``), the nearest program built here.
+        settings: the constructor settings of the row (``program(retriever=..., **settings)``): the table's setup
+            (its k, caps, reranker) applied through the program's own knobs, and the row's switches.
+        numbers: the paper's number for every cell of the row it prints, by ``(dataset, metric)`` (a column of the
+            table); rates as fractions (0.523 for 52.3), counts (steps, tokens) as printed.
+        lm: the LM the paper ran the row with, where it differs from the table's ``lm``.
+        stage_lms: stages the row runs on a student or a stronger LM (None: every stage on the row's LM).
+        first_stage: the row's own first stage (``"bm25"``, ``"dense"``), read alone without the table's reranker,
+            where it differs from the table's.
+        needs: what else the row needs to run as the paper's (an encoder trained with other switches, a classifier,
+            a triple cache), said in words with the command that makes it.
+        runnable: False where the row needs what cannot run here (a fine-tuned model not built, a proprietary or
+            missing retriever, a strategy not rebuilt); ``why_not`` says what.
+    """
+
+    label: str
+    program: str
+    settings: dict = dataclasses.field(default_factory=dict)
+    numbers: dict[tuple[str, str], float] = dataclasses.field(default_factory=dict)
+    lm: str | None = None
+    stage_lms: StageLMs | None = None
+    first_stage: str | None = None
+    needs: str | None = None
+    runnable: bool = True
+    why_not: str | None = None
+
+    def __post_init__(self):
+        if self.runnable == bool(self.why_not):
+            raise ValueError(f"row {self.label!r}: a row that cannot run says why (why_not), and only such a row")
+        for (dataset, metric), value in self.numbers.items():
+            if is_rate(metric) and not 0 <= value <= 1:
+                raise ValueError(f"row {self.label!r}: {dataset} {metric} = {value} is no fraction (rates are kept "
+                                 "as fractions: 0.523 for 52.3)")
+
+
+@dataclass(frozen=True)
+class PaperTable:
+    """One results table (or figure with printed numbers) of a method's paper, as data: its rows, each run by a program
+    here (:class:`TableRow`), and the paper's numbers beside them. Declared in the method's package
+    (``programs/<method>/tables.py``) and passed as ``Method(tables=...)``.
+
+    Args:
+        number: as the paper names it ("Table 2", "Fig. 5", "App. E").
+        title: its caption, shortened.
+        columns: ``(dataset, metric)`` of every column, in the paper's order: our dataset names (musique, hotpotqa,
+            2wiki, nq, ...) and summary keys (em, f1, acc, cover_em, llm_eval, recall@2, recall@5, steps, tokens).
+        rows: its rows (only those a program here stands for; the others are named in ``notes``).
+        lm: the LM every row ran with unless the row names its own (None: the paper does not say).
+        first_stage: the first stage of ours the rows' retriever is built with (``"dense"``, ``"bm25"``).
+        settings: the setup the paper ran every row with, in its terms (k, n and the reranker, iteration caps, the
+            encoder, ...); each row's ``settings`` apply it through its program's own knobs.
+        notes: what differs from ours, the rows left out and how the rows were read.
+    """
+
+    number: str
+    title: str
+    columns: tuple[tuple[str, str], ...]
+    rows: tuple[TableRow, ...]
+    lm: str | None = None
+    first_stage: str = "dense"
+    settings: dict = dataclasses.field(default_factory=dict)
+    notes: str = ""
+
+    def __post_init__(self):
+        if len(set(self.columns)) != len(self.columns):
+            raise ValueError(f"{self.number}: a column is declared twice")
+        seen = set()
+        for row in self.rows:
+            unknown = sorted(set(row.numbers) - set(self.columns))
+            if unknown:
+                raise ValueError(f"{self.number}, row {row.label!r}: cells {unknown} name no column of the table")
+            key = (row.label, row.lm)
+            if key in seen:
+                raise ValueError(f"{self.number}: row {row.label!r} ({row.lm or self.lm}) is declared twice")
+            seen.add(key)
+
+    def numbers(self) -> int:
+        """How many cells the paper prints in the declared rows."""
+        return sum(len(row.numbers) for row in self.rows)
+
+    def row(self, label: str, lm: str | None = None) -> TableRow:
+        """The row labelled ``label`` (of ``lm`` where rows of several LMs share a label)."""
+        matches = [row for row in self.rows if row.label == label and (lm is None or row.lm == lm)]
+        if len(matches) != 1:
+            raise KeyError(f"{self.number} has {len(matches)} rows labelled {label!r}"
+                           f"{f' for {lm}' if lm else ''}")
+        return matches[0]
+
+
+def cells(columns: tuple[tuple[str, str], ...], *printed: float | None,
+          fractions: bool = False) -> dict[tuple[str, str], float]:
+    """A row's numbers from its printed cells in the order of ``columns`` (None for a cell the paper leaves empty:
+    "-"): rates printed as percentages become fractions (``fractions=True``: the table prints fractions already),
+    counts stay as printed."""
+    if len(printed) != len(columns):
+        raise ValueError(f"{len(printed)} cells for {len(columns)} columns")
+    return {column: (value / 100 if is_rate(column[1]) and not fractions else value)
+            for column, value in zip(columns, printed, strict=True) if value is not None}
+
+
+def grid(datasets: tuple[str, ...], metrics: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """The columns of a table that prints ``metrics`` under each of ``datasets``."""
+    return tuple((dataset, metric) for dataset in datasets for metric in metrics)

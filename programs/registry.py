@@ -17,7 +17,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from .distill_presets import DISTILL_PRESETS, register_distill_preset
-from .papers import Paper, PaperResult
+from .papers import Paper, PaperResult, PaperTable
 
 KINDS = ("method", "baseline", "custom")  # the five papers' methods, the baselines they report, a user's own
 
@@ -49,6 +49,10 @@ class Method:
         paper_settings: the constructor settings its paper ran it with (k, its loop's cap, ...) where they differ
             from or are not fixed by the shared budget; ``multihop compare --budget paper`` runs it with its defaults
             and these, each commented with where the paper gives it.
+        tables: its paper's results tables as data (:class:`~.papers.PaperTable`, declared in its package's
+            ``tables.py``): each row the program (or a baseline) that runs it, its settings and the paper's numbers.
+            A row may name a baseline declared after the method, so its program and settings are checked by the
+            tests (``tests/test_paper_tables.py``), not here.
     """
 
     program: type
@@ -62,6 +66,7 @@ class Method:
     compare: bool = True
     paper_baselines: tuple[str, ...] = ()
     paper_settings: dict = dataclasses.field(default_factory=dict)
+    tables: tuple[PaperTable, ...] = ()
     declared: bool = dataclasses.field(default=True, repr=False)  # False: the defaults of an undeclared program
 
     def __post_init__(self):

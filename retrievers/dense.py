@@ -1,4 +1,4 @@
-"""The dense retriever as a DSPy module (DESIGN.md, "The contract every program keeps"; CoopRAG §3.3).
+"""The dense retriever as a DSPy module (docs/design.md, "The contract every program keeps"; CoopRAG §3.3).
 
 ``DenseRetriever`` holds a corpus, an :class:`~.encoder.Encoder`, a :class:`~.index.FaissIndex` and, optionally, a
 :class:`~.token_cache.TokenCache` for reranking. It has no predictors, so optimizers leave it alone, and

@@ -1,4 +1,4 @@
-"""FAISS inner-product indexes over normalised passage embeddings, saved with a manifest (DESIGN.md, "Scale path").
+"""FAISS inner-product indexes over normalised passage embeddings, saved with a manifest (docs/design.md, "Scale path").
 
 An index is built from a ``faiss.index_factory`` string (``"HNSW32"``, ``"IVF4096,PQ64"``,
 ``"OPQ64,IVF65536_HNSW32,PQ64"``...), trained on a sample of at most :data:`TRAIN_SIZE` vectors when it needs

@@ -1,11 +1,11 @@
 """The base class of the retrievers and the registry of their kinds.
 
-A retriever is a ``dspy.Module`` (DESIGN.md, "The contract every program keeps") whose ``forward(query, k)`` returns
-one :class:`~.query.Hits` for a query string and a list of them, in order, for a list of queries. The base class
-implements ``forward`` once over the batched :meth:`RetrieverModule.search` that each kind defines, so every kind
-checks its queries and answers both shapes alike. A class that sets ``kind`` is registered under it when it is
-defined; :func:`load_retriever` rebuilds a saved folder through the class its manifest's ``retriever`` entry names,
-with no list of classes to keep in step (a retriever that nests others, hybrid or reranked, loads them the same way).
+A retriever is a ``dspy.Module`` (docs/design.md, "The contract every program keeps") whose ``forward(query, k)``
+returns one :class:`~.query.Hits` for a query string and a list of them, in order, for a list of queries. The base class
+implements ``forward`` once over the batched :meth:`RetrieverModule.search` that each kind defines, so every kind checks
+its queries and answers both shapes alike. A class that sets ``kind`` is registered under it when it is defined;
+:func:`load_retriever` rebuilds a saved folder through the class its manifest's ``retriever`` entry names, with no list
+of classes to keep in step (a retriever that nests others, hybrid or reranked, loads them the same way).
 """
 
 from __future__ import annotations

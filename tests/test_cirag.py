@@ -1,4 +1,4 @@
-"""CIRAG (issue 21): construction with provenance, the distiller's loop, ACMG's cascade, the switches and the offline
+"""CIRAG: construction with provenance, the distiller's loop, ACMG's cascade, the switches and the offline
 triple cache, on scripted LMs, a real BM25 index and the MiniLM encoder."""
 
 import hashlib
@@ -346,7 +346,7 @@ def test_smollm2_runs_cirag_online_on_a_real_question(musique_dev):
 
 
 def test_gold_integration_rows_keep_each_rounds_triples_and_ask_the_next_hop():
-    from multihop.optimize.gold import gold_targets
+    from multihop.optimize.gold_targets import gold_targets
 
     wiki = dspy.Example(
         id="w1", question="What is the date of birth of the performer of Get Low?", answer="October 5, 1987",
@@ -390,7 +390,7 @@ COMPARISON = dspy.Example(
 
 def test_gold_rows_carry_cached_distractors_and_a_comparison_asks_about_both_entities(tmp_path):
     from multihop.data.loaders import build_corpus
-    from multihop.optimize.gold import gold_targets
+    from multihop.optimize.gold_targets import gold_targets
 
     cached = {"a": [("Film A", "directed by", "Ann"), ("Film A", "genre", "drama")],
               "b": [("Film B", "director", "Bob")],
@@ -399,7 +399,7 @@ def test_gold_rows_carry_cached_distractors_and_a_comparison_asks_about_both_ent
     build_cache(build_corpus([COMPARISON]), tmp_path / "cache", lambda p: Extraction([], cached[p.id]),
                 progress=False)
     rows = [(t.inputs, t.outputs) for t in gold_targets(CIRAG(encoder="minilm", triple_cache=str(tmp_path / "cache"),
-                                                              n=3), [COMPARISON]) if t.stage == "integrate"]
+                                                              n_triples=3), [COMPARISON]) if t.stage == "integrate"]
     assert rows[0][1]["question"] == "When was Ann born? When was Bob born?"  # every hop of the next round
     first = rows[0][0]["fact_before_filter"]
     assert {"('film a', 'directed by', 'ann')", "('film b', 'director', 'bob')"} <= set(first) and len(first) == 3

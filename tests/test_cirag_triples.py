@@ -1,4 +1,4 @@
-"""CIRAG's pure triple helpers (issue 21): normal form, well-formed triples, provenance assignment, top-N and matching
+"""CIRAG's pure triple helpers: normal form, well-formed triples, provenance assignment, top-N and matching
 the distiller's core triples back to the candidates, against hand-computed values."""
 
 from multihop.programs.cirag.triples import Triple, assign, match_core, normalize_phrase, top_n, well_formed

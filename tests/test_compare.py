@@ -1,4 +1,4 @@
-"""``multihop compare`` (issue 22): three programs on three questions with a scripted LM and a BM25 index write the
+"""``multihop compare``: three programs on three questions with a scripted LM and a BM25 index write the
 table, the charts and the report; a rerun skips finished rows; adding a program runs only it; the budget reaches the
 programs and the output; the report renders in headless Chromium (slow)."""
 

@@ -1,4 +1,4 @@
-"""A run split over machines (issue 34): ``--shard i/n`` + ``multihop merge`` without Ray, and Ray for the index
+"""A run split over machines: ``--shard i/n`` + ``multihop merge`` without Ray, and Ray for the index
 build's encoding and for evaluation (slow: a local Ray cluster the test starts)."""
 
 import json

@@ -1,4 +1,4 @@
-"""DualRAG (issue 19): the RaQ ↔ pKA loop, its switches, fallbacks, gold targets and the DualRAG-FT rows, on scripted
+"""DualRAG: the RaQ ↔ pKA loop, its switches, fallbacks, gold targets and the DualRAG-FT rows, on scripted
 LMs and a real BM25 index over Table 9's documents."""
 
 import json
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from multihop.data.corpus import Corpus, Passage
-from multihop.optimize.gold import gold_targets
+from multihop.optimize.gold_targets import gold_targets
 from multihop.optimize.trajectories import render_call
 from multihop.programs import DualRAG, SingleStepRAG, load, save
 from multihop.programs.dualrag.gold import gold_rounds

@@ -1,4 +1,4 @@
-"""DualRAG's signatures (issue 19, item 1): typed outputs the adapters parse, inputs the prompt shows."""
+"""DualRAG's signatures: typed outputs the adapters parse, inputs the prompt shows."""
 
 import dspy
 import pytest

@@ -352,4 +352,4 @@ def test_every_stage_of_every_program_fits_its_budget_at_the_default_local_cap()
             assert last_budget <= 8 * LOCAL_MAX_TOKENS  # and none past the ceiling
             if budget > LOCAL_MAX_TOKENS:
                 raised.add(f"{name}.{stage}")
-    assert "CoopRAG.unroll" in raised  # the unrolling's smallest caps need more than 128 tokens (issue 32)
+    assert "CoopRAG.unroll" in raised  # the unrolling's smallest caps need more than 128 tokens

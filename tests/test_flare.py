@@ -1,4 +1,4 @@
-"""FLARE (issue 35) and the token log-probabilities it reads: the threshold rule, the masked query each retrieval sends,
+"""FLARE and the token log-probabilities it reads: the threshold rule, the masked query each retrieval sends,
 the stop rules and caps, the error without log-probabilities and the field-span helper, all on scripted LMs; the
 engines' log-probabilities against the model's own (the tiny transformers model) and, slow, llama.cpp's under a JSON
 schema."""
@@ -16,7 +16,7 @@ from multihop.data.corpus import Corpus, Passage
 from multihop.evaluation.runner import evaluate
 from multihop.lm.engines.base import LogprobsUnavailable
 from multihop.lm.engines.served import ServedEngine
-from multihop.optimize.gold import gold_targets
+from multihop.optimize.gold_targets import gold_targets
 from multihop.programs import FLARE
 from multihop.programs.baselines.flare import Piece, field_pieces, low_confidence, masked_query
 from multihop.retrievers import BM25Retriever

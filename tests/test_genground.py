@@ -1,4 +1,4 @@
-"""GenGround (issue 35): deduction and grounding alternate until the final answer, each sub-question's exact text is
+"""GenGround: deduction and grounding alternate until the final answer, each sub-question's exact text is
 its retrieval query, batch grounding stops at the first cited batch and keeps the immediate answer as a backup, the
 iteration cap, the Table 4 ablations, the fallbacks and the gold rows, on scripted LMs."""
 
@@ -9,7 +9,7 @@ import pytest
 
 from multihop.data.corpus import Passage
 from multihop.data.loaders import load_dataset
-from multihop.optimize.gold import gold_targets
+from multihop.optimize.gold_targets import gold_targets
 from multihop.programs import GenGround
 from multihop.programs.baselines.genground import cited_index, render_round
 from multihop.programs.baselines.genground.program import Round

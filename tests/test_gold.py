@@ -4,10 +4,10 @@ import dspy
 import pytest
 
 from multihop.data.loaders import load_dataset
-from multihop.optimize.gold import HeldApartError, gold_targets, gold_trajectories
+from multihop.optimize.gold_targets import HeldApartError, gold_targets, gold_trajectories
 from multihop.optimize.trajectories import EmptyTrajectoriesError
 from multihop.programs import ComposeRAG, CoopRAG, NoRetrieval, SingleStepRAG
-from multihop.programs.gold import (
+from multihop.programs.gold_builders import (
     GOLD_BUILDERS,
     GoldContext,
     evidence_sentence,
@@ -375,7 +375,7 @@ def test_the_students_benchmark_scores_each_stage_and_counts_format_failures(mus
 def test_gold_rows_are_the_prompts_the_program_sends(tmp_path, musique, program):
     """The program run on the gold documents by an LM that replies with the gold targets sends, stage by stage,
     exactly the messages of the gold rows."""
-    from multihop.optimize.gold import gold_targets
+    from multihop.optimize.gold_targets import gold_targets
     from multihop.optimize.trajectories import render_call, stage_calls
 
     from helpers import StaticRetriever
@@ -404,7 +404,7 @@ def test_composerag_gold_rows_are_the_prompts_its_pipeline_sends(tmp_path, musiq
     """ComposeRAG's multi-hop pipeline, each hop retrieving its gold documents and every stage replying its gold
     target, sends exactly the gold rows' messages: decomposition, construction, per-hop answers and verdicts, final
     answer and final verdict."""
-    from multihop.optimize.gold import gold_targets
+    from multihop.optimize.gold_targets import gold_targets
     from multihop.optimize.trajectories import render_call, stage_calls
     from multihop.programs.composerag.gold import gold_solving
     from multihop.retrievers.query import Hits

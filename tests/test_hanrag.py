@@ -1,4 +1,4 @@
-"""HANRAG (issue 20): the Revelator's routes over ANRAG, its switches, fallbacks and Steps, the Revelator's gold
+"""HANRAG: the Revelator's routes over ANRAG, its switches, fallbacks and Steps, the Revelator's gold
 training rows, on scripted LMs and a real BM25 index over App. F's documents."""
 
 import threading
@@ -8,7 +8,7 @@ import pytest
 
 from multihop.data.corpus import Corpus, Passage
 from multihop.evaluation.metrics import accuracy
-from multihop.optimize.gold import gold_targets
+from multihop.optimize.gold_targets import gold_targets
 from multihop.programs import HANRAG, load, save
 from multihop.programs.hanrag import gold_route, with_gold_routes
 from multihop.programs.hanrag.routes import render_steps, step_count

@@ -1,11 +1,11 @@
-"""IRCoT, Iter-RetGen and Self-Ask (issue 35): their loops on scripted LMs — which text each retrieval used, the stop
+"""IRCoT, Iter-RetGen and Self-Ask: their loops on scripted LMs — which text each retrieval used, the stop
 rules and caps, the answer each returns, the counts — and their gold rows from the annotations."""
 
 import dspy
 import pytest
 
 from multihop.data.corpus import Corpus, Passage
-from multihop.optimize.gold import gold_targets
+from multihop.optimize.gold_targets import gold_targets
 from multihop.programs import IRCoT, IterRetGen, SelfAsk
 from multihop.programs.baselines.iter_retgen import next_query
 from multihop.retrievers import BM25Retriever

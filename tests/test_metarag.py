@@ -1,4 +1,4 @@
-"""MetaRAG (issue 35): the monitor's stop rule, the four knowledge conditions and their plans, the iteration cap, the
+"""MetaRAG: the monitor's stop rule, the four knowledge conditions and their plans, the iteration cap, the
 Table 3 ablations, the answer returned, the fallbacks and the gold rows, on scripted LMs."""
 
 import json
@@ -8,7 +8,7 @@ import pytest
 
 from multihop.data.corpus import Passage
 from multihop.data.loaders import load_dataset
-from multihop.optimize.gold import gold_targets
+from multihop.optimize.gold_targets import gold_targets
 from multihop.programs import MetaRAG
 from multihop.programs.baselines.metarag import condition
 from multihop.signatures.metarag import (

@@ -1,4 +1,4 @@
-"""Independent calls run at once (issue 33): :func:`multihop.evaluation.parallel.fan_out` gives the serial loop's results,
+"""Independent calls run at once: :func:`multihop.evaluation.parallel.fan_out` gives the serial loop's results,
 records and counts in its order whatever order the calls end in, and every program with independent calls (HANRAG's
 relevance judgments and compound sub-questions, CIRAG's per-document extraction, DualRAG's per-entity retrieval and
 summaries) answers, traces and counts the same at ``inner_threads`` 4 as at 1 on a scripted LM whose replies come

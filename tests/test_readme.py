@@ -1,4 +1,4 @@
-"""The README's Python block runs as written (issue 32), from an empty folder, on the real data and the embedded LM
+"""The README's Python block runs as written, from an empty folder, on the real data and the embedded LM
 (slow: MPNet indexes ten questions' paragraphs and SmolLM2 answers six questions)."""
 
 import os

@@ -1,4 +1,4 @@
-"""One declaration per method (issue 31): a toy seventh method declared inside this test — signature, program,
+"""One declaration per method: a toy seventh method declared inside this test — signature, program,
 gold builder, ``Method(...)`` — is seen by ``eval`` (its first stage, ``--set``), ``compare`` (by default, its loop
 budget, its paper's numbers), save/load, ``trajectories --gold``, ``distill --preset`` and the command line (its
 sub-app), with no shared file touched; and a contract every registered program keeps."""
@@ -17,7 +17,7 @@ from multihop.cli import app as multihop_app
 from multihop.data.corpus import Passage
 from multihop.evaluation.tracing import count
 from multihop.programs import PROGRAMS, Method, MultihopProgram, load, save, takes_retriever
-from multihop.programs.gold import GOLD_BUILDERS, register_gold_builder
+from multihop.programs.gold_builders import GOLD_BUILDERS, register_gold_builder
 from multihop.programs.papers import reported
 
 from helpers import StaticRetriever, TypedScript, scripted_lm, tiny_causal_lm

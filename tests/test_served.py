@@ -1,4 +1,4 @@
-"""Served LMs at full speed (issue 33), against the loopback OpenAI-compatible server (127.0.0.1, an ephemeral port,
+"""Served LMs at full speed, against the loopback OpenAI-compatible server (127.0.0.1, an ephemeral port,
 a latency per call, replies drawn from each request's schema): the schema every stage sends per server kind, a
 refused schema stopping the run in one line, the decoding in the cache key, ``acall`` with 50 questions in flight
 keeping every trace, and a served student's stages routed to its LoRA's name."""

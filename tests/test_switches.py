@@ -1,4 +1,4 @@
-"""Switch values typed by the program's annotations (issue 32): ``--set`` and saved configs are coerced, and a value
+"""Switch values typed by the program's annotations: ``--set`` and saved configs are coerced, and a value
 that does not fit names the switch and its type in one line."""
 
 from typing import Literal

@@ -1,4 +1,4 @@
-"""Every program is safe under ``--threads`` (issue 32): its default reranker over a real dense index (MiniLM, no token
+"""Every program is safe under ``--threads``: its default reranker over a real dense index (MiniLM, no token
 cache, so the rerankers encode the candidates with the shared encoder, as over a BM25 first stage) gives the same rows
 at 1 and at 16 threads on a scripted LM, and no question ends in an error."""
 

@@ -1,4 +1,4 @@
-"""Token states at full-corpus scale (issue 34): the stored forms (``--token-states``), one encoding pass for every
+"""Token states at full-corpus scale: the stored forms (``--token-states``), one encoding pass for every
 index of a corpus, one copy on disk, and a reranker that says when it encodes its candidates."""
 
 import json

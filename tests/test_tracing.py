@@ -111,15 +111,16 @@ def test_calls_fanned_out_inside_a_program_are_answered_and_counted(how):
     assert sorted(r["inputs"]["question"] for r in prediction.stage_trace) == [f"q part {i}" for i in range(3)]
 
 
-def test_lm_usage_is_reported_to_dspy_and_prediction_trace_is_an_alias(static_retriever):
+def test_lm_usage_is_reported_to_dspy_and_the_trace_is_only_stage_trace(static_retriever):
     lm, engine = scripted_lm(lambda p: {"answer": "a"})
     dspy.configure(lm=lm, track_usage=True)
     prediction = SingleStepRAG(retriever=static_retriever)(question="q")
     usage = prediction.get_lm_usage()
     assert usage["local/scripted"]["prompt_tokens"] == len(engine.requests[0].split())
     assert usage["local/scripted"]["prompt_tokens"] == prediction.counts["prompt_tokens"]
-    with pytest.warns(DeprecationWarning, match="stage_trace"):
-        assert prediction.trace == prediction.stage_trace
+    assert prediction.stage_trace and "trace" not in prediction.keys()  # DSPy's name, never ours
+    with pytest.raises(AttributeError):
+        prediction.trace  # noqa: B018
 
 
 def test_counted_events_reach_every_trace_recorded_and_nothing_outside_one():

@@ -1,14 +1,14 @@
-"""One doorway to retrieval and one vocabulary (issue 31): every rerank is a ``rerank`` step of the stage trace,
-hits carry titles and texts, ``run_stage`` counts ``<stage>.fallback`` itself, and renamed settings and stages keep
-their old names for one release (constructor, ``--set``, saved configs and states)."""
+"""One doorway to retrieval and one vocabulary: every rerank is a ``rerank`` step of the stage trace, hits carry
+titles and texts, ``run_stage`` counts ``<stage>.fallback`` itself, and the settings' and stages' former names are
+refused in one line (constructor, ``--set``, saved configs)."""
 
 import json
 
 import dspy
 import pytest
-from typer.testing import CliRunner
 
 from multihop.cli import app
+from multihop.cli.errors import run
 from multihop.data.corpus import Passage
 from multihop.programs import CIRAG, HANRAG, ComposeRAG, CoopRAG, DualRAG, SingleStepRAG, load, save
 from multihop.retrievers.query import Hits, merge_hits, pick, texts_of, titles_of
@@ -77,41 +77,28 @@ def test_run_stage_counts_each_stages_fallback_itself():
     (HANRAG, "max_subquestions", "max_sub_questions", 3),
     (CIRAG, "n", "n_triples", 12),
 ])
-def test_an_old_setting_name_still_builds_the_program_with_a_warning(cls, old, new, value):
-    with pytest.warns(DeprecationWarning, match=f"{old} is renamed {new}"):
-        program = cls(**{old: value})
-    assert program.config()[new] == value and old not in program.config()
-    with pytest.raises(TypeError, match=f"give {new} only"):
-        cls(**{old: value, new: value})
+def test_a_former_setting_name_is_refused_naming_the_setting(cls, old, new, value):
+    with pytest.raises(TypeError, match=f"'{old}'"):
+        cls(**{old: value})
+    assert cls(**{new: value}).config()[new] == value
 
 
-def test_old_names_work_in_set_lines_saved_configs_and_saved_states(tmp_path, questions, monkeypatch):
-    import multihop.lm.backends
-
-    corpus = tmp_path / "corpus.json"
-    corpus.write_text(json.dumps([{"title": "France", "text": "Paris is the capital of France."}]))
-    monkeypatch.setenv("MULTIHOP_HOME", str(tmp_path / "home"))
-    monkeypatch.setattr(multihop.lm.backends, "make_lm", lambda spec, **settings: scripted_lm(
-        lambda prompt: {"route": "straightforward question", "answer": "Paris"})[0])
-    result = CliRunner().invoke(app, ["eval", "--program", "HANRAG", "--set", "max_subquestions=2", "--set",
-                                      "route=straightforward", "--data", str(questions), "--corpus", str(corpus),
-                                      "--out", str(tmp_path / "e"),
-                                      "--lm", "openai/x"])
-    assert result.exit_code == 0, result.output
-    assert "max_subquestions is renamed max_sub_questions" in " ".join(result.output.split())
-    assert json.loads((tmp_path / "e" / "run.json").read_text())["config"]["max_sub_questions"] == 2
+def test_former_names_in_set_lines_and_saved_configs_are_refused_in_one_line(tmp_path, questions, capsys):
+    argv = ["eval", "--program", "HANRAG", "--set", "max_subquestions=2", "--data", str(questions), "--out",
+            str(tmp_path / "e")]
+    assert run(app, argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "\n" not in err, err
+    assert "HANRAG has no" in err and "max_subquestions" in err and "max_sub_questions" in err  # and its settings
+    assert not (tmp_path / "e" / "run.json").exists()
 
     program = ComposeRAG(retriever=StaticRetriever([]), max_reflections=1)
-    program.rank_passages.demos = [dspy.Example(query="q", identifiers="[1]", context="[1] a", reasoning="r",
-                                                ranking="[1]")]
     save(program, tmp_path / "saved")
-    for path, rename in (("manifest.json", ("paper_demos", "paper_examples")), ("program.json", ("rank_passages",
-                                                                                                "rerank"))):
-        text = (tmp_path / "saved" / path).read_text().replace(f'"{rename[0]}"', f'"{rename[1]}"')
-        (tmp_path / "saved" / path).write_text(text)  # as a release before the renames saved it
-    (tmp_path / "saved" / "files.json").unlink()  # the inventory would (rightly) refuse the edited files
-    with pytest.warns(DeprecationWarning):
-        loaded = load(tmp_path / "saved", retriever=program.retriever)
-    assert loaded.config() == program.config() and len(loaded.rank_passages.demos) == 1
-    with pytest.warns(DeprecationWarning, match="stage rerank is renamed rank_passages"):
-        loaded.set_stage_lm("rerank", scripted_lm(lambda prompt: {})[0])
+    manifest = tmp_path / "saved" / "manifest.json"
+    manifest.write_text(manifest.read_text().replace('"paper_demos"', '"paper_examples"'))  # as an older release
+    (tmp_path / "saved" / "files.json").unlink()  # the inventory would (rightly) refuse the edited file
+    with pytest.raises(ValueError, match="differ in paper_demos, paper_examples;") as raised:
+        load(tmp_path / "saved", retriever=program.retriever)
+    assert "\n" not in str(raised.value)
+    with pytest.raises(KeyError, match="ComposeRAG has no stage 'rerank'; stages: .*rank_passages"):
+        program.set_stage_lm("rerank", scripted_lm(lambda prompt: {})[0])  # the stage's former name

@@ -11,7 +11,7 @@ import click
 import typer
 from typer.core import TyperGroup
 
-from multihop.cli import demo, listing, resources, runs, serving, traces, training
+from multihop.cli import demo, estimate, listing, resources, runs, serving, traces, training
 
 
 class MethodCommands(TyperGroup):
@@ -69,6 +69,7 @@ app.command("merge")(runs.merge_cmd)
 app.command("compile")(training.compile_cmd)
 app.command("trajectories")(training.trajectories_cmd)
 app.command("distill")(training.distill_cmd)
+app.command("estimate")(estimate.estimate_cmd)
 app.command("ask")(runs.ask_cmd)
 app.command("demo")(demo.demo_cmd)
 app.command("serve")(serving.serve_cmd)

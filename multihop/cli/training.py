@@ -156,8 +156,8 @@ def trajectories_cmd(
     if gold:
         import dspy
 
-        from multihop.optimize.gold import gold_trajectories
-        from multihop.programs.gold import GoldContext
+        from multihop.optimize.gold_targets import gold_trajectories
+        from multihop.programs.gold_builders import GoldContext
 
         instance = load(load_dir) if load_dir else spec.build_unindexed()
         with dspy.context(adapter=lm.default_adapter()):  # the rows are rendered as the student's LM is prompted

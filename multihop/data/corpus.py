@@ -1,4 +1,4 @@
-"""Passages and corpora with stable, content-derived ids (DESIGN.md, "Shared stack: Data").
+"""Passages and corpora with stable, content-derived ids (docs/design.md, "Shared stack: Data").
 
 A passage id is a hash of its title and text, so the same paragraph gets the same id in every file that holds it:
 a question's gold ids match the passages of a HippoRAG corpus file and of an IRCoT corpus built from any question set.

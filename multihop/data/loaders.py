@@ -1,12 +1,12 @@
 """Loaders for MuSiQue, HotpotQA, 2WikiMultihopQA, HippoRAG corpus files and a generic JSONL format.
 
 Questions become ``dspy.Example(id, question, answer, answers, gold_passage_ids, decomposition, hops, type, dataset,
-paragraphs).with_inputs("question")`` and keep the annotations that build stage targets (:mod:`multihop.optimize.gold`):
-MuSiQue's ``decomposition_answers`` and ``decomposition_support`` (each hop's supporting passage id), HotpotQA's and
-2Wiki's ``supporting_sentences``, 2Wiki's ``evidences`` (``[head, relation, tail]`` triples); corpora become a
-:class:`~multihop.data.corpus.Corpus`. Files are read with the standard ``json`` module rather than ``datasets``: the
-native schemas mix lists and nested lists per row (HotpotQA's ``context`` is ``[[title, [sentences]]]``), which Arrow
-cannot type, and errors must name the file, line and field.
+paragraphs).with_inputs("question")`` and keep the annotations that build stage targets
+(:mod:`multihop.optimize.gold_targets`): MuSiQue's ``decomposition_answers`` and ``decomposition_support`` (each hop's
+supporting passage id), HotpotQA's and 2Wiki's ``supporting_sentences``, 2Wiki's ``evidences`` (``[head, relation,
+tail]`` triples); corpora become a :class:`~multihop.data.corpus.Corpus`. Files are read with the standard ``json``
+module rather than ``datasets``: the native schemas mix lists and nested lists per row (HotpotQA's ``context`` is
+``[[title, [sentences]]]``), which Arrow cannot type, and errors must name the file, line and field.
 
 Generic JSONL format (one question per line)::
 

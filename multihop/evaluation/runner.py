@@ -1,4 +1,4 @@
-"""Resumable, parallel evaluation of any program over a question set (DESIGN.md, "Evaluation"; the module is
+"""Resumable, parallel evaluation of any program over a question set (docs/design.md, "Evaluation"; the module is
 ``evaluation`` so that the public function ``multihop.evaluate`` is not shadowed by a submodule of that name).
 
 Each finished question is appended to ``out_dir/results.jsonl`` at once (flushed and fsynced) and its stage trace is

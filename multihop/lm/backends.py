@@ -1,4 +1,4 @@
-"""Language-model backends (DESIGN.md, "LM backends").
+"""Language-model backends (docs/design.md, "LM backends").
 
 ``make_lm(spec)`` returns a ``dspy.LM``:
 

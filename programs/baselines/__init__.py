@@ -1,7 +1,7 @@
 """The baselines the five papers compare against, each rebuilt from its own paper and released code: the papers'
 "Direct" and "NativeRAG" (:mod:`.single_step`), IRCoT, Iter-RetGen, FLARE, Self-Ask, Adaptive-RAG, MetaRAG and
-GenGround. Each declares itself ``Method(..., kind="baseline")``; :func:`multihop.programs.reported_by` tells which
-of the five papers report it."""
+GenGround. Each declares itself ``Method(..., kind="baseline")``; ``PROGRAMS.reported_by(name)``
+(:meth:`~multihop.programs.registry.ProgramRegistry.reported_by`) tells which of the five papers report it."""
 
 # isort: off
 # the order they declare themselves in, which is `multihop compare`'s and `multihop programs`' order

@@ -13,7 +13,7 @@ import dspy
 from multihop.signatures import AnswerFromPassages, DirectAnswer
 
 from ..base import MultihopProgram
-from ..gold import GoldContext, Pairs, reader_pairs, register_gold_builder, register_no_gold
+from ..gold_builders import GoldContext, Pairs, reader_pairs, register_gold_builder, register_no_gold
 from ..registry import Method
 from ..text import safe_answer
 from .rerankable import RerankableBaseline

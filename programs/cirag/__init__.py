@@ -10,6 +10,7 @@ from ..papers import Paper
 from ..registry import Method
 from . import gold  # noqa: F401 - registers the integrator's gold targets
 from .program import CIRAG
+from .tables import TABLES
 
 __all__ = ["CIRAG"]
 
@@ -35,4 +36,5 @@ Method(
     distill_preset={"r": 64, "alpha": 128, "epochs": 2, "batch_size": 2, "lr": 2e-4, "stages": ("integrate",)},
     loop_budget="max_iterations",
     cli="multihop.programs.cirag.cli",
+    tables=TABLES,  # its paper's results tables, row by row (.tables)
 )

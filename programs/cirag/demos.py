@@ -1,7 +1,7 @@
 """App. A's examples as demos of CIRAG's stages (:data:`PAPER_DEMOS`): Figs. 9–10's Radio City paragraph (HippoRAG's
 OpenIE example) for the extractors and Fig. 12's Erik Hort example for the triple-level answer. The sentence- and
 passage-level prompts "differ only in the examples used" and are not printed: their examples are ours, Fig. 12's
-Erik Hort question over the sentences and passages its triples come from (issue 21). Fig. 11 has no example."""
+Erik Hort question over the sentences and passages its triples come from. Fig. 11 has no example."""
 
 from __future__ import annotations
 

@@ -1,9 +1,10 @@
-"""CIRAG's gold integration targets (issue 21's "gold-derived" distillation rows; §3.5 distils a teacher's
-trajectories, which no strong LM here can write).
+"""CIRAG's gold integration targets ("gold-derived" distillation rows: §3.5 distils a teacher's trajectories, which
+no strong LM here can write).
 
-A question's rounds are its annotated hops grouped by dependency depth (:func:`multihop.programs.gold.annotated_hops`),
-each hop a triple: 2Wiki's evidence triple, or a MuSiQue ``"E >> relation"`` step as ``[E, relation, answer]`` (a
-question whose steps are written as questions has no triple to give, and no rows; HotpotQA has none).
+A question's rounds are its annotated hops grouped by dependency depth
+(:func:`multihop.programs.gold_builders.annotated_hops`), each hop a triple: 2Wiki's evidence triple, or a MuSiQue
+``"E >> relation"`` step as ``[E, relation, answer]`` (a question whose steps are written as questions has no triple to
+give, and no rows; HotpotQA has none).
 
 Round r's candidates are built as the program would see them: the round's own gold triples and the earlier rounds'
 (facts already known), and — when the program has an offline triple cache (``--set triple_cache=DIR``, built over the
@@ -31,7 +32,7 @@ import dspy
 
 from multihop.signatures.cirag import NO_QUESTION
 
-from ..gold import (
+from ..gold_builders import (
     GoldContext,
     GoldHop,
     Pairs,

@@ -134,7 +134,6 @@ class CIRAG(MultihopProgram):
         >>> prediction.answer, prediction.answered_level, prediction.core_triples, prediction.rounds
     """
 
-    renamed_settings = {"n": "n_triples"}  # ``n`` is the first stage's candidates in every other program
     count_display = {"iterations": "mean", "extraction_calls": "mean", "core_unmatched": "mean",
                      **{f"answered.{level}": "rate" for level in (*LEVELS, "top_k", "default")}}
 

@@ -7,6 +7,7 @@ from ..papers import Paper
 from ..registry import Method
 from . import gold  # noqa: F401 - registers ComposeRAG's gold stage targets
 from .program import ComposeRAG
+from .tables import TABLES
 
 __all__ = ["ComposeRAG"]
 
@@ -26,4 +27,5 @@ Method(
                         "musique": {"llm_eval": 37.6, "cover_em": 32.8},
                     }),
     loop_budget="max_reflections",
+    tables=TABLES,  # its paper's results tables, row by row (.tables)
 )

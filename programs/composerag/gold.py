@@ -1,16 +1,16 @@
-"""ComposeRAG's stage targets from the data's annotations (issue 18): decomposition, construction, answer generation
+"""ComposeRAG's stage targets from the data's annotations: decomposition, construction, answer generation
 with citations, verification and final answering, from MuSiQue's decompositions (each hop's question with ``#n``
 placeholders, its answer and its supporting paragraph).
 
-One gold solving record per question drives every builder, so each stage sees what the program would have passed it
-had the earlier stages been right: the decomposition is MuSiQue's, its ``"E >> relation"`` hops written as questions
-(:func:`~multihop.programs.gold.hop_question`); hop ``n`` is answered from its supporting paragraph among the question's
-unsupporting ones (``k`` of the program's, drawn per hop), its reasoning quotes the paragraph's sentence that states
-the answer, and its answer cites the paragraph by its number; construction rewrites each later hop from the earlier
-ones (:func:`~.composition.qa_pairs`); final answering reads :func:`~.composition.decomposed_information`. The simple
-pipeline's row answers the whole question from all the gold paragraphs and cites the last hop's. Verification is true
-on the gold (cited) answer and false on a mismatched one: another hop's answer, with the cited passage unchanged. The
-reasoning texts are templates (ours): the annotations hold no reasoning.
+One gold solving record per question drives every builder, so each stage sees what the program would have passed it had
+the earlier stages been right: the decomposition is MuSiQue's, its ``"E >> relation"`` hops written as questions
+(:func:`~multihop.programs.gold_builders.hop_question`); hop ``n`` is answered from its supporting paragraph among the
+question's unsupporting ones (``k`` of the program's, drawn per hop), its reasoning quotes the paragraph's sentence that
+states the answer, and its answer cites the paragraph by its number; construction rewrites each later hop from the
+earlier ones (:func:`~.composition.qa_pairs`); final answering reads :func:`~.composition.decomposed_information`. The
+simple pipeline's row answers the whole question from all the gold paragraphs and cites the last hop's. Verification is
+true on the gold (cited) answer and false on a mismatched one: another hop's answer, with the cited passage unchanged.
+The reasoning texts are templates (ours): the annotations hold no reasoning.
 
 No annotation supervises the retrieval decision (every annotated hop was answered from a paragraph, so every row would
 say "retrieve"), query rewriting (no failed query is annotated), passage reranking (one supporting paragraph per hop,
@@ -26,7 +26,7 @@ import dspy
 
 from multihop.data.corpus import Passage
 
-from ..gold import (
+from ..gold_builders import (
     GoldContext,
     Pairs,
     evidence_sentence,

@@ -114,8 +114,6 @@ class ComposeRAG(MultihopProgram):
     """
 
     count_display = {"abstained": "rate", "simple_qa_resolved": "rate"}  # shares of questions: "I don't know.", Table 6
-    renamed_settings = {"paper_examples": "paper_demos", "max_subquestions": "max_sub_questions"}
-    renamed_stages = {"rerank": "rank_passages"}
 
     def __init__(
         self,

@@ -9,6 +9,7 @@ from ..papers import Paper
 from ..registry import Method
 from . import gold  # noqa: F401 - registers CoopRAG's gold stage targets
 from .program import CoopRAG
+from .tables import TABLES
 
 __all__ = ["CoopRAG"]
 
@@ -27,4 +28,5 @@ Method(
                         "2wiki": {"em": 71.7, "f1": 79.2, "recall@2": 80.4, "recall@5": 96.6},
                     }),
     cli="multihop.programs.cooprag.cli",
+    tables=TABLES,  # its paper's results tables, row by row (.tables)
 )

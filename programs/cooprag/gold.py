@@ -1,4 +1,4 @@
-"""CoopRAG's stage targets from the data's annotations (issue 18): the unrolling, chain completion and reasoning.
+"""CoopRAG's stage targets from the data's annotations: the unrolling, chain completion and reasoning.
 
 The gold chain comes from 2Wiki's evidence triples as they are, or from MuSiQue's decomposition, one triple per hop
 (our reading; MuSiQue writes hops as questions): a hop ``"E >> relation"`` is ``[E, relation, answer]``; a question
@@ -10,7 +10,7 @@ The unrolling's target masks the chain as §3.2 asks of an LM that cannot know t
 every intermediate answer — which the 135M student cannot know — is ``<UNCERTAIN>`` wherever it appears, inside a head
 too ("<UNCERTAIN> at the 1920 Summer Olympics"; our reading: the paper masks what the LM is unsure of, and a gold target
 cannot know that). Without the mask (``uncertainty_mask=False``) only ``<FILL>`` is written. Sub-questions are the hops
-with the earlier answers substituted, as issue 18 asks and the prompt's self-contained sub-questions with spelled-out
+with the earlier answers substituted, as the prompt's self-contained sub-questions with spelled-out
 names suggest (``"E >> relation"`` becomes "What is the relation of E?"); 2Wiki's are its own, or, in files without them
 (the dev file), "What is the relation of E?" of each evidence triple, whose head already names the earlier answer. The
 hop count is the number of triples and the reasoning structure names each step without its answer. Completion gets the
@@ -27,7 +27,7 @@ import dspy
 
 from multihop.signatures.cooprag import FILL, UNCERTAIN
 
-from ..gold import (
+from ..gold_builders import (
     PLACEHOLDER,
     GoldContext,
     Pairs,

@@ -8,6 +8,7 @@ from ..papers import Paper
 from ..registry import Method
 from . import gold  # noqa: F401 - registers DualRAG's gold stage targets
 from .program import DualRAG
+from .tables import TABLES
 
 __all__ = ["DualRAG"]
 
@@ -32,4 +33,5 @@ Method(
     distill_preset={"scheduler": "cosine"},
     loop_budget="max_iterations",
     cli="multihop.programs.dualrag.cli",
+    tables=TABLES,  # its paper's results tables, row by row (.tables)
 )

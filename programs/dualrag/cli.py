@@ -48,8 +48,8 @@ def dualrag_sft(
         raise typer.BadParameter("give teacher trajectory folders, or --gold and none")
     student_adapter = lm.default_adapter()  # every row is rendered as the student's LM will be prompted
     if gold:
-        from multihop.optimize.gold import gold_trajectories
-        from multihop.programs.gold import GoldContext
+        from multihop.optimize.gold_targets import gold_trajectories
+        from multihop.programs.gold_builders import GoldContext
 
         with dspy.context(adapter=student_adapter):
             manifest = gold_trajectories(DualRAG(k=k), examples, out, GoldContext(seed=seed),

@@ -1,4 +1,4 @@
-"""DualRAG's stage targets from the data's annotations (issue 19, "gold-derived" DualRAG-FT rows; §3.2 builds them from
+"""DualRAG's stage targets from the data's annotations ("gold-derived" DualRAG-FT rows; §3.2 builds them from
 a 72B teacher, which does not run offline).
 
 A question's gold run is a list of retrieval rounds, each a list of hops that can be searched for together
@@ -15,7 +15,7 @@ A question's gold run is a list of retrieval rounds, each a list of hops that ca
   paragraph's supporting sentences (else its sentence stating the tail).
 - HotpotQA has no order of its two paragraphs: it gives summarizer and answer rows only.
 
-From the rounds (issue 19's rule that the retrieval flag follows the hop count, and our reading): the Reasoner
+From the rounds (our rule: the retrieval flag follows the hop count): the Reasoner
 asks for retrieval before each round (its thought names the round's queries) and concludes after the last one (its
 thought states each query's answer and "So the answer is …", which also serves the IRCoT-style "w/o R" stage); the
 Entity Identifier names each round's entities with their queries, the earlier rounds' entities given as known; the
@@ -30,7 +30,15 @@ from __future__ import annotations
 
 import dspy
 
-from ..gold import GoldContext, GoldHop, Pairs, annotated_hops, gold_documents, register_gold_builder, render_paragraph
+from ..gold_builders import (
+    GoldContext,
+    GoldHop,
+    Pairs,
+    annotated_hops,
+    gold_documents,
+    register_gold_builder,
+    render_paragraph,
+)
 from .outline import Outline
 from .program import DualRAG
 

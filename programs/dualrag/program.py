@@ -24,7 +24,7 @@ small model's lists. The paper's reranker is bge-reranker-v2-m3, which does not 
 reranker of the project's registry (:data:`multihop.retrievers.RERANKERS`), MaxSim over the first stage's encoder by
 default.
 
-Switches, named after the paper's ablations; how each is carried out beyond its name is issue 19's and our reading:
+Switches, named after the paper's ablations; how each is carried out beyond its name is our reading:
 ``reasoner=False`` is Table 3's "w/o R", IRCoT's trigger: the stage writes one sentence of a chain of thought and
 retrieval follows every sentence that does not say "So the answer is" (IRCoT also retrieves with the question before
 the first sentence; here, as in DualRAG, the first sentence is written over the empty outline and names what it

@@ -1,5 +1,5 @@
 """DualRAG-FT's training sets from teacher runs (§3.2): the teacher's rows of the questions it answered right, post-
-processed as §3.2 describes in prose; the exact rules are issue 19's reading (the paper gives no procedure).
+processed as §3.2 describes in prose; the exact rules are our reading (the paper gives no procedure).
 
 1. Entity Identifier: §3.2 links the teacher's entities with a cross-encoder's similarity and removes redundant
    ones. Here each entity is linked to the most similar of the question's gold supporting titles (the cosine of the
@@ -29,7 +29,7 @@ from collections.abc import Callable
 import dspy
 import numpy as np
 
-from ..gold import evidence_sentence
+from ..gold_builders import evidence_sentence
 from .outline import entity_pairs, is_empty_fragment
 
 Similarity = Callable[[list[str], list[str]], np.ndarray]  # (names, titles) -> cosine matrix

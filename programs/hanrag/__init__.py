@@ -9,6 +9,7 @@ from ..registry import Method
 from . import gold  # noqa: F401 - registers the Revelator's gold stage targets
 from .program import HANRAG, REVELATOR_STAGES
 from .routes import gold_route, with_gold_routes
+from .tables import TABLES
 
 __all__ = ["HANRAG", "REVELATOR_STAGES", "gold_route", "with_gold_routes"]
 
@@ -34,4 +35,5 @@ Method(
     loop_budget="max_steps",
     cli="multihop.programs.hanrag.cli",
     first_stage="bm25",  # the paper's retriever (§5.1)
+    tables=TABLES,  # its paper's results tables, row by row (.tables)
 )

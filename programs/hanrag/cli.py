@@ -31,9 +31,9 @@ def hanrag_revelator_data(
     import dspy
 
     from multihop.data.loaders import held_apart_ids, load_dataset
-    from multihop.optimize.gold import gold_trajectories
+    from multihop.optimize.gold_targets import gold_trajectories
     from multihop.programs import HANRAG
-    from multihop.programs.gold import GoldContext
+    from multihop.programs.gold_builders import GoldContext
 
     program, held_apart = HANRAG(paper_demos=paper_demos), held_apart_ids()
     for source in data:

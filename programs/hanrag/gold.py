@@ -1,4 +1,4 @@
-"""The Revelator's training data from the datasets' annotations (§4.2, App. B; issue 20): one gold builder per
+"""The Revelator's training data from the datasets' annotations (§4.2, App. B): one gold builder per
 Revelator stage, so ``multihop hanrag revelator-data`` (and ``multihop trajectories --program HANRAG --gold``) renders
 each row exactly as the program's adapter sends it, demos included.
 
@@ -30,7 +30,7 @@ import dspy
 
 from multihop.evaluation.metrics import exact_match
 
-from ..gold import (
+from ..gold_builders import (
     PLACEHOLDER,
     GoldContext,
     GoldHop,

@@ -123,7 +123,6 @@ class HANRAG(MultihopProgram):
         >>> prediction.answer, prediction.route, prediction.steps, prediction.hops
     """
 
-    renamed_settings = {"max_subquestions": "max_sub_questions"}
     count_display = {"steps": "mean", **{f"route.{route}": "rate" for route in ROUTES}}
 
     def __init__(

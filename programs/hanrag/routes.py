@@ -2,7 +2,7 @@
 answered so far), the route a question's annotations give (the router's training label and HANRAG-Oracle's route) and
 the paper's Steps.
 
-The route of an annotated question is ours (issue 20's reading of App. B.2 on this project's data; App. B.2 labels
+The route of an annotated question is ours (our reading of App. B.2 on this project's data; App. B.2 labels
 CommonsenseQA straightforward, NQ and MuSiQue's sub-questions single-step, MuSiQue complex and its own benchmark
 compound, and App. C's oracle treats whole multi-hop datasets as complex): a ``route`` field the record carries wins;
 a comparison (HotpotQA and 2Wiki ``comparison``, 2Wiki ``bridge_comparison``) is compound, its parts asked

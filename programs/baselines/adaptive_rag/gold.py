@@ -4,7 +4,7 @@ them for the strategy's program and serve the student on Adaptive-RAG's stage (`
 
 from __future__ import annotations
 
-from ...gold import register_no_gold
+from ...gold_builders import register_no_gold
 from .program import AdaptiveRAG
 
 

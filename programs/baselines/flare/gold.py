@@ -12,7 +12,7 @@ import dspy
 
 from multihop.signatures.flare import ANSWER_PHRASE
 
-from ...gold import GoldContext, GoldHop, Pairs, annotated_hops, gold_documents, register_gold_builder
+from ...gold_builders import GoldContext, GoldHop, Pairs, annotated_hops, gold_documents, register_gold_builder
 from .program import FLARE
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dspy
 
-from ...gold import GoldContext, Pairs, annotated_hops, gold_documents, register_gold_builder, register_no_gold
+from ...gold_builders import GoldContext, Pairs, annotated_hops, gold_documents, register_gold_builder, register_no_gold
 from .program import GenGround, Round, render_round
 
 

@@ -13,7 +13,7 @@ import dspy
 
 from multihop.signatures.ircot import ANSWER_PHRASE
 
-from ...gold import GoldContext, Pairs, annotated_hops, gold_documents, reader_pairs, register_gold_builder
+from ...gold_builders import GoldContext, Pairs, annotated_hops, gold_documents, reader_pairs, register_gold_builder
 from .program import IRCoT
 
 

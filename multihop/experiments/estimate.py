@@ -1,4 +1,5 @@
-"""Expected GPU time a training epoch, from a training run measured on this machine (README "Training on a GPU").
+"""Expected GPU time a training epoch, from a training run measured on this machine (README "Training on a GPU";
+``multihop estimate``).
 
 A finished ``multihop distill`` folder (``distill.json``) or ``multihop retriever train`` folder
 (``multihop-encoder.json``) records the device, the tokens it trained on, its steps, the steps an epoch (for the
@@ -9,28 +10,27 @@ twice a forward one. A LoRA student runs one forward and the backward through th
 weights take no gradient, the adapters' are negligible): 2 forward-passes' worth, 3 with gradient checkpointing
 (the forward is run again). The encoder is trained in full through GradCache: a forward pass without gradients,
 then a forward and a backward pass with them, 4 forward passes' worth. The GPU time is that count over the GPU's
-dense half-precision peak times a model-FLOPs utilisation (MFU) — an assumption (``--mfu``, default 0.35: what
+dense half-precision peak times a model-FLOPs utilisation (MFU) — an assumption (``mfu``, default 0.35: what
 LoRA fine-tuning of a 7B model with packing usually reaches; a 110M encoder at 512 tokens reaches less), not a
 measurement: the row says so. The measured run's own rate (FLOP/s reached on the device it ran on, which the row
-names) is printed beside it.
+names) is given beside it.
 
-``--params N`` also estimates a student of another size on the same rows (the papers' 7–8B students: ``--params
-7e9 --layers 32 --width 4096``); its tokenizer would cut the rows into a similar number of tokens (an approximation,
-said).
+``params`` also estimates a student of another size on the same rows (the papers' 7–8B students: ``params=7e9,
+layers=32, width=4096``); its tokenizer would cut the rows into a similar number of tokens (an approximation, said).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
 # Dense (no sparsity) fp16/bf16 tensor-core peaks, TFLOP/s, from the vendors' data sheets.
 GPU_PEAK_TFLOPS = {"h100-sxm": 989.4, "h100-pcie": 756.0, "h200": 989.4, "a100": 312.0, "l40s": 362.1, "a10g": 125.0}
 FORWARDS = {"lora": 2.0, "lora-checkpointing": 3.0, "gradcache": 4.0}  # forward passes' worth of FLOPs a token
+DEFAULT_MFU = 0.35
 
 
-def forward_flops_per_token(params: float, layers: int, context: int, width: int) -> float:
+def forward_flops_per_token(params: float, layers: int, context: float, width: int) -> float:
     """Kaplan et al.'s forward FLOPs a token: 2·N + 2·layers·context·width."""
     return 2.0 * params + 2.0 * layers * context * width
 
@@ -42,17 +42,19 @@ def epoch_seconds(tokens: float, flops_per_token: float, peak_tflops: float, mfu
 
 def measured_run(folder: Path) -> dict:
     """What a finished training folder recorded: the kind of run, the device it ran on, steps trained and an epoch's,
-    tokens and seconds a step, the mean tokens a text, and the trained model's shape (:func:`shape`)."""
+    tokens and seconds a step, the mean tokens a text, and the trained model's shape (:func:`shape`). A folder that
+    is no finished training, or was trained before runs recorded these, is a ``ValueError``."""
     from multihop.lm.backends import STUDENT_MANIFEST, resolve_local
     from multihop.lm.models import FINETUNED_STAMP
 
+    folder = Path(folder)
     student, encoder = folder / STUDENT_MANIFEST, folder / FINETUNED_STAMP
     if not student.exists() and not encoder.exists():
-        raise SystemExit(f"{folder} is no finished `multihop distill` or `multihop retriever train` folder")
+        raise ValueError(f"{folder} is no finished `multihop distill` or `multihop retriever train` folder")
     info = json.loads((student if student.exists() else encoder).read_text())
     device = info.get("training", {}).get("device") if student.exists() else info.get("device")
     if any(info.get(key) is None for key in ("tokens", "sequences", "seconds", "epoch_steps")) or device is None:
-        raise SystemExit(f"{folder} was trained before runs recorded their device, tokens and seconds, or from Python "
+        raise ValueError(f"{folder} was trained before runs recorded their device, tokens and seconds, or from Python "
                          "without its steps an epoch: train it again with the command")
     if student.exists():
         kind = "lora-checkpointing" if info["training"]["gradient_checkpointing"] else "lora"
@@ -78,36 +80,39 @@ def shape(folder: Path) -> dict:
             "layers": config.num_hidden_layers, "width": config.hidden_size}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("folders", nargs="+", type=Path, help="finished distill / retriever train folders")
-    parser.add_argument("--gpu", default="h100-sxm", choices=sorted(GPU_PEAK_TFLOPS))
-    parser.add_argument("--mfu", type=float, default=0.35, help="model-FLOPs utilisation assumed on the GPU")
-    parser.add_argument("--params", type=float, default=None,
-                        help="also estimate a student of this many parameters on the same rows")
-    parser.add_argument("--layers", type=int, default=None, help="its layers (with --params)")
-    parser.add_argument("--width", type=int, default=None, help="its hidden size (with --params)")
-    args = parser.parse_args()
-    peak = GPU_PEAK_TFLOPS[args.gpu]
-    print(f"| run | model | measured on | steps an epoch | tokens a step | s/epoch (measured) | GFLOP/s (measured) | "
-          f"{args.gpu} s/epoch (MFU {args.mfu:.0%}, assumed) |")
-    print("|---|---|---|---:|---:|---:|---:|---:|")
-    for folder in args.folders:
-        run = measured_run(folder)
-        shapes = [(f"{run['params'] / 1e6:,.0f}M (measured)", run["params"], run["layers"], run["width"])]
-        if args.params and run["kind"].startswith("lora"):
-            shapes.append((f"{args.params / 1e9:g}B", args.params, args.layers or run["layers"],
-                           args.width or run["width"]))
-        for label, params, layers, width in shapes:
-            flops = FORWARDS[run["kind"]] * forward_flops_per_token(params, layers, run["context"], width)
-            measured = label.endswith("(measured)")
-            cpu_epoch = f"{run['step_seconds'] * run['epoch_steps']:,.0f}" if measured else ""
-            cpu_rate = f"{run['step_tokens'] * flops / run['step_seconds'] / 1e9:,.1f}" if measured else ""
-            gpu = epoch_seconds(run["step_tokens"] * run["epoch_steps"], flops, peak, args.mfu)
-            print(f"| {folder.name} ({run['kind']}) | {label} | {run['device'] if measured else ''} | "
-                  f"{run['epoch_steps']} | {run['step_tokens']:,.0f} | "
-                  f"{cpu_epoch} | {cpu_rate} | {gpu:,.1f} |")
+def estimate_rows(run: dict, name: str, gpu: str = "h100-sxm", mfu: float = DEFAULT_MFU, params: float | None = None,
+                  layers: int | None = None, width: int | None = None) -> list[dict]:
+    """The rows of one measured run (:func:`measured_run`) called ``name``: the model as measured, and with ``params``
+    (a LoRA run only) a student of that size (``layers`` and ``width`` default to the measured model's). Each row:
+    ``run``, ``model``, ``device`` (the measured row's), ``epoch_steps``, ``step_tokens``, ``measured_epoch_s`` and
+    ``measured_gflops`` (the measured row's, else None) and ``gpu_epoch_s`` (on ``gpu`` at ``mfu``, assumed)."""
+    if gpu not in GPU_PEAK_TFLOPS:
+        raise ValueError(f"unknown GPU {gpu!r}; choose one of {', '.join(sorted(GPU_PEAK_TFLOPS))}")
+    if not 0 < mfu <= 1:
+        raise ValueError(f"the MFU is a share in (0, 1], not {mfu}")
+    shapes = [(f"{run['params'] / 1e6:,.0f}M (measured)", run["params"], run["layers"], run["width"], True)]
+    if params and run["kind"].startswith("lora"):
+        shapes.append((f"{params / 1e9:g}B", params, layers or run["layers"], width or run["width"], False))
+    rows = []
+    for label, size, depth, hidden, measured in shapes:
+        flops = FORWARDS[run["kind"]] * forward_flops_per_token(size, depth, run["context"], hidden)
+        rows.append({
+            "run": f"{name} ({run['kind']})", "model": label, "device": run["device"] if measured else None,
+            "epoch_steps": run["epoch_steps"], "step_tokens": run["step_tokens"],
+            "measured_epoch_s": run["step_seconds"] * run["epoch_steps"] if measured else None,
+            "measured_gflops": run["step_tokens"] * flops / run["step_seconds"] / 1e9 if measured else None,
+            "gpu_epoch_s": epoch_seconds(run["step_tokens"] * run["epoch_steps"], flops, GPU_PEAK_TFLOPS[gpu], mfu),
+        })
+    return rows
 
 
-if __name__ == "__main__":
-    main()
+def markdown(rows: list[dict], gpu: str = "h100-sxm", mfu: float = DEFAULT_MFU) -> str:
+    """``rows`` (:func:`estimate_rows`) as a Markdown table."""
+    lines = ["| run | model | measured on | steps an epoch | tokens a step | s/epoch (measured) | GFLOP/s (measured) "
+             f"| {gpu} s/epoch (MFU {mfu:.0%}, assumed) |", "|---|---|---|---:|---:|---:|---:|---:|"]
+    for row in rows:
+        measured_epoch = f"{row['measured_epoch_s']:,.0f}" if row["measured_epoch_s"] is not None else ""
+        measured_rate = f"{row['measured_gflops']:,.1f}" if row["measured_gflops"] is not None else ""
+        lines.append(f"| {row['run']} | {row['model']} | {row['device'] or ''} | {row['epoch_steps']} | "
+                     f"{row['step_tokens']:,.0f} | {measured_epoch} | {measured_rate} | {row['gpu_epoch_s']:,.1f} |")
+    return "\n".join(lines)

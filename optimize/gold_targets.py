@@ -1,12 +1,12 @@
 """Gold trajectories: per-stage training rows built from the data's annotations instead of a teacher's calls.
 
-For each stage of a program that a method's package gave a builder (:data:`multihop.programs.gold.GOLD_BUILDERS`),
-every annotated train example becomes the stage's inputs and target outputs, rendered exactly as the program's
-adapter sends and expects them (:func:`~.trajectories.render_call`, with the predictor's demos). The rows have the
-fields ``multihop trajectories`` writes for a teacher (``teacher`` is ``"gold"``), so ``multihop distill`` trains on
-either. Only the stages the program has are built, so its switches decide them (a switch that merges two stages
-into one gets the merged stage's rows); the manifest lists the stages without a builder and
-why (:data:`~multihop.programs.gold.NO_GOLD`).
+For each stage of a program that a method's package gave a builder
+(:data:`multihop.programs.gold_builders.GOLD_BUILDERS`), every annotated train example becomes the stage's inputs and
+target outputs, rendered exactly as the program's adapter sends and expects them (:func:`~.trajectories.render_call`,
+with the predictor's demos). The rows have the fields ``multihop trajectories`` writes for a teacher (``teacher`` is
+``"gold"``), so ``multihop distill`` trains on either. Only the stages the program has are built, so its switches decide
+them (a switch that merges two stages into one gets the merged stage's rows); the manifest lists the stages without a
+builder and why (:data:`~multihop.programs.gold_builders.NO_GOLD`).
 
 Train on train files only: a question whose id is among ``held_apart`` (the dev files' ids) is refused, so no
 measured question can enter a training set.
@@ -22,7 +22,7 @@ import dspy
 from tqdm.auto import tqdm
 
 from multihop.data.folders import locked
-from multihop.programs.gold import GOLD_BUILDERS, NO_GOLD, GoldContext
+from multihop.programs.gold_builders import GOLD_BUILDERS, NO_GOLD, GoldContext
 
 from .trajectories import EmptyTrajectoriesError, HeldApartError, refuse_held_apart, render_call, write_trajectories
 

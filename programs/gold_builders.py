@@ -1,5 +1,5 @@
 """Gold stage targets from the data's annotations: the registry each method's package fills, and the pure helpers its
-builders share (:mod:`multihop.optimize.gold` renders and writes the rows).
+builders share (:mod:`multihop.optimize.gold_targets` renders and writes the rows).
 
 A builder turns one annotated train example into zero or more ``(inputs, outputs)`` pairs for one stage of one program,
 given the program (whose switches shape the targets): the stage's input fields as the program would pass them and the
