@@ -40,16 +40,17 @@ def test_loading_into_another_program_is_refused(static_retriever, tmp_path):
         load(tmp_path / "prog", program=SingleStepRAG(retriever=static_retriever, k=7))
 
 
-def test_a_program_saved_before_a_setting_was_added_loads_with_that_settings_default(static_retriever, tmp_path):
+def test_a_program_saved_with_other_settings_than_its_class_has_is_refused_in_one_line(static_retriever, tmp_path):
     save(SingleStepRAG(retriever=static_retriever, k=2), tmp_path / "prog")
     manifest = tmp_path / "prog" / "manifest.json"
     info = json.loads(manifest.read_text())
-    info["config"] = {"k": 2}  # as saved before SingleStepRAG had its rerank and n settings
+    info["config"] = {"k": 2, "depth": 3}  # a config of a SingleStepRAG with other settings than this one's
     manifest.write_text(json.dumps(info))
     write_inventory(tmp_path / "prog")
-    assert load(tmp_path / "prog", retriever=static_retriever).config() == {"k": 2, "n": 50, "rerank": None}
-    with pytest.raises(ValueError, match="config"):  # an added setting away from its default is another program
-        load(tmp_path / "prog", program=SingleStepRAG(retriever=static_retriever, k=2, rerank="maxsim"))
+    for program in (None, SingleStepRAG(retriever=static_retriever, k=2)):
+        with pytest.raises(ValueError, match=r"was saved by another version of multihop: the settings of SingleStepRAG "
+                                             r"differ in depth, n, rerank; compile and save it again"):
+            load(tmp_path / "prog", program=program, retriever=static_retriever)
 
 
 def test_labeled_few_shot_and_random_search_report_validation_scores(static_retriever):

@@ -340,51 +340,6 @@ def test_native_rag_reranks_the_first_stages_top_n_to_k_only_when_given_a_rerank
     assert len(by_length) == 1 and len(by_length[0][1]) == 3  # kept as it is without a reranker of the program's
 
 
-def test_the_benchmarks_native_rag_row_reranks_as_dualrag_and_a_labelled_row_does_not():
-    from multihop.benchmarks.dualrag import row_programs
-
-    rows = row_programs(retriever(), iterations=[])
-    (name, folder, native), (bare_name, bare_folder, bare) = rows[:2]
-    dualrag = [program for _, _, program in rows if isinstance(program, DualRAG) and program.config() ==
-               DualRAG(k=10).config()]
-    assert dualrag, "the full DualRAG row"
-    same = {key: dualrag[0].config()[key] for key in ("k", "n", "rerank")}
-    assert name == "SingleStepRAG (NativeRAG)" and native.config() == same == {"k": 10, "n": 50, "rerank": "maxsim"}
-    assert "w/o rerank" in bare_name and bare.config() == {**same, "rerank": None} and folder != bare_folder
-    assert len({folder for _, folder, _ in rows}) == len(rows)  # every row resumes in its own folder
-
-
-def test_table_3_runs_one_component_a_row_by_default_and_one_more_a_row_when_cumulative():
-    from multihop.benchmarks.dualrag import ablations, row_programs
-
-    def off(switches):
-        return {key for key in ("reasoner", "entity_identifier", "knowledge_outline") if switches.get(key) is False}
-
-    independent, cumulative = ablations(), ablations("cumulative")
-    assert list(independent)[:4] == ["DualRAG", "w/o R (IRCoT trigger)", "w/o EI (thought as query)",
-                                     "w/o KO (raw documents)"]
-    assert [off(s) for s in list(independent.values())[1:4]] == [{"reasoner"}, {"entity_identifier"},
-                                                                 {"knowledge_outline"}]
-    assert list(cumulative)[1:4] == ["w/o R (IRCoT trigger)", "w/o R + EI (thought as query)",
-                                     "w/o R + EI + KO (raw documents)"]
-    assert [off(s) for s in list(cumulative.values())[1:4]] == [  # §4.5's order, one more each row
-        {"reasoner"}, {"reasoner", "entity_identifier"}, {"reasoner", "entity_identifier", "knowledge_outline"}]
-    assert list(independent.items())[4:] == list(cumulative.items())[4:] == [  # Tables 14–15: one change either way
-        ("w/o KO* (flat summaries)", {"outline_structure": False}), ("w/o rerank", {"rerank": None})]
-    with pytest.raises(ValueError, match="independent, cumulative"):
-        ablations("nested")
-
-    folders = {reading: {name: (folder, program.config()) for name, folder, program in
-                         row_programs(retriever(), [], reading=reading)} for reading in ("independent", "cumulative")}
-    for name, (folder, config) in folders["cumulative"].items():  # a row of both readings resumes in one folder
-        if name in folders["independent"]:
-            assert folders["independent"][name] == (folder, config)
-        else:
-            assert folder not in {f for f, _ in folders["independent"].values()}
-    both = folders["cumulative"]["w/o R + EI + KO (raw documents)"][1]
-    assert (both["reasoner"], both["entity_identifier"], both["knowledge_outline"]) == (False, False, False)
-
-
 def test_save_and_load_keep_the_switches_and_the_demos(tmp_path):
     program = DualRAG(retriever=retriever(), rerank=None, k=2, outline_structure=False)
     program.reason.demos = [dspy.Example(question="q", knowledge_outline="", reasoning_history=[], thought="t",

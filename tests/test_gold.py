@@ -344,8 +344,8 @@ def test_a_gold_student_runs_as_its_stage_and_refuses_another_base(tmp_path, mus
         use_student(program, lm, student)
 
 
-def test_the_students_benchmark_scores_each_stage_and_counts_format_failures(musique):
-    from multihop.benchmarks.students import per_stage, stage_table
+def test_the_per_stage_comparison_scores_each_stage_and_counts_format_failures(musique):
+    from multihop.optimize.stage_comparison import per_stage, stage_table
 
     program = ComposeRAG()
     right, _ = scripted_lm(lambda prompt: {"reasoning": "r", "reason": "r", "valid": "Acme Press [" not in prompt,

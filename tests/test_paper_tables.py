@@ -63,8 +63,9 @@ def _built(row: TableRow):
     return cls(retriever=None, **row.settings) if takes_retriever(cls) else cls(**row.settings)
 
 
-def test_the_benchmarks_rows_are_declared():
-    """The rows the per-method benchmark scripts ran (their program and settings) are rows of the tables."""
+def test_each_papers_method_ablation_and_baseline_rows_are_declared_with_that_papers_settings():
+    """The rows each paper reports that a program here runs — its method, its ablations and its baselines under the
+    settings that paper ran them with — are rows of its declared tables (program and settings)."""
     declared = {(name, row.program, tuple(sorted(row.settings.items())))
                 for name, table in TABLES for row in table.rows}
     ran = {
