@@ -148,6 +148,50 @@ def compare_cmd(
             console=console, corpus=corpus, retriever=retriever)
 
 
+@lm_options()
+def reproduce_cmd(
+    lm: LMOptions,
+    paper: str = typer.Argument(None, help="the method whose paper's tables to run (CoopRAG, DualRAG, ComposeRAG, "
+                                "HANRAG, CIRAG); with --list, all papers when left out"),
+    table: list[str] = typer.Option(None, "--table", help="a table of the paper: 2, 'Table 2', 'Fig. 5', 'App. E' "
+                                    "(repeatable; default: every declared table)"),
+    list_tables: bool = typer.Option(False, "--list", help="show the papers' tables, their rows and which run here"),
+    datasets: str = typer.Option(None, help="dev sets, comma-separated, of those the tables report "
+                                 f"({', '.join(DATASETS)}; default: all of them)"),
+    limit: int = typer.Option(None, help="first N questions of each dev set", min=1),
+    out: Path = typer.Option(None, help="output folder: each table's .md/.json, and per table its rows' evaluation "
+                             "folders, report and charts (rerun to resume)"),
+    threads: int = typer.Option(1, help="questions evaluated at once, of every row", min=1),
+    encoder: str = typer.Option("mpnet", help="encoder of the dense indexes"),
+    judge_lm: str = typer.Option(None, help="an LM that judges each answer (LLM Eval)"),
+):
+    """Run a paper's results tables again: every declared row a program here runs, with the settings the paper gave
+    it, on the dev sets the table reports; prints and writes each table as the paper prints it, ours beside the
+    paper's number in every cell (and the difference). Rows that need what cannot run here show the paper's number
+    alone, with the reason. A rerun resumes."""
+    from multihop.experiments.reproduce import describe_tables, paper_of, reproduce
+    from multihop.programs import PROGRAMS
+
+    if list_tables:
+        methods = [paper_of(paper)] if paper else [m for m in PROGRAMS.declared("method") if m.tables]
+        for info in describe_tables(methods):
+            runs = sum(row["runnable"] for row in info["rows"])
+            console.print(f"[bold]{info['paper']} {info['table']}[/bold]: {info['title']} — datasets "
+                          f"{', '.join(info['datasets'])} (run here: {', '.join(info['runs_on']) or 'none'}); "
+                          f"{runs} of {len(info['rows'])} rows run here")
+            for row in info["rows"]:
+                settings = ", ".join(f"{key}={value}" for key, value in row["settings"].items())
+                state = "" if row["runnable"] else f"  [dim](paper only: {row['why_not']})[/dim]"
+                console.print(f"    {row['label']}: {row['program']}({settings}){state}")
+        return
+    if paper is None or out is None:
+        raise typer.BadParameter("give a PAPER and --out (or --list)")
+    warnings.filterwarnings("ignore", message="rollout_id has no effect", category=UserWarning)
+    reproduce(paper, out, tables=table or None, lm=lm, limit=limit, threads=threads, encoder=encoder,
+              datasets=[name.strip() for name in datasets.split(",") if name.strip()] if datasets else None,
+              judge_lm=judge_lm, console=console)
+
+
 def checksum(path: Path | None) -> str | None:
     """A file's short sha256 for a run manifest, or None when there is no such file."""
     from multihop.data.folders import sha256_file

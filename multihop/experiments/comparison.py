@@ -96,15 +96,7 @@ def compare(
     files = dev_files(datasets)
     if students and lm is None:
         raise ValueError("students adapt the LM given as a spec: pass lm=<spec> (or LMOptions) with students")
-    options = LMOptions(lm=lm) if isinstance(lm, str) else lm
-    if options is not None:
-        options = dataclasses.replace(options, max_tokens=budget.max_tokens or options.max_tokens)
-        base = options.configure()
-    elif dspy.settings.lm is None:
-        raise ValueError("no LM: pass lm=<spec> or dspy.configure(lm=...) first")
-    else:
-        base = dspy.settings.lm.copy(max_tokens=budget.max_tokens) if budget.max_tokens else dspy.settings.lm
-    judge = ((options.make(judge_lm) if options else make_lm(judge_lm)) if isinstance(judge_lm, str) else judge_lm)
+    options, base, judge = run_lms(lm, budget.max_tokens, judge_lm)
     student_lms = {name: options.student(adapter) for name, adapter in students.items()}
     applied = {**budget.as_dict(), "max_tokens": base.kwargs.get("max_tokens")}
     if budget.mode == "paper":  # k and max_iterations are each program's own: not a setting of this run
@@ -165,6 +157,23 @@ def compare(
             console.print(rich_table)
         console.print(f"table: {markdown} ({table.name})  charts: {', '.join(comparison['charts'])}  report: {report}")
     return comparison
+
+
+def run_lms(lm: LMOptions | str | None, max_tokens: int | None, judge_lm: str | dspy.BaseLM | None = None
+            ) -> tuple[LMOptions | None, dspy.BaseLM, dspy.BaseLM | None]:
+    """The LM options, the base LM every program of a run copies (with a rollout id of its own) and the judge: ``lm``
+    a spec or options (DSPy is then configured with it, capped at ``max_tokens``), or None for the LM DSPy is
+    configured with; ``judge_lm`` a spec (made with the run's options) or an LM."""
+    options = LMOptions(lm=lm) if isinstance(lm, str) else lm
+    if options is not None:
+        options = dataclasses.replace(options, max_tokens=max_tokens or options.max_tokens)
+        base = options.configure()
+    elif dspy.settings.lm is None:
+        raise ValueError("no LM: pass lm=<spec> or dspy.configure(lm=...) first")
+    else:
+        base = dspy.settings.lm.copy(max_tokens=max_tokens) if max_tokens else dspy.settings.lm
+    judge = ((options.make(judge_lm) if options else make_lm(judge_lm)) if isinstance(judge_lm, str) else judge_lm)
+    return options, base, judge
 
 
 def dev_files(datasets: Sequence[str]) -> dict[str, Path]:

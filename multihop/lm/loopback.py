@@ -74,6 +74,13 @@ def reply_text(body: dict) -> str:
     return json.dumps(schema_value(schema, draw))
 
 
+def certain_tokens(content: str) -> list[dict]:
+    """The OpenAI log-probabilities of ``content`` as a server that was sure of every token gives them: one token a
+    word (with the space before it), each of log-probability 0."""
+    return [{"token": piece, "logprob": 0.0, "bytes": list(piece.encode()), "top_logprobs": []}
+            for piece in re.findall(r"\s*\S+", content)]
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive: a client reuses its connections, as it would with vLLM
     disable_nagle_algorithm = True  # the headers and the body go out at once: no 40 ms delayed-ACK stall a reply
@@ -97,9 +104,11 @@ class _Handler(BaseHTTPRequestHandler):
             return
         time.sleep(server.latency)
         content = reply_text(body)
+        choice = {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}
+        if server.logprobs and body.get("logprobs"):
+            choice["logprobs"] = {"content": certain_tokens(content)}
         self._send(200, {"id": "loopback", "object": "chat.completion", "model": body.get("model", MODEL),
-                         "choices": [{"index": 0, "finish_reason": "stop",
-                                      "message": {"role": "assistant", "content": content}}],
+                         "choices": [choice],
                          "usage": {"prompt_tokens": len(json.dumps(body.get("messages"))) // 4,
                                    "completion_tokens": len(content) // 4}})
 
@@ -118,7 +127,8 @@ class _Handler(BaseHTTPRequestHandler):
 class LoopbackServer(ThreadingHTTPServer):
     """The server: ``latency`` seconds a completion, ``count`` completions asked, the first ``keep`` bodies in
     ``requests``; ``api_base`` is its address. ``refuse_schemas`` answers a request with a response format as a
-    server without structured outputs does (HTTP 400)."""
+    server without structured outputs does (HTTP 400); ``logprobs`` returns the reply's token log-probabilities when
+    a request asks for them (every token certain), as vLLM does, instead of leaving them out."""
 
     daemon_threads = True
     request_queue_size = 1024  # many questions, each with its fan-out, connect at once
@@ -127,7 +137,7 @@ class LoopbackServer(ThreadingHTTPServer):
         super().__init__(("127.0.0.1", 0), _Handler)
         self.latency, self.max_requests, self.keep = latency, max_requests, keep
         self.count, self.requests, self.lock = 0, [], threading.Lock()
-        self.refuse_schemas = False
+        self.refuse_schemas, self.logprobs = False, False
 
     @property
     def api_base(self) -> str:

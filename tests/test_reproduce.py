@@ -1,0 +1,135 @@
+"""``multihop reproduce``: every declared table of the five papers runs again on one question per dev set it reports,
+against an LM that answers every stage from its schema (the loopback server, with token log-probabilities for
+FLARE): every runnable row runs, every cell holds ours or says why it is the paper's alone, and the paper's numbers
+are in the output. Plus ``--list``, the table selection and a row whose program cannot take the questions."""
+
+import json
+
+import dspy
+import pytest
+from typer.testing import CliRunner
+
+from multihop.cli import app
+from multihop.cli.errors import run
+from multihop.experiments.reproduce import (
+    cell_text,
+    describe_tables,
+    paper_of,
+    reproduce,
+    select_tables,
+    table_slug,
+)
+from multihop.lm.backends import default_adapter, make_lm
+from multihop.lm.loopback import loopback_server
+from multihop.programs import PROGRAMS
+
+from helpers import data_root
+
+runner = CliRunner()
+TABLES = [(method.name, table.number) for method in PROGRAMS.declared("method") for table in method.tables]
+DEV_FILES = {"musique": "musique/dev/musique_qa_100.json", "hotpotqa": "hotpotqa/dev/hotpot_dev100.jsonl",
+             "2wiki": "2wikimultihopqa/dev/2wiki_dev100.jsonl"}
+
+
+@pytest.fixture(scope="module")
+def small_data(tmp_path_factory):
+    """A MULTIHOP_DATA whose dev sets hold their first question only (the corpus of each: its paragraphs)."""
+    source, root = data_root(), tmp_path_factory.mktemp("data")
+    for relative in DEV_FILES.values():
+        target = root / relative
+        target.parent.mkdir(parents=True)
+        text = (source / relative).read_text()
+        if relative.endswith(".json"):
+            target.write_text(json.dumps(json.loads(text)[:1]))
+        else:
+            target.write_text(text.splitlines()[0] + "\n")
+    return root
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory):
+    """One MULTIHOP_HOME for the module: each dev set's indexes are built once and shared by every table."""
+    return tmp_path_factory.mktemp("home")
+
+
+@pytest.fixture
+def loopback_lm(small_data, home, monkeypatch):
+    monkeypatch.setenv("MULTIHOP_DATA", str(small_data))
+    monkeypatch.setenv("MULTIHOP_HOME", str(home))
+    with loopback_server(latency=0.0, lifetime=600) as server:
+        server.logprobs = True  # FLARE reads them
+        lm = make_lm("hosted_vllm/loopback", api_base=server.api_base, cache=False)
+        dspy.configure(lm=lm, adapter=default_adapter(lm))
+        yield server
+
+
+@pytest.mark.slow  # MiniLM indexes of three dev questions' paragraphs; 2 minutes in all
+@pytest.mark.parametrize("paper, number", TABLES, ids=[f"{paper}-{number}" for paper, number in TABLES])
+def test_every_declared_table_runs_its_rows_and_shows_the_papers_numbers_beside_ours(paper, number, loopback_lm,
+                                                                                      tmp_path):
+    out = tmp_path / "out"
+    index = reproduce(paper, out, tables=[number], limit=1, encoder="minilm", progress=False,
+                      judge_lm=dspy.settings.lm)  # the LLM Eval columns' judge
+    table = select_tables(paper_of(paper), [number])[0]
+    assert index["tables"][0]["table"] == number
+    reproduced = json.loads((out / f"{table_slug(table)}.json").read_text())
+    assert [row["label"] for row in reproduced["rows"]] == [row.label for row in table.rows]
+    ran = set(reproduced["datasets"])
+    assert ran == {dataset for dataset, _ in table.columns} & set(DEV_FILES)
+    for declared, row in zip(table.rows, reproduced["rows"], strict=True):
+        for cell in row["cells"]:
+            assert cell["paper"] == declared.numbers.get((cell["dataset"], cell["metric"]))
+            if row["runs_here"] and cell["dataset"] in ran:
+                assert cell["ours"] is not None, (row["label"], cell)  # every cell of a row that ran is filled
+            else:
+                assert cell["ours"] is None and (row["why_not"] or cell["dataset"] not in ran)
+    markdown = (out / f"{table_slug(table)}.md").read_text()
+    printed = [cell_text(cell) for row in reproduced["rows"] for cell in row["cells"] if cell["paper"] is not None]
+    assert printed and all(text in markdown for text in printed)  # the paper's number in every cell it prints
+    if any(row["runs_here"] for row in reproduced["rows"]) and ran:
+        assert (out / table_slug(table) / "report.html").is_file()
+
+
+def test_a_cell_shows_ours_the_papers_and_the_difference_as_the_paper_prints_the_metric():
+    assert cell_text({"metric": "em", "ours": 0.25, "paper": 0.298, "difference": 0.25 - 0.298}) == \
+        "25.0 / 29.8 (-4.8)"
+    assert cell_text({"metric": "steps", "ours": 2.0, "paper": 1.5, "difference": 0.5}) == "2.00 / 1.50 (+0.5)"
+    assert cell_text({"metric": "f1", "ours": None, "paper": 0.4, "difference": None}) == "– / 40.0"
+    assert cell_text({"metric": "f1", "ours": 0.4, "paper": None, "difference": None}) == "40.0 / –"
+
+
+def test_tables_are_named_as_the_paper_names_them_and_an_unknown_one_lists_the_tables():
+    method = paper_of("hanrag")
+    assert [table.number for table in select_tables(method, ["2", "App. E"])] == ["Table 2", "App. E"]
+    assert select_tables(method, ["table 1"])[0].number == "Table 1"
+    with pytest.raises(ValueError, match="declares no table 9; its tables: Table 1, Table 2"):
+        select_tables(method, ["9"])
+    with pytest.raises(ValueError, match="no paper named 'IRCoT' declares tables; choose from CoopRAG, DualRAG"):
+        paper_of("IRCoT")
+
+
+def test_list_shows_every_papers_tables_and_which_rows_run_here():
+    described = describe_tables(PROGRAMS.declared("method"))
+    assert {info["paper"] for info in described} == {"CoopRAG", "DualRAG", "ComposeRAG", "HANRAG", "CIRAG"}
+    hanrag = next(info for info in described if info["paper"] == "HANRAG" and info["table"] == "Table 2")
+    revelator = next(row for row in hanrag["rows"] if row["label"] == "HANRAG")
+    assert not revelator["runnable"] and "student LM" in revelator["why_not"]
+    listed = runner.invoke(app, ["reproduce", "--list"], terminal_width=200).output
+    assert all(f"{paper} {number}" in listed for paper, number in TABLES)
+
+
+def test_a_row_its_program_cannot_run_on_these_questions_shows_the_papers_numbers_with_the_reason(loopback_lm,
+                                                                                                   tmp_path):
+    reproduce("HANRAG", tmp_path, tables=["2"], datasets=["musique"], limit=1, progress=False)
+    rows = {row["label"]: row for row in json.loads((tmp_path / "table-2.json").read_text())["rows"]}
+    oracle = rows["Adaptive-RAG w/ Oracle (Jeong et al.'s oracle row; ours)"]
+    assert not oracle["runs_here"] and "no silver label for the oracle" in oracle["why_not"]
+    assert rows["No retrieval"]["runs_here"] and rows["No retrieval"]["cells"][0]["ours"] is not None
+
+
+def test_the_command_line_runs_a_table_and_refuses_a_paper_without_tables(loopback_lm, tmp_path, capsys):
+    assert run(app, ["reproduce", "IRCoT", "--out", str(tmp_path)]) == 2
+    assert "no paper named 'IRCoT' declares tables" in capsys.readouterr().err
+    assert run(app, ["reproduce", "HANRAG", "--table", "5", "--out", str(tmp_path), "--lm", "hosted_vllm/loopback",
+                     "--api-base", loopback_lm.api_base, "--limit", "1"]) == 0
+    assert "HANRAG, Table 5" in (tmp_path / "table-5.md").read_text()
