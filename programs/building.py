@@ -35,12 +35,28 @@ def budget_knobs(name: str) -> dict[str, str | None]:
 
 def program_under_budget(name: str, retriever: dspy.Module | None, budget: Budget, **switches) -> dspy.Module:
     """Program ``name`` on the shared ``retriever``: with its defaults but the budget's knobs (a shared budget), or
-    with its defaults and its paper's settings (``budget.mode == "paper"``); ``switches`` set those of its settings
-    it has (``rerank="maxsim", n=50`` reaches only the programs with a reranker)."""
+    with its defaults and the settings of a paper (``budget.mode == "paper"``: :func:`paper_settings`); ``switches``
+    set those of its settings it has (``rerank="maxsim", n=50`` reaches only the programs with a reranker)."""
     cls = PROGRAMS[name]
     if budget.mode == "paper":
-        values = dict(PROGRAMS.declaration(name).paper_settings)
+        values = paper_settings(name, budget.paper)
     else:
         values = {setting: getattr(budget, item) for item, setting in budget_knobs(name).items() if setting}
     values.update({key: value for key, value in switches.items() if key in cls.settings()})
     return cls(retriever=retriever, **values) if takes_retriever(cls) else cls(**values)
+
+
+def paper_settings(name: str, paper: str | None = None) -> dict:
+    """The settings program ``name`` runs with under a paper's budget: with ``paper`` (a method's name), those of its
+    first row in that paper's declared tables (how that paper ran it: DualRAG's IRCoT at most 5 steps on the top 50
+    → reranker → top 10), else, or when that paper has no row of it, its own paper's (its method's
+    ``paper_settings``)."""
+    if paper is not None:
+        method = PROGRAMS.declaration(PROGRAMS.named(paper)) if PROGRAMS.named(paper) in PROGRAMS else None
+        if method is None or not method.tables:
+            papers = ", ".join(m.name for m in PROGRAMS.declared("method") if m.tables)
+            raise ValueError(f"--budget paper:{paper}: no paper of that name declares tables; choose from {papers}")
+        rows = [row for table in method.tables for row in table.rows if row.program == name and row.runnable]
+        if rows:
+            return dict(rows[0].settings)
+    return dict(PROGRAMS.declaration(name).paper_settings)

@@ -18,6 +18,7 @@ from multihop.data.folders import RunMismatchError
 from multihop.data.jsonl import read_rows
 from multihop.experiments.report import question_anchor
 from multihop.programs.budget import Budget
+from multihop.programs.building import paper_settings
 
 from helpers import field, scripted_lm
 
@@ -208,6 +209,25 @@ def test_the_papers_budget_runs_each_program_with_its_papers_settings_and_record
         compare(out, programs=["IRCoT"], budget=Budget(k=1, max_iterations=2))
     with pytest.raises(ValueError, match="budget mode must be one of shared, paper"):
         Budget(mode="theirs")
+
+
+def test_a_named_papers_budget_runs_each_program_as_that_paper_ran_it_and_records_it(musique, lm, tmp_path):
+    budget = Budget.parse("paper:DualRAG", max_tokens=40)
+    assert (budget.mode, budget.paper) == ("paper", "DualRAG")
+    comparison = multihop.compare(tmp_path / "cmp", programs=["IRCoT", "NoRetrieval"], datasets=["musique"],
+                                  first_stage="dense", encoder="minilm", budget=budget, progress=False)
+    # DualRAG §4.3: every iterative baseline at most 5 steps, the top 50 → reranker → top 10
+    ircot = comparison["programs"]["IRCoT"]
+    assert ircot["paper_settings"] == {"k": 10, "n": 50, "rerank": "maxsim", "max_steps": 5}
+    manifest = json.loads((tmp_path / "cmp" / "musique" / "IRCoT" / "run.json").read_text())
+    assert {key: manifest["config"][key] for key in ("k", "n", "rerank", "max_steps")} == ircot["paper_settings"]
+    assert manifest["budget"] == {"max_tokens": 40, "mode": "paper", "paper": "DualRAG"}
+    assert "budget: DualRAG's paper's settings for each program" in (tmp_path / "cmp" / "comparison.md").read_text()
+    assert paper_settings("CoopRAG", "DualRAG") == {}  # a program the paper does not run: its own paper's settings
+    with pytest.raises(ValueError, match="no paper of that name declares tables; choose from CoopRAG, DualRAG"):
+        paper_settings("IRCoT", "IRCoT")
+    with pytest.raises(ValueError, match="give mode='paper' with it"):
+        Budget(paper="DualRAG")
 
 
 def test_a_stage_that_falls_back_counts_in_fallbacks_per_question_not_in_errors(musique, tmp_path):

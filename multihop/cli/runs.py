@@ -103,7 +103,8 @@ def compare_cmd(
     datasets: str = typer.Option(",".join(DATASETS), help="dev sets, comma-separated: dataset names "
                                  f"({', '.join(DATASETS)}) or question files"),
     budget: str = typer.Option("shared", help="shared: every program gets --k and --max-iterations; paper: each runs "
-                               "with its own paper's settings (k, loop caps), recorded in the table"),
+                               "with its own paper's settings (k, loop caps); paper:METHOD (paper:DualRAG): each as "
+                               "that method's paper ran it (its tables' rows), recorded in the table"),
     k: int = typer.Option(5, "--k", min=1, help="budget: passages per retrieval, for every program"),
     max_iterations: int = typer.Option(4, min=1, help="budget: rounds of each program's loop (the setting its method "
                                        "declares as its loop budget)"),
@@ -142,7 +143,7 @@ def compare_cmd(
         students[name] = folder
     compare(out, programs=[name.strip() for name in programs.split(",") if name.strip()] if programs else None,
             datasets=[name.strip() for name in datasets.split(",") if name.strip()], lm=lm,
-            budget=Budget(k=k, max_iterations=max_iterations, max_tokens=lm.max_tokens, mode=budget),
+            budget=Budget.parse(budget, k=k, max_iterations=max_iterations, max_tokens=lm.max_tokens),
             students=students,
             first_stage=first_stage, encoder=encoder, limit=limit, threads=threads, judge_lm=judge_lm,
             console=console, corpus=corpus, retriever=retriever)

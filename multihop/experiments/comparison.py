@@ -47,6 +47,7 @@ from multihop.lm.backends import make_lm
 from multihop.lm.options import LMOptions, served_student
 from multihop.optimize.students import use_student
 from multihop.programs import PROGRAMS, Budget, budget_knobs, program_under_budget, shared_retriever, takes_retriever
+from multihop.programs.building import paper_settings
 from multihop.retrievers import CACHED_FIRST_STAGES, load_retriever
 
 
@@ -139,7 +140,7 @@ def compare(
     # others (each folder's rows are those of its program run alone)
     summaries = evaluate_all(evaluations, threads, progress)
     for (key, name, program, *_), summary in zip(runs, summaries, strict=True):
-        knobs = ({"paper_settings": dict(PROGRAMS.declaration(name).paper_settings)} if budget.mode == "paper"
+        knobs = ({"paper_settings": paper_settings(name, budget.paper)} if budget.mode == "paper"
                  else {"budget": budget_knobs(name)})
         info = {"kind": PROGRAMS.declaration(name).kind, **knobs, "config": program.config(),
                 "student": str(students[name]) if name in students else None}

@@ -88,11 +88,15 @@ def group_starts(comparison: dict, rows: Sequence[dict]) -> dict[int, str]:
 
 
 def budget_text(budget: dict) -> str:
-    """The budget as applied, on one line (a comparison written before the modes is a shared one)."""
-    items = BUDGET_ITEMS if budget.get("mode", "shared") == "shared" else {"max_tokens": BUDGET_ITEMS["max_tokens"]}
+    """The budget as applied, on one line."""
+    items = BUDGET_ITEMS if budget["mode"] == "shared" else {"max_tokens": BUDGET_ITEMS["max_tokens"]}
     text = "; ".join(f"{name} = {budget[name] if budget[name] is not None else 'the LM default'} ({what})"
                      for name, what in items.items())
-    return text if budget.get("mode", "shared") == "shared" else f"each program's paper's settings; {text}"
+    if budget["mode"] == "shared":
+        return text
+    whose = f"{budget['paper']}'s paper's settings for each program" if budget.get("paper") else \
+        "each program's paper's settings"
+    return f"{whose}; {text}"
 
 
 def knobs_text(programs: dict) -> str:
