@@ -15,6 +15,7 @@ Numbers are fractions, as our summaries keep them (counts — steps, tokens — 
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass
 
 
@@ -27,6 +28,24 @@ class Paper:
     year: int
     venue: str | None = None  # where it was published; None: a preprint
     url: str | None = None
+
+    def key(self) -> str:
+        """A BibTeX key: the first author's last name, the year and the title's first word
+        (``trivedi2023interleaving``)."""
+        last = re.sub(r"[^a-z]", "", self.authors.split(",")[0].split()[-1].lower())
+        first = re.sub(r"[^a-z]", "", self.title.split()[0].lower())
+        return f"{last}{self.year}{first}"
+
+    def bibtex(self) -> str:
+        """The paper's BibTeX entry: ``@inproceedings`` where it was published, ``@misc`` for a preprint."""
+        fields = {"title": "{" + self.title + "}", "author": " and ".join(a.strip() for a in self.authors.split(",")),
+                  "year": str(self.year)}
+        if self.venue:
+            fields["booktitle"] = self.venue
+        if self.url:
+            fields["url"] = self.url
+        body = ",\n".join(f"  {name} = {{{value}}}" for name, value in fields.items())
+        return f"@{'inproceedings' if self.venue else 'misc'}{{{self.key()},\n{body}\n}}"
 
     def short(self) -> str:
         """``First author et al., venue year`` (``year`` alone for a preprint)."""

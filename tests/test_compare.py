@@ -328,3 +328,15 @@ def test_one_corpus_or_retriever_folder_serves_every_program_and_dataset(musique
     assert run(app, ["compare", "--out", str(tmp_path / "both"), "--corpus", str(corpus), "--retriever",
                      str(tmp_path / "bm25"), "--first-stage", "bm25"]) == 2
     assert "not both" in capsys.readouterr().err
+
+
+def test_a_run_on_the_embedded_model_says_what_its_scores_mean_in_the_table_and_the_report(musique, tmp_path):
+    from multihop.lm.models import embedded_notice
+
+    assert embedded_notice("openai/qwen") is None
+    scripted, _ = scripted_lm(respond, name="smollm2-llamacpp-abc-json6", cache=False)  # local/smollm2-...: embedded
+    dspy.configure(lm=scripted)
+    comparison = compare(tmp_path / "cmp", programs=["NoRetrieval"])
+    assert comparison["notice"] == embedded_notice("local/smollm2") and "pipeline runs" in comparison["notice"]
+    assert f"note: {comparison['notice']}" in (tmp_path / "cmp" / "comparison.md").read_text()
+    assert "pipeline runs, not how good a method is" in (tmp_path / "cmp" / "report.html").read_text()

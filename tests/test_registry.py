@@ -343,3 +343,14 @@ def test_multihop_programs_lists_the_methods_then_the_baselines_with_paper_stage
     assert {row["kind"] for row in baselines} == {"baseline"} and len(baselines) == 9
     shown = runner.invoke(multihop_app, ["programs"], terminal_width=200).output
     assert all(row["name"] in shown for row in listed) and "Ko et al., 2025" in shown
+
+
+def test_cite_prints_the_bibtex_of_a_programs_paper_and_of_every_paper_without_one():
+    ircot = runner.invoke(multihop_app, ["cite", "ircot"])
+    assert ircot.exit_code == 0 and ircot.output.startswith("@inproceedings{trivedi2023interleaving,")
+    assert "author = {Harsh Trivedi and Niranjan Balasubramanian and Tushar Khot and Ashish Sabharwal}" in ircot.output
+    every = runner.invoke(multihop_app, ["cite"]).output
+    assert every.count("\n@") + 1 == sum(method.paper is not None for method in PROGRAMS.declared()) == 12
+    assert "@misc{ko2025cooperative," in every  # a preprint
+    own = runner.invoke(multihop_app, ["cite", "NoRetrieval"])
+    assert own.exit_code == 2 and "cite the papers that report it (DualRAG, HANRAG)" in " ".join(own.output.split())

@@ -1,5 +1,6 @@
-"""``multihop programs``: every declared program — the five methods, then the baselines — with its kind, paper, the
-stages it runs at its defaults and its switches (``--set NAME=VALUE``) with their defaults."""
+"""What the library holds and whom to cite: ``multihop programs`` lists every declared program — the five methods,
+then the baselines — with its kind, paper, the stages it runs at its defaults and its switches (``--set NAME=VALUE``)
+with their defaults; ``multihop cite`` prints the BibTeX of the papers they rebuild."""
 
 from __future__ import annotations
 
@@ -63,3 +64,22 @@ def programs_cmd(
         switches = ", ".join(f"{name}={value!r}" for name, value in fact["switches"].items())
         table.add_row(fact["name"], fact["kind"], paper, ", ".join(fact["stages"]), switches)
     console.print(table)
+
+
+def cite_cmd(program: str = typer.Argument(None, help="a program (see `multihop programs`); default: every paper the "
+                                           "programs rebuild")):
+    """Print the BibTeX of the paper a program rebuilds (default: of every paper the programs rebuild)."""
+    from multihop.programs import PROGRAMS
+
+    if program is None:
+        methods = [method for method in PROGRAMS.declared() if method.paper is not None]
+    else:
+        name = PROGRAMS.named(program)
+        if name not in PROGRAMS:
+            raise typer.BadParameter(f"unknown program {program!r}; see `multihop programs`", param_hint="PROGRAM")
+        methods = [PROGRAMS.declaration(name)]
+        if methods[0].paper is None:
+            reporters = ", ".join(PROGRAMS.reported_by(name)) or "none"
+            raise typer.BadParameter(f"{name} is the papers' own baseline, from no paper of its own; cite the papers "
+                                     f"that report it ({reporters}): multihop cite <name>", param_hint="PROGRAM")
+    print("\n\n".join(method.paper.bibtex() for method in methods))

@@ -16,6 +16,7 @@ from multihop.cli.options import DEV_QUESTIONS, lm_options, question_path
 from multihop.cli.programs import ProgramOptions, program_options
 from multihop.cli.traces import print_trace
 from multihop.data.question_sets import DATASETS
+from multihop.lm.models import embedded_notice
 from multihop.lm.options import LMOptions
 
 
@@ -47,7 +48,9 @@ def eval_cmd(
     if ray and judge_lm:
         raise typer.BadParameter("--judge-lm runs in the driver's threads: judge a --ray run's rows without --ray")
     sharded = parse_shard(shard) if shard else None
-    lm.configure()
+    notice = embedded_notice(lm.configure().model)
+    if notice:
+        console.print(f"[yellow]note:[/yellow] {notice}")
     judge = lm.make(judge_lm) if judge_lm else None
     data_file = question_path(data, "dev")
     examples = load_dataset(data_file, limit=limit)

@@ -44,6 +44,7 @@ from multihop.experiments.charts import write_charts
 from multihop.experiments.report import write_report
 from multihop.experiments.tables import budget_text, console_tables, knobs_text, paper_row, summary_row, write_table
 from multihop.lm.backends import make_lm
+from multihop.lm.models import embedded_notice
 from multihop.lm.options import LMOptions, served_student
 from multihop.optimize.students import use_student
 from multihop.programs import PROGRAMS, Budget, budget_knobs, program_under_budget, shared_retriever, takes_retriever
@@ -105,6 +106,7 @@ def compare(
     out = Path(out)
     comparison: dict = {
         "budget": applied, "lm": base.model, "judge": getattr(judge, "model", None),
+        "notice": embedded_notice(base.model),
         "retriever": {"first_stage": first_stage, "encoder": encoder if first_stage == "dense" else None,
                       "indexes": {}},
         "datasets": {}, "programs": {}, "runs": [], "rows": [], "papers": [], "charts": [],
@@ -153,6 +155,8 @@ def compare(
     table, markdown = write_table(out, comparison)
     report = write_report(out, comparison)
     if console is not None:
+        if comparison["notice"]:
+            console.print(f"[yellow]note:[/yellow] {comparison['notice']}")
         console.print(f"budget: {budget_text(applied)}\nbudget knobs: {knobs_text(comparison['programs'])}")
         for rich_table in console_tables(comparison):
             console.print(rich_table)

@@ -87,6 +87,8 @@ def setting_section(comparison: dict) -> str:
              f"retriever: {escape(describe_retriever(comparison['retriever']))}",
              f"budget: {escape(budget_text(comparison['budget']))}",
              f"budget knobs: {escape(knobs_text(comparison['programs']))}"]
+    if comparison.get("notice"):
+        items.insert(1, f'<strong class="notice">note: {escape(comparison["notice"])}</strong>')
     items += [f"student of {escape(name)}: <code>{escape(str(info['student']))}</code>"
               for name, info in comparison["programs"].items() if info.get("student")]
     return '<section id="setting"><h2>Setting</h2><ul>' + "".join(f"<li>{item}</li>" for item in items) + \

@@ -36,6 +36,7 @@ from multihop.experiments.charts import write_charts
 from multihop.experiments.comparison import rollout, run_lms
 from multihop.experiments.report import write_report
 from multihop.experiments.tables import summary_row, write_table
+from multihop.lm.models import embedded_notice
 from multihop.lm.options import LMOptions
 from multihop.programs import PROGRAMS, shared_retriever, takes_retriever
 from multihop.programs.papers import PaperTable, TableRow, is_rate
@@ -161,6 +162,8 @@ def reproduce(
     if unknown:
         raise ValueError(f"no dev set {', '.join(unknown)}; choose from {', '.join(DATASETS)}")
     _, base, judge = run_lms(lm, None, judge_lm)
+    if console is not None and embedded_notice(base.model):
+        console.print(f"[yellow]note:[/yellow] {embedded_notice(base.model)}")
     out = Path(out)
     examples = {dataset: load_dataset(question_file(dataset, "dev"), limit=limit)
                 for dataset in dict.fromkeys(d for table in chosen for d in table_datasets(table, datasets))}
@@ -243,6 +246,7 @@ def table_result(method: Method, table: PaperTable, plans: list[PlannedRow], res
                      "runs_here": skipped is None, "why_not": skipped, "cells": cells})
     run = list(dict.fromkeys(plan.dataset for plan in plans))
     return {"paper": method.name, "table": table.number, "title": table.title, "lm": lm, "judge": judge,
+            "notice": embedded_notice(lm),
             "paper_lm": table.lm,
             "settings": table.settings, "notes": table.notes, "columns": [list(column) for column in table.columns],
             "datasets": {dataset: len(examples[dataset]) for dataset in run},
@@ -273,6 +277,8 @@ def to_markdown(reproduced: dict) -> str:
              f"{', '.join(f'{n} {d}' for d, n in reproduced['datasets'].items()) or 'no'} dev questions; the paper's: "
              f"{reproduced['paper_lm'] or 'its own LM'} on its own test sets",
              f"- the table's settings: {json.dumps(reproduced['settings'])}"]
+    if reproduced["notice"]:
+        lines.append(f"- note: {reproduced['notice']}")
     if reproduced["not_run"]:
         lines.append(f"- not run here (no dev set in MULTIHOP_DATA): {', '.join(reproduced['not_run'])}")
     if not reproduced["judge"] and any(metric == "llm_eval" for _, metric in columns):
@@ -325,6 +331,7 @@ def write_reproduced(out: Path, reproduced: dict, plans: list[PlannedRow], resul
     folder = out / slug
     comparison: dict = {
         "budget": {"mode": "paper", "max_tokens": base.kwargs.get("max_tokens")}, "lm": base.model,
+        "notice": embedded_notice(base.model),
         "judge": getattr(judge, "model", None),
         "retriever": {"first_stage": plans[0].table.first_stage, "encoder": encoder,
                       "indexes": {dataset: str(index) for (dataset, _), (_, index) in retrievers.items()}},

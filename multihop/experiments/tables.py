@@ -115,7 +115,8 @@ def to_markdown(comparison: dict) -> str:
     """``comparison.md``: the setting (LM, judge, retriever, budget and what each program made of it), then one
     table per dataset — our rows, then the papers' numbers beside them with a note on where each was read."""
     judge = f"; judge: `{comparison['judge']}`" if comparison.get("judge") else ""
-    lines = ["# Comparison", "", f"- LM: `{comparison['lm']}`{judge}",
+    notice = [f"- note: {comparison['notice']}"] if comparison.get("notice") else []
+    lines = ["# Comparison", "", f"- LM: `{comparison['lm']}`{judge}", *notice,
              f"- retriever: {describe_retriever(comparison['retriever'])}",
              f"- budget: {budget_text(comparison['budget'])}",
              f"- budget knobs: {knobs_text(comparison['programs'])}"]

@@ -29,6 +29,15 @@ LOCAL_ENGINES = ("auto", "llamacpp", "transformers")  # the engines a local LM r
 STRUCTURED = ("auto", "json_schema", "json_object", "off")  # how stage replies are constrained (multihop.lm.backends)
 
 
+def embedded_notice(model: str | None) -> str | None:
+    """What a run on the embedded SmolLM2 (an LM whose DSPy model string is ``local/smollm2...``) must say of its
+    scores, or None for any other LM."""
+    if not (model or "").startswith("local/smollm2"):
+        return None
+    return ("answers by the embedded SmolLM2-135M: its scores show that the pipeline runs, not how good a method is; "
+            "give a strong LM with --lm (a served one: --lm openai/<model> --api-base URL) for answer quality")
+
+
 class ModelNotInstalledError(RuntimeError):
     """A package that carries a model is missing; the message holds the exact install command."""
 
