@@ -256,3 +256,30 @@ def test_program_options_reach_the_program_every_command_builds(built_lms, quest
                                                                    else [])])
     assert result.exit_code == 0, result.output
     assert seen == [("ComposeRAG", "R", "C", 3, "minilm", ["simple_qa=false"])]
+
+
+def test_help_names_the_choices_of_every_registry_option_and_the_lm_options_have_their_panel(monkeypatch):
+    import sys
+
+    monkeypatch.setattr(sys, "argv", ["multihop", "eval", "--help"])  # the choices are read for help only
+    shown = " ".join(runner.invoke(app, ["eval", "--help"], terminal_width=400).output.replace("│", " ").split())
+    assert "choose from: CoopRAG, DualRAG, ComposeRAG, HANRAG, CIRAG, NoRetrieval, SingleStepRAG" in shown
+    assert "`multihop programs`" in shown
+    assert "choose from: auto, llamacpp, transformers" in shown and "choose from: auto, json_schema" in shown
+    assert "╭─ LM options" in runner.invoke(app, ["eval", "--help"], terminal_width=400).output
+    built = " ".join(runner.invoke(app, ["index", "build", "--help"], terminal_width=400).output.replace("│", " ")
+                     .split())
+    assert "choose from: dense, bm25, hybrid" in built and "choose from: full, fp16, int8, pq, none" in built
+    assert "choose from: none, maxsim" in built
+    compiled = " ".join(runner.invoke(app, ["compile", "--help"], terminal_width=400).output.replace("│", " ").split())
+    assert "choose from: labeled, bootstrap, random-search, mipro, simba, gepa" in compiled
+
+
+def test_shell_completion_offers_the_program_names(monkeypatch):
+    import subprocess
+    import sys
+
+    completed = subprocess.run([sys.executable, "-m", "multihop.cli"], capture_output=True, text=True, env={
+        **__import__("os").environ, "_MULTIHOP_COMPLETE": "complete_bash", "COMP_WORDS": "multihop eval --program Co",
+        "COMP_CWORD": "3"})
+    assert completed.stdout.split() == ["CoopRAG", "ComposeRAG"]

@@ -11,7 +11,7 @@ import click
 import typer
 from typer.core import TyperGroup
 
-from multihop.cli import demo, estimate, listing, resources, runs, serving, traces, training
+from multihop.cli import choices, demo, estimate, listing, resources, runs, serving, traces, training
 
 
 class MethodCommands(TyperGroup):
@@ -26,6 +26,8 @@ class MethodCommands(TyperGroup):
         command = super().get_command(ctx, name)
         if name == "distill":
             training.describe_presets(command)
+        if command is not None and choices.wanted():
+            choices.describe_choices(command)
         if command is None and name in method_apps():
             command = typer.main.get_group(method_apps()[name])  # a group even when the app has one command
             command.name = name
@@ -40,7 +42,7 @@ def method_apps() -> dict[str, typer.Typer]:
 
 
 app = typer.Typer(cls=MethodCommands, help="Multi-hop RAG methods as DSPy programs.", no_args_is_help=True,
-                  add_completion=False, pretty_exceptions_enable=False)
+                  add_completion=True, pretty_exceptions_enable=False)
 
 
 @app.callback()

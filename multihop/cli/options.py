@@ -31,6 +31,7 @@ from multihop.lm.options import (
 TRAIN_QUESTIONS = f"a question file, or a dataset name ({', '.join(DATASETS)}) for its train file in MULTIHOP_DATA"
 DEV_QUESTIONS = f"a question file, or a dataset name ({', '.join(DATASETS)}) for its dev file in MULTIHOP_DATA"
 SET_OPT = typer.Option(None, "--set", help="a constructor switch as key=value (repeatable), e.g. simple_qa=false")
+LM_PANEL = "LM options"  # the LM options in their own panel of --help
 MARKERS_OPT = typer.Option(None, "--markers", help="a program (e.g. CoopRAG) whose query markers the encoder keeps "
                            "whole as special tokens")
 
@@ -89,16 +90,17 @@ def lm_options(*names: str, help: str = LM_HELP, max_tokens: int | None = None) 
     ``--lm-timeout`` and ``--structured``. The
     command declares one parameter ``lm`` and receives them in it as an :class:`LMOptions`."""
     return option_group("lm", {
-        "lm": (str, typer.Option(DEFAULT_LM, *(names or ("--lm",)), help=help)),
-        "api_base": (str | None, typer.Option(None, "--api-base", help=API_BASE_HELP)),
+        "lm": (str, typer.Option(DEFAULT_LM, *(names or ("--lm",)), help=help, rich_help_panel=LM_PANEL)),
+        "api_base": (str | None, typer.Option(None, "--api-base", help=API_BASE_HELP, rich_help_panel=LM_PANEL)),
         "api_key": (str | None, typer.Option(None, "--api-key", envvar=API_KEY_ENV, show_envvar=False,
-                                             help=API_KEY_HELP)),
-        "adapter": (str | None, typer.Option(None, "--adapter", help=ADAPTER_HELP)),
-        "max_tokens": (int | None, typer.Option(max_tokens, "--max-tokens", min=1, help=MAX_TOKENS_HELP)),
-        "engine": (str, typer.Option("auto", "--engine", help=ENGINE_HELP)),
+                                             help=API_KEY_HELP, rich_help_panel=LM_PANEL)),
+        "adapter": (str | None, typer.Option(None, "--adapter", help=ADAPTER_HELP, rich_help_panel=LM_PANEL)),
+        "max_tokens": (int | None, typer.Option(max_tokens, "--max-tokens", min=1, help=MAX_TOKENS_HELP,
+                                                rich_help_panel=LM_PANEL)),
+        "engine": (str, typer.Option("auto", "--engine", help=ENGINE_HELP, rich_help_panel=LM_PANEL)),
         "timeout": (float | None, typer.Option(None, "--lm-timeout", envvar=LM_TIMEOUT_ENV, min=1.0,
-                                               help=TIMEOUT_HELP)),
-        "structured": (str, typer.Option("auto", "--structured", help=STRUCTURED_HELP)),
+                                               help=TIMEOUT_HELP, rich_help_panel=LM_PANEL)),
+        "structured": (str, typer.Option("auto", "--structured", help=STRUCTURED_HELP, rich_help_panel=LM_PANEL)),
     }, CommandLM)
 
 

@@ -39,7 +39,7 @@ def program_options() -> Callable:
     """Give a command the program options: ``--program``, ``--set``, ``--retriever``, ``--corpus``, ``--k`` and
     ``--encoder``. The command declares one parameter ``spec`` and receives them in it as :class:`ProgramOptions`."""
     return option_group("spec", {
-        "program": (str, typer.Option("SingleStepRAG", "--program", help="program name (its class)")),
+        "program": (str, typer.Option("SingleStepRAG", "--program", help="the program")),
         "corpus": (str | None, typer.Option(None, "--corpus", help="corpus file (default: the questions' own "
                                             "paragraphs, IRCoT style)")),
         "retriever": (str | None, typer.Option(None, "--retriever", help="a saved retriever folder (overrides "

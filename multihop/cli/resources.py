@@ -65,11 +65,11 @@ def data_fetch(
 def index_build(
     corpus: str = typer.Argument(..., help="a corpus file or a question file (its paragraphs form the corpus)"),
     out: Path = typer.Option(..., help="folder to write the retriever into"),
-    first_stage: str = typer.Option("dense", help="dense, bm25 or hybrid"),
+    first_stage: str = typer.Option("dense", help="the retriever's first stage"),
     encoder: str = typer.Option("mpnet", help="encoder name or sentence-transformers folder"),
     index: str = typer.Option("auto", help="FAISS index: flat, ivf, hnsw, auto (flat below 100k passages) or any "
                               "faiss.index_factory string, e.g. HNSW32, IVF4096,PQ64, OPQ64,IVF65536_HNSW32,PQ64"),
-    rerank: str = typer.Option("none", help="none or a reranker name: maxsim, rala-eq4, rala-eq3, cosine"),
+    rerank: str = typer.Option("none", help="a reranker over the first stage, or none"),
     n: int = typer.Option(20, help="first-stage passages handed to the reranker", min=1),
     k: int = typer.Option(5, help="passages returned", min=1),
     buckets: int = typer.Option(None, help="RaLa layer buckets (default: the fine-tuned encoder's, else 4)", min=1),

@@ -115,8 +115,7 @@ def compare_cmd(
                                       "learnt (a `multihop distill` folder) in that program; PROGRAM=SPEC[@DIR]: a "
                                       "served student (openai/<lora-name> on --api-base, the stages its DIR learnt, "
                                       "else every stage) (repeatable)"),
-    first_stage: str = typer.Option("dense", help="the first stage every program shares (a name of "
-                                    "multihop.retrievers.CACHED_FIRST_STAGES)"),
+    first_stage: str = typer.Option("dense", help="the first stage every program shares"),
     encoder: str = typer.Option("mpnet", help="encoder of the shared dense index"),
     corpus: Path = typer.Option(None, exists=True, dir_okay=False, help="one corpus (or question) file every program "
                                 "and dataset searches, indexed once by --first-stage (default: each dev file's own "

@@ -83,7 +83,7 @@ def compile_cmd(
     spec: ProgramOptions,
     data: str = typer.Option(..., help=f"train questions: {TRAIN_QUESTIONS}"),
     out: Path = typer.Option(..., help="folder to save the compiled program into"),
-    optimizer: str = typer.Option("bootstrap", help="labeled, bootstrap, random-search, mipro, simba or gepa"),
+    optimizer: str = typer.Option("bootstrap", help="the DSPy optimizer"),
     val: str = typer.Option(None, help=f"validation questions (scores before/after): {DEV_QUESTIONS}"),
     val_limit: int = typer.Option(20, help="validation questions used", min=1),
     metric: str = typer.Option("f1", help="em, f1, acc, cover_em or recall@K"),
