@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
+from multihop.cli.config import configurable
 from multihop.cli.console import console
 from multihop.cli.options import MARKERS_OPT, program_index_pooling, program_special_tokens
 
@@ -62,6 +63,7 @@ def data_fetch(
 
 
 @index_app.command("build")
+@configurable(after=True)
 def index_build(
     corpus: str = typer.Argument(..., help="a corpus file or a question file (its paragraphs form the corpus)"),
     out: Path = typer.Option(..., help="folder to write the retriever into"),

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import typer
 
+from multihop.cli.config import configurable
 from multihop.cli.console import console
 from multihop.cli.options import DEV_QUESTIONS, lm_options, question_path
 from multihop.cli.programs import ProgramOptions, program_options
@@ -20,6 +21,7 @@ from multihop.lm.models import embedded_notice
 from multihop.lm.options import LMOptions
 
 
+@configurable()
 @lm_options()
 @program_options()
 def eval_cmd(
@@ -96,6 +98,7 @@ def worker_program(lm: LMOptions, spec: ProgramOptions, data_file: Path, load: P
     return program, {"lm": made, "adapter": default_adapter(made)}
 
 
+@configurable()
 @lm_options()
 def compare_cmd(
     lm: LMOptions,
@@ -151,6 +154,7 @@ def compare_cmd(
             console=console, corpus=corpus, retriever=retriever)
 
 
+@configurable()
 @lm_options()
 def reproduce_cmd(
     lm: LMOptions,

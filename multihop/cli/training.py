@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 import typer
 
+from multihop.cli.config import configurable
 from multihop.cli.console import console
 from multihop.cli.options import (
     DEV_QUESTIONS,
@@ -26,6 +27,7 @@ retriever_app = typer.Typer(help="Retriever fine-tuning.", no_args_is_help=True)
 
 
 @retriever_app.command("train")
+@configurable(after=True)
 def retriever_train(
     data: list[str] = typer.Argument(..., help=f"train questions with supporting paragraphs: {TRAIN_QUESTIONS}"),
     out: Path = typer.Option(..., help="folder for the fine-tuned encoder (and its resumable checkpoints)"),
@@ -76,6 +78,7 @@ def retriever_train(
     console.print(f"fine-tuned encoder → {out}")
 
 
+@configurable(after=True)
 @lm_options()
 @program_options()
 def compile_cmd(
@@ -175,6 +178,7 @@ def trajectories_cmd(
                   f"{manifest['stages']} → {out}")
 
 
+@configurable(after=True)
 def distill_cmd(
     files: list[Path] = typer.Argument(..., exists=True, dir_okay=False,
                                        help="trajectory files (<stage>.jsonl), one or several stages"),
