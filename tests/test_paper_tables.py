@@ -69,9 +69,9 @@ def test_each_papers_method_ablation_and_baseline_rows_are_declared_with_that_pa
     declared = {(name, row.program, tuple(sorted(row.settings.items())))
                 for name, table in TABLES for row in table.rows}
     ran = {
-        "CoopRAG": [("SingleStepRAG", {"k": 5}), ("CoopRAG", {}), ("CoopRAG", {"unified": True}),
+        "CoopRAG": [("SingleStepRAG", {"k": 5, "n": 20, "rerank": "rala-eq4"}), ("CoopRAG", {}), ("CoopRAG", {"unified": True}),
                     ("CoopRAG", {"key_extract_rounds": 3}), ("CoopRAG", {"uncertainty_mask": False}),
-                    ("CoopRAG", {"unrolling": False}), ("IRCoT", {"k": 5, "max_steps": 8, "max_paragraphs": 15})],
+                    ("CoopRAG", {"unrolling": False}), ("IRCoT", {"k": 5, "max_steps": 8, "max_paragraphs": 15, "n": 20, "rerank": "rala-eq4"})],
         "DualRAG": [("SingleStepRAG", {"k": 10, "n": 50, "rerank": "maxsim"}), ("SingleStepRAG", {"k": 10}),
                     ("DualRAG", {"k": 10}), ("DualRAG", {"k": 10, "reasoner": False}),
                     ("DualRAG", {"k": 10, "reasoner": False, "entity_identifier": False}),
@@ -97,7 +97,7 @@ def test_each_papers_method_ablation_and_baseline_rows_are_declared_with_that_pa
                   ("CIRAG", {"k": 10, "granularities": ("triple",)}), ("CIRAG", {"k": 10, "max_iterations": 2}),
                   ("CIRAG", {"k": 10, "n_triples": 50}), ("IRCoT", {"k": 10, "max_steps": 4}),
                   ("FLARE", {"k": 10, "max_sentences": 4}), ("MetaRAG", {"k": 10, "max_iterations": 4}),
-                  ("DualRAG", {"k": 10, "max_iterations": 4})],
+                  ("DualRAG", {"k": 10, "max_iterations": 4, "rerank": None})],
     }
     missing = [(name, program, settings) for name, rows in ran.items() for program, settings in rows
                if (name, program, tuple(sorted(settings.items()))) not in declared]

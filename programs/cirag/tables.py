@@ -33,7 +33,7 @@ BASELINES = {  # App. B.3: K = 10 and at most 4 steps through each program's own
     "IRCoT": {"k": K, "max_steps": STEPS},
     "FLARE": {"k": K, "max_sentences": STEPS},
     "MetaRAG": {"k": K, "max_iterations": STEPS},
-    "DualRAG": {"k": K, "max_iterations": STEPS},
+    "DualRAG": {"k": K, "max_iterations": STEPS, "rerank": None},  # every method reads the first stage's top 10
 }
 
 TABLE_1_PRINTED = {  # label → program, Qwen2.5-7B cells, Qwen2.5-max cells (None: not run)
