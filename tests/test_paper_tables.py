@@ -69,9 +69,10 @@ def test_each_papers_method_ablation_and_baseline_rows_are_declared_with_that_pa
     declared = {(name, row.program, tuple(sorted(row.settings.items())))
                 for name, table in TABLES for row in table.rows}
     ran = {
-        "CoopRAG": [("SingleStepRAG", {"k": 5, "n": 20, "rerank": "rala-eq4"}), ("CoopRAG", {}), ("CoopRAG", {"unified": True}),
-                    ("CoopRAG", {"key_extract_rounds": 3}), ("CoopRAG", {"uncertainty_mask": False}),
-                    ("CoopRAG", {"unrolling": False}), ("IRCoT", {"k": 5, "max_steps": 8, "max_paragraphs": 15, "n": 20, "rerank": "rala-eq4"})],
+        "CoopRAG": [("SingleStepRAG", {"k": 5, "n": 20, "rerank": "rala-eq4"}), ("CoopRAG", {}),
+                    ("CoopRAG", {"unified": True}), ("CoopRAG", {"key_extract_rounds": 3}),
+                    ("CoopRAG", {"uncertainty_mask": False}), ("CoopRAG", {"unrolling": False}),
+                    ("IRCoT", {"k": 5, "max_steps": 8, "max_paragraphs": 15, "n": 20, "rerank": "rala-eq4"})],
         "DualRAG": [("SingleStepRAG", {"k": 10, "n": 50, "rerank": "maxsim"}), ("SingleStepRAG", {"k": 10}),
                     ("DualRAG", {"k": 10}), ("DualRAG", {"k": 10, "reasoner": False}),
                     ("DualRAG", {"k": 10, "reasoner": False, "entity_identifier": False}),
