@@ -12,7 +12,13 @@ prompts give what they ask, which these instructions say in our words:
   the sub-questions answered so far, with their revised answers and the evidence cited, are an input field;
 - instructional knowledge grounding I_G (§3.2, Eq. 3): cite the most relevant content of the documents for the
   sub-question and its candidate answer, and revise the answer with it (short and precise, fewer than twenty words,
-  as the authors' revision prompt asks), or give the "Empty" signal when no document is relevant (§3.3);
+  as the authors' revision prompt asks), or give the "Empty" signal when no document is relevant (§3.3). ``Ground``
+  reads what the authors' revision (``src/genground.py``, ``_revise``) reads: the sub-question, the candidate answer
+  and the documents; ``GroundWithQuestion`` (ours, the ``grounding_inputs="with_question"`` switch) the complex
+  question too;
+- ``CiteBatch``: the authors' code's batch grounding (``_batch_grounding``), which filters the documents before the
+  one revision: the sub-question answered from one batch of documents alone, no candidate answer shown, with the
+  passage it rests on cited, or "Empty" (the authors' "Insufficient information");
 - ``ReadAnswer``: the "w/o grounding" ablation's reader (§6.2: "directly generating an answer using retrieved
   documents").
 
@@ -51,6 +57,20 @@ class ImmediateAnswer(dspy.Signature):
 
 
 class Ground(dspy.Signature):
+    """You will be given a sub-question with a candidate answer, and some documents. Ground the candidate answer in the
+    documents: cite the content of the documents most relevant to the sub-question, then revise the candidate answer
+    using only that content, correcting whatever it gets wrong. The revised answer must be short and precise (fewer
+    than twenty words). If no document contains information that answers the sub-question, the evidence is "Empty"
+    and the revised answer is the candidate answer."""
+
+    sub_question: str = dspy.InputField()
+    answer: str = dspy.InputField(desc="the candidate answer")
+    documents: list[str] = dspy.InputField()
+    evidence: str = dspy.OutputField(desc='the content cited from the documents, or "Empty"')
+    revised_answer: str = dspy.OutputField()
+
+
+class GroundWithQuestion(dspy.Signature):
     """You will be given a complex question, a simpler sub-question of it with a candidate answer, and some documents.
     Ground the candidate answer in the documents: cite the content of the documents most relevant to the
     sub-question, then revise the candidate answer using only that content, correcting whatever it gets wrong. The
@@ -63,6 +83,16 @@ class Ground(dspy.Signature):
     documents: list[str] = dspy.InputField()
     evidence: str = dspy.OutputField(desc='the content cited from the documents, or "Empty"')
     revised_answer: str = dspy.OutputField()
+
+
+class CiteBatch(dspy.Signature):
+    """Answer the sub-question using only the documents given, and cite the passage of the documents that the answer
+    rests on. If the documents do not contain the information the sub-question needs, the evidence is "Empty"."""
+
+    sub_question: str = dspy.InputField()
+    documents: list[str] = dspy.InputField()
+    answer: str = dspy.OutputField(desc="the answer the documents give, or empty")
+    evidence: str = dspy.OutputField(desc='the passage cited from the documents, or "Empty"')
 
 
 class ReadAnswer(dspy.Signature):

@@ -9,7 +9,9 @@ or none and the final answer), with the follow-ups asked so far and their interm
 search engine's answer box is replaced by our retriever and a reader (``IntermediateAnswer``) answering the follow-up
 from the retrieved passages (the engine returned an answer snippet; a passage index returns passages); when the
 scaffold ends without a final answer (the cap, a repeated or empty follow-up), ``FinalAnswer`` asks for it, as the
-authors' code appends "So the final answer is:" and lets the model finish.
+authors' code appends "So the final answer is:" and lets the model finish. ``ClosedBookIntermediateAnswer`` is Self-Ask
+alone's intermediate answer, and with retrieval the answer to a follow-up whose retrieval returned nothing, as the
+authors' code lets the LM write the intermediate answer when the search engine returns none.
 """
 
 import dspy

@@ -1,6 +1,7 @@
-"""Adaptive-RAG: the silver-label rule, each route running only its strategy, the oracle, the resumable
-labelling job, the classifier's seeded training and its manifest, and ``multihop adaptiverag``'s commands, on scripted
-LMs and hand-made embeddings."""
+"""Adaptive-RAG: the silver-label rule, each route running only its strategy, the readers (Direct, or the authors'
+GPT-3.5 CoT), the oracle, the resumable labelling job, the bias labels joined to the silver ones, the classifier's
+seeded training and its manifest, and ``multihop adaptiverag``'s commands, on scripted LMs and hand-made
+embeddings."""
 
 import json
 import re
@@ -19,10 +20,12 @@ from multihop.programs import AdaptiveRAG
 from multihop.programs.baselines.adaptive_rag import (
     ComplexityClassifier,
     TrainingSettings,
+    bias_rows,
     label_questions,
     read_labels,
     silver_label,
     train_classifier,
+    with_bias_labels,
     with_gold_complexity,
 )
 from multihop.programs.baselines.adaptive_rag.classifier import HEAD, MANIFEST, ClassifierMismatchError
@@ -167,6 +170,36 @@ def test_the_classifier_picks_each_questions_strategy(tmp_path, monkeypatch):
     assert abs(sum(probabilities.values()) - 1) < 1e-5
 
 
+def test_the_cot_reader_reads_every_strategy_with_a_chain_of_thought():
+    assert AdaptiveRAG().reader == "direct"  # the authors' Flan-T5 configurations (existing tests: Direct readers)
+    asked = []
+
+    def respond(prompt):
+        if "reasoning step-by-step" in prompt:
+            asked.append("reason")
+            return {"next_sentence": "So the answer is: Rome."}
+        assert "First reason step by step" in prompt, "a Direct reader was asked"
+        read = "using the retrieved passages" in prompt
+        asked.append("cot reader" if read else "cot own")
+        return {"reasoning": "Step by step.", "answer": "Berlin" if read else "Paris"}
+
+    lm, _ = scripted_lm(respond, cache=False)
+    retriever = StaticRetriever(PASSAGES)
+    program = AdaptiveRAG(retriever=retriever, route="oracle", k=2, reader="cot")  # the authors' GPT-3.5 setting
+    assert program.stage_names() == ["no_retrieval.cot_answer", "single_step.cot_answer", "multi_step.reason",
+                                     "multi_step.cot_answer"]
+    with dspy.context(lm=lm):
+        predictions = [program(question=FOUNDED, gold_complexity=label) for label in "ABC"]
+    assert [p.answer for p in predictions] == ["Paris", "Berlin", "Berlin"]
+    assert asked == ["cot own", "cot reader", "reason", "cot reader"]
+    assert [p.reasoning for p in predictions[:2]] == ["Step by step.", "Step by step."]
+    assert predictions[0].passage_ids == [] and predictions[1].passage_ids == [p.id for p in PASSAGES[:2]]
+    assert [p.counts["steps"] for p in predictions] == [0, 1, 1]
+    assert predictions[1].counts["single_step.cot_answer.fallback"] == 0
+    with pytest.raises(ValueError, match="unknown reader 'long'"):
+        AdaptiveRAG(reader="long")
+
+
 # --- the oracle -------------------------------------------------------------------------------------------------
 
 def test_the_oracle_follows_each_questions_gold_complexity(tmp_path):
@@ -255,6 +288,20 @@ def test_a_dataset_without_a_known_bias_is_refused_before_any_lm_call(tmp_path):
     with dspy.context(lm=script.lm):
         rows = label_questions(strategies(), mine, tmp_path / "labels", {}, bias="C", progress=False)
     assert (rows["m1"]["label"], rows["m1"]["source"]) == ("C", "bias")
+
+
+def test_the_bias_labels_of_the_train_files_join_the_silver_labels_and_silver_wins():
+    train = questions(("q1", CAPITAL, "Paris", "musique"), ("q2", BORN, "Berlin", "nq"),
+                      ("q3", FOUNDED, "Oslo", "hotpotqa"), ("q4", "Who?", "X", "mine"))
+    rows = bias_rows(train[:3])  # every question its dataset's bias, whatever a strategy answers
+    assert [(row["id"], row["label"], row["source"]) for row in rows] == [("q1", "C", "bias"), ("q2", "B", "bias"),
+                                                                         ("q3", "C", "bias")]
+    with pytest.raises(ValueError, match="no inductive bias is known for dataset 'mine'"):
+        bias_rows(train)
+    assert bias_rows(train[3:], "B")[0]["label"] == "B"
+    silver = [{"id": "q1", "question": CAPITAL, "label": "A", "source": "outcome"}]
+    joined = with_bias_labels(silver, rows + rows[1:2])  # a bias question twice is one row
+    assert [(row["id"], row["label"]) for row in joined] == [("q2", "B"), ("q3", "C"), ("q1", "A")]
 
 
 # --- the classifier ---------------------------------------------------------------------------------------------
@@ -385,6 +432,38 @@ def test_labels_then_train_then_route(data, scripted, tmp_path, monkeypatch):
     program = AdaptiveRAG(retriever=StaticRetriever(PASSAGES), classifier=str(tmp_path / "classifier"))
     with dspy.context(lm=scripted.lm):
         assert [program(question=q).complexity for q in (CAPITAL, BORN, FOUNDED)] == ["A", "B", "C"]
+
+
+def test_train_adds_the_train_files_bias_labels_unless_silver_only(data, scripted, tmp_path, monkeypatch, capsys):
+    labels = tmp_path / "labels"
+    made = runner.invoke(app, ["adaptiverag", "labels", "--dataset", "musique", "--out", str(labels), "--limit", "1",
+                               "--set", "k=1", "--lm", "openai/scripted"])
+    assert made.exit_code == 0, made.output
+    assert [(row["id"], row["label"]) for row in read_labels(labels)] == [("t1", "A")]
+    monkeypatch.setattr(multihop.retrievers, "Encoder", Lookup)
+
+    def train(name, *more):
+        result = runner.invoke(app, ["adaptiverag", "train", str(labels), "--out", str(tmp_path / name),
+                                     "--valid-share", "0", *more])
+        assert result.exit_code == 0, result.output
+        return json.loads((tmp_path / name / MANIFEST).read_text()), " ".join(result.output.split())
+
+    record, shown = train("both")  # the labels' own train file: t2 and t3 take MuSiQue's bias, t1 keeps its silver A
+    assert record["training"]["labels"] == {"A": 1, "C": 2} and record["rows"] == {"silver": 1, "bias": 2}
+    assert [(f["path"].split("/")[-1], f["questions"]) for f in record["bias_files"]] == [("musique_train.json", 3)]
+    assert "(1 silver, 2 by the dataset's bias)" in shown
+    record, _ = train("first-two", "--bias-limit", "2")  # the authors take the first 400 of each
+    assert record["training"]["labels"] == {"A": 1, "C": 1}
+    record, _ = train("silver", "--silver-only")
+    assert record["training"]["labels"] == {"A": 1} and record["bias_files"] == []
+
+    single = tmp_path / "nq_train.jsonl"
+    single.write_text("".join(json.dumps({"id": f"n{i}", "question": f"Who sang song {i}?", "answers": ["Ann"],
+                                          "dataset": dataset}) + "\n" for i, dataset in enumerate(["nq", "mine"])))
+    record, _ = train("single", "--bias-data", str(single), "--bias", "B")  # nq: B; a dataset of its own: --bias
+    assert record["training"]["labels"] == {"A": 1, "B": 2}
+    assert "no inductive bias is known for dataset 'mine'" in fails(
+        ["adaptiverag", "train", str(labels), "--out", str(tmp_path / "x"), "--bias-data", str(single)], capsys)
 
 
 def fails(argv, capsys) -> str:

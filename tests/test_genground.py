@@ -50,8 +50,14 @@ def grounding(prompt):
     return {"evidence": "Empty", "revised_answer": ""}
 
 
+def citing(prompt):
+    """The authors' batch grounding: the answer the batch gives and the document it cites, else "Empty"."""
+    reply = grounding(prompt)
+    return {"answer": reply["revised_answer"], "evidence": reply["evidence"]}
+
+
 def script(prog, **replies) -> StageScript:
-    defaults = {"deduce": deductions(FIRST, SECOND), "ground": grounding,
+    defaults = {"deduce": deductions(FIRST, SECOND), "ground": grounding, "cite": citing,
                 "answer": lambda p: {"answer": "Norah Jones" if "Happy" in field(p, "sub_question") else "Ben Affleck"}}
     return StageScript({**defaults, **replies}, prog)
 
@@ -159,7 +165,8 @@ def test_the_codes_filtered_revision_grounds_every_batch_then_revises_over_the_c
     prog = GenGround(retriever=program().retriever, k=5, batch_size=2, deduction=False, batch_revision="filtered")
     stages = script(prog, answer={"answer": "Ben Affleck"})
     prediction = run(prog, stages)
-    shown = [json.loads(field(p, "documents")) for p in stages.prompts_of("ground")]
+    assert stages.seen == ["answer", "cite", "cite", "cite", "ground"]  # the batches filter, one revision
+    shown = [json.loads(field(p, "documents")) for p in stages.prompts_of("cite") + stages.prompts_of("ground")]
     # queue [N4, Turn, Happy, N0, N1]: (N4, Turn) keeps Turn, (Happy, N0) keeps Happy, then [N1, Turn, Happy] > 2:
     # (N1, Turn) keeps Turn, leaving [Happy, Turn] for the one revision
     assert shown == [[NOISE[4].render(), TURN.render()], [HAPPY.render(), NOISE[0].render()],
@@ -171,11 +178,49 @@ def test_the_codes_filtered_revision_grounds_every_batch_then_revises_over_the_c
 
     empty = {"evidence": "Empty", "revised_answer": "Other"}
     prog = GenGround(retriever=program().retriever, k=5, batch_size=2, deduction=False, batch_revision="filtered")
-    stages = script(prog, answer={"answer": "Ben Affleck"}, ground=empty)
+    stages = script(prog, answer={"answer": "Ben Affleck"}, ground=empty, cite={"answer": "", "evidence": "Empty"})
     prediction = run(prog, stages)  # as in the code, the last uncited document left in the queue is revised over
     assert json.loads(field(stages.prompts_of("ground")[-1], "documents")) == [NOISE[1].render()]
-    assert stages.seen.count("ground") == 3 and prediction.rounds[0]["answer"] == "Other"
+    assert stages.seen == ["answer", "cite", "cite", "ground"] and prediction.rounds[0]["answer"] == "Other"
     assert prediction.counts["ungrounded"] == 1 and GenGround().batch_revision == "first_cited"
+
+
+def test_grounding_reads_the_authors_inputs_never_the_complex_question_by_default():
+    prog = program(max_iterations=1)  # the paper's first-cited batches: each a revision, as the authors' _revise
+    assert prog.grounding_inputs == "authors" and set(prog.ground.signature.input_fields) == {
+        "sub_question", "answer", "documents"}
+    stages = script(prog, answer={"answer": "Ben Affleck"})
+    run(prog, stages)
+    assert stages.seen == ["deduce", "answer", "ground", "ground"]
+    for prompt in stages.prompts_of("ground"):
+        assert field(prompt, "sub_question") == FIRST and field(prompt, "answer") == "Ben Affleck"
+        assert QUESTION not in prompt
+
+    prog = program(max_iterations=1, batch_revision="filtered")  # the authors' _batch_grounding, then _revise
+    assert prog.stage_names() == ["deduce", "answer", "cite", "ground"]
+    assert set(prog.cite.signature.input_fields) == {"sub_question", "documents"}
+    stages = script(prog, answer={"answer": "Ben Affleck"})
+    prediction = run(prog, stages)
+    # [N0, N1, Happy, N2, N3]: (N0, N1) cites nothing, (Happy, N2) keeps Happy, the revision reads [N3, Happy]
+    assert stages.seen == ["deduce", "answer", "cite", "cite", "ground"]
+    for prompt in stages.prompts_of("cite"):  # the sub-question and the batch: no question, no candidate answer
+        assert field(prompt, "sub_question") == FIRST and QUESTION not in prompt and "Ben Affleck" not in prompt
+    (revision,) = stages.prompts_of("ground")
+    assert field(revision, "answer") == "Ben Affleck" and QUESTION not in revision
+    assert json.loads(field(revision, "documents")) == [NOISE[3].render(), HAPPY.render()]
+    assert prediction.answer == "Norah Jones" and prediction.counts["grounding_batches"] == 3
+
+
+def test_grounding_with_the_question_shows_every_call_the_complex_question_and_the_candidate_answer():
+    for revision in ("first_cited", "filtered"):
+        prog = program(max_iterations=1, batch_revision=revision, grounding_inputs="with_question")
+        assert prog.stage_names() == ["deduce", "answer", "ground"] and "question" in prog.ground.signature.input_fields
+        stages = script(prog, answer={"answer": "Ben Affleck"})
+        prediction = run(prog, stages)
+        prompts = stages.prompts_of("ground")
+        assert len(prompts) == (2 if revision == "first_cited" else 3) == prediction.counts["grounding_batches"]
+        assert all(field(p, "question") == QUESTION and field(p, "answer") == "Ben Affleck" for p in prompts)
+        assert prediction.answer == "Norah Jones"
 
 
 def test_unparsable_replies_take_their_documented_fallbacks():
@@ -201,7 +246,8 @@ def test_gold_rows_follow_the_annotated_hops(tmp_path):
     path.write_text(json.dumps([TWO_HOP_MUSIQUE]))
     example = load_dataset(path)[0]
     rows = list(gold_targets(GenGround(k=3), [example]))
-    assert [row.stage for row in rows] == ["deduce"] * 3  # the immediate answer and the grounding have none
+    assert [row.stage for row in rows] == ["deduce"] * 3  # the immediate answer and the grounding have none (no cite
+    # stage: the first-cited revision has none)
     assert [row.outputs for row in rows] == [
         {"finished": False, "sub_question": "What is the publisher of Journal X?", "final_answer": ""},
         {"finished": False, "sub_question": "Who founded Acme Press?", "final_answer": ""},
@@ -212,6 +258,15 @@ def test_gold_rows_follow_the_annotated_hops(tmp_path):
     readers = [row for row in read if row.stage == "answer"]
     assert [row.outputs["answer"] for row in readers] == ["Acme Press", "Ann Lee"]
     assert [d.split(":")[0] for d in readers[1].inputs["documents"] if not d.startswith("Town")] == ["Acme Press"]
+    cites = [row for row in gold_targets(GenGround(k=3, batch_revision="filtered"), [example]) if row.stage == "cite"]
+    assert [(row.inputs["sub_question"], row.outputs) for row in cites] == [
+        ("What is the publisher of Journal X?", {"answer": "Acme Press", "evidence": "It is published by Acme Press."}),
+        ("What is the publisher of Journal X?", {"answer": "", "evidence": "Empty"}),
+        ("Who founded Acme Press?", {"answer": "Ann Lee", "evidence": "It was founded by Ann Lee in 1990."}),
+        ("Who founded Acme Press?", {"answer": "", "evidence": "Empty"})]
+    assert [len(row.inputs["documents"]) for row in cites] == [3, 3, 3, 3]
+    assert "Acme Press:" in " ".join(cites[2].inputs["documents"]) and not any(
+        d.startswith(("Journal X", "Acme Press")) for d in cites[1].inputs["documents"] + cites[3].inputs["documents"])
     direct = [row for row in gold_targets(GenGround(k=3, grounding=False, deduction=False), [example])]
     assert [(row.stage, row.inputs["sub_question"], row.outputs) for row in direct] == [
         ("answer", example.question, {"answer": "Ann Lee"})]

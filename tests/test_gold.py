@@ -249,7 +249,8 @@ def test_a_question_without_annotations_gives_no_rows(tmp_path):
         gold_trajectories(CoopRAG(), [hotpot], tmp_path / "rows")
 
 
-VARIANT = {"CoopRAG": {"unified": True}, "IRCoT": {"cot_reader": True}}  # the configurations with other stages
+VARIANT = {"CoopRAG": {"unified": True}, "IRCoT": {"cot_reader": True},  # the configurations with other stages
+           "GenGround": {"batch_revision": "filtered"}}
 
 
 def test_every_builder_is_for_a_stage_its_program_can_have():

@@ -1,5 +1,6 @@
 """IRCoT, Iter-RetGen and Self-Ask: their loops on scripted LMs — which text each retrieval used, the stop
-rules and caps, the answer each returns, the counts — and their gold rows from the annotations."""
+rules and caps (IRCoT's paragraph cap on its first retrieval too), the answer each returns (Self-Ask's own answer to a
+follow-up whose retrieval returned nothing), the counts — and their gold rows from the annotations."""
 
 import dspy
 import pytest
@@ -10,7 +11,7 @@ from multihop.programs import IRCoT, IterRetGen, SelfAsk
 from multihop.programs.baselines.iter_retgen import next_query
 from multihop.retrievers import BM25Retriever
 
-from helpers import StageScript, field
+from helpers import KeyedRetriever, StageScript, StaticRetriever, field
 
 DOCS = [
     Passage.make("Lost Gravity", "Lost Gravity is a roller coaster manufactured by Mack Rides."),
@@ -74,6 +75,17 @@ def test_ircot_stops_at_the_step_cap_and_the_paragraph_cap():
     assert script.seen.count("reason") == 3 and prediction.counts["step_cap"] == 1
     assert len(program.rm.asked) == 3  # the question, then the first two sentences: none after the last step
     assert len(prediction.passage_ids) == 3 and DOCS[3].id not in prediction.passage_ids  # the Xbox came too late
+
+
+def test_ircot_caps_the_questions_first_retrieval_at_max_paragraphs_too():
+    program = IRCoT(retriever=StaticRetriever(DOCS), k=3, max_paragraphs=2)  # the authors cap every addition
+    prediction, script = run(program, reason=sentences("So the answer is: Germany."), answer={"answer": "Germany"})
+    assert program.rm.calls == [(QUESTION, 3)] and prediction.passage_ids == [DOCS[0].id, DOCS[1].id]
+    assert prediction.counts["paragraphs"] == 2
+    for stage in ("reason", "answer"):  # the chain's context and the reader's: the first two of the three
+        (prompt,) = script.prompts_of(stage)
+        assert "Mack Rides is a company" in field(prompt, "passages") and "Waldkirch is a town" not in field(
+            prompt, "passages")
 
 
 def test_ircot_cot_reader_reasons_over_the_collected_paragraphs():
@@ -168,14 +180,14 @@ def test_self_ask_cap_repeat_and_no_final_answer_end_with_one_concluding_call():
 
     prediction, script = run(program, follow_up=lambda p: {"follow_up_needed": "true", "follow_up": f"Q{next(asking)}?",
                                                            "final_answer": ""},
-                             intermediate={"intermediate_answer": "Mack Rides"}, conclude=conclude)
+                             own_answer={"intermediate_answer": "Mack Rides"}, conclude=conclude)  # BM25: no hit
     assert len(program.rm.asked) == 2 and prediction.counts["follow_up_cap"] == 1
     assert prediction.answer == "Germany" and script.seen[-1] == "conclude" and prediction.counts["concluded"] == 1
     assert "Follow up: Q1? Intermediate answer: Mack Rides" in concluded[0]  # it reads every answered follow-up
     repeat = SelfAsk(retriever=Asked(Corpus(DOCS)), k=1)
     prediction, _ = run(repeat, follow_up=lambda p: {"follow_up_needed": "true", "follow_up": "Same?",
                                                      "final_answer": ""},
-                        intermediate={"intermediate_answer": "Waldkirch"}, conclude={"final_answer": "Germany"})
+                        own_answer={"intermediate_answer": "Waldkirch"}, conclude={"final_answer": "Germany"})
     assert len(repeat.rm.asked) == 1 and prediction.counts["repeated_follow_up"] == 1
     silent = SelfAsk(retriever=Asked(Corpus(DOCS)), k=1)
     prediction, script = run(silent, follow_up=follow_ups((None, "")), conclude={"final_answer": "Germany"})
@@ -191,6 +203,27 @@ def test_self_ask_without_retrieval_answers_follow_ups_closed_book():
                              intermediate={"intermediate_answer": "Mack Rides"})
     assert not getattr(program.rm, "asked", []) and prediction.passage_ids == []
     assert "passages" not in program.intermediate.signature.input_fields and prediction.answer == "Germany"
+
+
+def test_self_ask_answers_a_follow_up_itself_when_its_retrieval_returns_nothing():
+    retriever = KeyedRetriever({"Who manufactured Lost Gravity?": [DOCS[0]]}, [])  # nothing for any other query
+    decisions = (("Who manufactured Lost Gravity?", ""), ("Where is Mack Rides based?", ""), (None, "Germany"))
+    program = SelfAsk(retriever=retriever, k=1)  # the authors' code: the LM writes the answer the search lacks
+    assert program.own_answer_fallback and "passages" not in program.own_answer.signature.input_fields
+    prediction, script = run(program, follow_up=follow_ups(*decisions),
+                             intermediate={"intermediate_answer": "Mack Rides"},
+                             own_answer={"intermediate_answer": "Germany"})
+    assert script.seen == ["follow_up", "intermediate", "follow_up", "own_answer", "follow_up"]
+    assert field(script.prompts_of("own_answer")[0], "follow_up") == "Where is Mack Rides based?"
+    assert [step["answer"] for step in prediction.follow_ups] == ["Mack Rides", "Germany"]
+    assert prediction.counts["own_answers"] == 1 and prediction.passage_ids == [DOCS[0].id]
+
+    reader = SelfAsk(retriever=retriever, k=1, own_answer_fallback=False)  # the reader reads no passage
+    assert "own_answer" not in reader.stage_names()
+    prediction, script = run(reader, follow_up=follow_ups(*decisions), intermediate=lambda p: {
+        "intermediate_answer": "Mack Rides" if "Lost Gravity" in field(p, "passages") else "unknown"})
+    assert script.seen == ["follow_up", "intermediate", "follow_up", "intermediate", "follow_up"]
+    assert prediction.follow_ups[1]["answer"] == "unknown" and prediction.counts["own_answers"] == 0
 
 
 @pytest.fixture
@@ -223,6 +256,8 @@ def test_gold_rows_chain_the_hops_evidence_and_ask_the_hops(musique_example):
     assert [out["follow_up"] for _, out in decisions] == ["What is the manufacturer of Lost Gravity?",
                                                          "What is the country of Mack Rides?", ""]
     assert decisions[-1][1] == {"follow_up_needed": False, "follow_up": "", "final_answer": "Germany"}
+    assert [out["intermediate_answer"] for _, out in stage_rows(SelfAsk(), musique_example)["own_answer"]] == [
+        "Mack Rides", "Germany"]  # closed-book: what the LM writes when a retrieval returns nothing
     answers = stage_rows(SelfAsk(k=2), musique_example)["intermediate"]
     assert [out["intermediate_answer"] for _, out in answers] == ["Mack Rides", "Germany"]
     assert any("Mack Rides is a company" in passage for passage in answers[1][0]["passages"])

@@ -264,8 +264,7 @@ def test_save_and_load_round_trip(name, tmp_path):
 
 
 NO_STAGE_SWITCH = {"NoRetrieval", "SingleStepRAG", "IterRetGen",  # one stage, always on
-                   "AdaptiveRAG",  # its route picks strategies (the paper's rows), no switch removes one
-                   "SelfAsk"}  # its switch (retrieval) swaps the intermediate stage's signature, it removes none
+                   "AdaptiveRAG"}  # its route picks strategies (the paper's rows), no switch removes one
 
 
 @pytest.mark.parametrize("name", DECLARED)

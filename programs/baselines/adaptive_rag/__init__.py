@@ -8,11 +8,11 @@ from ...registry import Method
 from . import gold  # noqa: F401 - records that its strategies' stages take their own programs' gold rows
 from .classifier import ComplexityClassifier, TrainingSettings, train_classifier
 from .complexity import LABELS, silver_label
-from .labels import label_questions, read_labels, with_gold_complexity
+from .labels import bias_rows, label_questions, read_labels, with_bias_labels, with_gold_complexity
 from .program import AdaptiveRAG
 
-__all__ = ["LABELS", "AdaptiveRAG", "ComplexityClassifier", "TrainingSettings", "label_questions", "read_labels",
-           "silver_label", "train_classifier", "with_gold_complexity"]
+__all__ = ["LABELS", "AdaptiveRAG", "ComplexityClassifier", "TrainingSettings", "bias_rows", "label_questions",
+           "read_labels", "silver_label", "train_classifier", "with_bias_labels", "with_gold_complexity"]
 
 Method(
     AdaptiveRAG,

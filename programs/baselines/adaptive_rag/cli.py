@@ -1,5 +1,6 @@
 """``multihop adaptiverag``: Adaptive-RAG's classifier from its silver labels (§3.2): ``labels`` runs the strategies on
-the train questions (resumable), ``train`` fits the classifier on the labels."""
+the train questions (resumable), ``train`` fits the classifier on the labels joined, as the authors do, to the
+inductive-bias labels of the train files' questions (:func:`.labels.with_bias_labels`)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ app = typer.Typer(help="Adaptive-RAG's query-complexity classifier (§3.2).", no
 SPLITS = ("train", "dev")
 OWN_SETTINGS = ("route", "classifier", "oracle_labels")  # the job sets the route; the others do not answer
 DEFAULTS = TrainingSettings()
+BIAS_LIMIT = 400  # the authors' bias questions a dataset (preprocess_binary_train.py: the first 400 of each)
 
 
 @app.command("labels")
@@ -60,7 +62,7 @@ def adaptiverag_labels(
     refused = sorted(set(switches) & set(OWN_SETTINGS) | set(switches) - set(AdaptiveRAG.settings()))
     if refused:
         raise typer.BadParameter(f"{', '.join(refused)} cannot be set here; the strategies' settings: k, "
-                                 "single_step_k, max_steps", param_hint="--set")
+                                 "single_step_k, max_steps, reader", param_hint="--set")
     data_file = question_path(dataset, split)
     examples = load_dataset(data_file, limit=limit)
     folder = retriever_folder(retriever, corpus, str(data_file), "mpnet", AdaptiveRAG.special_tokens,
@@ -97,33 +99,94 @@ def adaptiverag_train(
     valid_share: float = typer.Option(DEFAULTS.valid_share, min=0.0, max=0.9, help="labels held out to pick the "
                                       "epoch kept (0: the last epoch)"),
     seed: int = typer.Option(DEFAULTS.seed, help="draws the held-out labels and the head's initial weights"),
+    bias_data: list[str] = typer.Option(None, "--bias-data", help="a train question file, or a dataset name for its "
+                                        "train file, whose questions take their dataset's inductive-bias label (B "
+                                        "single-hop, C multi-hop; repeatable; default: the question files the labels "
+                                        "folders were made from)"),
+    bias_limit: int = typer.Option(BIAS_LIMIT, min=0, help="the first N questions of each bias file (the authors' "
+                                   "400; 0: every question)"),
+    bias: str = typer.Option(None, help="the inductive-bias label of a --bias-data file of another dataset than "
+                             f"{', '.join(DATASET_BIAS)} (B: single-hop, C: multi-hop)"),
+    silver_only: bool = typer.Option(False, "--silver-only", help="train on the silver labels alone, without the "
+                                     "train files' bias labels"),
 ):
     """Train the query-complexity classifier (a linear head on a frozen encoder, our stand-in for the paper's
-    T5-Large) on silver labels of train questions; give its folder to Adaptive-RAG with `--set classifier=DIR`."""
+    T5-Large) on silver labels of train questions and, as the authors do, the inductive-bias labels of the train
+    files' questions (a question with both keeps its silver label); give its folder to Adaptive-RAG with `--set
+    classifier=DIR`."""
     from multihop.data.folders import RUN_MANIFEST, sha256_file
     from multihop.data.loaders import held_apart_ids
     from multihop.optimize.trajectories import HeldApartError, refuse_held_apart
     from multihop.programs.baselines.adaptive_rag.classifier import train_classifier
-    from multihop.programs.baselines.adaptive_rag.labels import LABELS_FILE, read_labels
+    from multihop.programs.baselines.adaptive_rag.labels import LABELS_FILE, read_labels, with_bias_labels
     from multihop.retrievers import Encoder
 
+    if bias is not None and bias not in LABELS:
+        raise typer.BadParameter(f"{bias!r} is none of {', '.join(LABELS)}", param_hint="--bias")
+    if silver_only and bias_data:
+        raise typer.BadParameter("--silver-only trains on no bias labels: give --bias-data or --silver-only, not "
+                                 "both", param_hint="--bias-data")
     settings = TrainingSettings(epochs=epochs, lr=lr, weight_decay=weight_decay, valid_share=valid_share, seed=seed)
+    jobs = []
     for folder in (path if path.is_dir() else path.parent for path in labels):
         job = json.loads((folder / RUN_MANIFEST).read_text()) if (folder / RUN_MANIFEST).is_file() else {}
         if job.get("split", "train") != "train":
             raise typer.BadParameter(f"{folder} holds silver labels of {job['split']} questions (the oracle's): "
                                      "train on labels of train questions", param_hint="LABELS")
-    rows = read_labels(*labels)
+        jobs.append(job)
+    silver = read_labels(*labels)
+    sources = [] if silver_only else bias_sources(bias_data, jobs, bias)
+    bias_labelled, bias_files = bias_labels(sources, bias_limit)
+    rows = with_bias_labels(silver, bias_labelled)
     try:
         refuse_held_apart(rows, held_apart_ids())
     except HeldApartError as exc:
-        raise typer.BadParameter(str(exc), param_hint="LABELS") from exc
+        raise typer.BadParameter(str(exc), param_hint="--bias-data" if bias_labelled else "LABELS") from exc
     classifier, record = train_classifier([row["question"] for row in rows], [row["label"] for row in rows],
                                           Encoder(encoder), settings)
     files = [path / LABELS_FILE if path.is_dir() else path for path in labels]
     record["label_files"] = [{"path": str(path), "sha256": sha256_file(path)} for path in files]
+    record["bias_files"] = bias_files
+    record["rows"] = {"silver": len(silver), "bias": len(rows) - len(silver)}
     classifier.save(out, record)
     training = record["training"]
     kept = "" if training["valid_accuracy"] is None else (f", epoch {training['epoch_kept']} kept at "
                                                           f"{training['valid_accuracy']:.1%} held-out accuracy")
-    console.print(f"trained on {training['train_questions']} labels {training['labels']}{kept} → {out}")
+    console.print(f"trained on {training['train_questions']} labels {training['labels']} ({len(silver)} silver, "
+                  f"{len(rows) - len(silver)} by the dataset's bias){kept} → {out}")
+
+
+def bias_sources(bias_data: list[str] | None, jobs: list[dict], bias: str | None) -> list[tuple[Path, str | None]]:
+    """The train files whose questions take their dataset's bias label, each with the bias given for a dataset
+    without a known one: ``--bias-data`` (with ``--bias``), else the question files the labels jobs read (with the
+    bias each job was given); a file once."""
+    from multihop.cli.options import question_path
+
+    if bias_data:
+        sources = [(question_path(data, "train"), bias) for data in bias_data]
+    else:
+        sources = [(Path(job["data"]["path"]), job.get("bias") or bias) for job in jobs if job.get("data")]
+        missing = next((path for path, _ in sources if not path.is_file()), None)
+        if missing is not None:
+            raise typer.BadParameter(f"{missing}, the question file the labels were made from, is gone: give the "
+                                     "train files with --bias-data, or train with --silver-only",
+                                     param_hint="--bias-data")
+    return list({path.resolve(): (path, label) for path, label in sources}.values())
+
+
+def bias_labels(sources: list[tuple[Path, str | None]], limit: int) -> tuple[list[dict], list[dict]]:
+    """The bias rows of the first ``limit`` questions (0: all) of each file, and what each file gave (path,
+    checksum, questions) for the classifier's manifest."""
+    from multihop.data.folders import sha256_file
+    from multihop.data.loaders import load_dataset
+    from multihop.programs.baselines.adaptive_rag.labels import bias_rows
+
+    rows, files = [], []
+    for path, label in sources:
+        try:
+            found = bias_rows(load_dataset(path, limit=limit or None), label)
+        except ValueError as exc:
+            raise typer.BadParameter(f"{path}: {exc}", param_hint="--bias") from exc
+        rows += found
+        files.append({"path": str(path), "sha256": sha256_file(path), "questions": len(found)})
+    return rows, files

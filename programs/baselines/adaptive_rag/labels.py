@@ -7,6 +7,12 @@ A labels folder holds ``labels.jsonl``, one row a question as soon as it is labe
 manifest of the job (the question file, the split, each strategy's settings, the LM, the retriever, the bias), which
 refuses a rerun that differs; a rerun labels the questions the file lacks (a larger ``--limit`` extends it).
 
+The classifier's training set (:func:`with_bias_labels`) is the authors' "binary_silver" data
+(``classifier/preprocess/preprocess_binary_train.py``, ``concat_binary_silver_train.py``,
+``preprocess_utils.concat_and_save_binary_silver``): the questions of the train files, each labelled by its dataset's
+inductive bias alone (:func:`bias_rows`; the authors take the first 400 of each dataset's train file), joined to the
+silver labels, a question with both keeping its silver one.
+
 Ours: the strategies run in order, A then B then C, and stop at the first correct answer — the label is the same as
 when all three run (the simplest correct one wins), for fewer LM calls; the authors ran all three on every question
 (they report each strategy's own scores too). A strategy that raises (a dead endpoint) stops the job; a rerun resumes.
@@ -26,7 +32,7 @@ from multihop.data.folders import RUN_MANIFEST, check_run, locked
 from multihop.data.jsonl import append_row, read_rows
 from multihop.evaluation.parallel import fan_out_chunks
 
-from .complexity import LABELS, answered, bias_label, gold_answers, silver_label
+from .complexity import BY_BIAS, LABELS, answered, bias_label, gold_answers, silver_label
 
 LABELS_FILE = "labels.jsonl"
 
@@ -73,6 +79,22 @@ def label_questions(strategies: Mapping[str, dspy.Module], examples: Sequence[ds
                     rows[row["id"]] = row
                 bar.update(len(chunk))
     return rows
+
+
+def bias_rows(examples: Sequence[dspy.Example], bias: str | None = None) -> list[dict]:
+    """The inductive-bias rows of train questions (the authors' "binary" labels): each question labelled by its
+    dataset's bias (B single-hop, C multi-hop; ``bias`` for a dataset without a known one), whatever any strategy
+    answers, with :data:`~.complexity.BY_BIAS` as its source."""
+    return [{"id": str(example.id), "question": example.question, "dataset": example.get("dataset"),
+             "label": bias_label(example, bias), "source": BY_BIAS} for example in examples]
+
+
+def with_bias_labels(silver: Sequence[dict], bias: Sequence[dict]) -> list[dict]:
+    """The classifier's training rows as the authors join them (``concat_and_save_binary_silver``): the bias rows of
+    the questions without a silver row, then the silver rows — a question with both keeps its silver label."""
+    labelled = {str(row["id"]) for row in silver}
+    kept = {str(row["id"]): row for row in bias if str(row["id"]) not in labelled}  # a question once
+    return [*kept.values(), *silver]
 
 
 def read_labels(*sources: str | Path) -> list[dict]:

@@ -15,11 +15,23 @@ question of the multi-hop datasets here, which a classifier trained on the bias 
 data) learns; the defaults ``k = 4`` and ``max_steps = 8`` (IRCoT's, so that route C is the IRCoT row), the authors'
 own settings being ``k = 6`` a step for C, ``15`` for B and at most 10 reasoning sentences (``paper_settings``).
 
+The readers: the authors' released configurations read every strategy the same way, by LM — Direct with Flan-T5-XL
+and XXL (``base_configs/{nor,oner,ircot}_qa_flan_t5_*.jsonnet``: ``rc_qa_type = "direct"``), a chain of thought with
+GPT-3.5 (``gpt-3.5-turbo-instruct``; ``base_configs/{nor,oner,ircot}_qa_gpt_*.jsonnet``: ``rc_qa_type = "cot"``,
+no-retrieval A included). ``reader="direct"`` (the default: the Flan-T5 setting, HANRAG-Fair's FLAN-T5-XL's; HANRAG
+names no reader for its Llama-3.1-8B rows, and its No retrieval / Single-step / IRCoT rows read directly) answers
+with the shared Direct readers; ``reader="cot"`` (the GPT-3.5 setting)
+reasons first: A with :class:`~multihop.signatures.adaptive_rag.ClosedBookAnswerWithReasoning` (:class:`ClosedBookCoT`,
+ours: the project's NoRetrieval has no CoT reader), B with
+:class:`~multihop.signatures.shared.AnswerWithReasoning` over its passages (:class:`SingleStepCoT`, ours, likewise),
+C with IRCoT's ``cot_reader``; each strategy's reader stage is then ``cot_answer``.
+
 Switches: ``route`` (None: the classifier; ``"A"``, ``"B"`` or ``"C"``: every question takes that strategy, the
 paper's No Retrieval / Single-step / Multi-step rows; ``"oracle"``: each question's ``gold_complexity`` input, its
 silver label, read from ``oracle_labels`` by evaluation), ``classifier`` (a trained classifier folder), ``k``,
-``single_step_k``, ``max_steps``. Only the strategies a question can reach exist, so ``named_predictors()`` lists
-their stages under the strategy's name (``single_step.answer``, ``multi_step.reason``).
+``single_step_k``, ``max_steps``, ``reader``. Only the strategies a question can reach exist, so
+``named_predictors()`` lists their stages under the strategy's name (``single_step.answer``, ``multi_step.reason``;
+``single_step.cot_answer`` with the CoT reader).
 
 Counted per question: ``route.A``/``route.B``/``route.C`` (the label taken), ``steps`` and every count of the strategy
 that ran (IRCoT's ``step_cap`` and ``paragraphs``, each stage's fallbacks). The prediction is the strategy's, with the
@@ -30,14 +42,19 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Literal
 
 import dspy
 
 from multihop.data.folders import INVENTORY, sha256_file
 from multihop.evaluation.tracing import count
+from multihop.signatures import AnswerWithReasoning
+from multihop.signatures.adaptive_rag import ClosedBookAnswerWithReasoning
 
 from ...base import MultihopProgram
+from ...text import safe_answer
 from ..ircot import IRCoT
+from ..rerankable import RerankableBaseline
 from ..single_step import NoRetrieval, SingleStepRAG
 from .classifier import ComplexityClassifier
 from .complexity import LABELS, MULTI_STEP, NO_RETRIEVAL, SINGLE_STEP
@@ -48,6 +65,40 @@ logger = logging.getLogger(__name__)
 ORACLE = "oracle"
 STRATEGIES = {NO_RETRIEVAL: "no_retrieval", SINGLE_STEP: "single_step", MULTI_STEP: "multi_step"}  # label → attribute
 FIXED_STEPS = {NO_RETRIEVAL: 0, SINGLE_STEP: 1}  # IRCoT counts its own steps
+READERS = ("direct", "cot")
+COT_FALLBACK = {"reasoning": "", "answer": ""}
+
+
+class ClosedBookCoT(MultihopProgram, register=False):
+    """Strategy A with the authors' GPT-3.5 reader: the LM reasons, then answers, from its own knowledge (one LLM
+    call, no retrieval). Ours as a class (the project's :class:`~..single_step.NoRetrieval` reads directly); an
+    unparsable reply is an empty answer (``cot_answer.fallback``)."""
+
+    def __init__(self):
+        super().__init__(retriever=None)
+        self.add_stages(cot_answer=ClosedBookAnswerWithReasoning)
+
+    def forward(self, question: str) -> dspy.Prediction:
+        result = self.run_stage(self.cot_answer, COT_FALLBACK, question=question)
+        return dspy.Prediction(answer=safe_answer(result.answer), reasoning=str(result.reasoning or ""),
+                               passage_ids=[])
+
+
+class SingleStepCoT(RerankableBaseline, register=False):
+    """Strategy B with the authors' GPT-3.5 reader: the top ``k`` passages for the question, then a chain of thought
+    over them and the answer (one retrieval, one LLM call). Ours as a class (the project's
+    :class:`~..single_step.SingleStepRAG` reads directly); an unparsable reply is an empty answer
+    (``cot_answer.fallback``)."""
+
+    def __init__(self, retriever: dspy.Module | None = None, k: int = 5, n: int = 50, rerank: str | None = None):
+        super().__init__(retriever, k, n, rerank)
+        self.add_stages(cot_answer=AnswerWithReasoning)
+
+    def forward(self, question: str) -> dspy.Prediction:
+        hits = self.search(question, k=self.k)
+        result = self.run_stage(self.cot_answer, COT_FALLBACK, passages=hits.passages, question=question)
+        return dspy.Prediction(answer=safe_answer(result.answer), reasoning=str(result.reasoning or ""),
+                               passages=hits.passages, passage_ids=hits.ids, scores=hits.scores)
 
 
 class AdaptiveRAG(MultihopProgram):
@@ -63,6 +114,8 @@ class AdaptiveRAG(MultihopProgram):
         single_step_k: paragraphs single-step retrieval reads (None: ``k``).
         max_steps: IRCoT's reasoning steps at most.
         oracle_labels: the dev questions' silver labels (``multihop adaptiverag labels --split dev``) the oracle reads.
+        reader: how every strategy reads: ``"direct"`` (the authors' Flan-T5 configurations) or ``"cot"`` (their
+            GPT-3.5 ones: a chain of thought, then the answer).
 
     Example:
         >>> program = AdaptiveRAG(retriever=bm25, classifier="runs/adaptive-rag-classifier")
@@ -81,15 +134,18 @@ class AdaptiveRAG(MultihopProgram):
         single_step_k: int | None = None,
         max_steps: int = 8,
         oracle_labels: str | None = None,
+        reader: Literal["direct", "cot"] = "direct",
     ):
         if route is not None and route not in (*LABELS, ORACLE):
             raise ValueError(f"unknown route {route!r}; choose None (the classifier), {ORACLE!r} or one of "
                              f"{', '.join(LABELS)}")
         if min(k, max_steps, k if single_step_k is None else single_step_k) < 1:
             raise ValueError("k, single_step_k and max_steps must be at least 1")
+        if reader not in READERS:
+            raise ValueError(f"unknown reader {reader!r}; choose one of {', '.join(READERS)}")
         super().__init__(retriever=retriever)
         self.classifier, self.route, self.oracle_labels = classifier, route, oracle_labels
-        self.k, self.single_step_k, self.max_steps = k, single_step_k, max_steps
+        self.k, self.single_step_k, self.max_steps, self.reader = k, single_step_k, max_steps, reader
         self._classifier = ComplexityClassifier.load(classifier) if route is None and classifier else None
         if route is None and classifier is None:
             logger.warning("AdaptiveRAG has no classifier: every question takes C (multi-step); train one with "
@@ -107,13 +163,14 @@ class AdaptiveRAG(MultihopProgram):
         return LABELS if self.route == ORACLE or self._classifier is not None else (MULTI_STEP,)
 
     def strategy_program(self, label: str) -> MultihopProgram:
-        """The strategy of ``label``, on this program's retriever and settings."""
+        """The strategy of ``label``, on this program's retriever and settings, reading as ``reader`` says."""
+        cot = self.reader == "cot"
         if label == NO_RETRIEVAL:
-            return NoRetrieval()
+            return ClosedBookCoT() if cot else NoRetrieval()
         if label == SINGLE_STEP:
-            return SingleStepRAG(retriever=self.retriever,
-                                 k=self.k if self.single_step_k is None else self.single_step_k)
-        return IRCoT(retriever=self.retriever, k=self.k, max_steps=self.max_steps)
+            return (SingleStepCoT if cot else SingleStepRAG)(
+                retriever=self.retriever, k=self.k if self.single_step_k is None else self.single_step_k)
+        return IRCoT(retriever=self.retriever, k=self.k, max_steps=self.max_steps, cot_reader=cot)
 
     def forward(self, question: str, gold_complexity: str | None = None) -> dspy.Prediction:
         label, probabilities = self.complexity(question, gold_complexity)

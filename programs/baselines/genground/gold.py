@@ -7,6 +7,10 @@
   answer). The immediate answer of the full method comes from the LLM's own knowledge: it has no evidence to learn
   from, and training it on the train answers would only memorise them, so it gets no rows.
 
+- ``cite`` (the authors' batch grounding, run with ``batch_revision="filtered"``): each hop's question with a batch of
+  ``batch_size`` documents holding its paragraph among the question's distractors → the hop's answer, its evidence
+  sentence cited; and with a batch of distractors only → no answer, "Empty".
+
 ``ground`` has none: the candidate answer it revises is the LLM's own immediate answer, which no annotation holds; the
 paper distils the grounding from a teacher's revisions (§4), which ``multihop trajectories`` collects.
 """
@@ -14,6 +18,8 @@ paper distils the grounding from a teacher's revisions (§4), which ``multihop t
 from __future__ import annotations
 
 import dspy
+
+from multihop.signatures.genground import EMPTY
 
 from ...gold_builders import GoldContext, Pairs, annotated_hops, gold_documents, register_gold_builder, register_no_gold
 from .program import GenGround, Round, render_round
@@ -45,6 +51,22 @@ def _reader_targets(program: GenGround, example: dspy.Example, context: GoldCont
         gold = [hop.paragraph_id] if hop.paragraph_id else []
         documents = [p.render() for p in gold_documents(example, program.k, context, gold, f"hop {i}")]
         rows.append(({"sub_question": hop.query, "documents": documents}, {"answer": hop.answer}))
+    return rows
+
+
+@register_gold_builder("GenGround", "cite")
+def _citation_targets(program: GenGround, example: dspy.Example, context: GoldContext) -> Pairs:
+    rows = []
+    for i, hop in enumerate(annotated_hops(example)):
+        if not hop.paragraph_id:
+            continue
+        cited = [p.render() for p in gold_documents(example, program.batch_size, context, [hop.paragraph_id],
+                                                    f"hop {i}")]
+        rows.append(({"sub_question": hop.query, "documents": cited},
+                     {"answer": hop.answer, "evidence": hop.knowledge}))
+        noise = [p.render() for p in gold_documents(example, program.batch_size, context, [], f"hop {i} empty")]
+        if noise:
+            rows.append(({"sub_question": hop.query, "documents": noise}, {"answer": "", "evidence": EMPTY}))
     return rows
 
 

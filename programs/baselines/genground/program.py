@@ -12,9 +12,12 @@ as a backup (``batch_revision="first_cited"``, the paper's text). The authors' r
 stopping to find more reliable knowledge"), so every batch is grounded, the document each batch cites joins the end
 of the queue, batches are drawn until at most ``batch_size`` documents are left, and one final revision of the
 immediate answer reads those survivors, cited or not (no document retrieved: the immediate answer).
-``batch_revision="filtered"`` runs that: each batch and the final revision are ``ground`` calls, the final one's
-revised answer being the round's. The sub-question and its revised answer, with the evidence cited (the paper's
-revision trajectory), join the rounds the next deduction reads.
+``batch_revision="filtered"`` runs that: each batch is a ``cite`` call (the authors' ``_batch_grounding``: the
+sub-question and the batch alone, answered from the batch with the passage cited, or "Empty") and the final
+revision a ``ground`` call, whose revised answer is the round's. A ``ground`` call reads what the authors'
+``_revise`` reads: the sub-question, the candidate (immediate) answer and the documents, never the complex question
+(``grounding_inputs="authors"``, the default). The sub-question and its revised answer, with the evidence cited (the
+paper's revision trajectory), join the rounds the next deduction reads.
 
 The paper's: the two phases and their loop, retrieval with the sub-question, batch grounding with its "Empty" signal
 and backup, batches of 3 and the top 10 documents (§5.4, as the earlier reading of the paper recorded; not re-read
@@ -23,7 +26,8 @@ the ablations of Table 4 (``deduction=False`` "w/o deduction": the LLM answers t
 question directly and grounds that answer, one round; ``grounding=False`` "w/o grounding":
 each sub-question is answered from its retrieved documents by a reader, ``answer`` then reading them;
 ``batch_grounding=False`` "w/o batch": all ``k`` documents in one grounding call). The authors' code's: at most 7
-deductions (``max_iterations``; the paper gives no cap), and the ``filtered`` batch revision above.
+deductions (``max_iterations``; the paper gives no cap), the ``filtered`` batch revision above and the inputs of
+its grounding calls.
 
 Not built: the paper's instructional grounding distillation (§4), which trains a smaller model on grounding
 trajectories distilled from a larger LLM; every stage here runs on the program's LM (an optimizer may tune it).
@@ -34,16 +38,20 @@ with the highest token F1; one that matches none is read as "Empty", counted ``u
 document is the round's ``cited_id``; the loop ends at a sub-question asked already (``repeated_sub_question``: its
 documents and answer would be the same) and at ``max_iterations`` (``iteration_cap``), and then, as when the final
 answer is empty (``final_empty``), the answer is the last revised answer (the authors' code answers "NO ANSWER" at its
-cap); the optional ``rerank``/``n`` switches give the top-``n`` → reranker → top-``k`` search of DualRAG's App.
-H.4, which runs every baseline that way (default off).
+cap); ``grounding_inputs="with_question"`` (this library's earlier grounding, kept for comparison) shows every
+grounding call the complex question as well, and a ``filtered`` batch the candidate answer too (each batch and the
+final revision then one ``ground`` stage, :class:`GroundWithQuestion`; no ``cite`` stage); the optional
+``rerank``/``n`` switches give the top-``n`` → reranker → top-``k`` search of DualRAG's App. H.4, which runs every
+baseline that way (default off).
 
-Counted per question: ``sub_questions`` (rounds), ``grounding_batches`` (grounding calls), ``ungrounded`` (rounds whose
-every batch was "Empty"), ``revised`` (rounds whose grounding changed the immediate answer, §7.2's revisions),
-``iteration_cap``. ``prediction.passage_ids`` are the documents shown to ``ground`` (or read by the reader), first
-shown first. Fallbacks (``run_stage``): an unparsable deduction at the first round asks the question itself as the
-sub-question and at a later round ends the loop with the last revised answer (``deduce.fallback``; an empty
-sub-question too, ``deduce_empty``); an unparsable immediate or read answer is empty (``answer.fallback``); an
-unparsable grounding reply is an "Empty" batch (``ground.fallback``).
+Counted per question: ``sub_questions`` (rounds), ``grounding_batches`` (grounding calls, ``cite`` and ``ground``),
+``ungrounded`` (rounds whose every batch was "Empty"), ``revised`` (rounds whose grounding changed the immediate
+answer, §7.2's revisions), ``iteration_cap``. ``prediction.passage_ids`` are the documents shown to ``cite`` and
+``ground`` (or read by the reader), first shown first. Fallbacks (``run_stage``): an unparsable deduction at the
+first round asks the question itself as the sub-question and at a later round ends the loop with the last revised
+answer (``deduce.fallback``; an empty sub-question too, ``deduce_empty``); an unparsable immediate or read answer is
+empty (``answer.fallback``); an unparsable grounding reply is an "Empty" batch (``ground.fallback``,
+``cite.fallback``).
 """
 
 from __future__ import annotations
@@ -55,7 +63,15 @@ import dspy
 
 from multihop.evaluation.metrics import f1, normalize_answer
 from multihop.evaluation.tracing import count
-from multihop.signatures.genground import EMPTY, Deduce, Ground, ImmediateAnswer, ReadAnswer
+from multihop.signatures.genground import (
+    EMPTY,
+    CiteBatch,
+    Deduce,
+    Ground,
+    GroundWithQuestion,
+    ImmediateAnswer,
+    ReadAnswer,
+)
 
 from ...text import safe_answer, unique
 from ..rerankable import RerankableBaseline
@@ -109,6 +125,10 @@ class GenGround(RerankableBaseline):
         batch_grounding: ground batch by batch (False: Table 4's "w/o batch", all ``k`` documents at once).
         batch_revision: ``"first_cited"`` (the paper's text: the first cited batch revises the answer) or
             ``"filtered"`` (the authors' code: every batch keeps its cited document, one revision over those).
+        grounding_inputs: ``"authors"`` (the authors' code: a revision reads the sub-question, the candidate answer
+            and the documents; a ``filtered`` batch, the ``cite`` stage, the sub-question and the batch only) or
+            ``"with_question"`` (ours before: every grounding call also reads the complex question, a ``filtered``
+            batch the candidate answer too, all of them ``ground`` calls).
         rerank: a reranker of :data:`multihop.retrievers.RERANKERS` over the first stage's top ``n`` (None: off).
         n: first-stage candidates the reranker sees.
 
@@ -130,6 +150,7 @@ class GenGround(RerankableBaseline):
         grounding: bool = True,
         batch_grounding: bool = True,
         batch_revision: Literal["first_cited", "filtered"] = "first_cited",
+        grounding_inputs: Literal["authors", "with_question"] = "authors",
         rerank: str | None = None,
         n: int = 50,
     ):
@@ -138,10 +159,12 @@ class GenGround(RerankableBaseline):
         super().__init__(retriever, k, n, rerank)
         self.batch_size, self.max_iterations = batch_size, max_iterations
         self.deduction, self.grounding, self.batch_grounding = deduction, grounding, batch_grounding
-        self.batch_revision = batch_revision
+        self.batch_revision, self.grounding_inputs = batch_revision, grounding_inputs
+        authors = grounding_inputs == "authors"
         self.add_stages(deduce=Deduce if deduction else None,
                         answer=ImmediateAnswer if grounding else ReadAnswer,
-                        ground=Ground if grounding else None)
+                        cite=CiteBatch if grounding and authors and batch_revision == "filtered" else None,
+                        ground=(Ground if authors else GroundWithQuestion) if grounding else None)
 
     def forward(self, question: str) -> dspy.Prediction:
         rounds: list[Round] = []
@@ -199,19 +222,28 @@ class GenGround(RerankableBaseline):
         count("revised", int(normalize_answer(current.answer) != normalize_answer(current.immediate_answer)))
         return current
 
-    def grounded(self, question: str, current: Round, ids: list[str], documents: list[str]
+    def grounded(self, question: str, current: Round, ids: list[str], documents: list[str], filtering: bool = False
                  ) -> tuple[str, str, int | None]:
-        """One ``ground`` call over documents: the evidence cited, the revised answer and the index of the document
-        cited (None: "Empty")."""
+        """One grounding call over documents: the evidence cited, the revised answer and the index of the document
+        cited (None: "Empty"). ``filtering``: a batch of the ``filtered`` revision, which with the authors' inputs is
+        a ``cite`` call (the sub-question and the batch alone; it revises nothing, its revised answer is empty); any
+        other is a ``ground`` call, the complex question shown only with ``grounding_inputs="with_question"``."""
         current.batches += 1
         current.read_ids += [pid for pid in ids if pid not in current.read_ids]
-        reply = self.run_stage(self.ground, {"evidence": EMPTY, "revised_answer": ""}, question=question,
-                               sub_question=current.sub_question, answer=current.immediate_answer,
-                               documents=documents)
+        if filtering and self.grounding_inputs == "authors":
+            reply = self.run_stage(self.cite, {"answer": "", "evidence": EMPTY}, sub_question=current.sub_question,
+                                   documents=documents)
+            revised = ""
+        else:
+            shown = {"question": question} if self.grounding_inputs == "with_question" else {}
+            reply = self.run_stage(self.ground, {"evidence": EMPTY, "revised_answer": ""}, **shown,
+                                   sub_question=current.sub_question, answer=current.immediate_answer,
+                                   documents=documents)
+            revised = safe_answer(reply.revised_answer)
         evidence = " ".join(str(reply.evidence or "").split())
         cited = cited_index(evidence, documents)
         count("uncited_evidence", int(cited is None and normalize_answer(evidence) not in _NOT_CITED))
-        return evidence, safe_answer(reply.revised_answer), cited
+        return evidence, revised, cited
 
     def ground_answer(self, question: str, current: Round, hits: dspy.Prediction) -> None:
         """Batch grounding (§3.3): batches in rank order until one is cited; the immediate answer is the backup."""
@@ -233,7 +265,8 @@ class GenGround(RerankableBaseline):
         queue = list(zip(hits.ids, hits.passages, strict=True))
         while len(queue) > size:
             batch, queue = queue[:size], queue[size:]
-            _, _, cited = self.grounded(question, current, [pid for pid, _ in batch], [doc for _, doc in batch])
+            _, _, cited = self.grounded(question, current, [pid for pid, _ in batch], [doc for _, doc in batch],
+                                        filtering=True)
             if cited is not None:
                 queue.append(batch[cited])
         current.answer = current.immediate_answer

@@ -7,7 +7,8 @@ sentence of a longer generation — here the output is one sentence by its field
 ends the loop, else it retrieves ``k`` more paragraphs with that sentence, added to the collection (repeats dropped;
 no retrieval after the last allowed step, as the authors' controller checks the cap first); at most ``max_steps = 8``
 reasoning steps (the paper's text; the authors' released configs leave their code's default, 10) and ``max_paragraphs
-= 15`` paragraphs in all (the first ones collected stay, the authors' ``global_max_num_paras``); the answer from a
+= 15`` paragraphs in all, the question's first retrieval included (the first ones collected stay: the authors'
+``global_max_num_paras`` caps every addition to the collection, the first one too); the answer from a
 separate reader over the collected paragraphs ("IRCoT QA"): Direct (``answer``, :class:`AnswerFromPassages`; the
 paper's pick for Flan-T5) or with ``cot_reader`` a chain of thought over them (``cot_answer``,
 :class:`AnswerWithReasoning`; the paper's pick for GPT-3). ``k`` is tuned over {2, 4, 6, 8} per dataset on dev in
@@ -73,7 +74,7 @@ class IRCoT(RerankableBaseline):
 
     def forward(self, question: str) -> dspy.Prediction:
         queries = [question]
-        collected = self.search(question, k=self.k)
+        collected = merge_hits([self.search(question, k=self.k)], self.max_paragraphs)
         reasoning: list[str] = []
         stated, steps = None, 0
         while steps < self.max_steps:

@@ -1,6 +1,7 @@
 """Self-Ask's gold stage targets from the annotated hops (MuSiQue's decomposition, 2Wiki's evidences):
-``follow_up`` (one decision a hop, then the answer), ``conclude`` (every hop asked and answered → the answer) and
-``intermediate`` (a hop's answer, from its paragraph among the distractors or closed-book)."""
+``follow_up`` (one decision a hop, then the answer), ``conclude`` (every hop asked and answered → the answer),
+``intermediate`` (a hop's answer, from its paragraph among the distractors or closed-book) and ``own_answer`` (a hop's
+answer closed-book, what the LM writes when a follow-up's retrieval returns nothing)."""
 
 from __future__ import annotations
 
@@ -45,3 +46,9 @@ def _intermediate_answers(program: SelfAsk, example: dspy.Example, context: Gold
                       **inputs}
         rows.append((inputs, {"intermediate_answer": hop.answer}))
     return rows
+
+
+@register_gold_builder("SelfAsk", "own_answer")
+def _own_answers(program: SelfAsk, example: dspy.Example, context: GoldContext) -> Pairs:
+    """A hop's answer from the LM's knowledge: its question → its answer."""
+    return [({"follow_up": hop.query}, {"intermediate_answer": hop.answer}) for hop in annotated_hops(example)]

@@ -4,7 +4,11 @@ answered from the passages retrieved for it, until it gives the final answer.
 The paper's: the scaffold "Are follow up questions needed here" → "Follow up: …" → "Intermediate answer: …" → … →
 "So the final answer is: …" (Fig. 3), and "Self-Ask + Search Engine" (§3.2): every follow-up question goes to the
 search engine, whose answer is the intermediate answer; without it (``retrieval=False``) the LM writes the intermediate
-answers itself (Self-Ask alone).
+answers itself (Self-Ask alone). The authors' code's (``self-ask_plus_search-engine_demo.ipynb``, ``promptf``): when
+the search engine has no answer for a follow-up (``get_answer`` returns None), the LM writes that intermediate answer
+itself; here, when the retrieval returns no passage, ``own_answer`` (:class:`ClosedBookIntermediateAnswer`, Self-Ask
+alone's prompt) answers the follow-up from the LM's knowledge (``own_answer_fallback=True``, the default; False: the
+reader answers from no passage, as this library did before).
 
 Ours: the search engine is the project's retriever (``k`` passages a follow-up) and a reader (``intermediate``) that
 answers the follow-up from them (a passage index has no answer box); the scaffold's decision is one typed stage
@@ -13,10 +17,11 @@ answers the follow-up from them (a passage index has no answer box); the scaffol
 it asked already, or asks none and gives no final answer ends the scaffold, and ``conclude`` writes the final answer
 from the follow-ups answered (the authors' code appends "So the final answer is:" and lets the model finish); an
 unparsable decision does the same (``follow_up.fallback``); an unparsable final or intermediate answer is empty,
-never invented (``conclude.fallback``, ``intermediate.fallback``).
+never invented (``conclude.fallback``, ``intermediate.fallback``, ``own_answer.fallback``).
 
 Counted per question: ``follow_ups`` (asked), ``follow_up_cap`` (a follow-up was still wanted at the cap),
-``repeated_follow_up``, ``concluded`` (the final answer came from ``conclude``).
+``repeated_follow_up``, ``concluded`` (the final answer came from ``conclude``), ``own_answers`` (follow-ups the LM
+answered itself, the retrieval having returned nothing).
 ``prediction.passage_ids`` are the passages every follow-up read, first seen first.
 """
 
@@ -47,26 +52,33 @@ class SelfAsk(MultihopProgram):
         max_follow_ups: follow-up questions at most.
         retrieval: answer each follow-up from retrieved passages (False: from the LM's knowledge, Self-Ask
             alone).
+        own_answer_fallback: a follow-up whose retrieval returns nothing is answered from the LM's knowledge, as the
+            authors' code lets the LM write the intermediate answer the search engine lacks (False: the reader
+            answers it from no passage).
 
     Example:
         >>> prediction = SelfAsk(retriever=retriever)(question="Who was president when the Eiffel Tower was built?")
         >>> prediction.follow_ups, prediction.answer
     """
 
-    count_display = {"follow_ups": "mean", "follow_up_cap": "rate", "repeated_follow_up": "rate", "concluded": "rate"}
+    count_display = {"follow_ups": "mean", "follow_up_cap": "rate", "repeated_follow_up": "rate", "concluded": "rate",
+                     "own_answers": "mean"}
 
     def __init__(self, retriever: dspy.Module | None = None, k: int = 5, max_follow_ups: int = 4,
-                 retrieval: bool = True):
+                 retrieval: bool = True, own_answer_fallback: bool = True):
         if min(k, max_follow_ups) < 1:
             raise ValueError("k and max_follow_ups must be at least 1")
         super().__init__(retriever=retriever)
         self.k, self.max_follow_ups, self.retrieval = k, max_follow_ups, retrieval
+        self.own_answer_fallback = own_answer_fallback
         self.add_stages(follow_up=FollowUp, conclude=FinalAnswer,
-                        intermediate=IntermediateAnswer if retrieval else ClosedBookIntermediateAnswer)
+                        intermediate=IntermediateAnswer if retrieval else ClosedBookIntermediateAnswer,
+                        own_answer=ClosedBookIntermediateAnswer if retrieval and own_answer_fallback else None)
 
     def forward(self, question: str) -> dspy.Prediction:
         asked: list[dict] = []
         read: list = []
+        count("own_answers", 0)  # each follow-up the LM answers itself adds one (answer_follow_up)
         while True:
             lines = [follow_up_line(step["question"], step["answer"]) for step in asked]
             decision = self.run_stage(self.follow_up, {"follow_up_needed": False, "follow_up": "", "final_answer": ""},
@@ -93,11 +105,16 @@ class SelfAsk(MultihopProgram):
                                passage_ids=passages.ids if passages else [])
 
     def answer_follow_up(self, follow_up: str, read: list) -> str:
-        """A follow-up's intermediate answer: from its retrieved passages (kept in ``read``), or the LM's own."""
+        """A follow-up's intermediate answer: from its retrieved passages (kept in ``read``), or the LM's own (without
+        retrieval, or with ``own_answer_fallback`` when the retrieval returned nothing)."""
         if not self.retrieval:
             return safe_answer(self.run_stage(self.intermediate, {"intermediate_answer": ""},
                                               follow_up=follow_up).intermediate_answer)
         hits = self.search(follow_up, k=self.k)
+        if not hits.ids and self.own_answer_fallback:
+            count("own_answers")
+            return safe_answer(self.run_stage(self.own_answer, {"intermediate_answer": ""},
+                                              follow_up=follow_up).intermediate_answer)
         read.append(hits)
         return safe_answer(self.run_stage(self.intermediate, {"intermediate_answer": ""}, passages=hits.passages,
                                           follow_up=follow_up).intermediate_answer)
