@@ -17,6 +17,7 @@ import hashlib
 import json
 import random
 import re
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -25,6 +26,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 WORDS = ("Paris", "Nolan", "1987", "the river", "<no question>", "Who directed it?", "Berlin", "yes")
 MODEL = "loopback"
+FAULTS = ("500", "429", "garbage", "hang")  # how LoopbackServer.fault makes every completion fail
 _JSON_FIELDS = re.compile(r"`(\w+)`")  # the output fields a JSONAdapter prompt asks for, in order
 _CHAT_FIELDS = re.compile(r"\[\[ ## (\w+) ## \]\]")  # those a ChatAdapter prompt asks for
 
@@ -99,6 +101,9 @@ class _Handler(BaseHTTPRequestHandler):
         if over:
             self._send(503, {"error": {"message": "the loopback server's request budget is spent"}})
             return
+        if server.fault is not None:
+            self._fail(server)
+            return
         if server.refuse_schemas and body.get("response_format"):
             self._send(400, {"error": {"message": "response_format with a JSON schema is not supported"}})
             return
@@ -112,9 +117,27 @@ class _Handler(BaseHTTPRequestHandler):
                          "usage": {"prompt_tokens": len(json.dumps(body.get("messages"))) // 4,
                                    "completion_tokens": len(content) // 4}})
 
-    def _send(self, status: int, payload: dict) -> None:
+    def _fail(self, server: LoopbackServer) -> None:
+        """Answer as a misbehaving server does: ``server.fault`` is ``"500"`` or ``"429"`` (an error status, retry
+        at once), ``"garbage"`` (HTTP 200 whose body is no JSON) or ``"hang"`` (no answer for ``hang_seconds``)."""
+        if server.fault == "hang":
+            time.sleep(server.hang_seconds)
+            self._send(504, {"error": {"message": "the loopback server hung on purpose"}})
+        elif server.fault == "garbage":
+            data = b"<html>not json</html>"
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+        else:
+            self._send(int(server.fault), {"error": {"message": "down on purpose"}}, {"retry-after": "0"})
+
+    def _send(self, status: int, payload: dict, headers: dict | None = None) -> None:
         data = json.dumps(payload).encode()
         self.send_response(status)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.send_header("content-type", "application/json")
         self.send_header("content-length", str(len(data)))
         self.end_headers()
@@ -128,7 +151,8 @@ class LoopbackServer(ThreadingHTTPServer):
     """The server: ``latency`` seconds a completion, ``count`` completions asked, the first ``keep`` bodies in
     ``requests``; ``api_base`` is its address. ``refuse_schemas`` answers a request with a response format as a
     server without structured outputs does (HTTP 400); ``logprobs`` returns the reply's token log-probabilities when
-    a request asks for them (every token certain), as vLLM does, instead of leaving them out."""
+    a request asks for them (every token certain), as vLLM does, instead of leaving them out. ``fault`` (None, or one
+    of :data:`FAULTS`) makes every completion fail that way, for tests of how a run meets a misbehaving server."""
 
     daemon_threads = True
     request_queue_size = 1024  # many questions, each with its fan-out, connect at once
@@ -138,6 +162,13 @@ class LoopbackServer(ThreadingHTTPServer):
         self.latency, self.max_requests, self.keep = latency, max_requests, keep
         self.count, self.requests, self.lock = 0, [], threading.Lock()
         self.refuse_schemas, self.logprobs = False, False
+        self.fault: str | None = None
+        self.hang_seconds = 5.0
+
+    def handle_error(self, request, client_address) -> None:
+        """A client that gave up on a request (its timeout, over a hanging answer) is no error of the server's."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
     @property
     def api_base(self) -> str:
