@@ -31,6 +31,9 @@ def trace_show(out: Path = typer.Argument(..., exists=True, file_okay=False, hel
     from multihop.data.paths import read_json
     from multihop.evaluation.runner import RESULTS, trace_path
 
+    if not (out / RESULTS).is_file():
+        raise typer.BadParameter(f"{out} holds no evaluation ({RESULTS}): give the --out folder of `multihop eval`, "
+                                 "or a <dataset>/<program> folder of `multihop compare`", param_hint="OUT")
     rows = read_rows(out / RESULTS, repair=False)  # a run may be appending to it
     if id is None:
         table = Table("id", "prediction", "answers", "F1", "LLM calls", "error")
