@@ -258,10 +258,7 @@ def test_program_options_reach_the_program_every_command_builds(built_lms, quest
     assert seen == [("ComposeRAG", "R", "C", 3, "minilm", ["simple_qa=false"])]
 
 
-def test_help_names_the_choices_of_every_registry_option_and_the_lm_options_have_their_panel(monkeypatch):
-    import sys
-
-    monkeypatch.setattr(sys, "argv", ["multihop", "eval", "--help"])  # the choices are read for help only
+def test_help_names_the_choices_of_every_registry_option_and_the_lm_options_have_their_panel():
     shown = " ".join(runner.invoke(app, ["eval", "--help"], terminal_width=400).output.replace("│", " ").split())
     assert "choose from: CoopRAG, DualRAG, ComposeRAG, HANRAG, CIRAG, NoRetrieval, SingleStepRAG" in shown
     assert "`multihop programs`" in shown

@@ -19,6 +19,10 @@ class MethodCommands(TyperGroup):
     imports every program) is read only when a name is not one of the app's own commands or the commands are listed,
     so ``multihop eval ...`` starts without it."""
 
+    def invoke(self, ctx):
+        self._arguments = [*getattr(ctx, "_protected_args", ()), *ctx.args]  # the sub-command's, before it runs
+        return super().invoke(ctx)
+
     def list_commands(self, ctx: click.Context) -> list[str]:
         return [*super().list_commands(ctx), *sorted(method_apps())]
 
@@ -26,7 +30,7 @@ class MethodCommands(TyperGroup):
         command = super().get_command(ctx, name)
         if name == "distill":
             training.describe_presets(command)
-        if command is not None and choices.wanted():
+        if command is not None and choices.wanted(getattr(self, "_arguments", [])):
             choices.describe_choices(command)
         if command is None and name in method_apps():
             command = typer.main.get_group(method_apps()[name])  # a group even when the app has one command

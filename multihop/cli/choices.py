@@ -65,9 +65,10 @@ CHOICES: dict[str | tuple[str, str], Callable[[], list[str]]] = {
 PROGRAMS_NOTE = "programs and their switches: `multihop programs`; names as the papers spell them work too"
 
 
-def wanted() -> bool:
-    """Whether this process shows help or completes a command line (the only times the choices are read)."""
-    return any(arg in ("--help", "-h") for arg in sys.argv[1:]) or any(
+def wanted(args: list[str]) -> bool:
+    """Whether the command line ``args`` (the sub-command's arguments, else the process's) asks for help, or this
+    process completes a command line: the only times the choices are read."""
+    return any(arg in ("--help", "-h") for arg in [*args, *sys.argv[1:]]) or any(
         name.endswith("_COMPLETE") for name in os.environ)
 
 

@@ -2,10 +2,8 @@
 line or field where there is one) and what to change, no traceback, and no output left behind that a rerun would trip
 over."""
 
-import json
 
 import pytest
-
 from hostile import one_line
 
 BAD_JSONL = '{"id": "q1", "question": "Where?", "answers": ["Paris"]}\n{"id": "q2", "question": \n'
