@@ -12,7 +12,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: run test test-fast lint setup clean bench-retrieval student bench-students train-gpu browser
+.PHONY: run test test-fast lint setup clean bench-retrieval student bench-students train-gpu browser docs
 
 setup: $(STAMP)
 
@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || python3 -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet torch==2.13.0
-	$(BIN)/python -m pip install --quiet -e '.[dev,ray]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,ray,docs]'
 	@echo "building llama-cpp-python from source (several minutes, once per virtualenv; pip caches the wheel)"
 	$(BIN)/python -m pip install --progress-bar on -e '.[llamacpp]' || \
 		echo "llama-cpp-python did not build: local LMs run on the transformers engine (slower decoding, no served mode)"
@@ -85,6 +85,11 @@ browser:
 	command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
 		apt-get update -qq && apt-get install -y -qq chromium; } || \
 		echo "Chromium not installed (needs root and apt-get): the report's rendering test will be skipped"
+
+# The documentation site into build/site (program pages, papers and CLI reference written from the code); `mkdocs
+# serve` serves it while you edit.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
