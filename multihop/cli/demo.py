@@ -18,7 +18,8 @@ def demo_cmd(
     out: Path = typer.Option(Path("runs/demo"), help="output folder"),
     train: int = typer.Option(20, help="train questions to compile on", min=1),
     dev: int = typer.Option(20, help="dev questions to evaluate", min=1),
-    student: Path = typer.Option(SHIPPED_STUDENT, help="a `multihop distill` student of the LM whose rows include "
+    student: Path = typer.Option(SHIPPED_STUDENT, show_default="the shipped gold-trained student",
+                                 help="a `multihop distill` student of the LM whose rows include "
                                  "SingleStepRAG's reader (default: the shipped gold-trained one)"),
     no_student: bool = typer.Option(False, "--no-student", help="no SingleStepRAG (student) row"),
 ):

@@ -167,7 +167,7 @@ def reproduce_cmd(
                                  f"({', '.join(DATASETS)}; default: all of them)"),
     limit: int = typer.Option(None, help="first N questions of each dev set", min=1),
     out: Path = typer.Option(None, help="output folder: each table's .md/.json, and per table its rows' evaluation "
-                             "folders, report and charts (rerun to resume)"),
+                             "folders, report and charts (rerun to resume; default: runs/reproduce-<paper>)"),
     threads: int = typer.Option(1, help="questions evaluated at once, of every row", min=1),
     encoder: str = typer.Option("mpnet", help="encoder of the dense indexes"),
     judge_lm: str = typer.Option(None, help="an LM that judges each answer (LLM Eval)"),
@@ -191,8 +191,9 @@ def reproduce_cmd(
                 state = "" if row["runnable"] else f"  [dim](paper only: {row['why_not']})[/dim]"
                 console.print(f"    {row['label']}: {row['program']}({settings}){state}")
         return
-    if paper is None or out is None:
-        raise typer.BadParameter("give a PAPER and --out (or --list)")
+    if paper is None:
+        raise typer.BadParameter("give a PAPER (CoopRAG, DualRAG, ComposeRAG, HANRAG, CIRAG), or --list")
+    out = out or Path("runs") / f"reproduce-{paper_of(paper).name.lower()}"
     warnings.filterwarnings("ignore", message="rollout_id has no effect", category=UserWarning)
     reproduce(paper, out, tables=table or None, lm=lm, limit=limit, threads=threads, encoder=encoder,
               datasets=[name.strip() for name in datasets.split(",") if name.strip()] if datasets else None,

@@ -1,8 +1,8 @@
 """One comparison of the methods and the baselines on the same data, retriever, LM and budget (``multihop compare``,
 ``multihop.compare``).
 
-Every program named (default: every declared method that ``compare``\ s by default — the five methods, ``NoRetrieval``
-and ``SingleStepRAG`` —, :meth:`multihop.programs.PROGRAMS.compared_by_default`) runs over each dev set (by
+Every program named (default: every declared program compared by default — the five methods, ``NoRetrieval``,
+``SingleStepRAG``, IRCoT, FLARE and MetaRAG —, ``PROGRAMS.compared_by_default()``) runs over each dev set (by
 name, MuSiQue, HotpotQA and 2Wiki in ``MULTIHOP_DATA``, or a question file) through the resumable evaluation, one
 folder per dataset × program under the output folder (``<dataset>/<program>/``): a rerun skips the finished questions
 and adding a program runs only that program. Each dataset has one retriever, shared by every program: its IRCoT

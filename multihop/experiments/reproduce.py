@@ -162,6 +162,11 @@ def reproduce(
     if unknown:
         raise ValueError(f"no dev set {', '.join(unknown)}; choose from {', '.join(DATASETS)}")
     _, base, judge = run_lms(lm, None, judge_lm)
+    for table in chosen:
+        if console is not None and not table_datasets(table, datasets):
+            reported = ", ".join(dict.fromkeys(dataset for dataset, _ in table.columns))
+            console.print(f"[yellow]note:[/yellow] {method.name} {table.number} reports {reported}: no dev set here "
+                          f"(of {', '.join(datasets or DATASETS)}), so its rows show the paper's numbers alone")
     if console is not None and embedded_notice(base.model):
         console.print(f"[yellow]note:[/yellow] {embedded_notice(base.model)}")
     out = Path(out)
