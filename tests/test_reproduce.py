@@ -133,3 +133,20 @@ def test_the_command_line_runs_a_table_and_refuses_a_paper_without_tables(loopba
     assert run(app, ["reproduce", "HANRAG", "--table", "5", "--out", str(tmp_path), "--lm", "hosted_vllm/loopback",
                      "--api-base", loopback_lm.api_base, "--limit", "1"]) == 0
     assert "HANRAG, Table 5" in (tmp_path / "table-5.md").read_text()
+
+
+def test_a_row_that_runs_stages_on_a_student_runs_when_its_program_has_one(loopback_lm, tmp_path):
+    from multihop.lm.options import LMOptions
+
+    options = LMOptions(lm="hosted_vllm/loopback", api_base=loopback_lm.api_base)
+    reproduce("HANRAG", tmp_path / "base", tables=["2"], datasets=["musique"], limit=1, lm=options, progress=False)
+    rows = {row["label"]: row for row in json.loads((tmp_path / "base" / "table-2.json").read_text())["rows"]}
+    assert not rows["HANRAG"]["runs_here"] and "--student HANRAG=DIR" in rows["HANRAG"]["why_not"]
+    loopback_lm.requests.clear()
+    reproduce("HANRAG", tmp_path / "student", tables=["2"], datasets=["musique"], limit=1, lm=options,
+              students={"hanrag": "hosted_vllm/revelator"}, progress=False)
+    rows = {row["label"]: row for row in json.loads((tmp_path / "student" / "table-2.json").read_text())["rows"]}
+    assert rows["HANRAG"]["runs_here"] and rows["HANRAG"]["cells"][0]["ours"] is not None
+    assert "revelator" in {body["model"] for body in loopback_lm.requests}  # the student served its stages
+    manifest = json.loads((tmp_path / "student" / "table-2" / "musique" / "HANRAG" / "run.json").read_text())
+    assert manifest["student"] == "hosted_vllm/revelator"

@@ -139,13 +139,7 @@ def compare_cmd(
 
     # each program's own rollout id keys its cache entries apart; DSPy warns that it leaves greedy replies the same
     warnings.filterwarnings("ignore", message="rollout_id has no effect", category=UserWarning)
-    students = {}
-    for pair in student or []:
-        name, sep, folder = pair.partition("=")
-        if not sep or not name or not folder:
-            raise typer.BadParameter(f"takes PROGRAM=ADAPTER_DIR or PROGRAM=SPEC[@DIR], got {pair!r}",
-                                     param_hint="--student")
-        students[name] = folder
+    students = student_pairs(student)
     compare(out, programs=[name.strip() for name in programs.split(",") if name.strip()] if programs else None,
             datasets=[name.strip() for name in datasets.split(",") if name.strip()], lm=lm,
             budget=Budget.parse(budget, k=k, max_iterations=max_iterations, max_tokens=lm.max_tokens),
@@ -171,6 +165,9 @@ def reproduce_cmd(
     threads: int = typer.Option(1, help="questions evaluated at once, of every row", min=1),
     encoder: str = typer.Option("mpnet", help="encoder of the dense indexes"),
     judge_lm: str = typer.Option(None, help="an LM that judges each answer (LLM Eval)"),
+    student: list[str] = typer.Option(None, "--student", help="PROGRAM=ADAPTER_DIR (a `multihop distill` folder) or "
+                                      "PROGRAM=SPEC[@DIR] (a served student): the rows that run stages of PROGRAM on "
+                                      "a student run them on it (repeatable)"),
 ):
     """Run a paper's results tables again: every declared row a program here runs, with the settings the paper gave
     it, on the dev sets the table reports; prints and writes each table as the paper prints it, ours beside the
@@ -197,7 +194,19 @@ def reproduce_cmd(
     warnings.filterwarnings("ignore", message="rollout_id has no effect", category=UserWarning)
     reproduce(paper, out, tables=table or None, lm=lm, limit=limit, threads=threads, encoder=encoder,
               datasets=[name.strip() for name in datasets.split(",") if name.strip()] if datasets else None,
-              judge_lm=judge_lm, console=console)
+              judge_lm=judge_lm, console=console, students=student_pairs(student))
+
+
+def student_pairs(pairs: list[str] | None) -> dict[str, str]:
+    """``--student PROGRAM=ADAPTER_DIR`` / ``PROGRAM=SPEC[@DIR]`` values by program."""
+    students = {}
+    for pair in pairs or []:
+        name, sep, folder = pair.partition("=")
+        if not sep or not name or not folder:
+            raise typer.BadParameter(f"takes PROGRAM=ADAPTER_DIR or PROGRAM=SPEC[@DIR], got {pair!r}",
+                                     param_hint="--student")
+        students[name] = folder
+    return students
 
 
 def checksum(path: Path | None) -> str | None:

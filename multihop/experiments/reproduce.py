@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextvars
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,7 +37,8 @@ from multihop.experiments.comparison import rollout, run_lms
 from multihop.experiments.report import write_report
 from multihop.experiments.tables import summary_row, write_table
 from multihop.lm.models import embedded_notice
-from multihop.lm.options import LMOptions
+from multihop.lm.options import LMOptions, served_student
+from multihop.optimize.students import use_student
 from multihop.programs import PROGRAMS, shared_retriever, takes_retriever
 from multihop.programs.papers import PaperTable, TableRow, is_rate
 from multihop.programs.registry import Method
@@ -105,14 +106,16 @@ def table_datasets(table: PaperTable, datasets: Sequence[str] | None) -> list[st
 
 
 def why_not_here(row: TableRow, students: bool = False) -> str | None:
-    """Why ``row`` shows the paper's number alone, or None when a program here runs it."""
+    """Why ``row`` shows the paper's number alone, or None when a program here runs it (``students``: a student of
+    its program is given)."""
     if not row.runnable:
         return row.why_not
     if row.program not in PROGRAMS:
         return f"{row.program} is no program here"
-    if row.stage_lms is not None and not students:
+    if row.stage_lms is not None and (row.stage_lms.role != "student" or not students):
         paper = f" ({row.stage_lms.paper_lm} in the paper)" if row.stage_lms.paper_lm else ""
-        return f"runs {', '.join(row.stage_lms.stages)} on a {row.stage_lms.role} LM{paper}"
+        fix = f" (give one: --student {row.program}=DIR)" if row.stage_lms.role == "student" else ""
+        return f"runs {', '.join(row.stage_lms.stages)} on a {row.stage_lms.role} LM{paper}{fix}"
     return None
 
 
@@ -151,17 +154,25 @@ def reproduce(
     judge_lm: str | dspy.BaseLM | None = None,
     progress: bool = True,
     console: Console | None = None,
+    students: Mapping[str, str | Path] | None = None,
 ) -> dict:
     """Run the declared rows of ``paper``'s ``tables`` (default: all) on ``datasets`` (default: every dev set a table
     has columns for) and write each table, ours beside the paper's, into ``out``; returns what ``reproduce.json``
     holds. ``lm``: a spec or :class:`LMOptions`, or None for the LM DSPy is configured with; ``limit``: the first N
-    questions of each dev set; ``threads``: questions at once of every row; ``encoder``: the dense index's."""
+    questions of each dev set; ``threads``: questions at once of every row; ``encoder``: the dense index's;
+    ``students`` maps a program to a ``multihop distill`` folder (or a served student ``SPEC[@DIR]``) whose stages run
+    on it in the rows that run stages on a student (``TableRow.stage_lms``); without one, such rows show the paper's
+    numbers alone."""
     method = paper_of(paper)
     chosen = select_tables(method, tables)
     unknown = sorted(set(datasets or ()) - set(DATASETS))
     if unknown:
         raise ValueError(f"no dev set {', '.join(unknown)}; choose from {', '.join(DATASETS)}")
-    _, base, judge = run_lms(lm, None, judge_lm)
+    students = {PROGRAMS.named(name): folder for name, folder in (students or {}).items()}
+    if students and lm is None:
+        raise ValueError("students adapt the LM given as a spec: pass lm=<spec> (or LMOptions) with students")
+    options, base, judge = run_lms(lm, None, judge_lm)
+    student_lms = {name: options.student(folder) for name, folder in students.items()}
     for table in chosen:
         if console is not None and not table_datasets(table, datasets):
             reported = ", ".join(dict.fromkeys(dataset for dataset, _ in table.columns))
@@ -178,7 +189,7 @@ def reproduce(
     for table in chosen:
         for dataset in table_datasets(table, datasets):
             for row in table.rows:
-                reason = why_not_here(row)
+                reason = why_not_here(row, students=row.program in students)
                 if reason is not None:
                     planned.append(PlannedRow(table, row, dataset, skipped=reason))
                     continue
@@ -194,8 +205,13 @@ def reproduce(
                     planned.append(PlannedRow(table, row, dataset, skipped=unprepared))
                     continue
                 planned.append(PlannedRow(table, row, dataset, program))
-                with dspy.context(lm=base.copy(rollout_id=rollout(f"{method.name} {table.number} {row_slug(row)}"))):
-                    manifest = run_manifest(program, examples[dataset], judge, limit=limit,
+                rollout_id = rollout(f"{method.name} {table.number} {row_slug(row)}")
+                weights = None
+                if row.stage_lms is not None and row.stage_lms.role == "student":
+                    student, weights = student_lms[row.program]
+                    use_student(program, student.copy(rollout_id=rollout_id), served_student(students[row.program])[1])
+                with dspy.context(lm=base.copy(rollout_id=rollout_id)):
+                    manifest = run_manifest(program, examples[dataset], judge, limit=limit, student=weights,
                                             data_sha256=sha256_file(question_file(dataset, "dev"))[:16],
                                             retriever=index.name if index is not None else None,
                                             paper=method.name, table=table.number, row=row.label)
@@ -246,7 +262,7 @@ def table_result(method: Method, table: PaperTable, plans: list[PlannedRow], res
             value = ours(results[plan_key(plan)], metric) if plan is not None and plan.program is not None else None
             cells.append({"dataset": dataset, "metric": metric, "paper": theirs, "ours": value,
                           "difference": None if value is None or theirs is None else value - theirs})
-        skipped = next((plan.skipped for plan in mine.values() if plan.skipped), why_not_here(row))
+        skipped = next((plan.skipped for plan in mine.values() if plan.skipped), None) if mine else why_not_here(row)
         rows.append({"label": row.label, "program": row.program, "settings": row.settings, "lm": row.lm or table.lm,
                      "runs_here": skipped is None, "why_not": skipped, "cells": cells})
     run = list(dict.fromkeys(plan.dataset for plan in plans))

@@ -25,6 +25,18 @@ _SCALARS = {"integer": 20, "number": 52, "boolean": 5, "null": 4}  # the longest
 _CHILDREN = ("properties", "$defs", "definitions")  # mappings of names to schemas
 _SUBSCHEMAS = ("items", "additionalProperties")  # one schema
 _ALTERNATIVES = ("anyOf", "oneOf", "allOf", "prefixItems")  # lists of schemas
+SCHEMA_FORMS = ("json_schema", "json_object")  # the two ``response_format`` forms servers take a schema in
+
+
+def wire_response_format(schema: dict, form: str = "json_schema") -> dict:
+    """The ``response_format`` that sends ``schema`` to an OpenAI-compatible server in ``form``: ``json_schema``
+    (``{"type": "json_schema", "json_schema": {"name", "schema", "strict"}}``, the OpenAI form vLLM and SGLang take)
+    or ``json_object`` (``{"type": "json_object", "schema": ...}``, llama-cpp-python's)."""
+    if form == "json_object":
+        return {"type": "json_object", "schema": schema}
+    if form != "json_schema":
+        raise ValueError(f"unknown schema form {form!r}; choose one of {', '.join(SCHEMA_FORMS)}")
+    return {"type": "json_schema", "json_schema": {"name": "stage_reply", "schema": schema, "strict": True}}
 
 
 def decoding_plan(response_format: dict | None, max_tokens: int) -> list[tuple[dict | None, int]]:

@@ -41,8 +41,8 @@ from dspy.utils.exceptions import (
 
 from .base import Generation, LocalEngine, LogprobsUnavailable, chat_messages
 from .llamacpp import completion_options
+from .schema import SCHEMA_FORMS, wire_response_format  # noqa: F401 - SCHEMA_FORMS is re-exported here
 
-SCHEMA_FORMS = ("json_schema", "json_object")
 OTHER_FORM = {"json_schema": " or --structured json_object (llama-cpp-python's form)",
               "json_object": " or --structured json_schema (vLLM's and SGLang's form)"}
 POOL = httpx.Limits(max_connections=256, max_keepalive_connections=256)  # many questions and their fan-outs at once
@@ -79,8 +79,7 @@ def openai_options(config, max_tokens: int, schema: dict | None) -> dict:
     if config.stop:
         options["stop"] = list(config.stop)
     if schema is not None:
-        options["response_format"] = {"type": "json_schema",
-                                      "json_schema": {"name": "stage_reply", "schema": schema, "strict": True}}
+        options["response_format"] = wire_response_format(schema, "json_schema")
     return options
 
 

@@ -1,0 +1,99 @@
+"""The bounded JSON adapter: DSPy's ``JSONAdapter`` that sends each stage's bounded JSON schema to the server, so any
+``dspy.LM`` reaching an OpenAI-compatible server (vLLM, SGLang, llama-cpp-python's server, ``multihop serve``) decodes
+every stage as multihop's served engine does::
+
+    lm = dspy.LM("hosted_vllm/<model>", api_base="http://host:8000/v1")
+    dspy.configure(lm=lm, adapter=multihop.BoundedJSONAdapter())
+
+Each call's signature schema (the one ``JSONAdapter`` builds) is bounded for the call's ``max_tokens``
+(:func:`~multihop.lm.engines.schema.decoding_plan`: a cap on every string and list, so the longest reply fits), sent
+as ``response_format`` in ``schema_form`` (``json_schema``: the OpenAI form vLLM and SGLang take; ``json_object``:
+llama-cpp-python's), with ``max_tokens`` raised to what the schema needs; a reply that does not parse (it was cut at
+its budget) is asked once more under the tighter caps of the plan's second decode. An LM on one of multihop's own
+engines (``multihop.make_lm``) bounds the schema itself: the adapter then sends DSPy's schema as ``JSONAdapter``
+does, and the engine plans its decodes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dspy
+from dspy.adapters.chat_adapter import ChatAdapter
+from dspy.adapters.json_adapter import _get_structured_outputs_response_format, _has_open_ended_mapping
+from dspy.clients.capabilities import with_capability_planning
+from dspy.utils.exceptions import AdapterParseError
+
+from multihop.lm.engines.base import LocalEngine
+from multihop.lm.engines.schema import SCHEMA_FORMS, decoding_plan, wire_response_format
+
+DEFAULT_MAX_TOKENS = 384  # a call's budget when neither the call nor the LM sets one
+
+
+def plans_itself(lm) -> bool:
+    """Whether ``lm`` runs on one of multihop's engines, which bound each stage's schema themselves."""
+    return isinstance(getattr(lm, "engine", None), LocalEngine)
+
+
+def stage_schema(signature: type[dspy.Signature], native_function_calling: bool = True) -> dict | None:
+    """The JSON schema of ``signature``'s outputs that ``JSONAdapter`` would send, or None where it sends none (an
+    open-ended mapping, a schema pydantic cannot write)."""
+    if _has_open_ended_mapping(signature):
+        return None
+    try:
+        return _get_structured_outputs_response_format(signature, native_function_calling).model_json_schema()
+    except Exception:  # noqa: BLE001 - JSONAdapter falls back to plain JSON mode on the same failures
+        return None
+
+
+class BoundedJSONAdapter(dspy.JSONAdapter):
+    """``dspy.JSONAdapter`` sending each stage's bounded schema as ``response_format`` (``schema_form``:
+    ``json_schema`` or ``json_object``), its token budget raised to what the schema needs, and one retry under
+    tighter caps for a reply that does not parse. Any ``dspy.LM`` runs under it (``dspy.configure(lm=lm,
+    adapter=BoundedJSONAdapter())`` or ``dspy.context``); it pickles and deep-copies as any adapter."""
+
+    def __init__(self, schema_form: str = "json_schema", callbacks=None, use_native_function_calling: bool = True,
+                 parallel_tool_calls: bool | None = None):
+        if schema_form not in SCHEMA_FORMS:
+            raise ValueError(f"unknown schema form {schema_form!r}; choose one of {', '.join(SCHEMA_FORMS)}")
+        super().__init__(callbacks=callbacks, use_native_function_calling=use_native_function_calling,
+                         parallel_tool_calls=parallel_tool_calls)
+        self.schema_form = schema_form
+
+    def plan(self, lm, lm_kwargs: dict[str, Any], signature) -> list[dict[str, Any]]:
+        """The ``lm_kwargs`` of each decode a call may take: its bounded schema in ``schema_form`` and its budget
+        (:func:`~multihop.lm.engines.schema.decoding_plan`); one plain JSON-mode call where the signature has no
+        schema."""
+        schema = stage_schema(signature, self.use_native_function_calling)
+        if schema is None:
+            return [{**lm_kwargs, "response_format": {"type": "json_object"}}]
+        max_tokens = lm_kwargs.get("max_tokens") or getattr(lm, "kwargs", {}).get("max_tokens") or DEFAULT_MAX_TOKENS
+        plan = decoding_plan({"type": "json_schema", "schema": schema}, max_tokens)
+        return [{**lm_kwargs, "max_tokens": budget, "response_format": wire_response_format(bounded, self.schema_form)}
+                for bounded, budget in plan]
+
+    @with_capability_planning
+    def __call__(self, lm, lm_kwargs, signature, demos, inputs) -> list[dict[str, Any]]:
+        if plans_itself(lm):
+            return super().__call__(lm, lm_kwargs, signature, demos, inputs)
+        decodes = self.plan(lm, lm_kwargs, signature)
+        for number, kwargs in enumerate(decodes, 1):
+            try:
+                return ChatAdapter.__call__(self, lm, kwargs, signature, demos, inputs)
+            except AdapterParseError:
+                if number == len(decodes):
+                    raise
+        raise AssertionError("unreachable")
+
+    @with_capability_planning
+    async def acall(self, lm, lm_kwargs, signature, demos, inputs) -> list[dict[str, Any]]:
+        if plans_itself(lm):
+            return await super().acall(lm, lm_kwargs, signature, demos, inputs)
+        decodes = self.plan(lm, lm_kwargs, signature)
+        for number, kwargs in enumerate(decodes, 1):
+            try:
+                return await ChatAdapter.acall(self, lm, kwargs, signature, demos, inputs)
+            except AdapterParseError:
+                if number == len(decodes):
+                    raise
+        raise AssertionError("unreachable")
