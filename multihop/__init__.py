@@ -23,6 +23,7 @@ _EXPORTS = {
     "Passage": "multihop.data.corpus",
     "make_lm": "multihop.lm.backends",
     "configure_lm": "multihop.lm.backends",
+    "BoundedJSONAdapter": "multihop.lm.adapter",
     "evaluate": "multihop.evaluation.runner",
     "aevaluate": "multihop.evaluation.runner",
     "evaluate_all": "multihop.evaluation.runner",

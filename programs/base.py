@@ -25,6 +25,7 @@ The helpers every method builds on, so no method reaches retrieval, stages or fa
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import logging
 import threading
@@ -35,6 +36,7 @@ from dspy.utils.exceptions import AdapterParseError
 
 from multihop.evaluation.parallel import concurrency, fan_out
 from multihop.evaluation.tracing import TracedModule, count
+from multihop.lm.adapter import preferred_adapter
 from multihop.retrievers import Retriever, make_reranker
 from multihop.retrievers.query import Hits, pick
 
@@ -49,6 +51,16 @@ DISPLAYS = ("rate", "mean")
 def takes_retriever(cls: type) -> bool:
     """Whether a program class is built with a retriever (a ``retriever`` constructor parameter)."""
     return "retriever" in inspect.signature(cls.__init__).parameters
+
+
+def stage_adapter(predictor: dspy.Module):
+    """A context in which ``predictor`` runs under its LM's preferred adapter when no adapter is configured
+    (:func:`multihop.lm.adapter.preferred_adapter`); otherwise, or for another LM, a context that changes nothing."""
+    if dspy.settings.adapter is not None:
+        return contextlib.nullcontext()
+    lm = next((p.lm for _, p in predictor.named_predictors() if p.lm is not None), None) or dspy.settings.lm
+    adapter = preferred_adapter(lm)
+    return dspy.context(adapter=adapter) if adapter is not None else contextlib.nullcontext()
 
 
 class MultihopProgram(TracedModule):
@@ -112,12 +124,16 @@ class MultihopProgram(TracedModule):
         rollout id so the cache does not replay the failure). When the stage still fails, it returns ``fallback``
         with ``failed=True`` instead of crashing the question; the trace records each error (``stage_errors``).
         Every call counts ``<stage>.fallback`` (1 when the fallback was taken, else 0, so the count is there for
-        every stage that ran) and each fallback taken adds to ``fallbacks``."""
+        every stage that ran) and each fallback taken adds to ``fallbacks``. With no adapter configured
+        (``dspy.configure(lm=multihop.make_lm(...))`` alone), a stage on a multihop LM runs under the adapter that LM
+        decodes best with (:func:`multihop.lm.adapter.preferred_adapter`: its engine then decodes under the stage's
+        schema from the first attempt) instead of DSPy's ChatAdapter."""
         stage = self.stage_name(predictor)
         for attempt in range(retries + 1):
             config = {"rollout_id": attempt, "temperature": 1.0} if attempt else {}
             try:
-                result = predictor(**inputs, **({"config": config} if config else {}))
+                with stage_adapter(predictor):
+                    result = predictor(**inputs, **({"config": config} if config else {}))
             except AdapterParseError as exc:
                 reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             else:

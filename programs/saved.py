@@ -5,15 +5,33 @@ the retriever folder, the LM spec, the optimizer and its scores, the data files)
 :func:`load` rebuilds the program from the manifest through the registry of program classes and loads the state;
 a state saved from another program class or config is refused. Stored demos keep only their signature's fields:
 a labelled demo drawn from the train split carries the whole example (its paragraphs, ids, aliases), which no
-adapter shows and which would only bloat ``program.json``.
+adapter shows and which would only bloat ``program.json``. Saving never changes the program saved: the trimmed demos
+are written from a copy of its state.
+
+Which way to save, when:
+
+- ``multihop.save(program, folder, retriever=...)`` / ``multihop.load(folder)`` (this module): no pickle — JSON state
+  plus a manifest naming the class and config, checked on load against the installed classes (a program saved by
+  another version or config is refused) and against the folder's checksummed inventory; the retriever is rebuilt
+  from its own saved folder. Portable across machines and versions of DSPy and safe to load from anyone: use it to
+  ship, share or archive a program.
+- DSPy's own ``program.save("p.json")`` / ``program.load("p.json")`` on a program built the same way: the predictors'
+  state only (instructions, demos), as for any ``dspy.Module``.
+- DSPy's whole-program pickle, ``program.save(folder, save_program=True)`` / ``dspy.load(folder,
+  allow_pickle=True)``: the program with its retriever inside (a BM25 index, a FAISS index as
+  ``faiss.serialize_index`` bytes, token states, rerankers; an encoder's weights are loaded again from their path
+  on first use; locks, threads and engines are rebuilt). Loading runs arbitrary code from the file: load only files
+  you wrote or trust, on the same versions of Python, DSPy and multihop.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 
 import dspy
+import orjson
 
 from multihop.data.folders import locked, verify_inventory, write_inventory
 from multihop.data.paths import atomic_write_text, read_json
@@ -24,24 +42,45 @@ from .base import PROGRAMS, MultihopProgram, takes_retriever
 STATE, MANIFEST = "program.json", "manifest.json"
 
 
+def trimmed_demos(predictor) -> list[dspy.Example]:
+    """``predictor``'s demos with only its signature's fields (inputs and outputs), less those left with no output
+    field (the adapters show a demo only with an input and an output); new examples, the predictor's untouched."""
+    signature = predictor.signature
+    trimmed = [{k: demo[k] for k in signature.fields if k in demo} for demo in predictor.demos]
+    return [dspy.Example(demo) for demo in trimmed if demo.keys() & signature.output_fields.keys()]
+
+
 def trim_demos(program: dspy.Module) -> dspy.Module:
-    """Keep only each demo's signature fields (inputs and outputs), in place, and drop demos left with no output
-    field (the adapters show a demo only with an input and an output); returns the program."""
+    """Keep only each demo's signature fields, in place (:func:`trimmed_demos`); returns the program."""
     for _, predictor in program.named_predictors():
-        signature = predictor.signature
-        trimmed = [{k: demo[k] for k in signature.fields if k in demo} for demo in predictor.demos]
-        predictor.demos = [dspy.Example(demo) for demo in trimmed if demo.keys() & signature.output_fields.keys()]
+        predictor.demos = trimmed_demos(predictor)
     return program
 
 
+def trimmed_state(program: dspy.Module) -> dict:
+    """``program.dump_state()`` with each predictor's demos trimmed (:func:`trimmed_demos`), the program untouched,
+    plus DSPy's ``metadata`` (its dependency versions), as ``Module.save`` writes it."""
+    from dspy.utils.saving import get_dependency_versions
+
+    state = program.dump_state()
+    for name, predictor in program.named_predictors():
+        twin = copy.copy(predictor)  # a shallow copy: its demos are serialised as the predictor's own would be
+        twin.demos = trimmed_demos(predictor)
+        state[name]["demos"] = twin.dump_state()["demos"]
+    state["metadata"] = {"dependency_versions": get_dependency_versions()}
+    return state
+
+
 def save(program: MultihopProgram, directory: str | Path, **manifest) -> Path:
-    """Save ``program``'s state (its demos trimmed, in place, to what a prompt shows: :func:`trim_demos`) and a
+    """Save ``program``'s state (its demos trimmed to what a prompt shows, the program itself unchanged:
+    :func:`trimmed_state`) and a
     manifest (class, config, plus any keyword given here, such as the ``retriever`` folder :func:`load` rebuilds
     the retriever from)."""
     require_module(program, "save")
     directory = Path(directory)
     with locked(directory):
-        trim_demos(program).save(str(directory / STATE))
+        state = orjson.dumps(trimmed_state(program), option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
+        atomic_write_text(directory / STATE, state.decode())
         info = {"program": type(program).__name__, "config": program.config(), **manifest}
         atomic_write_text(directory / MANIFEST, json.dumps(info, indent=2))
         write_inventory(directory)

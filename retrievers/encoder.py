@@ -173,6 +173,19 @@ class Encoder:
                 "index; rebuild the index"
             )
 
+    def __getstate__(self) -> dict:
+        """Pickled (DSPy's ``save_program=True``) without the loaded model, its lock and its batchers: the model is
+        loaded again from ``path`` on first use after unpickling."""
+        state = dict(self.__dict__)
+        for name in ("_model", "_lock", "_encode", "_states"):
+            state.pop(name, None)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._model, self._lock, self._states = None, threading.RLock(), {}
+        self._encode = Coalescing(self._encode_batch, lambda vectors, start, stop: vectors[start:stop])
+
     @property
     def model(self):
         """The sentence-transformers model, loaded on first use with the special tokens and a 512-token limit."""

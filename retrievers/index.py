@@ -146,6 +146,18 @@ class FaissIndex:
         self.manifest = manifest
         self._apply_search_params()
 
+    def __getstate__(self) -> dict:
+        """Pickled (DSPy's ``save_program=True``) as the bytes of ``faiss.serialize_index`` (a memory-mapped index is
+        read whole; one on the GPUs is copied to the CPU first) and the manifest."""
+        index = self.index
+        if hasattr(faiss, "index_gpu_to_cpu") and "Gpu" in type(index).__name__:
+            index = faiss.index_gpu_to_cpu(index)
+        return {"index": faiss.serialize_index(index), "manifest": self.manifest}
+
+    def __setstate__(self, state: dict) -> None:
+        self.index, self.manifest = faiss.deserialize_index(state["index"]), state["manifest"]
+        self._apply_search_params()
+
     @property
     def kind(self) -> str:
         return self.manifest["kind"]

@@ -97,3 +97,16 @@ class BoundedJSONAdapter(dspy.JSONAdapter):
                 if number == len(decodes):
                     raise
         raise AssertionError("unreachable")
+
+
+_JSON = dspy.JSONAdapter()
+
+
+def preferred_adapter(lm) -> dspy.Adapter | None:
+    """The adapter a multihop LM decodes its stages under when none is configured (``dspy.configure(lm=lm)`` alone):
+    ``JSONAdapter`` for an LM on one of multihop's engines that decodes under schemas or runs a local model (the engine
+    bounds the schema it sends); None for any other LM (DSPy's own default, the ``ChatAdapter``, applies)."""
+    engine = getattr(lm, "engine", None)
+    if isinstance(engine, LocalEngine) and (engine.constrained or str(lm.model).startswith("local/")):
+        return _JSON
+    return None

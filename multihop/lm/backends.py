@@ -23,6 +23,14 @@
   parse and end within their budget as local ones do; the model string ``<spec>-<form><policy>`` keys DSPy's cache
   by the decoding. Without them, DSPy's own LiteLLM/native engine decodes freely.
 
+The same decoding without ``make_lm``: any ``dspy.LM`` on an OpenAI-compatible server under
+``multihop.BoundedJSONAdapter`` (:mod:`multihop.lm.adapter`) sends the same bounded schemas from the adapter, with the
+same caps, retry and raised budgets; ``make_lm``/``configure_lm`` are the conveniences that pick the engine, the
+model string that keys the cache, the timeout and retries, and the adapter (:func:`default_adapter`). An LM on one of
+our engines configured without an adapter still runs a program's stages under the adapter it prefers
+(:func:`multihop.lm.adapter.preferred_adapter`, used by ``MultihopProgram.run_stage``); a stage reaching a constrained
+engine in the ChatAdapter's format anyway warns once.
+
 Every LM built on one of our engines also has its async twin (``async_engine``), so ``await lm.acall(...)`` and
 ``await program.acall(...)`` reach the same engine.
 """
@@ -42,6 +50,7 @@ from dspy.lm15 import Config, Message, Request
 
 from multihop.data.folders import verify_inventory
 from multihop.lm import models
+from multihop.lm.adapter import BoundedJSONAdapter, preferred_adapter  # noqa: F401 - re-exported
 from multihop.lm.engines import LlamaCppEngine, ServedEngine, TransformersEngine, llama_cpp_available
 from multihop.lm.engines.base import LOCAL_MAX_TOKENS, AsyncEngine, LocalEngine
 from multihop.lm.engines.lora import gguf_lora
@@ -315,9 +324,8 @@ def default_adapter(lm: str | dspy.BaseLM, api_base: str | None = None, structur
     if isinstance(lm, str):
         return dspy.JSONAdapter() if schema_form(lm, api_base, structured) or lm.startswith("local:") else \
             dspy.ChatAdapter()
-    engine = getattr(lm, "engine", None)
-    ours = isinstance(engine, LocalEngine)  # a local model (served or not), or one decoding under schemas
-    return dspy.JSONAdapter() if ours and (engine.constrained or lm.model.startswith("local/")) else dspy.ChatAdapter()
+    # a local model (served or not), or one decoding under schemas: what a program's stages use unconfigured too
+    return dspy.JSONAdapter() if preferred_adapter(lm) is not None else dspy.ChatAdapter()
 
 
 def configure_lm(spec: str = DEFAULT_LM, **kwargs) -> dspy.LM:

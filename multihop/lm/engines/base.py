@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import logging
 import os
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
@@ -16,6 +17,8 @@ from dspy.utils.exceptions import LMUnsupportedFeatureError
 from .schema import decoding_plan
 
 LOCAL_MAX_TOKENS = 128  # a local engine's generation cap when neither the LM nor the request sets one
+CHAT_ADAPTER_MARK = "[[ ## completed ## ]]"  # in every prompt DSPy's ChatAdapter writes
+logger = logging.getLogger(__name__)
 REQUEST_PARAMS = frozenset({"temperature", "max_tokens", "top_p", "top_k", "stop", "seed", "logprobs"})
 
 
@@ -104,6 +107,8 @@ class LocalEngine:
     in_process = True  # runs the model here, one call at a time (an HTTP engine overrides it)
     ranked_alternatives = False  # gives the top-n alternatives of each token (``Config.logprobs`` > 0)
 
+    _warned_chat = False  # warned once that a stage came in the ChatAdapter's format (no schema)
+
     def __init__(self, name: str, constrained: bool = True):
         self.name, self.constrained = name, constrained
         self.supports_response_schema = constrained
@@ -112,12 +117,30 @@ class LocalEngine:
     def generate(self, messages: list[dict], config, max_tokens: int, schema: dict | None) -> Generation:
         raise NotImplementedError
 
+    def __reduce__(self):
+        """Pickled (DSPy's ``save_program=True``) as its ``dump_state()`` — what it runs, never its weights, locks,
+        clients or KV state — and rebuilt with ``load_state`` on unpickling."""
+        return _restore_engine, (type(self), self.dump_state())
+
+    def __copy__(self) -> LocalEngine:
+        return self  # one engine per model in a process (its weights, lock, prefix): copies of an LM share it
+
+    def __deepcopy__(self, memo) -> LocalEngine:
+        return self
+
     def forget_prefix(self) -> None:
         """Drop the KV state kept from the last call, so the next prompt is evaluated whole (for measuring)."""
 
     def plan(self, request) -> list[tuple[dict | None, int]]:
-        """The ``(schema, token budget)`` decodes a request may take (:func:`~.schema.decoding_plan`)."""
+        """The ``(schema, token budget)`` decodes a request may take (:func:`~.schema.decoding_plan`). A constrained
+        engine sent a stage in DSPy's ChatAdapter format (no schema to decode under) warns once, in one line."""
         max_tokens = request.config.max_tokens or LOCAL_MAX_TOKENS
+        if self.constrained and request.config.response_format is None and not self._warned_chat:
+            if any(CHAT_ADAPTER_MARK in message["content"] for message in chat_messages(request)):
+                self._warned_chat = True
+                logger.warning("%s: a stage arrived in DSPy's ChatAdapter format, decoded without its JSON schema; "
+                               "configure adapter=dspy.JSONAdapter() (or multihop.configure_lm) to decode it under "
+                               "the schema", self.name)
         return decoding_plan(request.config.response_format, max_tokens) if self.constrained else [(None, max_tokens)]
 
     def complete(self, request) -> Response:
@@ -151,6 +174,10 @@ class LocalEngine:
 
     def stream(self, request):
         return response_to_events(self.complete(request))
+
+
+def _restore_engine(cls: type, state: dict) -> LocalEngine:
+    return cls.load_state(state)
 
 
 class AsyncEngine:

@@ -41,7 +41,7 @@ from dspy.utils.exceptions import (
 
 from .base import Generation, LocalEngine, LogprobsUnavailable, chat_messages
 from .llamacpp import completion_options
-from .schema import SCHEMA_FORMS, wire_response_format  # noqa: F401 - SCHEMA_FORMS is re-exported here
+from .schema import SCHEMA_FORMS, wire_response_format
 
 OTHER_FORM = {"json_schema": " or --structured json_object (llama-cpp-python's form)",
               "json_object": " or --structured json_schema (vLLM's and SGLang's form)"}
