@@ -42,7 +42,7 @@ bench-retrieval: $(STAMP)
 	$(BIN)/python benchmarks/retrieval.py --data $(MULTIHOP_DATA)/musique/dev/musique_qa_100.json \
 		--limit $(BENCH_LIMIT) --sample 256 $(if $(FINETUNED),--finetuned $(FINETUNED),)
 
-# The gold-trained student of SingleStepRAG, CoopRAG and ComposeRAG (README "Students from the data"): gold rows from
+# The gold-trained student of SingleStepRAG, CoopRAG and ComposeRAG (docs: concepts/students): gold rows from
 # the first questions of the train files, then one multi-task LoRA adapter (~45 min on 2 CPU cores; resumes).
 STUDENT ?= runs/student
 GOLD    := $(BIN)/multihop trajectories --gold
@@ -55,7 +55,7 @@ student: $(STAMP)
 	export LC_ALL=C; rows=$(STUDENT)-rows; $(BIN)/multihop distill $$rows/cooprag_musique/*.jsonl $$rows/cooprag_2wiki/*.jsonl \
 		$$rows/composerag_musique/*.jsonl $$rows/reader_hotpotqa/*.jsonl $$rows/reader_2wiki/*.jsonl --out $(STUDENT)
 
-# The papers' scale on a CUDA GPU (README "Training on a GPU"): the CoopRAG encoder with the authors' released recipe
+# The papers' scale on a CUDA GPU (docs: concepts/students): the CoopRAG encoder with the authors' released recipe
 # (fp16, learnt temperature, 400 warm-up steps; 6 epochs, their HotpotQA/2Wiki scripts') on the HotpotQA and 2Wiki
 # train files, then a LoRA student (bf16, gradient checkpointing, padding-free packing) on gold reader rows, then the
 # time an epoch should take. BASE: a local 7-8B instruct folder for the papers' students (default: SmolLM2 from the

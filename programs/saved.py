@@ -38,6 +38,7 @@ from multihop.data.paths import atomic_write_text, read_json
 from multihop.evaluation.runner import require_module
 
 from .base import PROGRAMS, MultihopProgram, takes_retriever
+from .registry import import_path
 
 STATE, MANIFEST = "program.json", "manifest.json"
 
@@ -73,15 +74,21 @@ def trimmed_state(program: dspy.Module) -> dict:
 
 def save(program: MultihopProgram, directory: str | Path, **manifest) -> Path:
     """Save ``program``'s state (its demos trimmed to what a prompt shows, the program itself unchanged:
-    :func:`trimmed_state`) and a
-    manifest (class, config, plus any keyword given here, such as the ``retriever`` folder :func:`load` rebuilds
-    the retriever from)."""
+    :func:`trimmed_state`) and a manifest (class, config, plus any keyword given here, such as the ``retriever``
+    folder :func:`load` rebuilds the retriever from, kept as an absolute path so the folder loads from anywhere); a
+    user's program records its ``import_path`` (:func:`~.registry.import_path`), which :func:`load` imports when no
+    program of its name is registered."""
     require_module(program, "save")
     directory = Path(directory)
     with locked(directory):
         state = orjson.dumps(trimmed_state(program), option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
         atomic_write_text(directory / STATE, state.decode())
+        if manifest.get("retriever") is not None and Path(manifest["retriever"]).exists():
+            manifest = {**manifest, "retriever": str(Path(manifest["retriever"]).resolve())}
         info = {"program": type(program).__name__, "config": program.config(), **manifest}
+        path = import_path(type(program))
+        if path:  # a user's program: load imports it again
+            info["import_path"] = path
         atomic_write_text(directory / MANIFEST, json.dumps(info, indent=2))
         write_inventory(directory)
         return directory
@@ -100,6 +107,8 @@ def load(directory: str | Path, program: MultihopProgram | None = None, retrieve
     directory = Path(directory)
     info = read_manifest(directory)
     verify_inventory(directory)
+    if info["program"] not in PROGRAMS and info.get("import_path"):
+        PROGRAMS.imported(info["import_path"])  # a user's program, importable here (never code from the folder)
     if info["program"] not in PROGRAMS:
         raise ValueError(f"{directory} holds a {info['program']}, which is no known program ({', '.join(PROGRAMS)})")
     saved_class, saved = PROGRAMS[info["program"]], info.get("config") or {}

@@ -51,7 +51,7 @@ def test_the_strict_build_has_a_page_for_every_declared_program_with_its_paper_a
     assert len(programs) == 14
     index = (site / "programs" / "index.html").read_text()
     for method, program in programs:
-        page = site / "programs" / method.name.lower() / "index.html"
+        page = site / "programs" / f"{method.name.lower()}.html"
         assert page.exists(), f"no page for {method.name}"
         text = page.read_text()
         assert re.search(rf"<h1[^>]*>{method.name}<", text), method.name
@@ -65,17 +65,17 @@ def test_the_strict_build_has_a_page_for_every_declared_program_with_its_paper_a
             assert f"<code>{switch}</code>" in text, (method.name, switch)
         for table in method.tables:
             assert html.escape(table.title, quote=False) in text, (method.name, table.number)
-        assert f'href="{method.name.lower()}/"' in index
-    papers = (site / "papers" / "index.html").read_text()
+        assert f'href="{method.name.lower()}.html"' in index
+    papers = (site / "papers.html").read_text()
     for method, _ in programs:
         if method.paper:
             assert html.escape(method.paper.title, quote=False) in papers
             assert method.paper.key() in papers  # its BibTeX entry
-    cli = (site / "cli" / "index.html").read_text()
+    cli = (site / "cli.html").read_text()
     for command in ("multihop eval", "multihop compare", "multihop reproduce", "multihop trace show"):
         assert f"<code>{command}</code>" in cli, command
     for page in ("getting-started", "measurements", "design", "api/programs", "concepts/retrieval"):
-        assert (site / page / "index.html").exists(), page
+        assert (site / f"{page}.html").exists(), page
 
 
 @pytest.mark.slow
@@ -86,7 +86,7 @@ def test_every_program_page_renders_in_headless_chromium_with_its_name(site, tmp
     flags = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
              "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={tmp_path / 'chr'}"]
     for method, program in declared():
-        page = site / "programs" / method.name.lower() / "index.html"
+        page = site / "programs" / f"{method.name.lower()}.html"
         dom = subprocess.run([*flags, "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120,
                              check=True).stdout
         assert re.search(rf"<h1[^>]*>{method.name}<", dom), method.name
@@ -95,7 +95,7 @@ def test_every_program_page_renders_in_headless_chromium_with_its_name(site, tmp
         assert f"<code>{first_stage}</code>" in dom
     shot = tmp_path / "cooprag.png"
     subprocess.run([*flags, f"--screenshot={shot}", "--window-size=1280,1600",
-                    (site / "programs" / "cooprag" / "index.html").as_uri()], capture_output=True, timeout=120,
+                    (site / "programs" / "cooprag.html").as_uri()], capture_output=True, timeout=120,
                    check=True)
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20000
 

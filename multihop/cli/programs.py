@@ -39,9 +39,11 @@ def program_options() -> Callable:
     """Give a command the program options: ``--program``, ``--set``, ``--retriever``, ``--corpus``, ``--k`` and
     ``--encoder``. The command declares one parameter ``spec`` and receives them in it as :class:`ProgramOptions`."""
     return option_group("spec", {
-        "program": (str, typer.Option("SingleStepRAG", "--program", help="the program")),
-        "corpus": (str | None, typer.Option(None, "--corpus", help="corpus file (default: the questions' own "
-                                            "paragraphs, IRCoT style)")),
+        "program": (str, typer.Option("SingleStepRAG", "--program", help="the program: a name, or a program of your "
+                                      "own as package.module:ClassName (a MultihopProgram or a dspy.Module "
+                                      "importable from the current folder)")),
+        "corpus": (str | None, typer.Option(None, "--corpus", help="corpus file (default: the paragraphs of every "
+                                            "question of the file, whatever --limit, IRCoT style)")),
         "retriever": (str | None, typer.Option(None, "--retriever", help="a saved retriever folder (overrides "
                                                "--corpus)")),
         "k": (int | None, typer.Option(None, "--k", min=1, help="passages retrieved per query (default: the "
@@ -57,7 +59,10 @@ def build_program(name: str, retriever_dir: str | None, corpus: str | None, data
     from multihop.programs import PROGRAMS, takes_retriever
     from multihop.programs.switches import SwitchTypeError
 
-    name = PROGRAMS.named(name)
+    try:
+        name = PROGRAMS.named(name)  # a user's package.module:ClassName is imported here
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--program") from None
     if name not in PROGRAMS:
         raise typer.BadParameter(f"unknown program {name!r}; choose from {', '.join(PROGRAMS)}")
     cls = PROGRAMS[name]

@@ -90,9 +90,10 @@ def index_build(
     """Build a retriever (resumable encoding) and save it with its manifest and corpus."""
     from multihop.data.folders import locked
     from multihop.data.loaders import load_corpus
+    from multihop.data.question_sets import question_file
     from multihop.retrievers import build_retriever, remove_build_files
 
-    passages = load_corpus(corpus)
+    passages = load_corpus(corpus if Path(corpus).exists() else question_file(corpus, "dev"))  # or under MULTIHOP_DATA
     with locked(out, file=True):  # beside the folder, which the save replaces whole
         try:
             retriever = build_retriever(passages, first_stage=first_stage, encoder=encoder, index=index,
