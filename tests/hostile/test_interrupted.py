@@ -34,6 +34,8 @@ def commands(server) -> dict[str, tuple[list[str], str, str]]:
         "reproduce": (["reproduce", "HANRAG", "--table", "2", "--datasets", "musique", "--limit", "4", "--threads",
                        "4", "--out", "OUT", *lm], "table-2/musique/No-retrieval/results.jsonl",
                       "table-2/musique/Single-step-Approach/results.jsonl"),
+        "cirag extract --threads": (["cirag", "extract", "DEV", "--out", "OUT", "--threads", "2", *lm],
+                                    "triples-00000.jsonl", "triples-00000.jsonl"),
         "adaptiverag labels": (["adaptiverag", "labels", "--dataset", "musique", "--bias", "C", "--out", "OUT",
                                 "--threads", "2", *lm], "labels.jsonl", "labels.jsonl"),
     }
@@ -49,7 +51,8 @@ def rows(path: Path) -> dict:
 
 
 def start(argv: list[str], out: Path, env: dict) -> subprocess.Popen:
-    argv = [str(out) if arg == "OUT" else arg for arg in argv]
+    dev = Path(env["MULTIHOP_DATA"]) / "musique" / "dev" / "musique_qa_100.json"
+    argv = [str(out) if arg == "OUT" else str(dev) if arg == "DEV" else arg for arg in argv]
     return subprocess.Popen([sys.executable, "-m", "multihop.cli", *argv], env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
 
@@ -67,7 +70,8 @@ def environment(tmp_path_factory):
 
 @pytest.mark.slow  # each case runs its command three times in subprocesses
 @pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGINT], ids=["kill-9", "ctrl-c"])
-@pytest.mark.parametrize("command", ["eval --threads", "compare --threads", "reproduce", "adaptiverag labels"])
+@pytest.mark.parametrize("command", ["eval --threads", "compare --threads", "reproduce", "cirag extract --threads",
+                                     "adaptiverag labels"])
 def test_an_interrupted_command_reruns_to_what_an_uninterrupted_run_writes(command, how, environment, tmp_path):
     with loopback_server(latency=0.5, lifetime=600) as server:  # half a second a call: the signal lands mid-run
         argv, progress, compared = commands(server)[command]
