@@ -8,11 +8,20 @@ its own files and one import line in ``programs/__init__.py`` (docs/design.md, "
 A program class without a declaration (a subclass in a notebook, a test's) still runs everywhere a program name is
 taken; :meth:`ProgramRegistry.declaration` gives it the defaults: kind ``custom``, a dense first stage, no papers'
 numbers, its ``max_iterations`` (when it has one) as its loop budget, not compared by default.
+
+A user's own program is taken by its import path, ``package.module:ClassName`` (:meth:`ProgramRegistry.imported`,
+and :meth:`ProgramRegistry.named` for every command's ``--program``): the module is imported with the current folder
+on ``sys.path``; a :class:`~.base.MultihopProgram` subclass registers itself as it is defined, and a plain
+``dspy.Module`` is registered as a ``MultihopProgram`` of its own name, ``__init__`` and ``forward``. Run manifests
+and saved folders record the path (:func:`import_path`), so a saved user's program is imported again on load.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib
+import os
+import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
@@ -106,6 +115,7 @@ class ProgramRegistry(Mapping):
     def __init__(self):
         self._classes: dict[str, type] = {}
         self._declarations: dict[str, Method] = {}
+        self._imported: dict[str, type] = {}  # an import path → its program class
 
     def __getitem__(self, name: str) -> type:
         return self._classes[name]
@@ -164,11 +174,60 @@ class ProgramRegistry(Mapping):
     def named(self, name: str) -> str:
         """The registered program ``name`` refers to: itself, or the one whose name it spells with other case and
         punctuation (``Iter-RetGen`` → ``IterRetGen``, ``self-ask`` → ``SelfAsk``, as the papers write them); an
-        unknown name is returned as it is, for the caller's own error."""
+        unknown name is returned as it is, for the caller's own error; an import path ``package.module:ClassName``
+        is imported (:meth:`imported`) and its program's name returned."""
+        if ":" in name:
+            return self.imported(name).__name__
         if name in self._classes:
             return name
         matches = [known for known in self._classes if _spelling(known) == _spelling(name)]
         return matches[0] if len(matches) == 1 else name
+
+    def imported(self, path: str) -> type:
+        """The program class of import path ``package.module:ClassName``, imported with the current folder on
+        ``sys.path`` and registered: a ``MultihopProgram`` subclass as it is, a plain ``dspy.Module`` as a
+        ``MultihopProgram`` of the same name (its own ``__init__`` and ``forward``, traced and saved as every program
+        is); a path that names no such class is a one-line ``ValueError``."""
+        if path in self._imported:
+            return self._imported[path]
+        import dspy
+
+        from .base import MultihopProgram
+
+        module_name, _, class_name = path.partition(":")
+        if not module_name or not class_name:
+            raise ValueError(f"program {path!r}: give a program name or package.module:ClassName")
+        if os.getcwd() not in sys.path:
+            sys.path.insert(0, os.getcwd())
+        try:
+            found = getattr(importlib.import_module(module_name), class_name)
+        except ImportError as exc:
+            raise ValueError(f"program {path!r}: cannot import {module_name} ({exc})") from None
+        except AttributeError:
+            raise ValueError(f"program {path!r}: {module_name} has no {class_name}") from None
+        except TypeError as exc:  # a MultihopProgram subclass whose name another program has
+            raise ValueError(f"program {path!r}: {exc}") from None
+        if not (isinstance(found, type) and issubclass(found, dspy.Module)):
+            raise ValueError(f"program {path!r} is no dspy.Module subclass")
+        if issubclass(found, MultihopProgram):
+            cls = found
+            if self._classes.get(cls.__name__) is not cls:
+                self.add(cls)
+        else:
+            known = self._classes.get(found.__name__)
+            if known is not None and getattr(known, "__wrapped_module__", None) is found:
+                cls = known
+            else:
+                if known is not None:
+                    raise ValueError(f"program {path!r}: a program named {found.__name__} is registered already "
+                                     f"({_qualified(known)}); rename the class")
+                # registered as it is defined (MultihopProgram.__init_subclass__)
+                cls = type(found)(found.__name__, (found, MultihopProgram), {
+                    "__module__": found.__module__, "__qualname__": found.__qualname__, "__doc__": found.__doc__,
+                    "__wrapped_module__": found})
+        cls._import_path = f"{module_name}:{class_name}"
+        self._imported[path] = cls
+        return cls
 
     def compared_by_default(self) -> list[str]:
         """The programs ``multihop compare`` runs when none are named, in declaration order."""
@@ -181,6 +240,19 @@ def _spelling(name: str) -> str:
 
 def _qualified(cls: type) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def import_path(cls: type) -> str | None:
+    """The import path ``package.module:ClassName`` a program class is found by outside multihop: the one it was
+    imported by (:meth:`ProgramRegistry.imported`), else its module's and name when it can be imported again (not
+    multihop's own, a ``__main__`` script's or a function's local class); None for those."""
+    given = cls.__dict__.get("_import_path")
+    if given:
+        return given
+    module = cls.__module__
+    if module == "__main__" or module.split(".")[0] == "multihop" or "<locals>" in cls.__qualname__:
+        return None
+    return f"{module}:{cls.__qualname__}"
 
 
 PROGRAMS = ProgramRegistry()

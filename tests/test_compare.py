@@ -97,8 +97,8 @@ def test_three_programs_on_three_questions_write_the_table_the_charts_and_the_re
 
     markdown = (out / "comparison.md").read_text()
     table = [line for line in markdown.splitlines() if line.startswith("| ")]
-    assert table[0].startswith("| program | n | EM | F1 | Acc | Cover-EM | R@2 | R@5 | LLM calls/q | retrieval steps/q "
-                               "| input tokens/q | output tokens/q | s/q | errors/q | fallbacks/q |")
+    assert table[0].startswith("| program | n | EM | F1 | Acc | Cover-EM | R@2 | R@5 | R@k | LLM calls/q | "
+                               "retrieval steps/q | input tokens/q | output tokens/q | s/q | errors/q | fallbacks/q |")
     # the methods first, then the baselines, each group under its name; then the papers' numbers
     assert [line.split(" | ")[0].rstrip(" |") for line in table[1:]] == [
         "| **methods**", "| HANRAG", "| **baselines**", "| NoRetrieval", "| SingleStepRAG",

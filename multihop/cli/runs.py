@@ -39,6 +39,9 @@ def eval_cmd(
                               "split over machines; `multihop merge` joins the n folders"),
     ray: str = typer.Option(None, help="answer the questions on Ray actors (`--threads` of them): auto (RAY_ADDRESS's "
                             "cluster, else a local one) or a cluster address; needs pip install 'multihop[ray]'"),
+    metric: list[str] = typer.Option(None, "--metric", help="module:function, a DSPy metric fn(example, prediction, "
+                                     "trace=None) importable from the current folder, recorded beside the built-in "
+                                     "metrics (repeatable)"),
 ):
     """Evaluate a program on a question file; prints the metrics table and saves rows, traces and summary. A rerun
     into the same folder resumes the same run (another program, LM, data or limit is refused) and retries the
@@ -49,6 +52,9 @@ def eval_cmd(
 
     if ray and judge_lm:
         raise typer.BadParameter("--judge-lm runs in the driver's threads: judge a --ray run's rows without --ray")
+    if ray and metric:
+        raise typer.BadParameter("--metric runs in the driver's threads: score a --ray run without --ray")
+    metrics = import_metrics(metric)
     sharded = parse_shard(shard) if shard else None
     notice = embedded_notice(lm.configure().model)
     if notice:
@@ -61,6 +67,9 @@ def eval_cmd(
         from multihop.programs.saved import read_manifest
 
         instance, retriever = load_program(load), read_manifest(load).get("retriever")
+        if retriever:
+            console.print(f"[yellow]note:[/yellow] {load} searches the index it was compiled with ({retriever}); "
+                          "to search another, compile against it (--retriever)")
     else:
         instance, retriever = spec.build(data_file)
     manifest = run_manifest(instance, examples, judge, data_sha256=checksum(data_file), limit=limit,
@@ -79,7 +88,7 @@ def eval_cmd(
         console.print(render_table({summary["program"]: summary}))
     else:
         evaluate(instance, examples, out, threads=threads, name=type(instance).__name__, console=console,
-                 judge_lm=judge, manifest=manifest, keep_errors=keep_errors)
+                 judge_lm=judge, manifest=manifest, keep_errors=keep_errors, metric=metrics or None)
     console.print(f"rows: {out / 'results.jsonl'}  traces: {out / 'traces'}")
 
 
@@ -105,7 +114,8 @@ def compare_cmd(
     out: Path = typer.Option(..., help="output folder: an evaluation folder per dataset and program, the table, the "
                              "charts and report.html (rerun to resume; name another program to run only it)"),
     programs: str = typer.Option(None, help="programs to compare, comma-separated (default: every method declared to "
-                                 "be compared by default, and the baselines)"),
+                                 "be compared by default, and the baselines); a program of your own as "
+                                 "package.module:ClassName"),
     datasets: str = typer.Option(",".join(DATASETS), help="dev sets, comma-separated: dataset names "
                                  f"({', '.join(DATASETS)}) or question files"),
     budget: str = typer.Option("shared", help="shared: every program gets --k and --max-iterations; paper: each runs "
@@ -128,6 +138,9 @@ def compare_cmd(
     limit: int = typer.Option(None, help="first N questions of each dev set", min=1),
     threads: int = typer.Option(1, help="questions evaluated at once", min=1),
     judge_lm: str = typer.Option(None, help="an LM that judges each answer (LLM Eval, ComposeRAG §5.1)"),
+    metric: list[str] = typer.Option(None, "--metric", help="module:function, a DSPy metric fn(example, prediction, "
+                                     "trace=None) importable from the current folder, recorded beside the built-in "
+                                     "metrics (repeatable)"),
 ):
     """Compare programs on the same dev sets, retriever, LM and budget (--k, --max-iterations and --max-tokens, the
     cap of every LM call; --budget paper: each program's own paper's settings instead of --k and --max-iterations;
@@ -140,12 +153,13 @@ def compare_cmd(
     # each program's own rollout id keys its cache entries apart; DSPy warns that it leaves greedy replies the same
     warnings.filterwarnings("ignore", message="rollout_id has no effect", category=UserWarning)
     students = student_pairs(student)
+    metrics = import_metrics(metric)
     compare(out, programs=[name.strip() for name in programs.split(",") if name.strip()] if programs else None,
             datasets=[name.strip() for name in datasets.split(",") if name.strip()], lm=lm,
             budget=Budget.parse(budget, k=k, max_iterations=max_iterations, max_tokens=lm.max_tokens),
             students=students,
             first_stage=first_stage, encoder=encoder, limit=limit, threads=threads, judge_lm=judge_lm,
-            console=console, corpus=corpus, retriever=retriever)
+            console=console, corpus=corpus, retriever=retriever, metric=metrics or None)
 
 
 @configurable()
@@ -168,6 +182,9 @@ def reproduce_cmd(
     student: list[str] = typer.Option(None, "--student", help="PROGRAM=ADAPTER_DIR (a `multihop distill` folder) or "
                                       "PROGRAM=SPEC[@DIR] (a served student): the rows that run stages of PROGRAM on "
                                       "a student run them on it (repeatable)"),
+    metric: list[str] = typer.Option(None, "--metric", help="module:function, a DSPy metric fn(example, prediction, "
+                                     "trace=None) importable from the current folder, recorded beside the built-in "
+                                     "metrics (repeatable)"),
 ):
     """Run a paper's results tables again: every declared row a program here runs, with the settings the paper gave
     it, on the dev sets the table reports; prints and writes each table as the paper prints it, ours beside the
@@ -190,11 +207,43 @@ def reproduce_cmd(
         return
     if paper is None:
         raise typer.BadParameter("give a PAPER (CoopRAG, DualRAG, ComposeRAG, HANRAG, CIRAG), or --list")
+    metrics = import_metrics(metric)
     out = out or Path("runs") / f"reproduce-{paper_of(paper).name.lower()}"
     warnings.filterwarnings("ignore", message="rollout_id has no effect", category=UserWarning)
     reproduce(paper, out, tables=table or None, lm=lm, limit=limit, threads=threads, encoder=encoder,
               datasets=[name.strip() for name in datasets.split(",") if name.strip()] if datasets else None,
-              judge_lm=judge_lm, console=console, students=student_pairs(student))
+              judge_lm=judge_lm, console=console, students=student_pairs(student), metric=metrics or None)
+
+
+def import_metrics(specs: list[str] | None) -> dict:
+    """The metrics of ``--metric module:function`` options, by function name, each imported with the current folder
+    on ``sys.path``; a spec that does not name an importable function is one line."""
+    import importlib
+    import os
+    import sys
+
+    from multihop.evaluation.runner import metric_functions
+
+    metrics = {}
+    for spec in specs or ():
+        module_name, _, function = spec.partition(":")
+        if not module_name or not function:
+            raise typer.BadParameter(f"--metric {spec!r}: give module:function (e.g. my_metrics:answer_match)")
+        if os.getcwd() not in sys.path:
+            sys.path.insert(0, os.getcwd())
+        try:
+            fn = getattr(importlib.import_module(module_name), function)
+        except ImportError as exc:
+            raise typer.BadParameter(f"--metric {spec!r}: cannot import {module_name} ({exc})") from None
+        except AttributeError:
+            raise typer.BadParameter(f"--metric {spec!r}: {module_name} has no {function}") from None
+        if function in metrics:
+            raise typer.BadParameter(f"--metric {spec!r}: a metric named {function} is already given")
+        metrics[function] = fn
+    try:
+        return metric_functions(metrics)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
 
 
 def student_pairs(pairs: list[str] | None) -> dict[str, str]:

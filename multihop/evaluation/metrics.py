@@ -6,6 +6,9 @@
 - ``cover_em`` (ComposeRAG §5.1): the tokens of a gold answer (lowercased, punctuation removed, whitespace
   tokenised; articles kept, as the paper's Normalize() does) form a contiguous subsequence of the prediction's tokens.
 - ``recall_at_k``: the share of a question's gold passage ids found in its first k retrieved ids (HippoRAG, CoopRAG).
+  Evaluation records recall@2 and recall@5 (the papers' cut-offs) and ``recall@k``: the recall over every passage
+  the program read on the question (k is the program's own count there, so programs that read different numbers of
+  passages are each measured on what they read; compare it with their retrieval counts).
 - ``LLMJudge``: ComposeRAG's "LLM Eval" (§5.1, App. D's evaluation prompt as the ``LLMEvaluation`` signature) over any
   LM: true when the answer aligns in meaning with a gold answer and keeps its key details. DualRAG's Acc judge asks
   the same question of a judge LM, so one judge serves both.
@@ -145,8 +148,8 @@ class LLMJudge:
 
 
 def dspy_metric(name: str, judge_lm: dspy.BaseLM | None = None) -> Callable:
-    """A DSPy metric ``(example, prediction, trace=None) -> float`` by name: em, f1, acc, cover_em, recall@k, or
-    llm_eval (which needs ``judge_lm``).
+    """A DSPy metric ``(example, prediction, trace=None) -> float`` by name: em, f1, acc, cover_em, recall@K (a number),
+    recall@k (over every passage the prediction read), or llm_eval (which needs ``judge_lm``).
 
     Answer metrics compare ``prediction.answer`` with ``example.answers``; ``recall@k`` compares the prediction's
     passage ids (``prediction.passage_ids`` or ``prediction.ids``) with ``example.gold_passage_ids``.
@@ -165,14 +168,15 @@ def dspy_metric(name: str, judge_lm: dspy.BaseLM | None = None) -> Callable:
         def metric(example, prediction, trace=None):
             return fn(getattr(prediction, "answer", "") or "", example.answers)
 
-    elif match := re.fullmatch(r"recall@(\d+)", name):
-        k = int(match.group(1))
+    elif match := re.fullmatch(r"recall@(\d+|k)", name):
+        k = None if match.group(1) == "k" else int(match.group(1))
 
         def metric(example, prediction, trace=None):
             ids = prediction.get("passage_ids") or prediction.get("ids") or []
-            return recall_at_k(ids, example.gold_passage_ids, k) or 0.0
+            return recall_at_k(ids, example.gold_passage_ids, len(ids) if k is None else k) or 0.0
 
     else:
-        raise ValueError(f"unknown metric {name!r}; use one of {', '.join(ANSWER_METRICS)}, llm_eval or recall@K")
+        raise ValueError(f"unknown metric {name!r}; use one of {', '.join(ANSWER_METRICS)}, llm_eval, recall@K or "
+                         "recall@k")
     metric.__name__ = name
     return metric

@@ -20,7 +20,7 @@ import logging
 import re
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -53,11 +53,26 @@ MAX_ENDPOINT_FAILURES = 10  # questions in a row whose LM endpoint failed: the r
 ENDPOINT_ERRORS = (LMTransportError, LMTimeoutError, LMServerError, LMRateLimitError, LMAuthError, LMBillingError)
 SUMMARY = "summary.json"
 METRIC_COLUMNS = [("em", "EM"), ("f1", "F1"), ("acc", "Acc"), ("cover_em", "Cover-EM"), ("llm_eval", "LLM Eval"),
-                  ("recall@2", "R@2"), ("recall@5", "R@5")]
+                  ("recall@2", "R@2"), ("recall@5", "R@5"), ("recall@k", "R@k")]
 COST_COLUMNS = [("llm_calls", "LLM calls/q"), ("retrieval_calls", "retrievals/q"), ("tokens", "tokens/q"),
                 ("cached_prompt_tokens", "prefill saved/q"), ("seconds", "s/q")]
 RATES = {"em", "f1", "acc", "cover_em", "llm_eval"}  # and every recall@k: shares of questions, shown in percent
 OPTIONAL = {"llm_eval"}  # shown only when some summary has it
+BUILT_IN = {"em", "f1", "acc", "cover_em", "llm_eval", "recall@2", "recall@5", "recall@k"}
+
+
+def metric_functions(metric: Callable | Mapping[str, Callable] | None) -> dict[str, Callable]:
+    """The metrics a user brings, by name: a DSPy metric ``fn(example, prediction, trace=None)`` (named by its
+    ``__name__``) or a ``{name: fn}`` mapping; a name the runner already records is refused."""
+    if metric is None:
+        return {}
+    named = dict(metric) if isinstance(metric, Mapping) else {getattr(metric, "__name__", "metric"): metric}
+    for name, fn in named.items():
+        if not callable(fn):
+            raise ValueError(f"metric {name!r} is not a function")
+        if name in BUILT_IN or not str(name).strip():
+            raise ValueError(f"metric name {name!r} is taken: name it other than {', '.join(sorted(BUILT_IN))}")
+    return named
 
 
 def require_module(program, what: str) -> None:
@@ -71,14 +86,17 @@ def trace_path(out_dir: Path, qid: str) -> Path:
     return out_dir / "traces" / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', qid)}.json"
 
 
-def run_question(program: dspy.Module, example: dspy.Example, judge: LLMJudge | None = None
-                 ) -> tuple[dict, list[dict]]:
+def run_question(program: dspy.Module, example: dspy.Example, judge: LLMJudge | None = None,
+                 metrics: Mapping[str, Callable] | None = None) -> tuple[dict, list[dict]]:
     """Answer one question and score it (and judge it, given a judge); never raises but for an LM that cannot serve
     the program at all — a server that refuses the stages' schemas
     (:class:`~multihop.lm.engines.served.StructuredOutputRefused`), an LM without the token log-probabilities a program
     reads (:class:`~multihop.lm.engines.base.LogprobsUnavailable`) —, which stops the run. A module
     that traces its own calls (:class:`~multihop.evaluation.tracing.TracedModule`, every multihop program) gives its
-    stage records and counts with its prediction; any other ``dspy.Module`` is traced here, so it gets them too."""
+    stage records and counts with its prediction; any other ``dspy.Module`` is traced here, so it gets them too.
+    ``recall@k`` is the recall over every passage the program read (k: its own count on that question). Each of
+    ``metrics`` (a user's DSPy metrics, by name) scores the prediction as ``fn(example, prediction)``; one that raises
+    records None and its error under ``metric_errors``, and the run goes on."""
     start = time.perf_counter()
     row = {"id": example.id, "question": example.question, "answers": list(example.answers)}
     trace: list[dict] = []
@@ -98,8 +116,16 @@ def run_question(program: dspy.Module, example: dspy.Example, judge: LLMJudge | 
         gold = example.get("gold_passage_ids") or []
         retrieved = bool(ids or counts.get("retrieval_calls"))  # a program that never retrieves has no recall
         row["metrics"].update({f"recall@{k}": recall_at_k(ids, gold, k) if retrieved else None for k in (2, 5)})
+        row["metrics"]["recall@k"] = recall_at_k(ids, gold, len(ids)) if retrieved else None
         if judge is not None:
             row["metrics"]["llm_eval"] = judge(example.question, row["prediction"], example.answers)
+        for name, fn in (metrics or {}).items():
+            try:
+                value = fn(example, prediction)
+                row["metrics"][name] = None if value is None else float(value)
+            except Exception as exc:  # a broken metric must not end the run
+                row["metrics"][name] = None
+                row.setdefault("metric_errors", {})[name] = f"{type(exc).__name__}: {exc}"
     except (StructuredOutputRefused, LogprobsUnavailable):
         raise  # every question would fail the same way: the run stops with its one line
     except Exception as exc:  # one broken question must not end the run
@@ -110,18 +136,27 @@ def run_question(program: dspy.Module, example: dspy.Example, judge: LLMJudge | 
     return row, trace
 
 
-def summarize(rows: Sequence[dict], count_display: dict[str, str] | None = None) -> dict:
-    """Averages over questions: errored questions score 0 on answer metrics; recall only over questions with gold,
-    LLM Eval only over judged questions; every numeric count a program reports (its events too) per question. The
-    program's ``count_display`` (how tables show its counts) is kept as the summary's."""
+def summarize(rows: Sequence[dict], count_display: dict[str, str] | None = None,
+              metric_names: Sequence[str] = ()) -> dict:
+    """Averages over questions: errored questions score 0 on answer metrics and on each user metric of
+    ``metric_names`` (listed as the summary's ``metrics``; a question whose metric raised is left out of its mean);
+    recall only over questions with gold, LLM Eval only over judged questions; every numeric count a program reports
+    (its events too) per question. The program's ``count_display`` (how tables show its counts) is kept as the
+    summary's."""
     n = len(rows)
     summary: dict = {"questions": n, "errors": sum(1 for r in rows if r.get("error")),
                      "count_display": dict(count_display or {})}
+    if metric_names:
+        summary["metrics"] = list(metric_names)
     if not n:
         return summary
+    for key in metric_names:
+        values = [0.0 if r.get("error") else r["metrics"].get(key) for r in rows]
+        values = [v for v in values if v is not None]
+        summary[key] = sum(values) / len(values) if values else None
     for key in ("em", "f1", "acc", "cover_em"):
         summary[key] = sum(r["metrics"].get(key, 0.0) for r in rows) / n
-    for key in ("recall@2", "recall@5", "llm_eval"):
+    for key in ("recall@2", "recall@5", "recall@k", "llm_eval"):
         values = [r["metrics"][key] for r in rows if r["metrics"].get(key) is not None]
         summary[key] = sum(values) / len(values) if values else None
     summary["judged"] = sum(1 for r in rows if r["metrics"].get("llm_eval") is not None)
@@ -137,12 +172,19 @@ def declared_rates(summaries: Sequence[dict]) -> set[str]:
     return {key for s in summaries for key, display in s.get("count_display", {}).items() if display == "rate"}
 
 
+def user_metrics(summaries: Sequence[dict]) -> list[str]:
+    """The user metrics of the summaries, in their order."""
+    return list(dict.fromkeys(name for s in summaries for name in s.get("metrics", [])))
+
+
 def default_columns(summaries: Sequence[dict]) -> list[tuple[str, str]]:
-    """The metric columns, then every count the summaries' programs declare (a rate as ``name %``, any other as
-    ``name/q``), then the cost columns."""
+    """The metric columns, the user metrics, then every count the summaries' programs declare (a rate as ``name %``,
+    any other as ``name/q``), then the cost columns."""
     rates = declared_rates(summaries)
     declared = sorted({key for s in summaries for key in s.get("count_display", {})})
-    return [*METRIC_COLUMNS, *((key, f"{key} %" if key in rates else f"{key}/q") for key in declared), *COST_COLUMNS]
+    users = [(name, name) for name in user_metrics(summaries)]
+    counts = [(key, f"{key} %" if key in rates else f"{key}/q") for key in declared]
+    return [*METRIC_COLUMNS, *users, *counts, *COST_COLUMNS]
 
 
 def render_table(summaries: dict[str, dict], title: str = "multihop evaluation",
@@ -150,6 +192,7 @@ def render_table(summaries: dict[str, dict], title: str = "multihop evaluation",
     """One row per summary; metric rates and the counts a program declares a rate in percent; an optional column
     only when some summary has it. ``columns`` (key, header) default to :func:`default_columns`."""
     rates = RATES | declared_rates(summaries.values())
+    users = set(user_metrics(list(summaries.values())))
     columns = default_columns(list(summaries.values())) if columns is None else columns
     table = Table(title=title)
     table.add_column(label)
@@ -164,6 +207,8 @@ def render_table(summaries: dict[str, dict], title: str = "multihop evaluation",
             value = summary.get(key)
             if value is None:
                 cells.append("–")
+            elif key in users:
+                cells.append(f"{value:.3f}")
             elif key in rates or key.startswith("recall@"):
                 cells.append(f"{100 * value:.1f}")
             else:
@@ -186,14 +231,17 @@ def run_manifest(program: dspy.Module, examples: Sequence[dspy.Example], judge_l
     string keys the engine, decoding and weights), the judge, the questions (their ids, so a limit counts), and what
     the caller adds (``extra``: a data file's checksum, a compiled program's, a retriever's); and the checksums of the
     files its settings name (``program.setting_files()``: a classifier folder, labels), when it has any, so a file
-    rewritten under the same name is another run."""
+    rewritten under the same name is another run; a user's program given by its import path records it
+    (``import_path``)."""
     lm = dspy.settings.lm
     settings = {key: lm.kwargs.get(key) for key in ("max_tokens", "temperature", "api_base")} if lm else None
     files = program.setting_files() if hasattr(program, "setting_files") else {}
+    path = type(program).__dict__.get("_import_path")  # a user's program, given as package.module:ClassName
+    imported = {"import_path": path} if path else {}
     return {"program": type(program).__name__, "config": program.config() if hasattr(program, "config") else None,
             "lm": getattr(lm, "model", None), "lm_settings": settings, "judge": getattr(judge_lm, "model", None),
             "questions": questions_hash(examples), "count": len(examples),
-            **({"setting_files": files} if files else {}), **extra}
+            **({"setting_files": files} if files else {}), **imported, **extra}
 
 
 def questions_hash(examples: Sequence[dspy.Example]) -> str:
@@ -212,6 +260,7 @@ def evaluate(
     judge_lm: dspy.BaseLM | None = None,
     manifest: dict | None = None,
     keep_errors: bool = False,
+    metric: Callable | Mapping[str, Callable] | None = None,
 ) -> dict:
     """Evaluate ``program`` on ``examples``, writing rows and traces to ``out_dir`` as they finish; returns the summary.
 
@@ -224,9 +273,11 @@ def evaluate(
     fails on :data:`MAX_ENDPOINT_FAILURES` questions in a row the run stops (``EndpointDownError``) without recording
     them, so a rerun retries them. ``judge_lm`` adds LLM Eval to each row. A program that reads more of an example
     than its question (an oracle's gold label) says so with ``prepare_examples(examples)``, applied first.
+    ``metric`` (a DSPy metric ``fn(example, prediction, trace=None)`` or ``{name: fn}``) is recorded in each row's
+    ``metrics`` under its name and averaged in the summary; its names are part of the run's manifest.
     :func:`evaluate_all` runs several evaluations through one pool; :func:`aevaluate` is this run for asyncio code.
     """
-    evaluation = Evaluation(program, examples, out_dir, name, judge_lm, manifest, keep_errors)
+    evaluation = Evaluation(program, examples, out_dir, name, judge_lm, manifest, keep_errors, metric=metric)
     return _shown(evaluate_all([evaluation], threads, progress)[0], console)
 
 
@@ -249,6 +300,7 @@ class Evaluation:
     manifest: dict | None = None
     keep_errors: bool = False
     context: contextvars.Context | None = None
+    metric: Callable | Mapping[str, Callable] | None = None
 
 
 def evaluate_all(evaluations: Sequence[Evaluation], threads: int = 1, progress: bool = True) -> list[dict]:
@@ -261,10 +313,10 @@ def evaluate_all(evaluations: Sequence[Evaluation], threads: int = 1, progress: 
         bar = None if len(evaluations) == 1 else stack.enter_context(
             tqdm(total=sum(len(e.examples) for e in evaluations), desc="evaluating", unit="q", disable=not progress))
         runs = [context.run(stack.enter_context, EvaluationRun(e.program, e.examples, e.out_dir, progress, e.name,
-                                                               e.judge_lm, e.manifest, e.keep_errors, bar))
+                                                               e.judge_lm, e.manifest, e.keep_errors, bar, e.metric))
                 for e, context in zip(evaluations, contexts, strict=True)]
         with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
-            futures = {pool.submit(context.copy().run, run_question, run.program, example, run.judge): run
+            futures = {pool.submit(context.copy().run, run_question, run.program, example, run.judge, run.metrics): run
                        for run, context in zip(runs, contexts, strict=True) for example in run.todo}
             try:
                 for future in as_completed(futures):
@@ -287,18 +339,19 @@ async def aevaluate(
     judge_lm: dspy.BaseLM | None = None,
     manifest: dict | None = None,
     keep_errors: bool = False,
+    metric: Callable | Mapping[str, Callable] | None = None,
 ) -> dict:
     """:func:`evaluate` for asyncio code (a server that hosts a program): ``in_flight`` questions at once under a
     semaphore, each awaited as ``program.acall`` awaits a call (:func:`~multihop.evaluation.tracing.in_worker`), with
     the same rows, traces, resumption and stops. The folder's lock, the manifest and the summary are written off the
     event loop."""
-    run = EvaluationRun(program, examples, out_dir, progress, name, judge_lm, manifest, keep_errors)
+    run = EvaluationRun(program, examples, out_dir, progress, name, judge_lm, manifest, keep_errors, metric=metric)
     await asyncio.to_thread(run.__enter__)
     gate = asyncio.Semaphore(max(1, in_flight))
 
     async def answer(example: dspy.Example) -> tuple[dict, list[dict]]:
         async with gate:
-            return await in_worker(run_question, program, example, run.judge)
+            return await in_worker(run_question, program, example, run.judge, run.metrics)
 
     tasks = [asyncio.ensure_future(answer(example)) for example in run.todo]
     try:
@@ -317,13 +370,15 @@ class EvaluationRun:
     """One evaluation in its locked folder: the questions still to answer (``todo``), each finished row and trace
     recorded as it comes (:meth:`record`), and the summary (:meth:`finish`)."""
 
-    def __init__(self, program, examples, out_dir, progress, name, judge_lm, manifest, keep_errors, bar=None):
+    def __init__(self, program, examples, out_dir, progress, name, judge_lm, manifest, keep_errors, bar=None,
+                 metric=None):
         require_module(program, "evaluate")
         prepare = getattr(program, "prepare_examples", None)
         self.program, self.examples = program, prepare(examples) if prepare is not None else examples
         self.out, self.name, self.judge_lm, self.keep_errors = Path(out_dir), name, judge_lm, keep_errors
         self.manifest, self.progress = manifest, progress
         self.judge = LLMJudge(judge_lm) if judge_lm is not None else None
+        self.metrics = metric_functions(metric)
         self.streak: list[tuple[dict, list]] = []
         self.summary: dict = {}
         self.shared_bar = bar  # several runs' progress on one bar (evaluate_all)
@@ -345,7 +400,10 @@ class EvaluationRun:
             (out / RUN_MANIFEST).unlink(missing_ok=True)
         asked = {str(example.id): example.question for example in examples}
         superset = all(asked.get(qid) == row.get("question") for qid, row in recorded.items())  # the same questions
-        if check_run(out / RUN_MANIFEST, self.manifest or run_manifest(self.program, examples, self.judge_lm),
+        manifest = self.manifest or run_manifest(self.program, examples, self.judge_lm)
+        if self.metrics:  # other metrics make another run
+            manifest = {**manifest, "metrics": sorted(self.metrics)}
+        if check_run(out / RUN_MANIFEST, manifest,
                      kind="evaluation", growing=GROWING if superset else frozenset()):
             logger.info("%s: the run grows from %d recorded questions to %d", out, len(recorded), len(examples))
         self.rows = resumable_rows(out / RESULTS, self.keep_errors)
@@ -389,7 +447,7 @@ class EvaluationRun:
             self.sink.close()
             if kind is None:
                 self.summary = summarize([self.rows[ex.id] for ex in self.examples if ex.id in self.rows],
-                                         getattr(self.program, "count_display", {}))
+                                         getattr(self.program, "count_display", {}), list(self.metrics))
                 self.summary["program"] = self.name or type(self.program).__name__
                 atomic_write_text(self.out / SUMMARY, json.dumps(self.summary, indent=2))
         finally:

@@ -30,7 +30,7 @@ from __future__ import annotations
 import contextvars
 import dataclasses
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import dspy
@@ -73,6 +73,7 @@ def compare(
     console: Console | None = None,
     corpus: str | Path | None = None,
     retriever: str | Path | None = None,
+    metric: Callable | Mapping[str, Callable] | None = None,
 ) -> dict:
     """Compare ``programs`` (default: :meth:`~multihop.programs.registry.ProgramRegistry.compared_by_default`) on the
     dev sets ``datasets`` under one ``budget`` (default :class:`Budget`\\ ()) and write
@@ -86,7 +87,8 @@ def compare(
     adds LLM Eval. ``console`` prints the budget and the tables. ``corpus`` (a corpus or question file, indexed once
     by ``first_stage``) or ``retriever`` (a saved retriever folder) is the one index every program and dataset
     searches, instead of each dev file's own paragraphs (passage ids are content hashes, so the gold paragraphs of
-    the dev files are found in a corpus that holds them).
+    the dev files are found in a corpus that holds them). ``metric`` (a DSPy metric or ``{name: fn}``) is recorded
+    in every run beside the built-in metrics and shown as a column (:func:`multihop.evaluation.runner.evaluate`).
     """
     if corpus is not None and retriever is not None:
         raise ValueError("give compare a --corpus to index or a --retriever folder, not both")
@@ -137,7 +139,7 @@ def compare(
                                     retriever=index.name if index and takes_retriever(type(program)) else None,
                                     student=weights, budget=applied)
             evaluations.append(Evaluation(program, examples, out / key / name, name=name, judge_lm=judge,
-                                          manifest=manifest, context=contextvars.copy_context()))
+                                          manifest=manifest, context=contextvars.copy_context(), metric=metric))
     # every program's questions go through one pool of --threads: one that finishes early leaves its threads to the
     # others (each folder's rows are those of its program run alone)
     summaries = evaluate_all(evaluations, threads, progress)
@@ -146,6 +148,9 @@ def compare(
                  else {"budget": budget_knobs(name)})
         info = {"kind": PROGRAMS.declaration(name).kind, **knobs, "config": program.config(),
                 "student": str(students[name]) if name in students else None}
+        path = type(program).__dict__.get("_import_path")  # a user's program, given as package.module:ClassName
+        if path:
+            info["import_path"] = path
         comparison["programs"].setdefault(name, info)
         comparison["runs"].append({"dataset": key, "program": name, "folder": f"{key}/{name}"})
         comparison["rows"].append(summary_row(key, name, summary))

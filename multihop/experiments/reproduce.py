@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextvars
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -155,6 +155,7 @@ def reproduce(
     progress: bool = True,
     console: Console | None = None,
     students: Mapping[str, str | Path] | None = None,
+    metric: Callable | Mapping[str, Callable] | None = None,
 ) -> dict:
     """Run the declared rows of ``paper``'s ``tables`` (default: all) on ``datasets`` (default: every dev set a table
     has columns for) and write each table, ours beside the paper's, into ``out``; returns what ``reproduce.json``
@@ -162,7 +163,8 @@ def reproduce(
     questions of each dev set; ``threads``: questions at once of every row; ``encoder``: the dense index's;
     ``students`` maps a program to a ``multihop distill`` folder (or a served student ``SPEC[@DIR]``) whose stages run
     on it in the rows that run stages on a student (``TableRow.stage_lms``); without one, such rows show the paper's
-    numbers alone."""
+    numbers alone. ``metric`` (a DSPy metric or ``{name: fn}``) is recorded in every row's run beside the built-in
+    metrics (:func:`multihop.evaluation.runner.evaluate`)."""
     method = paper_of(paper)
     chosen = select_tables(method, tables)
     unknown = sorted(set(datasets or ()) - set(DATASETS))
@@ -218,7 +220,7 @@ def reproduce(
                     evaluations.append(Evaluation(program, examples[dataset],
                                                   out / table_slug(table) / dataset / row_slug(row), name=row.label,
                                                   judge_lm=judge, manifest=manifest,
-                                                  context=contextvars.copy_context()))
+                                                  context=contextvars.copy_context(), metric=metric))
     summaries = iter(evaluate_all(evaluations, threads, progress))
     results = {plan_key(plan): next(summaries) for plan in planned if plan.program is not None}
     written = []

@@ -22,23 +22,28 @@ from multihop.programs.papers import PaperResult
 TABLE_JSON = "comparison.json"
 TABLE_MARKDOWN = "comparison.md"
 COLUMNS = [("em", "EM"), ("f1", "F1"), ("acc", "Acc"), ("cover_em", "Cover-EM"), ("llm_eval", "LLM Eval"),
-           ("recall@2", "R@2"), ("recall@5", "R@5"), ("llm_calls", "LLM calls/q"),
+           ("recall@2", "R@2"), ("recall@5", "R@5"), ("recall@k", "R@k"), ("llm_calls", "LLM calls/q"),
            ("retrieval_calls", "retrieval steps/q"), ("prompt_tokens", "input tokens/q"),
            ("completion_tokens", "output tokens/q"), ("seconds", "s/q"), ("errors", "errors/q"),
            ("fallbacks", "fallbacks/q")]
-PERCENT = {"em", "f1", "acc", "cover_em", "llm_eval", "recall@2", "recall@5"}  # shares, shown in percent
-OPTIONAL = {"llm_eval"}  # a column only when some row (ours or theirs) has it
+PERCENT = {"em", "f1", "acc", "cover_em", "llm_eval", "recall@2", "recall@5", "recall@k"}  # shares, in percent
+OPTIONAL = {"llm_eval", "recall@k"}  # a column only when some row (ours or theirs) has it
+KNOWN = {key for key, _ in COLUMNS}  # any other column is a user metric
 GROUPS = {"method": "methods", "baseline": "baselines", "custom": "other programs"}  # the tables' groups, in order
 
 
 def summary_row(dataset: str, program: str, summary: dict) -> dict:
     """Our row of one dataset × program: the table's columns from its evaluation ``summary`` (errors as a share of
-    questions, fallbacks per question, 0 when the program took none) and its question count."""
+    questions, fallbacks per question, 0 when the program took none), its question count, and the user metrics it
+    was scored with (their names under ``metrics``, each a column)."""
     n = summary.get("questions", 0)
     row = {"dataset": dataset, "program": program, "questions": n, "errored": summary.get("errors", 0)}
     row.update({key: summary.get(key) for key, _ in COLUMNS})
     row["errors"] = row["errored"] / n if n else 0.0
     row["fallbacks"] = summary.get("fallbacks", 0.0) if n else None
+    if summary.get("metrics"):
+        row["metrics"] = list(summary["metrics"])
+        row.update({name: summary.get(name) for name in row["metrics"]})
     return row
 
 
@@ -50,17 +55,24 @@ def paper_row(result: PaperResult) -> dict:
 
 
 def cell(key: str, value) -> str:
-    """One table cell: a share in percent, seconds and errors with two decimals, other counts with one."""
+    """One table cell: a share in percent, seconds and errors with two decimals, a user metric with three, other counts
+    with one."""
     if value is None:
         return "–"
     if key in PERCENT:
         return f"{100 * value:.1f}"
+    if key not in KNOWN:
+        return f"{value:.3f}"
     return f"{value:.2f}" if key in ("seconds", "errors") else f"{value:.1f}"
 
 
 def shown_columns(rows: Sequence[dict]) -> list[tuple[str, str]]:
-    return [(key, header) for key, header in COLUMNS
-            if key not in OPTIONAL or any(row.get(key) is not None for row in rows)]
+    """The columns some row has, and after the answer and recall metrics the user metrics of the rows."""
+    shown = [(key, header) for key, header in COLUMNS
+             if key not in OPTIONAL or any(row.get(key) is not None for row in rows)]
+    users = [(name, name) for name in dict.fromkeys(name for row in rows for name in row.get("metrics", []))]
+    at = next((i for i, (key, _) in enumerate(shown) if key == "llm_calls"), len(shown))
+    return [*shown[:at], *users, *shown[at:]]
 
 
 def dataset_table(comparison: dict, dataset: str) -> tuple[list[dict], list[dict], list[tuple[str, str]]]:
