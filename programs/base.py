@@ -254,6 +254,9 @@ class MultihopProgram(TracedModule):
         return {name: getattr(self, name) for name in self.settings()}
 
 
+PROGRAMS.base = MultihopProgram  # a user's plain dspy.Module is registered as a subclass of it
+
+
 class _Searchers:
     """A program's searchers by retriever, built once under a lock (questions run in threads). Copies of the program
     (an optimizer's candidates) share them, as they share the retriever, so no copy loads a reranker's encoder again;

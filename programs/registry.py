@@ -116,6 +116,7 @@ class ProgramRegistry(Mapping):
         self._classes: dict[str, type] = {}
         self._declarations: dict[str, Method] = {}
         self._imported: dict[str, type] = {}  # an import path → its program class
+        self.base: type | None = None  # MultihopProgram, set where it is defined (programs/base.py)
 
     def __getitem__(self, name: str) -> type:
         return self._classes[name]
@@ -192,8 +193,7 @@ class ProgramRegistry(Mapping):
             return self._imported[path]
         import dspy
 
-        from .base import MultihopProgram
-
+        MultihopProgram = self.base  # noqa: N806 - the class, set by programs/base.py (which imports this module)
         module_name, _, class_name = path.partition(":")
         if not module_name or not class_name:
             raise ValueError(f"program {path!r}: give a program name or package.module:ClassName")
