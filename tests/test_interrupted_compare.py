@@ -46,7 +46,7 @@ def test_a_threaded_compare_stopped_with_ctrl_c_keeps_its_rows_once_and_its_reru
     data = tmp_path / "data"
     (data / "musique" / "dev").mkdir(parents=True)
     (data / "musique" / "dev" / "musique_qa_100.json").write_text(json.dumps(QUESTIONS))
-    with loopback_server(latency=0.4, lifetime=300) as server:
+    with loopback_server(latency=1.0, lifetime=300) as server:  # 24 rows take six seconds at 4 threads
         whole = compare(tmp_path / "whole", server, data, tmp_path / "home")
         assert whole.wait(timeout=240) == 0, whole.stderr
         stopped = compare(tmp_path / "cut", server, data, tmp_path / "home")

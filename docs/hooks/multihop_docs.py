@@ -392,6 +392,12 @@ def package_tree(root: Path) -> Path:
     return tree
 
 
+def on_startup(command, dirty):
+    """Lay out the package tree before any plugin reads its configuration: mkdocstrings' handler takes its search
+    paths (``build/api-src``) as they are when its own ``on_config`` runs, before this hook's."""
+    package_tree(Path(__file__).resolve().parents[2])
+
+
 def on_config(config):
     global _ROOT
     root = Path(config["config_file_path"]).parent
