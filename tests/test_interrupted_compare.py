@@ -20,7 +20,8 @@ PROGRAMS = ("NoRetrieval", "SingleStepRAG")
 
 
 def compare(out, server, data, home) -> subprocess.Popen:
-    env = {**os.environ, "MULTIHOP_DATA": str(data), "MULTIHOP_HOME": str(home), "HF_HUB_OFFLINE": "1"}
+    env = {**os.environ, "MULTIHOP_DATA": str(data), "MULTIHOP_HOME": str(home), "HF_HUB_OFFLINE": "1",
+           "DSPY_CACHEDIR": str(out) + "-cache"}  # its own replies' cache: the cut run asks the server as the whole did
     return subprocess.Popen([sys.executable, "-m", "multihop.cli", "compare", "--programs", ",".join(PROGRAMS),
                              "--datasets", "musique", "--first-stage", "bm25", "--threads", "4", "--out", str(out),
                              "--lm", "hosted_vllm/loopback", "--api-base", server.api_base],
