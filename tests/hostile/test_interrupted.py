@@ -53,7 +53,6 @@ def rows(path: Path) -> dict:
 def start(argv: list[str], out: Path, env: dict) -> subprocess.Popen:
     dev = Path(env["MULTIHOP_DATA"]) / "musique" / "dev" / "musique_qa_100.json"
     argv = [str(out) if arg == "OUT" else str(dev) if arg == "DEV" else arg for arg in argv]
-    env = {**env, "DSPY_CACHEDIR": str(out) + "-cache"}  # the cut run asks the server, as the whole run did
     return subprocess.Popen([sys.executable, "-m", "multihop.cli", *argv], env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
 
