@@ -92,6 +92,21 @@ class StageScript:
         return reply(prompt) if callable(reply) else reply
 
 
+def paris_data(tmp_path: Path, monkeypatch) -> Path:
+    """A MULTIHOP_DATA whose MuSiQue dev file holds one question ("Capital of France?", Paris, with its gold
+    paragraph), and a MULTIHOP_HOME of the test's own."""
+    import json
+
+    data = tmp_path / "data"
+    (data / "musique" / "dev").mkdir(parents=True)
+    records = [{"id": "q1", "question": "Capital of France?", "answers": ["Paris"],
+                "paragraphs": [{"title": "France", "text": "Paris is the capital of France.", "is_supporting": True}]}]
+    (data / "musique" / "dev" / "musique_qa_100.json").write_text(json.dumps(records))
+    monkeypatch.setenv("MULTIHOP_DATA", str(data))
+    monkeypatch.setenv("MULTIHOP_HOME", str(tmp_path / "home"))
+    return data
+
+
 def data_root() -> Path:
     """``MULTIHOP_DATA``, or the test is skipped (the Makefile points it at ../shared/data)."""
     value = os.environ.get("MULTIHOP_DATA")

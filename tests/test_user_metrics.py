@@ -18,7 +18,7 @@ from multihop.evaluation.runner import evaluate, render_table
 from multihop.experiments.tables import cell, shown_columns, summary_row
 from multihop.programs import PROGRAMS
 
-from helpers import Echo, TypedScript, echo_examples, scripted_lm
+from helpers import Echo, TypedScript, echo_examples, paris_data, scripted_lm
 
 runner = CliRunner()
 
@@ -147,13 +147,7 @@ def test_a_bad_metric_spec_is_one_line(user_folder, built_lms, questions, spec, 
 
 
 def test_compare_records_and_tables_a_users_metric(tmp_path, monkeypatch):
-    data = tmp_path / "data"
-    (data / "musique" / "dev").mkdir(parents=True)
-    records = [{"id": "q1", "question": "Capital of France?", "answers": ["Paris"],
-                "paragraphs": [{"title": "France", "text": "Paris is the capital of France.", "is_supporting": True}]}]
-    (data / "musique" / "dev" / "musique_qa_100.json").write_text(json.dumps(records))
-    monkeypatch.setenv("MULTIHOP_DATA", str(data))
-    monkeypatch.setenv("MULTIHOP_HOME", str(tmp_path / "home"))
+    paris_data(tmp_path, monkeypatch)
     dspy.configure(lm=scripted_lm(lambda prompt: {"answer": "Paris"})[0])
     comparison = multihop.compare(tmp_path / "out", programs=["NoRetrieval"], datasets=["musique"],
                                   first_stage="bm25", progress=False, metric=answer_is_x)

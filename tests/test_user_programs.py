@@ -16,7 +16,7 @@ from multihop.data.folders import RUN_MANIFEST
 from multihop.data.jsonl import read_rows
 from multihop.programs import PROGRAMS
 
-from helpers import StaticRetriever, scripted_lm
+from helpers import StaticRetriever, paris_data, scripted_lm
 
 runner = CliRunner()
 
@@ -131,13 +131,7 @@ def test_a_bad_import_path_is_one_line(user_package, paris_lm, questions, path, 
 
 
 def test_compare_runs_a_users_program_beside_a_built_in(user_package, tmp_path, monkeypatch):
-    data = tmp_path / "data"
-    (data / "musique" / "dev").mkdir(parents=True)
-    records = [{"id": "q1", "question": "Capital of France?", "answers": ["Paris"],
-                "paragraphs": [{"title": "France", "text": "Paris is the capital of France.", "is_supporting": True}]}]
-    (data / "musique" / "dev" / "musique_qa_100.json").write_text(json.dumps(records))
-    monkeypatch.setenv("MULTIHOP_DATA", str(data))
-    monkeypatch.setenv("MULTIHOP_HOME", str(tmp_path / "home"))
+    paris_data(tmp_path, monkeypatch)
     dspy.configure(lm=scripted_lm(lambda prompt: {"reasoning": "r", "answer": "Paris"})[0])
     comparison = multihop.compare(tmp_path / "out", datasets=["musique"], first_stage="bm25", progress=False,
                                   programs=["NoRetrieval", "mine.programs:MyOwnRAG", "mine.programs:PlainModule"])
@@ -151,13 +145,7 @@ def test_compare_runs_a_users_program_beside_a_built_in(user_package, tmp_path, 
 
 
 def test_the_compare_command_takes_an_import_path(user_package, paris_lm, tmp_path, monkeypatch):
-    data = tmp_path / "data"
-    (data / "musique" / "dev").mkdir(parents=True)
-    records = [{"id": "q1", "question": "Capital of France?", "answers": ["Paris"],
-                "paragraphs": [{"title": "France", "text": "Paris is the capital of France.", "is_supporting": True}]}]
-    (data / "musique" / "dev" / "musique_qa_100.json").write_text(json.dumps(records))
-    monkeypatch.setenv("MULTIHOP_DATA", str(data))
-    monkeypatch.setenv("MULTIHOP_HOME", str(tmp_path / "home"))
+    paris_data(tmp_path, monkeypatch)
     result = runner.invoke(app, ["compare", "--out", "cmp", "--programs", "mine.programs:PlainModule",
                                  "--datasets", "musique", "--first-stage", "bm25", "--lm", "openai/x"],
                            terminal_width=300)
