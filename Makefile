@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || python3 -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet torch==2.13.0
-	$(BIN)/python -m pip install --quiet -e '.[dev,ray,docs]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,ray,docs,mlflow]'
 	@echo "building llama-cpp-python from source (several minutes, once per virtualenv; pip caches the wheel)"
 	$(BIN)/python -m pip install --progress-bar on -e '.[llamacpp]' || \
 		echo "llama-cpp-python did not build: local LMs run on the transformers engine (slower decoding, no served mode)"

@@ -16,6 +16,7 @@ from typing import ClassVar
 import dspy
 
 from multihop.data.folders import verify_inventory
+from multihop.evaluation.spans import RETRIEVER, traced
 
 from .index import read_manifest
 from .query import Hits, check_queries
@@ -46,8 +47,13 @@ class RetrieverModule(dspy.Module):
 
     def forward(self, query: str | list[str], k: int | None = None) -> Hits | list[Hits]:
         """The top ``k`` (default ``self.k``) passages of a query, or one list of them per query of a list."""
-        hits = self.search(check_queries(query), k or self.k)
-        return hits[0] if isinstance(query, str) else hits
+        queries, k = check_queries(query), k or self.k
+
+        def answer() -> Hits | list[Hits]:
+            hits = self.search(queries, k)
+            return hits[0] if isinstance(query, str) else hits
+
+        return traced(f"{type(self).__name__}.search", RETRIEVER, {"query": query, "k": k}, answer)
 
     def search(self, queries: list[str], k: int) -> list[Hits]:
         """The top ``k`` passages of each of ``queries`` (checked non-empty strings), best first."""

@@ -18,6 +18,8 @@ from typing import Protocol, runtime_checkable
 
 import dspy
 
+from multihop.evaluation.spans import RERANKER, traced
+
 from .cosine import Cosine
 from .late_interaction import MaxSim
 from .query import Hits
@@ -48,7 +50,9 @@ class RerankStep(dspy.Module):
         self.reranker = reranker
 
     def forward(self, query: str, candidates: dspy.Prediction, k: int, **options) -> Hits:
-        return self.reranker.rerank(query, candidates, k, **options)
+        return traced(f"{type(self.reranker).__name__}.rerank", RERANKER,
+                      {"query": query, "candidates": list(getattr(candidates, "ids", [])), "k": k},
+                      lambda: self.reranker.rerank(query, candidates, k, **options))
 
     @staticmethod
     def trace_inputs(inputs: dict) -> dict:

@@ -1,8 +1,9 @@
-"""Options several commands share, defined once: option groups (:func:`option_group`: the LM options here, the
-program options in :mod:`multihop.cli.programs`), ``--set`` switches, ``--markers`` and question files."""
+"""Options several commands share, defined once: option groups (:func:`option_group`: the LM and MLflow options
+here, the program options in :mod:`multihop.cli.programs`), ``--set`` switches, ``--markers`` and question files."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import json
@@ -102,6 +103,48 @@ def lm_options(*names: str, help: str = LM_HELP, max_tokens: int | None = None) 
                                                help=TIMEOUT_HELP, rich_help_panel=LM_PANEL)),
         "structured": (str, typer.Option("auto", "--structured", help=STRUCTURED_HELP, rich_help_panel=LM_PANEL)),
     }, CommandLM)
+
+
+@dataclasses.dataclass(frozen=True)
+class MlflowOptions:
+    """``--mlflow URI`` and ``--experiment NAME``: where a run is logged (:mod:`multihop.evaluation.mlflow_runs`),
+    or nowhere without a URI."""
+
+    uri: str | None = None
+    experiment: str | None = None
+
+    def __post_init__(self):
+        """Refuse, before any work, a run that could not be logged: MLflow missing, or a server that is not there."""
+        if self.uri is not None:
+            from multihop.evaluation.mlflow_runs import check_tracking_uri, require_mlflow
+
+            require_mlflow()
+            check_tracking_uri(self.uri)
+
+    @contextmanager
+    def run(self, name: str):
+        """An MLflow run named ``name`` with DSPy tracing on while it lasts, or nothing without ``--mlflow``; yields
+        whether a run is open."""
+        if self.uri is None:
+            yield False
+            return
+        from multihop.evaluation.mlflow_runs import mlflow_run
+
+        with mlflow_run(self.uri, self.experiment, name):
+            yield True
+
+
+def mlflow_options() -> Callable:
+    """Give a command ``--mlflow URI`` and ``--experiment NAME``, received as one :class:`MlflowOptions` parameter
+    ``mlflow``."""
+    return option_group("mlflow", {
+        "uri": (str | None, typer.Option(None, "--mlflow", help="log the run to MLflow at this tracking URI (e.g. "
+                                         "sqlite:///mlflow.db, http://host:5000): the manifest as parameters, the "
+                                         "summary as metrics, the folder as artifacts, a trace per question; needs "
+                                         "pip install 'multihop[mlflow]'")),
+        "experiment": (str | None, typer.Option(None, "--experiment", help="the MLflow experiment of --mlflow's run "
+                                                "(default: multihop)")),
+    }, MlflowOptions)
 
 
 def parse_settings(pairs: list[str]) -> dict:

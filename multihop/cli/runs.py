@@ -13,7 +13,7 @@ import typer
 
 from multihop.cli.config import configurable
 from multihop.cli.console import console
-from multihop.cli.options import DEV_QUESTIONS, lm_options, question_path
+from multihop.cli.options import DEV_QUESTIONS, MlflowOptions, lm_options, mlflow_options, question_path
 from multihop.cli.programs import ProgramOptions, program_options
 from multihop.cli.traces import print_trace
 from multihop.data.question_sets import DATASETS
@@ -24,9 +24,11 @@ from multihop.lm.options import LMOptions
 @configurable()
 @lm_options()
 @program_options()
+@mlflow_options()
 def eval_cmd(
     lm: LMOptions,
     spec: ProgramOptions,
+    mlflow: MlflowOptions,
     data: str = typer.Option(..., help=f"questions to evaluate: {DEV_QUESTIONS}"),
     out: Path = typer.Option(..., help="output folder (rerun to resume)"),
     load: Path = typer.Option(None, help="a compiled program folder from `multihop compile` (instead of --program)"),
@@ -54,6 +56,8 @@ def eval_cmd(
         raise typer.BadParameter("--judge-lm runs in the driver's threads: judge a --ray run's rows without --ray")
     if ray and metric:
         raise typer.BadParameter("--metric runs in the driver's threads: score a --ray run without --ray")
+    if ray and mlflow.uri:
+        console.print("[yellow]note:[/yellow] questions answered on Ray actors are logged to MLflow without traces")
     metrics = import_metrics(metric)
     sharded = parse_shard(shard) if shard else None
     notice = embedded_notice(lm.configure().model)
@@ -76,19 +80,25 @@ def eval_cmd(
                             compiled=folder_checksum(load), retriever=folder_checksum(retriever))
     if sharded:
         manifest, examples = shard_manifest(manifest, examples, *sharded), shard_of(examples, *sharded)
-    if ray:
-        from multihop.evaluation.ray_cluster import ray_evaluate
+    with mlflow.run(type(instance).__name__) as logging:
+        if ray:
+            from multihop.evaluation.ray_cluster import ray_evaluate
 
-        absolute = {name: str(Path(value).resolve()) for name in ("retriever", "corpus")  # the actors' folders differ
-                    if (value := getattr(spec, name)) and Path(value).exists()}
-        recipe = partial(worker_program, lm, dataclasses.replace(spec, **absolute), Path(data_file).resolve(),
-                         load.resolve() if load else None)
-        summary = ray_evaluate(instance, recipe, examples, out, workers=threads, address=ray,
-                               name=type(instance).__name__, manifest=manifest, keep_errors=keep_errors)
-        console.print(render_table({summary["program"]: summary}))
-    else:
-        evaluate(instance, examples, out, threads=threads, name=type(instance).__name__, console=console,
-                 judge_lm=judge, manifest=manifest, keep_errors=keep_errors, metric=metrics or None)
+            absolute = {name: str(Path(value).resolve()) for name in ("retriever", "corpus")  # the actors' folders
+                        if (value := getattr(spec, name)) and Path(value).exists()}
+            recipe = partial(worker_program, lm, dataclasses.replace(spec, **absolute), Path(data_file).resolve(),
+                             load.resolve() if load else None)
+            summary = ray_evaluate(instance, recipe, examples, out, workers=threads, address=ray,
+                                   name=type(instance).__name__, manifest=manifest, keep_errors=keep_errors)
+            console.print(render_table({summary["program"]: summary}))
+        else:
+            summary = evaluate(instance, examples, out, threads=threads, name=type(instance).__name__,
+                               console=console, judge_lm=judge, manifest=manifest, keep_errors=keep_errors,
+                               metric=metrics or None)
+        if logging:
+            from multihop.evaluation.mlflow_runs import log_outcome
+
+            log_outcome(manifest, summary, out)
     console.print(f"rows: {out / 'results.jsonl'}  traces: {out / 'traces'}")
 
 
@@ -109,8 +119,10 @@ def worker_program(lm: LMOptions, spec: ProgramOptions, data_file: Path, load: P
 
 @configurable()
 @lm_options()
+@mlflow_options()
 def compare_cmd(
     lm: LMOptions,
+    mlflow: MlflowOptions,
     out: Path = typer.Option(..., help="output folder: an evaluation folder per dataset and program, the table, the "
                              "charts and report.html (rerun to resume; name another program to run only it)"),
     programs: str = typer.Option(None, help="programs to compare, comma-separated (default: every method declared to "
@@ -154,12 +166,18 @@ def compare_cmd(
     warnings.filterwarnings("ignore", message="rollout_id has no effect", category=UserWarning)
     students = student_pairs(student)
     metrics = import_metrics(metric)
-    compare(out, programs=[name.strip() for name in programs.split(",") if name.strip()] if programs else None,
+    with mlflow.run("compare") as logging:
+        comparison = compare(
+            out, programs=[name.strip() for name in programs.split(",") if name.strip()] if programs else None,
             datasets=[name.strip() for name in datasets.split(",") if name.strip()], lm=lm,
             budget=Budget.parse(budget, k=k, max_iterations=max_iterations, max_tokens=lm.max_tokens),
-            students=students,
-            first_stage=first_stage, encoder=encoder, limit=limit, threads=threads, judge_lm=judge_lm,
-            console=console, corpus=corpus, retriever=retriever, metric=metrics or None)
+            students=students, first_stage=first_stage, encoder=encoder, limit=limit, threads=threads,
+            judge_lm=judge_lm, console=console, corpus=corpus, retriever=retriever, metric=metrics or None)
+        if logging:
+            from multihop.evaluation.mlflow_runs import log_outcome
+
+            settings = {key: comparison[key] for key in ("budget", "lm", "judge", "retriever", "programs")}
+            log_outcome(settings, {f"{row['dataset']}.{row['program']}": row for row in comparison["rows"]}, out)
 
 
 @configurable()
