@@ -31,8 +31,10 @@ PASSAGES = [Passage.make(title="France", text="Paris is the capital of France.")
 
 
 @pytest.fixture
-def store(tmp_path):
-    """A tracking URI of the test's own (a SQLite file); MLflow's global state is put back afterwards."""
+def store(tmp_path, monkeypatch):
+    """A tracking URI of the test's own (a SQLite file; artifacts go to ./mlruns, here the test's folder); MLflow's
+    global state is put back afterwards."""
+    monkeypatch.chdir(tmp_path)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     yield uri
     mlflow.dspy.autolog(disable=True, silent=True)
