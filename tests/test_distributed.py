@@ -25,13 +25,13 @@ def timeless(rows: dict) -> dict:
     return {qid: {key: value for key, value in row.items() if key != "seconds"} for qid, row in rows.items()}
 
 
-def sharded_run(tmp_path, examples, count: int) -> list[Path]:
+def sharded_run(tmp_path, examples, count: int, metric=None) -> list[Path]:
     manifest = run_manifest(Echo(), examples)
     folders = []
     for index in range(1, count + 1):
         folder = tmp_path / f"shard{index}"
         evaluate(Echo(), shard_of(examples, index, count), folder, progress=False,
-                 manifest=shard_manifest(manifest, examples, index, count))
+                 manifest=shard_manifest(manifest, examples, index, count), metric=metric)
         folders.append(folder)
     return folders
 
@@ -60,6 +60,16 @@ def test_shards_merged_equal_one_run_and_the_merged_folder_resumes_as_finished(t
     program = Echo()
     evaluate(program, examples, tmp_path / "merged", progress=False)  # the unsharded run finds every row recorded
     assert program.seen == []
+
+
+def test_merged_shards_average_a_users_metrics_as_one_run(tmp_path):
+    def long_question(example, prediction, trace=None):
+        return float(example.id in ("q1", "q4"))
+
+    examples = echo_examples(5)
+    whole = evaluate(Echo(), examples, tmp_path / "one", progress=False, metric={"long": long_question})
+    merged = merge_shards(tmp_path / "merged", sharded_run(tmp_path, examples, 2, {"long": long_question}))
+    assert merged["metrics"] == whole["metrics"] == ["long"] and merged["long"] == whole["long"] == 0.4
 
 
 def test_merge_refuses_a_missing_an_unfinished_or_a_foreign_shard(tmp_path):

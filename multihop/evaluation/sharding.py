@@ -87,8 +87,10 @@ def merge_shards(out: str | Path, folders: Sequence[str | Path]) -> dict:
     total = whole[0]["count"]  # question p of the run is question p // n of shard p % n + 1
     rows = {row["id"]: row for row in (by_shard[p % count + 1][p // count] for p in range(total))}
     summaries = [read_json(folder / SUMMARY) for folder in folders if (folder / SUMMARY).exists()]
-    summary = summarize(list(rows.values()), summaries[0].get("count_display") if summaries else None)
-    summary["program"] = summaries[0]["program"] if summaries else whole[0]["program"]
+    first = summaries[0] if summaries else {}
+    summary = summarize(list(rows.values()), first.get("count_display"),
+                        first.get("metrics") or whole[0].get("metrics") or ())
+    summary["program"] = first.get("program", whole[0]["program"])
     with locked(out, file=True), atomic_dir(out) as tmp:
         (tmp / "traces").mkdir()
         for folder in folders:
