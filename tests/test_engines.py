@@ -3,8 +3,10 @@ from typing import Literal
 
 import dspy
 import pytest
+from dspy.lm15 import Config, Message, Request
 
 from multihop.lm import backends as lms
+from multihop.lm import models
 from multihop.lm.backends import make_lm
 from multihop.lm.engines import LlamaCppEngine, TransformersEngine
 from multihop.lm.engines.base import Generation, LocalEngine, reusable_prefix
@@ -196,7 +198,6 @@ def test_real_stage_signatures_parse_under_constraints(musique_dev):
 
 @pytest.mark.slow
 def test_prefix_reuse_stop_strings_usage_and_parity_with_transformers():
-    from dspy.lm15 import Config, Message, Request
 
     engine = llama_lm()._engine_spec
     system = "You answer in one short phrase. " + PASSAGE
@@ -226,6 +227,43 @@ def test_prefix_reuse_stop_strings_usage_and_parity_with_transformers():
     assert "Paris" in TransformersEngine(lms.resolve_local("smollm2")).complete(capital).text
 
 
+STAGES = [f"You are step {step} of a pipeline. " + " ".join(f"Rule {step}.{i}: answer briefly and plainly."
+                                                                for i in range(25)) for step in range(3)]
+
+
+def stage_request(step: int, question: int, system: str | None = None) -> Request:
+    return Request(model="m", system=system or STAGES[step], config=Config(max_tokens=8, temperature=0.0),
+                   messages=(Message.user(f"Question {question}: what is {question} plus {step}?"),))
+
+
+@pytest.mark.slow
+def test_alternating_stages_each_evaluate_only_their_own_suffix_and_reply_as_without_the_cache():
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python is not built in this virtualenv")
+    cached, uncached = LlamaCppEngine(models.resolve("smollm2")), LlamaCppEngine(models.resolve("smollm2"),
+                                                                                 prefix_cache_bytes=0)
+    replies, evaluated = [], []
+    for question in range(2):
+        for step in range(3):  # each call follows another stage's: only the per-stage cache holds its prefix
+            response = cached.complete(stage_request(step, question))
+            usage = response.usage
+            evaluated.append(usage.input_tokens - usage.cache_read_tokens)
+            uncached.forget_prefix()
+            replies.append((response.text, uncached.complete(stage_request(step, question)).text))
+    assert all(ours == theirs for ours, theirs in replies), replies
+    prompt = cached.complete(stage_request(0, 2)).usage.input_tokens
+    assert prompt > 200 and min(evaluated[:3]) > prompt - 20  # first round: each stage's prompt evaluated whole
+    assert max(evaluated[3:]) < 30  # second round: only the question's own tokens
+    changed = STAGES[0].replace("Rule 0.10", "Rule 9.10")  # another prompt: reused up to the change only
+    usage = cached.complete(stage_request(0, 3, changed)).usage
+    assert usage.input_tokens - usage.cache_read_tokens > prompt / 2
+    bounded = LlamaCppEngine(models.resolve("smollm2"), prefix_cache_bytes=1 << 20)  # less than one state
+    for step in range(2):
+        bounded.complete(stage_request(step, 0))
+    assert bounded._model.cache.cache_state == {}
+    usage = bounded.complete(stage_request(0, 1)).usage
+    assert usage.input_tokens - usage.cache_read_tokens > prompt - 20  # the last call's prefix only: another stage's
+
+
 class ScriptedEngine(LocalEngine):
     """Replies with the scripted finishes in turn, recording the schema of each decode."""
 
@@ -241,7 +279,6 @@ class ScriptedEngine(LocalEngine):
 
 
 def constrained_request(schema: dict, max_tokens: int):
-    from dspy.lm15 import Config, Message, Request
 
     response_format = {"type": "json_schema", "schema": schema, "name": "Out", "strict": True}
     return Request(model="m", messages=(Message.user("q"),),
@@ -279,7 +316,6 @@ def test_a_budget_the_smallest_caps_do_not_fit_is_raised_to_what_they_need_and_n
 
 def test_llama_cpp_decodes_greedily_with_the_engines_seed_and_reports_the_reused_prefix(tmp_path):
     import numpy as np
-    from dspy.lm15 import Config, Message, Request
 
     calls = []
 
@@ -308,7 +344,6 @@ def test_the_reusable_prefix_leaves_the_last_prompt_token_to_evaluate():
 
 @pytest.mark.slow
 def test_transformers_reuses_the_shared_prefix_with_identical_output():
-    from dspy.lm15 import Config, Message, Request
 
     system = "You answer in one short phrase. " + PASSAGE
     first, second = (Request(model="m", system=system, messages=(Message.user(q),),

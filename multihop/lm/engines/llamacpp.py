@@ -6,10 +6,16 @@ the ``transformers`` engine, with a warning, when it is not).
 
 The engine decodes under the request's bounded JSON schema (:class:`~.base.LocalEngine`) with the grammar llama.cpp
 derives from it. The model runs on the physical cores, with a context of :data:`MAX_CONTEXT` tokens (SmolLM2's
-training context), greedily unless the request asks for a temperature, one call at a time (a lock). Consecutive
-prompts that share a prefix (a stage's instructions and demos) reuse its KV state: llama-cpp-python evaluates only
-the tokens after the longest common prefix with the previous prompt. A LoRA student runs from its GGUF conversion
-(:mod:`~.lora`).
+training context), greedily unless the request asks for a temperature, one call at a time (a lock). A LoRA student
+runs from its GGUF conversion (:mod:`~.lora`).
+
+Each stage's fixed part — its instructions, field descriptions and demos, which DSPy's adapters write before the
+question's own inputs — is evaluated once, not once a call: the engine keeps the KV state after each of its last
+calls in a prefix cache (:func:`prefix_cache_class`: llama-cpp-python's ``LlamaRAMCache``, keyed by the tokens
+evaluated), and a prompt starts from the state with which it shares the longest prefix, whichever stage ran last. A
+program whose stages alternate evaluates each call's own suffix only. The key is the tokens themselves, so a changed
+prompt (other demos or instructions after compiling) never reuses a stale state; the cache holds at most
+``prefix_cache_bytes`` of KV states (default :data:`PREFIX_CACHE_BYTES`), the least recently used dropped first.
 
 Asked for log-probabilities, the engine records each step of the decode (:class:`StepRecorder`) instead of building
 the model with ``logits_all`` (llama-cpp-python's own way, which keeps the logits of every prompt token too: 1.6 GB
@@ -36,6 +42,7 @@ from .base import Generation, LocalEngine, reusable_prefix, spelling
 logger = logging.getLogger(__name__)
 _LOADING = threading.Lock()
 MAX_CONTEXT = 8192  # tokens: a stage prompt with five passages and demos is ~2k
+PREFIX_CACHE_BYTES = 1 << 30  # KV states kept: SmolLM2-135M's is ~23 kB a token, ~40 stage prompts of 1k tokens
 
 
 @functools.cache
@@ -70,13 +77,14 @@ def cpu_has_amx() -> bool:
 
 class LlamaCppEngine(LocalEngine):
     """A DSPy engine over a GGUF model with llama.cpp, with an optional LoRA adapter in GGUF. ``constrained=False``
-    ignores response schemas (and declares none), for comparing with free decoding."""
+    ignores response schemas (and declares none), for comparing with free decoding; ``prefix_cache_bytes`` bounds the
+    KV states kept for the stages' prompts (0: only the last call's, as llama-cpp-python keeps it)."""
 
     def __init__(self, gguf: str | Path, constrained: bool = True, n_threads: int | None = None, seed: int = 0,
-                 lora: str | Path | None = None):
+                 lora: str | Path | None = None, prefix_cache_bytes: int = PREFIX_CACHE_BYTES):
         super().__init__(Path(gguf).name, constrained)
         self.gguf, self.lora = Path(gguf), Path(lora) if lora else None
-        self.n_threads, self.seed = n_threads, seed
+        self.n_threads, self.seed, self.prefix_cache_bytes = n_threads, seed, prefix_cache_bytes
         self._lock = threading.Lock()
         self._model = None
 
@@ -88,13 +96,16 @@ class LlamaCppEngine(LocalEngine):
             self._model = Llama(model_path=str(self.gguf), n_ctx=MAX_CONTEXT, n_threads=threads,
                                 n_threads_batch=threads, lora_path=str(self.lora) if self.lora else None,
                                 verbose=False)
+        if self.prefix_cache_bytes:
+            self._model.set_cache(prefix_cache_class()(self.prefix_cache_bytes))
 
     def generate(self, messages: list[dict], config, max_tokens: int, schema: dict | None) -> Generation:
         options = completion_options(config, max_tokens, schema, self.seed)
         with self._lock:
             if self._model is None:
                 self._load()
-            previous = self._model.input_ids[: self._model.n_tokens].tolist()
+            # the sequences the prompt may start from: the last call's, and every state the cache holds
+            starts = [self._model.input_ids[: self._model.n_tokens].tolist(), *self._cached_sequences()]
             recorder = StepRecorder(self._model) if config.logprobs is not None else None
             if recorder is None:
                 reply = self._model.create_chat_completion(messages=messages, **options)
@@ -106,13 +117,20 @@ class LlamaCppEngine(LocalEngine):
         choice, usage = reply["choices"][0], reply["usage"]
         text = choice["message"]["content"] or ""
         finish = "length" if choice.get("finish_reason") == "length" else "stop"
-        return Generation(text, finish, usage["prompt_tokens"], reusable_prefix(previous, prompt),
-                          usage["completion_tokens"], spelling(recorder.tokens, text) if recorder else None)
+        reused = max(reusable_prefix(start, prompt) for start in starts)
+        return Generation(text, finish, usage["prompt_tokens"], reused, usage["completion_tokens"],
+                          spelling(recorder.tokens, text) if recorder else None)
+
+    def _cached_sequences(self) -> list[tuple[int, ...]]:
+        cache = self._model.cache
+        return list(cache.cache_state) if cache is not None else []
 
     def forget_prefix(self) -> None:
         with self._lock:
             if self._model is not None:
                 self._model.reset()
+                if self._model.cache is not None:
+                    self._model.cache.cache_state.clear()
 
     def close(self) -> None:
         with self._lock:
@@ -122,12 +140,33 @@ class LlamaCppEngine(LocalEngine):
 
     def dump_state(self) -> dict:
         return {"gguf": str(self.gguf), "constrained": self.constrained, "n_threads": self.n_threads,
-                "seed": self.seed, "lora": str(self.lora) if self.lora else None}
+                "seed": self.seed, "lora": str(self.lora) if self.lora else None,
+                "prefix_cache_bytes": self.prefix_cache_bytes}
 
     @classmethod
     def load_state(cls, state: dict) -> LlamaCppEngine:
         return cls(state["gguf"], constrained=state.get("constrained", True), n_threads=state.get("n_threads"),
-                   seed=state.get("seed", 0), lora=state.get("lora"))
+                   seed=state.get("seed", 0), lora=state.get("lora"),
+                   prefix_cache_bytes=state.get("prefix_cache_bytes", PREFIX_CACHE_BYTES))
+
+
+@functools.cache
+def prefix_cache_class() -> type:
+    """The class of the engine's prefix cache, defined on first use (llama-cpp-python is imported by a local LM only):
+    llama-cpp-python's RAM cache of KV states, keyed by the tokens each holds — llama-cpp-python saves one after every
+    completion and, for a new prompt, loads the one sharing the longest prefix with it when that is longer than what
+    the model's current state shares — bounded by the bytes of the states kept. A state is kept without the logits
+    llama-cpp-python copies into it (an ``n_batch`` × vocabulary array, 100 MB for SmolLM2, which a model built
+    without ``logits_all`` never writes): a prompt started from a state evaluates at least its last token, which
+    gives the logits the reply starts from."""
+    from llama_cpp import LlamaRAMCache
+
+    class PrefixCache(LlamaRAMCache):
+        def __setitem__(self, key, value):
+            value.scores = np.zeros_like(value.scores[:1])  # load_state broadcasts the row over the rows it fills
+            super().__setitem__(key, value)
+
+    return PrefixCache
 
 
 class StepRecorder:
