@@ -17,8 +17,10 @@ prompts give what they ask, which these instructions say in our words:
   and the documents; ``GroundWithQuestion`` (ours, the ``grounding_inputs="with_question"`` switch) the complex
   question too;
 - ``CiteBatch``: the authors' code's batch grounding (``_batch_grounding``), which filters the documents before the
-  one revision: the sub-question answered from one batch of documents alone, no candidate answer shown, with the
-  passage it rests on cited, or "Empty" (the authors' "Insufficient information");
+  one revision: the sub-question and one batch of documents alone, no candidate answer shown, and the passage that
+  answers it cited, or "Empty" (the authors' "Insufficient information"). The authors' prompt has the answer
+  written before the citation, but their code keeps only the document cited, so the stage outputs the citation
+  alone;
 - ``ReadAnswer``: the "w/o grounding" ablation's reader (§6.2: "directly generating an answer using retrieved
   documents").
 
@@ -86,12 +88,12 @@ class GroundWithQuestion(dspy.Signature):
 
 
 class CiteBatch(dspy.Signature):
-    """Answer the sub-question using only the documents given, and cite the passage of the documents that the answer
-    rests on. If the documents do not contain the information the sub-question needs, the evidence is "Empty"."""
+    """Find the answer to the sub-question in the documents given, using only them, and cite the passage of the
+    documents that the answer rests on. If the documents do not contain the information the sub-question needs, the
+    evidence is "Empty"."""
 
     sub_question: str = dspy.InputField()
     documents: list[str] = dspy.InputField()
-    answer: str = dspy.OutputField(desc="the answer the documents give, or empty")
     evidence: str = dspy.OutputField(desc='the passage cited from the documents, or "Empty"')
 
 

@@ -29,6 +29,7 @@ from multihop.programs.baselines.adaptive_rag import (
     with_gold_complexity,
 )
 from multihop.programs.baselines.adaptive_rag.classifier import HEAD, MANIFEST, ClassifierMismatchError
+from multihop.programs.baselines.adaptive_rag.labels import first_of_each_dataset, question_key
 
 from helpers import StaticRetriever, field, scripted_lm
 
@@ -299,9 +300,32 @@ def test_the_bias_labels_of_the_train_files_join_the_silver_labels_and_silver_wi
     with pytest.raises(ValueError, match="no inductive bias is known for dataset 'mine'"):
         bias_rows(train)
     assert bias_rows(train[3:], "B")[0]["label"] == "B"
-    silver = [{"id": "q1", "question": CAPITAL, "label": "A", "source": "outcome"}]
+    silver = [{"id": "q1", "question": CAPITAL, "label": "A", "source": "outcome"}]  # no dataset: stands for q1
     joined = with_bias_labels(silver, rows + rows[1:2])  # a bias question twice is one row
     assert [(row["id"], row["label"]) for row in joined] == [("q2", "B"), ("q3", "C"), ("q1", "A")]
+
+
+def test_two_datasets_sharing_an_id_stay_two_questions_in_the_join_and_across_labels_folders(tmp_path):
+    train = questions(("x1", CAPITAL, "Paris", "musique"), ("x1", FOUNDED, "Oslo", "hotpotqa"))
+    assert [question_key(row) for row in bias_rows(train)] == [("musique", "x1"), ("hotpotqa", "x1")]
+    silver = [{"id": "x1", "question": CAPITAL, "dataset": "musique", "label": "A", "source": "outcome"}]
+    joined = with_bias_labels(silver, bias_rows(train))  # on the bare id, HotpotQA's x1 was dropped as labelled
+    assert [(row["dataset"], row["id"], row["label"]) for row in joined] == [("hotpotqa", "x1", "C"),
+                                                                          ("musique", "x1", "A")]
+    for name, dataset, label in (("musique", "musique", "A"), ("hotpot", "hotpotqa", "B"), ("again", "musique", "C")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "labels.jsonl").write_text(json.dumps(
+            {"id": "x1", "question": f"{dataset}?", "dataset": dataset, "label": label, "source": "outcome"}) + "\n")
+    read = read_labels(tmp_path / "musique", tmp_path / "hotpot", tmp_path / "again")
+    assert [(row["dataset"], row["label"]) for row in read] == [("musique", "C"), ("hotpotqa", "B")]  # the last kept
+
+
+def test_the_bias_questions_are_the_first_of_each_dataset_of_a_file():
+    mixed = questions(("m1", "a?", "a", "musique"), ("h1", "b?", "b", "hotpotqa"), ("m2", "c?", "c", "musique"),
+                      ("m3", "d?", "d", "musique"), ("h2", "e?", "e", "hotpotqa"), ("h3", "f?", "f", "hotpotqa"))
+    assert [e.id for e in first_of_each_dataset(mixed, 2)] == ["m1", "h1", "m2", "h2"]
+    assert [e.id for e in first_of_each_dataset(mixed, 1)] == ["m1", "h1"]
+    assert len(first_of_each_dataset(mixed, 0)) == len(first_of_each_dataset(mixed, None)) == 6
 
 
 # --- the classifier ---------------------------------------------------------------------------------------------
@@ -429,6 +453,9 @@ def test_labels_then_train_then_route(data, scripted, tmp_path, monkeypatch):
     record = json.loads((tmp_path / "classifier" / MANIFEST).read_text())
     assert record["training"]["labels"] == {"A": 1, "B": 1, "C": 1} and record["encoder"]["name"] == "minilm"
     assert record["label_files"][0]["path"] == str(labels / "labels.jsonl")
+    assert record["rows"] == {"silver": 3, "silver_by_bias": 1, "bias": 0}  # t3: no strategy, MuSiQue's bias
+    assert "(3 silver (1 answered by no strategy took the dataset's bias), 0 by the dataset's bias)" in " ".join(
+        fitted.output.split())
     program = AdaptiveRAG(retriever=StaticRetriever(PASSAGES), classifier=str(tmp_path / "classifier"))
     with dspy.context(lm=scripted.lm):
         assert [program(question=q).complexity for q in (CAPITAL, BORN, FOUNDED)] == ["A", "B", "C"]
@@ -449,7 +476,8 @@ def test_train_adds_the_train_files_bias_labels_unless_silver_only(data, scripte
         return json.loads((tmp_path / name / MANIFEST).read_text()), " ".join(result.output.split())
 
     record, shown = train("both")  # the labels' own train file: t2 and t3 take MuSiQue's bias, t1 keeps its silver A
-    assert record["training"]["labels"] == {"A": 1, "C": 2} and record["rows"] == {"silver": 1, "bias": 2}
+    assert record["training"]["labels"] == {"A": 1, "C": 2}
+    assert record["rows"] == {"silver": 1, "silver_by_bias": 0, "bias": 2}
     assert [(f["path"].split("/")[-1], f["questions"]) for f in record["bias_files"]] == [("musique_train.json", 3)]
     assert "(1 silver, 2 by the dataset's bias)" in shown
     record, _ = train("first-two", "--bias-limit", "2")  # the authors take the first 400 of each
@@ -462,6 +490,8 @@ def test_train_adds_the_train_files_bias_labels_unless_silver_only(data, scripte
                                           "dataset": dataset}) + "\n" for i, dataset in enumerate(["nq", "mine"])))
     record, _ = train("single", "--bias-data", str(single), "--bias", "B")  # nq: B; a dataset of its own: --bias
     assert record["training"]["labels"] == {"A": 1, "B": 2}
+    record, _ = train("each", "--bias-data", str(single), "--bias", "B", "--bias-limit", "1")  # the first of each
+    assert record["training"]["labels"] == {"A": 1, "B": 2} and record["bias_files"][0]["questions"] == 2
     assert "no inductive bias is known for dataset 'mine'" in fails(
         ["adaptiverag", "train", str(labels), "--out", str(tmp_path / "x"), "--bias-data", str(single)], capsys)
 

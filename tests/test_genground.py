@@ -1,5 +1,7 @@
 """GenGround: deduction and grounding alternate until the final answer, each sub-question's exact text is
-its retrieval query, batch grounding stops at the first cited batch and keeps the immediate answer as a backup, the
+its retrieval query, the authors' batch grounding by default (every batch a ``cite`` call seeing the sub-question and
+the batch alone, the document it cites kept, no early stop, one revision over what is left), the paper's first-cited
+batches as a switch (each batch a revision, the first cited one ends it, the immediate answer the backup), the
 iteration cap, the Table 4 ablations, the fallbacks and the gold rows, on scripted LMs."""
 
 import json
@@ -51,9 +53,8 @@ def grounding(prompt):
 
 
 def citing(prompt):
-    """The authors' batch grounding: the answer the batch gives and the document it cites, else "Empty"."""
-    reply = grounding(prompt)
-    return {"answer": reply["revised_answer"], "evidence": reply["evidence"]}
+    """The authors' batch grounding: the document of the batch that answers, cited, else "Empty"."""
+    return {"evidence": grounding(prompt)["evidence"]}
 
 
 def script(prog, **replies) -> StageScript:
@@ -68,33 +69,71 @@ def run(prog, stages, question=QUESTION):
 
 
 def test_deduction_and_grounding_alternate_until_the_final_answer():
-    prog = program()
+    prog = program()  # the authors' batch grounding: k=5 documents, batches of 2
+    assert prog.batch_revision == "filtered" and prog.stage_names() == ["deduce", "answer", "cite", "ground"]
+    stages = script(prog)
+    prediction = run(prog, stages)
+    assert prediction.answer == "John D. Loudermilk"
+    assert stages.seen == ["deduce", "answer", "cite", "cite", "ground", "deduce", "answer", "cite", "cite", "ground",
+                           "deduce"]
+    assert prog.retriever.calls == [(FIRST, 5), (SECOND, 5)]  # each sub-question's text, verbatim
+    cites = stages.prompts_of("cite")
+    # round 1, queue [N0, N1, Happy, N2, N3]: (N0, N1) "Empty", (Happy, N2) keeps Happy, [N3, Happy] is revised over;
+    # round 2, queue [Turn, N0, N1, N2, N3]: (Turn, N0) keeps Turn, (N1, N2) "Empty", [N3, Turn] is revised over
+    assert [json.loads(field(p, "documents")) for p in cites] == [
+        [NOISE[0].render(), NOISE[1].render()], [HAPPY.render(), NOISE[2].render()],
+        [TURN.render(), NOISE[0].render()], [NOISE[1].render(), NOISE[2].render()]]
+    for prompt, sub_question in zip(cites, [FIRST, FIRST, SECOND, SECOND], strict=True):
+        # a batch sees the sub-question and its documents: no candidate answer, no complex question
+        assert field(prompt, "sub_question") == sub_question and QUESTION not in prompt
+        assert "## answer ##" not in prompt and "Ben Affleck" not in prompt
+    revisions = stages.prompts_of("ground")
+    assert [json.loads(field(p, "documents")) for p in revisions] == [[NOISE[3].render(), HAPPY.render()],
+                                                                      [NOISE[3].render(), TURN.render()]]
+    assert [(field(p, "sub_question"), field(p, "answer")) for p in revisions] == [(FIRST, "Norah Jones"),
+                                                                                   (SECOND, "Ben Affleck")]
+    assert all(QUESTION not in p for p in revisions)  # the revision sees the candidate answer, not the question
+    first, second = prediction.rounds
+    assert (first["immediate_answer"], first["answer"], first["cited_id"], first["batches"]) == (
+        "Norah Jones", "Norah Jones", HAPPY.id, 3)  # every batch read: no early stop
+    assert first["read_ids"] == [NOISE[0].id, NOISE[1].id, HAPPY.id, NOISE[2].id, NOISE[3].id]
+    assert (second["immediate_answer"], second["answer"], second["batches"]) == ("Ben Affleck", "John D. Loudermilk", 3)
+    steps = json.loads(field(stages.prompts_of("deduce")[1], "steps"))
+    assert steps == [render_round(1, Round(FIRST, "Norah Jones", "Norah Jones", EVIDENCE[HAPPY.id]))]
+    assert steps[0] == f"Sub-question 1: {FIRST} Answer 1: Norah Jones Evidence: {EVIDENCE[HAPPY.id]}"
+    assert json.loads(field(stages.prompts_of("answer")[1], "steps")) == steps  # the immediate answer reads them too
+    assert prediction.passage_ids == [NOISE[0].id, NOISE[1].id, HAPPY.id, NOISE[2].id, NOISE[3].id, TURN.id]
+    counts = prediction.counts
+    assert [counts[name] for name in ("sub_questions", "grounding_batches", "ungrounded", "revised")] == [2, 6, 0, 1]
+    assert counts["iteration_cap"] == 0 and counts["llm_calls"] == len(stages.seen)
+
+
+def test_the_papers_first_cited_batches_stop_at_the_first_cited_batch():
+    prog = program(batch_revision="first_cited")
+    assert prog.stage_names() == ["deduce", "answer", "ground"]  # no cite stage under this switch
     stages = script(prog)
     prediction = run(prog, stages)
     assert prediction.answer == "John D. Loudermilk"
     assert stages.seen == ["deduce", "answer", "ground", "ground", "deduce", "answer", "ground", "deduce"]
-    assert prog.retriever.calls == [(FIRST, 5), (SECOND, 5)]  # each sub-question's text, verbatim
     first, second = prediction.rounds
     assert (first["immediate_answer"], first["answer"], first["cited_id"], first["batches"]) == (
         "Norah Jones", "Norah Jones", HAPPY.id, 2)  # the first batch is "Empty", the second cited: no third
     assert first["read_ids"] == [NOISE[0].id, NOISE[1].id, HAPPY.id, NOISE[2].id]
     assert (second["immediate_answer"], second["answer"], second["batches"]) == ("Ben Affleck", "John D. Loudermilk", 1)
-    batches = [json.loads(field(p, "documents")) for p in stages.prompts_of("ground")]
-    assert batches == [[NOISE[0].render(), NOISE[1].render()], [HAPPY.render(), NOISE[2].render()],
-                       [TURN.render(), NOISE[0].render()]]
-    assert field(stages.prompts_of("ground")[2], "answer") == "Ben Affleck"  # the immediate answer is grounded
-    steps = json.loads(field(stages.prompts_of("deduce")[1], "steps"))
-    assert steps == [render_round(1, Round(FIRST, "Norah Jones", "Norah Jones", EVIDENCE[HAPPY.id]))]
-    assert steps[0] == f"Sub-question 1: {FIRST} Answer 1: Norah Jones Evidence: {EVIDENCE[HAPPY.id]}"
-    assert json.loads(field(stages.prompts_of("answer")[1], "steps")) == steps  # the immediate answer reads them too
+    prompts = stages.prompts_of("ground")
+    assert [json.loads(field(p, "documents")) for p in prompts] == [
+        [NOISE[0].render(), NOISE[1].render()], [HAPPY.render(), NOISE[2].render()], [TURN.render(), NOISE[0].render()]]
+    # each batch grounds the question-answer pair: the sub-question and the immediate answer, never the question
+    assert [(field(p, "sub_question"), field(p, "answer")) for p in prompts] == [
+        (FIRST, "Norah Jones"), (FIRST, "Norah Jones"), (SECOND, "Ben Affleck")]
+    assert all(QUESTION not in p for p in prompts)
     assert prediction.passage_ids == [NOISE[0].id, NOISE[1].id, HAPPY.id, NOISE[2].id, TURN.id]
     counts = prediction.counts
     assert [counts[name] for name in ("sub_questions", "grounding_batches", "ungrounded", "revised")] == [2, 3, 0, 1]
-    assert counts["iteration_cap"] == 0 and counts["llm_calls"] == len(stages.seen)
 
 
-def test_no_cited_batch_keeps_the_immediate_answer_as_a_backup():
-    prog = program(max_iterations=1)
+def test_first_cited_with_no_cited_batch_keeps_the_immediate_answer_as_a_backup():
+    prog = program(max_iterations=1, batch_revision="first_cited")
     stages = script(prog, ground={"evidence": "Empty", "revised_answer": "Someone else"})
     prediction = run(prog, stages)
     (only,) = prediction.rounds
@@ -132,12 +171,13 @@ def test_the_loop_stops_at_max_iterations_and_at_a_repeated_sub_question():
 
 def test_without_deduction_the_question_is_answered_directly_and_grounded_once():
     prog = program(deduction=False)
-    assert prog.stage_names() == ["answer", "ground"]
+    assert prog.stage_names() == ["answer", "cite", "ground"]
     stages = script(prog, answer={"answer": "Ben Affleck"})
     prediction = run(prog, stages)
-    assert prog.retriever.calls == [(QUESTION, 5)] and stages.seen == ["answer", "ground"]  # the first batch cites
+    assert prog.retriever.calls == [(QUESTION, 5)] and stages.seen == ["answer", "cite", "cite", "cite", "ground"]
     assert field(stages.prompts_of("answer")[0], "sub_question") == QUESTION
-    assert prediction.answer == "John D. Loudermilk" and prediction.counts["iteration_cap"] == 0
+    assert field(stages.prompts_of("ground")[0], "sub_question") == QUESTION  # the question is the sub-question
+    assert prediction.answer == "Norah Jones" and prediction.counts["iteration_cap"] == 0  # the script's revision
 
 
 def test_without_grounding_each_sub_question_is_read_from_its_documents():
@@ -155,10 +195,12 @@ def test_without_grounding_each_sub_question_is_read_from_its_documents():
 
 def test_without_batch_grounding_all_documents_go_to_one_grounding_call():
     prog = program(batch_grounding=False)
+    assert prog.stage_names() == ["deduce", "answer", "ground"]  # no batch is drawn: no cite stage
     stages = script(prog)
     prediction = run(prog, stages)
     assert stages.seen.count("ground") == 2 and [r["batches"] for r in prediction.rounds] == [1, 1]
     assert len(json.loads(field(stages.prompts_of("ground")[0], "documents"))) == 5
+    assert prediction.answer == "John D. Loudermilk"
 
 
 def test_the_codes_filtered_revision_grounds_every_batch_then_revises_over_the_cited_documents():
@@ -178,27 +220,19 @@ def test_the_codes_filtered_revision_grounds_every_batch_then_revises_over_the_c
 
     empty = {"evidence": "Empty", "revised_answer": "Other"}
     prog = GenGround(retriever=program().retriever, k=5, batch_size=2, deduction=False, batch_revision="filtered")
-    stages = script(prog, answer={"answer": "Ben Affleck"}, ground=empty, cite={"answer": "", "evidence": "Empty"})
+    stages = script(prog, answer={"answer": "Ben Affleck"}, ground=empty, cite={"evidence": "Empty"})
     prediction = run(prog, stages)  # as in the code, the last uncited document left in the queue is revised over
     assert json.loads(field(stages.prompts_of("ground")[-1], "documents")) == [NOISE[1].render()]
     assert stages.seen == ["answer", "cite", "cite", "ground"] and prediction.rounds[0]["answer"] == "Other"
-    assert prediction.counts["ungrounded"] == 1 and GenGround().batch_revision == "first_cited"
+    assert prediction.counts["ungrounded"] == 1 and GenGround().batch_revision == "filtered"
 
 
 def test_grounding_reads_the_authors_inputs_never_the_complex_question_by_default():
-    prog = program(max_iterations=1)  # the paper's first-cited batches: each a revision, as the authors' _revise
-    assert prog.grounding_inputs == "authors" and set(prog.ground.signature.input_fields) == {
-        "sub_question", "answer", "documents"}
-    stages = script(prog, answer={"answer": "Ben Affleck"})
-    run(prog, stages)
-    assert stages.seen == ["deduce", "answer", "ground", "ground"]
-    for prompt in stages.prompts_of("ground"):
-        assert field(prompt, "sub_question") == FIRST and field(prompt, "answer") == "Ben Affleck"
-        assert QUESTION not in prompt
-
-    prog = program(max_iterations=1, batch_revision="filtered")  # the authors' _batch_grounding, then _revise
-    assert prog.stage_names() == ["deduce", "answer", "cite", "ground"]
+    prog = program(max_iterations=1)  # the authors' _batch_grounding, then _revise
+    assert prog.grounding_inputs == "authors" and prog.stage_names() == ["deduce", "answer", "cite", "ground"]
     assert set(prog.cite.signature.input_fields) == {"sub_question", "documents"}
+    assert set(prog.cite.signature.output_fields) == {"evidence"}  # a batch only cites
+    assert set(prog.ground.signature.input_fields) == {"sub_question", "answer", "documents"}
     stages = script(prog, answer={"answer": "Ben Affleck"})
     prediction = run(prog, stages)
     # [N0, N1, Happy, N2, N3]: (N0, N1) cites nothing, (Happy, N2) keeps Happy, the revision reads [N3, Happy]
@@ -233,6 +267,13 @@ def test_unparsable_replies_take_their_documented_fallbacks():
     assert prediction.answer == prediction.rounds[0]["answer"]
 
     prog = program(max_iterations=1)
+    stages = script(prog, cite=garbled, ground=garbled, answer={"answer": "Ben Affleck"})
+    prediction = run(prog, stages)  # each batch "Empty": (N0, N1), (Happy, N2), then the revision over [N3]
+    assert json.loads(field(stages.prompts_of("ground")[0], "documents")) == [NOISE[3].render()]
+    assert prediction.counts["cite.fallback"] == 2 and prediction.counts["ground.fallback"] == 1
+    assert prediction.answer == "Ben Affleck" and prediction.counts["ungrounded"] == 1  # the candidate answer kept
+
+    prog = program(max_iterations=1, batch_revision="first_cited")
     stages = script(prog, ground=garbled, answer=garbled)
     prediction = run(prog, stages)
     assert prediction.rounds[0]["batches"] == 3 and prediction.counts["ground.fallback"] == 3  # each batch "Empty"
@@ -245,9 +286,9 @@ def test_gold_rows_follow_the_annotated_hops(tmp_path):
     path = tmp_path / "train.json"
     path.write_text(json.dumps([TWO_HOP_MUSIQUE]))
     example = load_dataset(path)[0]
-    rows = list(gold_targets(GenGround(k=3), [example]))
-    assert [row.stage for row in rows] == ["deduce"] * 3  # the immediate answer and the grounding have none (no cite
-    # stage: the first-cited revision has none)
+    rows = list(gold_targets(GenGround(k=3, batch_revision="first_cited"), [example]))
+    assert [row.stage for row in rows] == ["deduce"] * 3  # the immediate answer and the revision have none (no cite
+    # stage: the first-cited batches have none)
     assert [row.outputs for row in rows] == [
         {"finished": False, "sub_question": "What is the publisher of Journal X?", "final_answer": ""},
         {"finished": False, "sub_question": "Who founded Acme Press?", "final_answer": ""},
@@ -258,12 +299,12 @@ def test_gold_rows_follow_the_annotated_hops(tmp_path):
     readers = [row for row in read if row.stage == "answer"]
     assert [row.outputs["answer"] for row in readers] == ["Acme Press", "Ann Lee"]
     assert [d.split(":")[0] for d in readers[1].inputs["documents"] if not d.startswith("Town")] == ["Acme Press"]
-    cites = [row for row in gold_targets(GenGround(k=3, batch_revision="filtered"), [example]) if row.stage == "cite"]
+    cites = [row for row in gold_targets(GenGround(k=3), [example]) if row.stage == "cite"]  # the default
     assert [(row.inputs["sub_question"], row.outputs) for row in cites] == [
-        ("What is the publisher of Journal X?", {"answer": "Acme Press", "evidence": "It is published by Acme Press."}),
-        ("What is the publisher of Journal X?", {"answer": "", "evidence": "Empty"}),
-        ("Who founded Acme Press?", {"answer": "Ann Lee", "evidence": "It was founded by Ann Lee in 1990."}),
-        ("Who founded Acme Press?", {"answer": "", "evidence": "Empty"})]
+        ("What is the publisher of Journal X?", {"evidence": "It is published by Acme Press."}),
+        ("What is the publisher of Journal X?", {"evidence": "Empty"}),
+        ("Who founded Acme Press?", {"evidence": "It was founded by Ann Lee in 1990."}),
+        ("Who founded Acme Press?", {"evidence": "Empty"})]
     assert [len(row.inputs["documents"]) for row in cites] == [3, 3, 3, 3]
     assert "Acme Press:" in " ".join(cites[2].inputs["documents"]) and not any(
         d.startswith(("Journal X", "Acme Press")) for d in cites[1].inputs["documents"] + cites[3].inputs["documents"])

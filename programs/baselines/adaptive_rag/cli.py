@@ -103,8 +103,8 @@ def adaptiverag_train(
                                         "train file, whose questions take their dataset's inductive-bias label (B "
                                         "single-hop, C multi-hop; repeatable; default: the question files the labels "
                                         "folders were made from)"),
-    bias_limit: int = typer.Option(BIAS_LIMIT, min=0, help="the first N questions of each bias file (the authors' "
-                                   "400; 0: every question)"),
+    bias_limit: int = typer.Option(BIAS_LIMIT, min=0, help="the first N questions of each dataset of each bias file "
+                                   "(the authors' 400; 0: every question)"),
     bias: str = typer.Option(None, help="the inductive-bias label of a --bias-data file of another dataset than "
                              f"{', '.join(DATASET_BIAS)} (B: single-hop, C: multi-hop)"),
     silver_only: bool = typer.Option(False, "--silver-only", help="train on the silver labels alone, without the "
@@ -147,13 +147,15 @@ def adaptiverag_train(
     files = [path / LABELS_FILE if path.is_dir() else path for path in labels]
     record["label_files"] = [{"path": str(path), "sha256": sha256_file(path)} for path in files]
     record["bias_files"] = bias_files
-    record["rows"] = {"silver": len(silver), "bias": len(rows) - len(silver)}
+    unanswered = sum(row.get("source") == BY_BIAS for row in silver)
+    record["rows"] = {"silver": len(silver), "silver_by_bias": unanswered, "bias": len(rows) - len(silver)}
     classifier.save(out, record)
     training = record["training"]
     kept = "" if training["valid_accuracy"] is None else (f", epoch {training['epoch_kept']} kept at "
                                                           f"{training['valid_accuracy']:.1%} held-out accuracy")
-    console.print(f"trained on {training['train_questions']} labels {training['labels']} ({len(silver)} silver, "
-                  f"{len(rows) - len(silver)} by the dataset's bias){kept} → {out}")
+    fallback = f" ({unanswered} answered by no strategy took the dataset's bias)" if unanswered else ""
+    console.print(f"trained on {training['train_questions']} labels {training['labels']} ({len(silver)} silver"
+                  f"{fallback}, {len(rows) - len(silver)} by the dataset's bias){kept} → {out}")
 
 
 def bias_sources(bias_data: list[str] | None, jobs: list[dict], bias: str | None) -> list[tuple[Path, str | None]]:
@@ -175,16 +177,17 @@ def bias_sources(bias_data: list[str] | None, jobs: list[dict], bias: str | None
 
 
 def bias_labels(sources: list[tuple[Path, str | None]], limit: int) -> tuple[list[dict], list[dict]]:
-    """The bias rows of the first ``limit`` questions (0: all) of each file, and what each file gave (path,
-    checksum, questions) for the classifier's manifest."""
+    """The bias rows of the first ``limit`` questions (0: all) of each dataset of each file (each row's dataset is
+    the one its question file's loader gives it: the file's format, or a JSON-lines row's ``dataset`` field), and
+    what each file gave (path, checksum, questions) for the classifier's manifest."""
     from multihop.data.folders import sha256_file
     from multihop.data.loaders import load_dataset
-    from multihop.programs.baselines.adaptive_rag.labels import bias_rows
+    from multihop.programs.baselines.adaptive_rag.labels import bias_rows, first_of_each_dataset
 
     rows, files = [], []
     for path, label in sources:
         try:
-            found = bias_rows(load_dataset(path, limit=limit or None), label)
+            found = bias_rows(first_of_each_dataset(load_dataset(path), limit), label)
         except ValueError as exc:
             raise typer.BadParameter(f"{path}: {exc}", param_hint="--bias") from exc
         rows += found

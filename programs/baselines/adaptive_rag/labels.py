@@ -11,7 +11,10 @@ The classifier's training set (:func:`with_bias_labels`) is the authors' "binary
 (``classifier/preprocess/preprocess_binary_train.py``, ``concat_binary_silver_train.py``,
 ``preprocess_utils.concat_and_save_binary_silver``): the questions of the train files, each labelled by its dataset's
 inductive bias alone (:func:`bias_rows`; the authors take the first 400 of each dataset's train file), joined to the
-silver labels, a question with both keeping its silver one.
+silver labels, a question with both keeping its silver one. A question is its dataset and its id
+(:func:`question_key`): ids are unique only within a dataset (a MuSiQue, a HotpotQA and a 2WikiMultihopQA question
+may share one, and a question file may mix datasets), so the join, and the rows of several labels folders, are keyed
+by both; the authors join on the bare id, which their six datasets' id formats keep apart.
 
 Ours: the strategies run in order, A then B then C, and stop at the first correct answer — the label is the same as
 when all three run (the simplest correct one wins), for fewer LM calls; the authors ran all three on every question
@@ -89,18 +92,40 @@ def bias_rows(examples: Sequence[dspy.Example], bias: str | None = None) -> list
              "label": bias_label(example, bias), "source": BY_BIAS} for example in examples]
 
 
+def first_of_each_dataset(examples: Sequence[dspy.Example], limit: int | None) -> list[dspy.Example]:
+    """The first ``limit`` questions of each dataset of ``examples`` (None or 0: all), in file order — the authors'
+    first 400 of each dataset's train file, when one question file mixes datasets."""
+    taken: dict[str, int] = {}
+    kept = []
+    for example in examples:
+        dataset = str(example.get("dataset") or "")
+        if not limit or taken.get(dataset, 0) < limit:
+            taken[dataset] = taken.get(dataset, 0) + 1
+            kept.append(example)
+    return kept
+
+
+def question_key(row: Mapping) -> tuple[str, str]:
+    """Which question a labels row (or an example) is: its dataset and its id, as strings (no dataset: empty)."""
+    return str(row.get("dataset") or ""), str(row.get("id"))
+
+
 def with_bias_labels(silver: Sequence[dict], bias: Sequence[dict]) -> list[dict]:
     """The classifier's training rows as the authors join them (``concat_and_save_binary_silver``): the bias rows of
-    the questions without a silver row, then the silver rows — a question with both keeps its silver label."""
-    labelled = {str(row["id"]) for row in silver}
-    kept = {str(row["id"]): row for row in bias if str(row["id"]) not in labelled}  # a question once
+    the questions without a silver row, then the silver rows — a question with both keeps its silver label. A question
+    is its dataset and its id (:func:`question_key`), so two datasets' questions sharing an id stay apart; a silver
+    row that names no dataset (a labels file written by hand) stands for every question of its id."""
+    labelled = {question_key(row) for row in silver}
+    undated = {str(row.get("id")) for row in silver if not row.get("dataset")}
+    kept = {question_key(row): row for row in bias
+            if question_key(row) not in labelled and str(row.get("id")) not in undated}  # a question once
     return [*kept.values(), *silver]
 
 
 def read_labels(*sources: str | Path) -> list[dict]:
-    """The rows of labels folders (or their ``labels.jsonl`` files), in order; a question in several sources keeps
-    its last row."""
-    rows: dict[str, dict] = {}
+    """The rows of labels folders (or their ``labels.jsonl`` files), in order; a question (its dataset and id,
+    :func:`question_key`) in several sources keeps its last row."""
+    rows: dict[tuple[str, str], dict] = {}
     for source in sources:
         path = Path(source)
         path = path / LABELS_FILE if path.is_dir() else path
@@ -112,7 +137,7 @@ def read_labels(*sources: str | Path) -> list[dict]:
         if unknown is not None:
             raise DataFormatError(f"{path}: question {unknown['id']}'s label is {unknown['label']!r}, not one of "
                                   f"{', '.join(LABELS)}")
-        rows.update(found)
+        rows.update((question_key(row), row) for row in found.values())
     return list(rows.values())
 
 

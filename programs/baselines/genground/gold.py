@@ -7,9 +7,9 @@
   answer). The immediate answer of the full method comes from the LLM's own knowledge: it has no evidence to learn
   from, and training it on the train answers would only memorise them, so it gets no rows.
 
-- ``cite`` (the authors' batch grounding, run with ``batch_revision="filtered"``): each hop's question with a batch of
-  ``batch_size`` documents holding its paragraph among the question's distractors → the hop's answer, its evidence
-  sentence cited; and with a batch of distractors only → no answer, "Empty".
+- ``cite`` (the authors' batch grounding, ``batch_revision="filtered"``, the default): each hop's question with a
+  batch of ``batch_size`` documents holding its paragraph among the question's distractors → its evidence sentence
+  cited; and with a batch of distractors only → "Empty".
 
 ``ground`` has none: the candidate answer it revises is the LLM's own immediate answer, which no annotation holds; the
 paper distils the grounding from a teacher's revisions (§4), which ``multihop trajectories`` collects.
@@ -63,10 +63,10 @@ def _citation_targets(program: GenGround, example: dspy.Example, context: GoldCo
         cited = [p.render() for p in gold_documents(example, program.batch_size, context, [hop.paragraph_id],
                                                     f"hop {i}")]
         rows.append(({"sub_question": hop.query, "documents": cited},
-                     {"answer": hop.answer, "evidence": hop.knowledge}))
+                     {"evidence": hop.knowledge}))
         noise = [p.render() for p in gold_documents(example, program.batch_size, context, [], f"hop {i} empty")]
         if noise:
-            rows.append(({"sub_question": hop.query, "documents": noise}, {"answer": "", "evidence": EMPTY}))
+            rows.append(({"sub_question": hop.query, "documents": noise}, {"evidence": EMPTY}))
     return rows
 
 

@@ -1,57 +1,7 @@
 """GenGround (Shi et al., ACL 2024): generate-then-ground. The LLM alternates answer deduction — the next simple
 single-hop sub-question and its answer from the LLM's own knowledge — and instructional knowledge grounding — the
 answer revised against the documents retrieved for the sub-question — until it gives the final answer (§3, Fig. 2).
-
-Each round: ``deduce`` writes the next sub-question from the question and the rounds so far, or says it is finished
-with the final answer, which ends the loop; ``answer`` answers the sub-question from the LLM's knowledge (the immediate
-answer); the top ``k`` documents are retrieved with the sub-question (Eq. 2); ``ground`` grounds the pair in them
-by batches of ``batch_size`` documents (§3.3): a batch whose content the LLM cites revises the answer and ends the
-grounding, a batch it answers "Empty" passes to the next, and when no batch is cited the immediate answer is kept
-as a backup (``batch_revision="first_cited"``, the paper's text). The authors' released code
-(``src/genground.py``, ``GenGround.grounding``) does otherwise: its early stop is commented out ("discard the early
-stopping to find more reliable knowledge"), so every batch is grounded, the document each batch cites joins the end
-of the queue, batches are drawn until at most ``batch_size`` documents are left, and one final revision of the
-immediate answer reads those survivors, cited or not (no document retrieved: the immediate answer).
-``batch_revision="filtered"`` runs that: each batch is a ``cite`` call (the authors' ``_batch_grounding``: the
-sub-question and the batch alone, answered from the batch with the passage cited, or "Empty") and the final
-revision a ``ground`` call, whose revised answer is the round's. A ``ground`` call reads what the authors'
-``_revise`` reads: the sub-question, the candidate (immediate) answer and the documents, never the complex question
-(``grounding_inputs="authors"``, the default). The sub-question and its revised answer, with the evidence cited (the
-paper's revision trajectory), join the rounds the next deduction reads.
-
-The paper's: the two phases and their loop, retrieval with the sub-question, batch grounding with its "Empty" signal
-and backup, batches of 3 and the top 10 documents (§5.4, as the earlier reading of the paper recorded; not re-read
-here; the authors' code defaults to ``n_docs=9``, ``batch_doc_size=3`` in ``run.py`` and ``src/genground.py``),
-the ablations of Table 4 (``deduction=False`` "w/o deduction": the LLM answers the whole
-question directly and grounds that answer, one round; ``grounding=False`` "w/o grounding":
-each sub-question is answered from its retrieved documents by a reader, ``answer`` then reading them;
-``batch_grounding=False`` "w/o batch": all ``k`` documents in one grounding call). The authors' code's: at most 7
-deductions (``max_iterations``; the paper gives no cap), the ``filtered`` batch revision above and the inputs of
-its grounding calls.
-
-Not built: the paper's instructional grounding distillation (§4), which trains a smaller model on grounding
-trajectories distilled from a larger LLM; every stage here runs on the program's LM (an optimizer may tune it).
-
-Ours: the deduction is two calls (``deduce``, then ``answer``; see :mod:`multihop.signatures.genground`); a citation
-counts when it shares a word with a document of its batch (the authors' code ties a citation to the batch's document
-with the highest token F1; one that matches none is read as "Empty", counted ``uncited_evidence``), and that
-document is the round's ``cited_id``; the loop ends at a sub-question asked already (``repeated_sub_question``: its
-documents and answer would be the same) and at ``max_iterations`` (``iteration_cap``), and then, as when the final
-answer is empty (``final_empty``), the answer is the last revised answer (the authors' code answers "NO ANSWER" at its
-cap); ``grounding_inputs="with_question"`` (this library's earlier grounding, kept for comparison) shows every
-grounding call the complex question as well, and a ``filtered`` batch the candidate answer too (each batch and the
-final revision then one ``ground`` stage, :class:`GroundWithQuestion`; no ``cite`` stage); the optional
-``rerank``/``n`` switches give the top-``n`` → reranker → top-``k`` search of DualRAG's App. H.4, which runs every
-baseline that way (default off).
-
-Counted per question: ``sub_questions`` (rounds), ``grounding_batches`` (grounding calls, ``cite`` and ``ground``),
-``ungrounded`` (rounds whose every batch was "Empty"), ``revised`` (rounds whose grounding changed the immediate
-answer, §7.2's revisions), ``iteration_cap``. ``prediction.passage_ids`` are the documents shown to ``cite`` and
-``ground`` (or read by the reader), first shown first. Fallbacks (``run_stage``): an unparsable deduction at the
-first round asks the question itself as the sub-question and at a later round ends the loop with the last revised
-answer (``deduce.fallback``; an empty sub-question too, ``deduce_empty``); an unparsable immediate or read answer is
-empty (``answer.fallback``); an unparsable grounding reply is an "Empty" batch (``ground.fallback``,
-``cite.fallback``).
+:class:`GenGround`'s docstring says what is the paper's, what is the authors' released code's and what is ours.
 """
 
 from __future__ import annotations
@@ -113,18 +63,79 @@ def cited_index(evidence: str, documents: list[str]) -> int | None:
 class GenGround(RerankableBaseline):
     """GenGround: deduce a simple sub-question and answer it from the LLM's knowledge, then ground that answer in the
     documents retrieved for the sub-question, batch by batch, until the LLM gives the final answer (Shi et al., ACL
-    2024). The module docstring says what is the paper's and what is ours.
+    2024).
+
+    Each round: ``deduce`` writes the next sub-question from the question and the rounds so far, or says it is
+    finished with the final answer, which ends the loop; ``answer`` answers the sub-question from the LLM's knowledge
+    (the immediate answer); the top ``k`` documents are retrieved with the sub-question (Eq. 2) and the immediate
+    answer is grounded in them by batches of ``batch_size`` (§3.3, "batch grounding"). The sub-question and its
+    revised answer, with the evidence cited (the paper's revision trajectory), join the rounds the next deduction
+    reads.
+
+    Batch grounding, by default (``batch_revision="filtered"``) as the authors' released code runs it
+    (``src/genground.py``, ``GenGround.grounding``): the retrieved documents are a queue; while it holds more than
+    ``batch_size`` documents, the first ``batch_size`` leave it for one ``cite`` call, which sees the sub-question
+    and that batch only — never the candidate answer nor the complex question (the authors' ``_batch_grounding``) —
+    and cites the passage answering the sub-question, or says "Empty" (their "Insufficient information"); the
+    document cited goes back at the end of the queue. No batch ends the grounding: the authors' early stop is
+    commented out (their note: dropping it finds more reliable knowledge), so every batch is read. Then one
+    ``ground`` call revises the immediate answer over what is left in the queue — the documents cited and the tail of
+    the ranking never drawn into a batch — seeing the sub-question, the candidate (immediate) answer and those
+    documents (the authors' ``_revise``); its revised answer is the round's. With no batch cited, that
+    revision still reads the queue's tail; only with no document retrieved is the immediate answer kept unrevised.
+
+    ``batch_revision="first_cited"`` (the paper's §3.3 text, as read earlier and not re-read here): each batch in
+    rank order is a ``ground`` call that sees the sub-question, the immediate answer and the batch (Eq. 3 grounds the
+    question–answer pair); the first batch whose content it cites revises the answer and ends the grounding, an
+    "Empty" batch passes to the next, and when no batch is cited the immediate answer is kept as the backup.
+
+    The paper's: the two phases and their loop, retrieval with the sub-question, batch grounding with its "Empty"
+    signal, batches of 3 and the top 10 documents (§5.4; the authors' code defaults to ``n_docs=9``,
+    ``batch_doc_size=3`` in ``run.py`` and ``src/genground.py``), the ablations of Table 4 (``deduction=False``
+    "w/o deduction": the LLM answers the whole question directly and grounds that answer, one round;
+    ``grounding=False`` "w/o grounding": each sub-question is answered from its retrieved documents by a reader,
+    ``answer`` then reading them; ``batch_grounding=False`` "w/o batch": all ``k`` documents in one grounding call —
+    under ``filtered`` no batch is drawn and the one revision reads all of them). The authors' code's: the default
+    batch grounding above and the inputs of its calls, at most 7 deductions (``max_iterations``; the paper gives no
+    cap). Not built: the paper's instructional grounding distillation (§4), which trains a smaller model on
+    grounding trajectories distilled from a larger LLM; every stage here runs on the program's LM (an optimizer may
+    tune it).
+
+    Ours: the deduction is two calls (``deduce``, then ``answer``; see :mod:`multihop.signatures.genground`); a
+    citation counts when it shares a word with a document of its batch and is tied to the one with the highest token
+    F1 (the authors' code ties it to the highest-F1 document even when it shares no word; ours reads that as "Empty",
+    counted ``uncited_evidence``), and the document the revision (``first_cited``: the cited batch) cites is the
+    round's ``cited_id``; the loop ends at a sub-question asked already (``repeated_sub_question``: its documents and
+    answer would be the same) and at ``max_iterations`` (``iteration_cap``), and then, as when the final answer is
+    empty (``final_empty``), the answer is the last revised answer (the authors' code answers "NO ANSWER" at its
+    cap); ``grounding_inputs="with_question"`` (this library's earlier grounding, kept for comparison) shows every
+    grounding call the complex question as well, and a ``filtered`` batch the candidate answer too (each batch and
+    the final revision then one ``ground`` stage, :class:`GroundWithQuestion`; no ``cite`` stage); the optional
+    ``rerank``/``n`` switches give the top-``n`` → reranker → top-``k`` search of DualRAG's App. H.4, which runs
+    every baseline that way (default off).
+
+    Counted per question: ``sub_questions`` (rounds), ``grounding_batches`` (grounding calls, ``cite`` and
+    ``ground``), ``ungrounded`` (rounds whose grounding cited no document: under ``filtered`` the revision cited
+    none, under ``first_cited`` every batch was "Empty"), ``revised`` (rounds whose grounding changed the immediate
+    answer, §7.2's revisions), ``iteration_cap``. ``prediction.passage_ids`` are the documents shown to ``cite`` and
+    ``ground`` (or read by the reader), first shown first. Fallbacks (``run_stage``): an unparsable deduction at the
+    first round asks the question itself as the sub-question and at a later round ends the loop with the last
+    revised answer (``deduce.fallback``; an empty sub-question too, ``deduce_empty``); an unparsable immediate or
+    read answer is empty (``answer.fallback``); an unparsable ``cite`` reply is an "Empty" batch (``cite.fallback``)
+    and an unparsable ``ground`` reply keeps the candidate answer, citing nothing (``ground.fallback``; the authors'
+    ``_revise`` returns the candidate answer when its reply does not parse).
 
     Args:
         retriever: the retriever; default ``dspy.settings.rm``.
         k: documents retrieved for each sub-question (§5.4: 10).
-        batch_size: documents a grounding call reads (§5.4: 3).
+        batch_size: documents a batch holds (§5.4: 3).
         max_iterations: sub-questions at most (the authors' code: 7).
         deduction: answer deduction (False: Table 4's "w/o deduction", the question answered directly, one round).
         grounding: instructional knowledge grounding (False: Table 4's "w/o grounding", a reader over the documents).
         batch_grounding: ground batch by batch (False: Table 4's "w/o batch", all ``k`` documents at once).
-        batch_revision: ``"first_cited"`` (the paper's text: the first cited batch revises the answer) or
-            ``"filtered"`` (the authors' code: every batch keeps its cited document, one revision over those).
+        batch_revision: ``"filtered"`` (the authors' code, the default: every batch a ``cite`` call keeping the
+            document it cites, one revision over the queue left) or ``"first_cited"`` (the paper's text: each batch a
+            ``ground`` call, the first cited batch revises the answer, the immediate answer the backup).
         grounding_inputs: ``"authors"`` (the authors' code: a revision reads the sub-question, the candidate answer
             and the documents; a ``filtered`` batch, the ``cite`` stage, the sub-question and the batch only) or
             ``"with_question"`` (ours before: every grounding call also reads the complex question, a ``filtered``
@@ -149,7 +160,7 @@ class GenGround(RerankableBaseline):
         deduction: bool = True,
         grounding: bool = True,
         batch_grounding: bool = True,
-        batch_revision: Literal["first_cited", "filtered"] = "first_cited",
+        batch_revision: Literal["filtered", "first_cited"] = "filtered",
         grounding_inputs: Literal["authors", "with_question"] = "authors",
         rerank: str | None = None,
         n: int = 50,
@@ -163,7 +174,8 @@ class GenGround(RerankableBaseline):
         authors = grounding_inputs == "authors"
         self.add_stages(deduce=Deduce if deduction else None,
                         answer=ImmediateAnswer if grounding else ReadAnswer,
-                        cite=CiteBatch if grounding and authors and batch_revision == "filtered" else None,
+                        cite=(CiteBatch if grounding and batch_grounding and authors and batch_revision == "filtered"
+                              else None),
                         ground=(Ground if authors else GroundWithQuestion) if grounding else None)
 
     def forward(self, question: str) -> dspy.Prediction:
@@ -226,12 +238,13 @@ class GenGround(RerankableBaseline):
                  ) -> tuple[str, str, int | None]:
         """One grounding call over documents: the evidence cited, the revised answer and the index of the document
         cited (None: "Empty"). ``filtering``: a batch of the ``filtered`` revision, which with the authors' inputs is
-        a ``cite`` call (the sub-question and the batch alone; it revises nothing, its revised answer is empty); any
-        other is a ``ground`` call, the complex question shown only with ``grounding_inputs="with_question"``."""
+        a ``cite`` call (the sub-question and the batch alone; it only cites, so its revised answer is empty); any
+        other is a ``ground`` call (the sub-question, the immediate answer and the documents), the complex question
+        shown only with ``grounding_inputs="with_question"``."""
         current.batches += 1
         current.read_ids += [pid for pid in ids if pid not in current.read_ids]
         if filtering and self.grounding_inputs == "authors":
-            reply = self.run_stage(self.cite, {"answer": "", "evidence": EMPTY}, sub_question=current.sub_question,
+            reply = self.run_stage(self.cite, {"evidence": EMPTY}, sub_question=current.sub_question,
                                    documents=documents)
             revised = ""
         else:
@@ -246,7 +259,8 @@ class GenGround(RerankableBaseline):
         return evidence, revised, cited
 
     def ground_answer(self, question: str, current: Round, hits: dspy.Prediction) -> None:
-        """Batch grounding (§3.3): batches in rank order until one is cited; the immediate answer is the backup."""
+        """``first_cited``, the paper's §3.3 text: batches in rank order, each a ``ground`` call, until one is cited,
+        whose revision is the answer; none cited, the immediate answer is the backup."""
         size = self.batch_size if self.batch_grounding else max(1, len(hits.ids))
         current.answer = current.immediate_answer
         for start in range(0, len(hits.ids), size):
@@ -258,9 +272,9 @@ class GenGround(RerankableBaseline):
                 break
 
     def filter_then_revise(self, question: str, current: Round, hits: dspy.Prediction) -> None:
-        """The authors' code's grounding: each batch off the front of the queue puts the document it cites at the
-        back, until at most a batch is left; one revision over what is left (nothing retrieved: the immediate
-        answer)."""
+        """``filtered``, the authors' code's grounding (the default): each batch off the front of the queue, a
+        ``cite`` call, puts the document it cites at the back, with no early stop, until at most a batch is left; one
+        ``ground`` revision of the immediate answer over what is left (nothing retrieved: the immediate answer)."""
         size = self.batch_size if self.batch_grounding else max(1, len(hits.ids))
         queue = list(zip(hits.ids, hits.passages, strict=True))
         while len(queue) > size:
