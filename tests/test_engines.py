@@ -1,4 +1,5 @@
 import logging
+from types import SimpleNamespace
 from typing import Literal
 
 import dspy
@@ -236,11 +237,17 @@ def stage_request(step: int, question: int, system: str | None = None) -> Reques
                    messages=(Message.user(f"Question {question}: what is {question} plus {step}?"),))
 
 
+def stage_engine(kind: str, **settings) -> LocalEngine:
+    if kind == "llamacpp":
+        pytest.importorskip("llama_cpp", reason="llama-cpp-python is not built in this virtualenv")
+        return LlamaCppEngine(models.resolve("smollm2"), **settings)
+    return TransformersEngine(lms.resolve_local("smollm2"), **settings)
+
+
 @pytest.mark.slow
-def test_alternating_stages_each_evaluate_only_their_own_suffix_and_reply_as_without_the_cache():
-    pytest.importorskip("llama_cpp", reason="llama-cpp-python is not built in this virtualenv")
-    cached, uncached = LlamaCppEngine(models.resolve("smollm2")), LlamaCppEngine(models.resolve("smollm2"),
-                                                                                 prefix_cache_bytes=0)
+@pytest.mark.parametrize("kind", ["llamacpp", "transformers"])
+def test_alternating_stages_each_evaluate_only_their_own_suffix_and_reply_as_without_the_cache(kind):
+    cached, uncached = stage_engine(kind), stage_engine(kind, prefix_cache_bytes=0)
     replies, evaluated = [], []
     for question in range(2):
         for step in range(3):  # each call follows another stage's: only the per-stage cache holds its prefix
@@ -256,12 +263,11 @@ def test_alternating_stages_each_evaluate_only_their_own_suffix_and_reply_as_wit
     changed = STAGES[0].replace("Rule 0.10", "Rule 9.10")  # another prompt: reused up to the change only
     usage = cached.complete(stage_request(0, 3, changed)).usage
     assert usage.input_tokens - usage.cache_read_tokens > prompt / 2
-    bounded = LlamaCppEngine(models.resolve("smollm2"), prefix_cache_bytes=1 << 20)  # less than one state
+    bounded = stage_engine(kind, prefix_cache_bytes=1 << 20)  # less than one prompt's state: the last call's only
     for step in range(2):
         bounded.complete(stage_request(step, 0))
-    assert bounded._model.cache.cache_state == {}
     usage = bounded.complete(stage_request(0, 1)).usage
-    assert usage.input_tokens - usage.cache_read_tokens > prompt - 20  # the last call's prefix only: another stage's
+    assert usage.input_tokens - usage.cache_read_tokens > prompt - 20  # another stage's state: the template shared
 
 
 class ScriptedEngine(LocalEngine):
@@ -319,8 +325,8 @@ def test_llama_cpp_decodes_greedily_with_the_engines_seed_and_reports_the_reused
 
     calls = []
 
-    class Model:  # stands in for llama_cpp.Llama: the previous prompt's tokens are 1 2 3 9
-        input_ids, n_tokens = np.array([1, 2, 3, 9, 0, 0]), 4
+    class Model:  # stands in for llama_cpp.Llama: the previous prompt's tokens are 1 2 3 9, no state cached
+        input_ids, n_tokens, cache = np.array([1, 2, 3, 9, 0, 0]), 4, None
 
         def create_chat_completion(self, messages, **options):
             calls.append(options)
@@ -334,6 +340,10 @@ def test_llama_cpp_decodes_greedily_with_the_engines_seed_and_reports_the_reused
     assert calls[0]["seed"] == 0 and calls[0]["top_k"] == 0 and calls[0]["temperature"] == 0.0
     assert "response_format" not in calls[0]  # no schema asked for
     assert reply.usage.cache_read_tokens == 3 and reply.text == "Paris"
+    engine._model.input_ids = np.array([1, 2, 3, 9, 0, 0])
+    engine._model.cache = SimpleNamespace(cache_state={(1, 2, 3, 4, 7): None, (8,): None})  # a state sharing more
+    assert engine.complete(Request(model="m", messages=(Message.user("q2"),), config=Config(max_tokens=8))
+                           ).usage.cache_read_tokens == 4
 
 
 def test_the_reusable_prefix_leaves_the_last_prompt_token_to_evaluate():

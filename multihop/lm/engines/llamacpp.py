@@ -15,7 +15,7 @@ calls in a prefix cache (:func:`prefix_cache_class`: llama-cpp-python's ``LlamaR
 evaluated), and a prompt starts from the state with which it shares the longest prefix, whichever stage ran last. A
 program whose stages alternate evaluates each call's own suffix only. The key is the tokens themselves, so a changed
 prompt (other demos or instructions after compiling) never reuses a stale state; the cache holds at most
-``prefix_cache_bytes`` of KV states (default :data:`PREFIX_CACHE_BYTES`), the least recently used dropped first.
+``prefix_cache_bytes`` of KV states (default :data:`~.base.PREFIX_CACHE_BYTES`), the least recently used dropped first.
 
 Asked for log-probabilities, the engine records each step of the decode (:class:`StepRecorder`) instead of building
 the model with ``logits_all`` (llama-cpp-python's own way, which keeps the logits of every prompt token too: 1.6 GB
@@ -37,12 +37,11 @@ from pathlib import Path
 import numpy as np
 from dspy.lm15 import TokenLogprob
 
-from .base import Generation, LocalEngine, reusable_prefix, spelling
+from .base import PREFIX_CACHE_BYTES, Generation, LocalEngine, reusable_prefix, spelling
 
 logger = logging.getLogger(__name__)
 _LOADING = threading.Lock()
 MAX_CONTEXT = 8192  # tokens: a stage prompt with five passages and demos is ~2k
-PREFIX_CACHE_BYTES = 1 << 30  # KV states kept: SmolLM2-135M's is ~23 kB a token, ~40 stage prompts of 1k tokens
 
 
 @functools.cache
