@@ -1,4 +1,4 @@
-"""Engine benchmark (issue 15): the local engines on the same prompts and programs, in one run.
+"""Engine benchmark: the local engines on the same prompts and programs, in one run.
 
     python benchmarks/engines.py [--dataset musique] [--limit 3] [--programs SingleStepRAG,CoopRAG,ComposeRAG]
                                  [--engines transformers,llamacpp,llamacpp-json] [--max-tokens 128]

@@ -1,4 +1,4 @@
-"""Full-corpus benchmark (issue 34): FAISS at a million vectors, token-state forms, encoding throughput.
+"""Full-corpus benchmark: FAISS at a million vectors, token-state forms, encoding throughput.
 
     python benchmarks/scale.py faiss [--count 1000000] [--index "IVF1024,PQ64" ...]
     python benchmarks/scale.py tokens [--data musique] [--limit 100]

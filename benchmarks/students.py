@@ -1,4 +1,4 @@
-"""Students benchmark (issue 18): the embedded LM alone vs with its gold-trained LoRA student, per stage and end to end,
+"""Students benchmark: the embedded LM alone vs with its gold-trained LoRA student, per stage and end to end,
 on dev questions no student was trained on.
 
     python benchmarks/students.py --student DIR [--data musique 2wiki hotpotqa] [--per-stage 8] [--limit 20]

@@ -1,4 +1,4 @@
-"""Throughput against a served LM, as a share of the ideal (issue 33).
+"""Throughput against a served LM, as a share of the ideal.
 
     python benchmarks/throughput.py --latency 0.3 --in-flight 1,8,32,64 --async-in-flight 32 --questions 32
 
@@ -24,7 +24,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import cProfile
 import json
+import pstats
 import subprocess
 import sys
 import time
@@ -117,6 +120,8 @@ def main() -> None:
                         "bm25 (no encoder a query; rerankers encode their candidates)")
     parser.add_argument("--lifetime", type=float, default=3 * 3600, help="seconds the loopback server may run")
     parser.add_argument("--out", type=Path, default=Path("runs/throughput"))
+    parser.add_argument("--profile", type=int, default=0, help="print the N functions taking most of the harness's "
+                        "CPU in the 0 ms run (cProfile, this process's CPU time), per program")
     parser.add_argument("--table", type=Path, default=None, help="print the tables of a saved throughput.json only")
     args = parser.parse_args()
     if args.table is not None:
@@ -135,7 +140,12 @@ def main() -> None:
     with served(0.0, args.lifetime) as api_base:
         for name in names:  # warm-up (encoders loaded, first calls) then the harness's CPU a call
             measure(name, retriever, api_base, questions[:2], 1, "threads")
-            zero = measure(name, retriever, api_base, questions, 1, "threads")
+            profiler = cProfile.Profile(time.process_time) if args.profile else None
+            with profiler or contextlib.nullcontext():
+                zero = measure(name, retriever, api_base, questions, 1, "threads")
+            if profiler is not None:
+                console.print(f"{name}: the harness's CPU by function, {zero['lm_requests']} calls")
+                pstats.Stats(profiler, stream=sys.stdout).sort_stats("tottime").print_stats(args.profile)
             harness[name] = 1000 * zero["cpu_s"] / max(1, zero["lm_requests"])
             console.print(f"{name}: harness {harness[name]:.1f} ms CPU a call ({zero['llm_calls']} calls)")
     with served(args.latency, args.lifetime) as api_base:

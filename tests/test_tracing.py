@@ -4,7 +4,7 @@ from concurrent.futures import ThreadPoolExecutor
 import dspy
 import pytest
 
-from multihop.evaluation.tracing import count, record_trace
+from multihop.evaluation.tracing import count, module_paths, record_trace
 from multihop.programs import MultihopProgram, SingleStepRAG
 
 from helpers import scripted_lm
@@ -147,3 +147,19 @@ def test_dspy_retrieve_inside_a_traced_program_is_one_retrieval(static_retriever
     prediction = WithRetrieve()(question="q")
     assert prediction.passages == [p.render() for p in static_retriever.passages[:2]]
     assert prediction.counts["retrieval_calls"] == 1 and "callback" not in caplog.text
+
+
+def test_module_paths_are_dspys_sub_module_paths_without_walking_the_growing_histories():
+    from test_registry import DECLARED, built
+
+    for name in DECLARED:
+        program = built(name)
+        expected = {}
+        for path, module in program.named_sub_modules():
+            expected.setdefault(id(module), path.removeprefix("self."))
+        assert module_paths(program) == expected, name
+    program = built("SingleStepRAG")
+    stray = dspy.Predict("question -> answer")
+    program.history.extend({"messages": [{"role": "user"}], "module": stray} for _ in range(1000))  # DSPy's entries
+    assert id(stray) in {id(module) for _, module in program.named_sub_modules()}
+    assert id(stray) not in module_paths(program)

@@ -27,7 +27,7 @@ import functools
 import json
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -87,15 +87,37 @@ class Branch:
         self.events: Counter = Counter()
 
 
+def module_paths(root: dspy.Module) -> dict[int, str]:
+    """The path in ``root`` of each module it holds (``answer.predict``; ``root`` itself ``self``), by id: DSPy's
+    ``named_sub_modules`` walk — attributes, lists, tuples and dicts, the first path found — without the modules'
+    ``history`` lists, which DSPy grows by an entry every LM call (up to 10,000 a module), so a walk into them would
+    cost more with every question evaluated."""
+    paths: dict[int, str] = {}
+    queue, seen = deque([("self", root)]), {id(root)}
+    while queue:
+        name, item = queue.popleft()
+        if isinstance(item, dspy.BaseModule):
+            paths.setdefault(id(item), name.removeprefix("self."))
+            children = ((f"{name}.{key}", value) for key, value in item.__dict__.items() if key != "history")
+        elif isinstance(item, (list, tuple)):
+            children = ((f"{name}[{index}]", value) for index, value in enumerate(item))
+        elif isinstance(item, dict):
+            children = ((f"{name}[{key}]", value) for key, value in item.items())
+        else:
+            continue
+        for child in children:
+            if id(child[1]) not in seen:
+                seen.add(id(child[1]))
+                queue.append(child)
+    return paths
+
+
 class Trace:
     """The ordered stage records of one program call, its counted events, and the per-question counts the papers
     report. Safe to share between threads."""
 
     def __init__(self, root: dspy.Module | None = None):
-        self.names: dict[int, str] = {}
-        if root is not None:
-            for name, module in root.named_sub_modules():
-                self.names.setdefault(id(module), name.removeprefix("self."))
+        self.names = module_paths(root) if root is not None else {}
         self.root_id = id(root) if root is not None else None
         self.records: list[dict] = []
         self.events: Counter = Counter()
