@@ -2,6 +2,9 @@
 
 import json
 import multiprocessing
+import os
+import subprocess
+import sys
 import time
 
 import dspy
@@ -10,6 +13,7 @@ from dspy.utils.exceptions import LMServerError
 
 from multihop.data.folders import FolderInUseError, RunMismatchError, locked
 from multihop.data.jsonl import read_rows
+from multihop.data.paths import atomic_write_text
 from multihop.evaluation.runner import MAX_ENDPOINT_FAILURES, EndpointDownError, evaluate
 
 from helpers import Echo, echo_examples, scripted_lm
@@ -133,3 +137,34 @@ def test_a_run_that_recorded_nothing_does_not_hold_its_folder(tmp_path):
     with pytest.raises(EndpointDownError):
         evaluate(outage, echo_examples(MAX_ENDPOINT_FAILURES), tmp_path, progress=False)
     assert evaluate(Echo(answer="y"), echo_examples(2), tmp_path, progress=False)["questions"] == 2  # a new run
+
+
+def dead_pid() -> int:
+    """The pid of a process that has ended."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def test_taking_a_folder_removes_what_killed_writers_left_and_keeps_a_live_writers(tmp_path):
+    dead, alive = dead_pid(), os.getpid()
+    (tmp_path / "traces").mkdir()
+    left = [tmp_path / f".summary.json.{dead}.tmp", tmp_path / "traces" / f".q3.json.{dead}.tmp"]
+    kept = [tmp_path / f".summary.json.{alive}.tmp", tmp_path / "notes.tmp", tmp_path / "traces" / "q3.json"]
+    for path in (*left, *kept):
+        path.write_text("x")
+    (tmp_path / f".index.{dead}.tmp").mkdir()  # an atomic_dir's half-built folder
+    with locked(tmp_path):
+        pass
+    assert [path for path in (*left, tmp_path / f".index.{dead}.tmp") if path.exists()] == []
+    assert all(path.exists() for path in kept)
+
+
+def test_an_interrupted_atomic_write_leaves_no_temporary(tmp_path, monkeypatch):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "replace", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        atomic_write_text(tmp_path / "summary.json", "{}")
+    assert list(tmp_path.iterdir()) == []

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-from multihop.data.paths import atomic_write_text, read_json
+from multihop.data.paths import atomic_write_text, read_json, remove_dead_temporaries
 
 LOCK = ".multihop.lock"
 RUN_MANIFEST = "run.json"
@@ -52,7 +52,9 @@ class RunMismatchError(ValueError):
 def locked(path: str | Path, file: bool = False, wait: bool = False) -> Iterator[Path]:
     """Hold the folder ``path`` (created if needed) — or with ``file``, the output file ``path`` — exclusively for
     the block; ``FolderInUseError`` names the holder's pid when another process holds it, unless ``wait`` (then the
-    block waits its turn). Re-entrant in a process: a job that holds its folder may call a step that locks it too."""
+    block waits its turn). Re-entrant in a process: a job that holds its folder may call a step that locks it too.
+    Taking a folder removes the temporary files a writer killed mid-write left in it
+    (:func:`~multihop.data.paths.remove_dead_temporaries`)."""
     path = Path(path)
     folder = path.parent if file else path
     folder.mkdir(parents=True, exist_ok=True)
@@ -69,6 +71,8 @@ def locked(path: str | Path, file: bool = False, wait: bool = False) -> Iterator
     try:
         if outermost:
             atomic_write_text(holder, str(os.getpid()))
+            if not file:  # the folder's one writer now: a temporary file in it is a killed writer's
+                remove_dead_temporaries(folder)
         yield path
     finally:
         if lock.lock_counter == 1:  # the last holder in this process (threads share the lock): the job is done

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -42,8 +43,40 @@ def atomic_write_text(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` through a temporary file and a rename, so a crash never leaves half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except BaseException:  # Ctrl-C or a full disk mid-write: no half-written temporary stays behind
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+TEMPORARY = re.compile(r"^\..+\.(\d+)\.tmp$")  # what atomic_write_text and atomic_dir write before their rename
+
+
+def remove_dead_temporaries(folder: Path, depth: int = 2) -> list[Path]:
+    """Remove the temporary files and folders (:data:`TEMPORARY`) that a writer killed before its rename left in
+    ``folder`` and its subfolders down to ``depth`` levels: those whose writer's pid is no longer running. Returns
+    what was removed."""
+    removed = []
+    for level in range(depth):
+        for path in Path(folder).glob("/".join(["*"] * (level + 1))):
+            match = TEMPORARY.match(path.name)
+            if match and not pid_running(int(match.group(1))):
+                shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
+                removed.append(path)
+    return removed
+
+
+def pid_running(pid: int) -> bool:
+    """Whether a process ``pid`` runs on this machine (one of another user's counts as running)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 @contextmanager
