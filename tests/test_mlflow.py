@@ -30,13 +30,19 @@ PASSAGES = [Passage.make(title="France", text="Paris is the capital of France.")
             Passage.make(title="Italy", text="Rome is the capital of Italy.")]
 
 
+@pytest.fixture(scope="module")
+def database(tmp_path_factory):
+    """The folder of one SQLite tracking store for the module (creating a store takes seconds); each test logs to
+    experiments of its own."""
+    return tmp_path_factory.mktemp("mlflow")
+
+
 @pytest.fixture
-def store(tmp_path, monkeypatch):
-    """A tracking URI of the test's own (a SQLite file; artifacts go to ./mlruns, here the test's folder); MLflow's
-    global state is put back afterwards."""
-    monkeypatch.chdir(tmp_path)
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    yield uri
+def store(database, monkeypatch):
+    """The module's tracking URI (artifacts go to ./mlruns: the test runs in the store's folder); MLflow's global
+    state is put back after the test."""
+    monkeypatch.chdir(database)
+    yield f"sqlite:///{database / 'mlflow.db'}"
     mlflow.dspy.autolog(disable=True, silent=True)
     if mlflow.active_run():
         mlflow.end_run()
