@@ -5,7 +5,7 @@ import pytest
 
 from multihop.data.corpus import Passage
 
-from helpers import StaticRetriever, data_root
+from helpers import StaticRetriever, data_root, scripted_lm
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -31,6 +31,17 @@ def questions(tmp_path):
     path = tmp_path / "questions.jsonl"
     path.write_text('{"id": "q1", "question": "Capital of France?", "answers": ["Paris"]}\n')
     return path
+
+
+@pytest.fixture
+def built_lms(monkeypatch):
+    """Every LM a command builds (``make_lm``) answers "Paris"."""
+    import multihop.lm.backends
+
+    def make_lm(spec, **settings):
+        return scripted_lm(lambda prompt: {"reasoning": "r", "answer": "Paris"}, name=spec.replace("/", "-"))[0]
+
+    monkeypatch.setattr(multihop.lm.backends, "make_lm", make_lm)
 
 
 @pytest.fixture(scope="session")

@@ -115,17 +115,6 @@ def test_manifest_and_summary_become_mlflow_parameters_and_metrics():
         "em": 0.5, "recall_at_2": 1.0, "judged": 0.0, "musique.X.f1": 0.25}
 
 
-@pytest.fixture
-def built_lms(monkeypatch):
-    """Every LM the command builds answers "Paris"."""
-    import multihop.lm.backends
-
-    def make_lm(spec, **settings):
-        return scripted_lm(lambda prompt: {"reasoning": "r", "answer": "Paris"}, name=spec.replace("/", "-"))[0]
-
-    monkeypatch.setattr(multihop.lm.backends, "make_lm", make_lm)
-
-
 def test_eval_mlflow_logs_the_run_and_a_trace_per_question(tmp_path, store, built_lms):
     questions = tmp_path / "questions.jsonl"
     questions.write_text("".join(json.dumps({"id": f"q{i}", "question": f"Capital of France, take {i}?",

@@ -109,17 +109,6 @@ def user_folder(tmp_path, monkeypatch):
     return folder
 
 
-@pytest.fixture
-def built_lms(monkeypatch):
-    """Every LM the command builds answers "Paris"."""
-    import multihop.lm.backends
-
-    def make_lm(spec, **settings):
-        return scripted_lm(lambda prompt: {"reasoning": "r", "answer": "Paris"}, name=spec.replace("/", "-"))[0]
-
-    monkeypatch.setattr(multihop.lm.backends, "make_lm", make_lm)
-
-
 def test_eval_takes_metric_module_function(user_folder, built_lms, questions):
     result = runner.invoke(app, ["eval", "--program", "NoRetrieval", "--data", str(questions), "--out", "run",
                                  "--lm", "openai/x", "--metric", "my_metrics:says_paris", "--metric",
