@@ -27,8 +27,8 @@ outweigh short ones in a multi-task step), AdamW's weight decay 0.01 and no grad
 and the checkpoint's identity. Checkpoints (adapter, optimizer, scheduler, RNG,
 trainer state) are the Trainer's, every ``checkpoint_every`` steps, loaded back with ``weights_only=True``; a
 checkpoint written for another base, config or row files is refused. The output folder is a ``peft`` adapter plus
-``distill.json`` (base model and checksum, stages, trajectory files with checksums, config, loss per step,
-truncation) and ``files.json``; use it with ``make_lm("local:smollm2", adapter=DIR)`` and
+``distill.json`` (base model and checksum, a Hub base's commit, stages, trajectory files with checksums, config, loss
+per step, truncation) and ``files.json``; use it with ``make_lm("local:smollm2", adapter=DIR)`` and
 ``program.set_stage_lm(stage, lm)``.
 """
 
@@ -43,7 +43,7 @@ from pathlib import Path
 from multihop.data.folders import FolderInUseError, locked, write_inventory
 from multihop.data.paths import atomic_write_text
 from multihop.lm import models
-from multihop.lm.backends import STUDENT_MANIFEST, base_checksum, resolve_local
+from multihop.lm.backends import STUDENT_MANIFEST, base_checksum, base_revision, resolve_local
 from multihop.lm.engines.llamacpp import MAX_CONTEXT
 from multihop.programs import DISTILL_PRESETS  # the package: every method has registered its preset
 
@@ -326,6 +326,7 @@ def distill(files: list[str | Path], out_dir: str | Path, config: DistillConfig 
             cut = [tokens for _, _, tokens in encoded if tokens]
             manifest = {
                 "base": config.base, "base_sha256": base_checksum(config.base),
+                **({"base_revision": revision} if (revision := base_revision(config.base)) else {}),
                 "stages": sorted({row["stage"] for row in rows}), "left_out": left_out,
                 "files": inputs, **_provenance(files, config.stages),
                 "config": asdict(config), "rows": len(rows), "steps": trainer.state.global_step, "loss": losses,

@@ -8,7 +8,7 @@ so a reranker on the same encoder can take the search vector and its token state
 
 The manifest records the encoder's special tokens and pooling: a saved index loads its query encoder with the ones it
 was built with, and refuses an encoder handed in with other ones (an index from before pooling was recorded pooled by
-mean).
+mean). For a Hugging Face Hub encoder it records the commit too (``encoder_revision``), and loads that commit.
 """
 
 from __future__ import annotations
@@ -157,6 +157,7 @@ class DenseRetriever(RetrieverModule):
         the spec keeps one, is written to ``tokens_dir`` and moved into the folder the retriever is saved to."""
         layers = spec.stored_layers()
         manifest = {"retriever": cls.kind, "encoder": encoder.name, "encoder_sha256": encoder.checksum(),
+                    **({"encoder_revision": encoder.revision} if encoder.revision else {}),
                     "special_tokens": list(encoder.special_tokens), "pooling": encoder.pooling,
                     "corpus_sha256": corpus.checksum(), "truncated": encoded.truncated,
                     "token_states": spec.token_states if layers is not None else "none"}
@@ -212,7 +213,8 @@ class DenseRetriever(RetrieverModule):
             encoded = encode_corpus(corpus, encoding, work, token_layers=token_layers,
                                     token_dtype="float32" if full else "float16")
             for number, (target, spec) in enumerate(members.items()):
-                query_encoder = Encoder(encoding.name, special_tokens=spec.special_tokens, pooling=spec.pooling)
+                query_encoder = Encoder(encoding.name, special_tokens=spec.special_tokens, pooling=spec.pooling,
+                                        revision=encoding.revision)
                 built = cls.from_encoding(corpus, query_encoder, encoded, spec, work / f"{TOKENS_DIR}-{number}")
                 built.save(target)
             shutil.rmtree(work, ignore_errors=True)
@@ -252,7 +254,8 @@ class DenseRetriever(RetrieverModule):
                            "PROGRAM` if the queries carry markers", directory)
         special_tokens, pooling = manifest.get("special_tokens", []), manifest.get("pooling", "mean")
         if not isinstance(encoder, Encoder):
-            encoder = Encoder(encoder or manifest["encoder"], special_tokens=special_tokens, pooling=pooling)
+            encoder = Encoder(encoder or manifest["encoder"], special_tokens=special_tokens, pooling=pooling,
+                              revision=None if encoder else manifest.get("encoder_revision"))
         if list(encoder.special_tokens) != special_tokens:
             raise IndexMismatchError(f"{directory}: the index was built with special tokens {special_tokens}, the "
                                      f"encoder has {list(encoder.special_tokens)}")

@@ -1,8 +1,11 @@
 """Sentence encoders over the offline models, with the layer-wise states RaLa needs (CoopRAG §3.3–3.4).
 
 ``Encoder("mpnet")`` resolves a registry name through :mod:`multihop.lm.models` (checksum verified); any other value
-is a path to a sentence-transformers folder (for example one written by ``multihop retriever train``). Embeddings
-are L2-normalised so an inner-product index ranks by cosine similarity. Runs on CUDA when present.
+is a path to a sentence-transformers folder (for example one written by ``multihop retriever train``) or, when no
+such path exists, a Hugging Face Hub id (``BAAI/bge-base-en-v1.5``, ``org/name@revision``) found in or downloaded to
+huggingface_hub's cache; the commit it resolved to is the encoder's :attr:`~Encoder.revision`, recorded by
+:meth:`Encoder.config`. Embeddings are L2-normalised so an inner-product index ranks by cosine similarity. Runs on
+CUDA when present.
 
 Besides the pooled embedding used for first-stage search, :meth:`Encoder.states` returns in one forward pass the
 L2-normalised token states of the last layer (Eq. 2), the ``[CLS]`` state of every layer (the gap-aware weight of
@@ -145,18 +148,20 @@ class EncodedStates:
 class Encoder:
     """``Encoder(name, special_tokens=())``: ``special_tokens`` are added to the ones a fine-tuned folder was trained
     with; ``sha256``, when given (a manifest's record), refuses weights with another checksum; ``pooling`` one of
-    :data:`POOLINGS`."""
+    :data:`POOLINGS`; ``revision``, when given (a manifest's record) for a Hub model, loads that commit of it."""
 
     def __init__(self, name: str = "mpnet", device: str | None = None, batch_size: int | None = None,
                  special_tokens: Sequence[str] = (), sha256: str | None = None, pooling: str = "mean",
-                 precision: str = "auto"):
+                 precision: str = "auto", revision: str | None = None):
         if pooling not in POOLINGS:
             raise ValueError(f"pooling must be one of {', '.join(POOLINGS)}, not {pooling!r}")
         if precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
         self.requested_precision = precision
         self.name, self.pooling = str(name), pooling
-        self.path = models.resolve_encoder(self.name)
+        pinned = revision and models.is_hub_id(self.name)
+        self.path = models.resolve_encoder(f"{self.name.partition('@')[0]}@{revision}" if pinned else self.name)
+        self.revision = models.snapshot_revision(self.path)  # the commit of a Hub model, else None
         verify_inventory(self.path)  # a fine-tuned folder: every file as it was saved
         self.special_tokens = tuple(dict.fromkeys((*trained_special_tokens(self.path), *special_tokens)))
         self._batch_size = batch_size
@@ -183,6 +188,7 @@ class Encoder:
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
+        self.__dict__.setdefault("revision", None)  # pickled before encoders recorded a Hub model's commit
         self._model, self._lock, self._states = None, threading.RLock(), {}
         self._encode = Coalescing(self._encode_batch, lambda vectors, start, stop: vectors[start:stop])
 
@@ -234,14 +240,16 @@ class Encoder:
             return self._batch_size
 
     def config(self) -> dict:
-        """What an index records of its encoder and rebuilds it from: ``Encoder(**config)``."""
+        """What an index records of its encoder and rebuilds it from: ``Encoder(**config)``; a Hub model's commit
+        too (``revision``)."""
         return {"name": self.name, "special_tokens": list(self.special_tokens), "sha256": self.checksum(),
-                "pooling": self.pooling, "precision": self.requested_precision}
+                "pooling": self.pooling, "precision": self.requested_precision,
+                **({"revision": self.revision} if self.revision else {})}
 
     def same_as(self, other: Encoder) -> bool:
         """Whether ``other`` gives every text the same token and ``[CLS]`` states: the same model and the same special
-        tokens (pooling aside, which only the pooled embedding depends on)."""
-        return (self.name, self.special_tokens) == (other.name, other.special_tokens)
+        tokens (pooling aside, which only the pooled embedding depends on); a Hub model's, at the same commit."""
+        return (self.name, self.revision, self.special_tokens) == (other.name, other.revision, other.special_tokens)
 
     @property
     def dimension(self) -> int:
@@ -253,7 +261,8 @@ class Encoder:
         return int(self.model[0].auto_model.config.num_hidden_layers)
 
     def checksum(self) -> str:
-        """sha256 of the encoder's weights: an index records it and refuses a different encoder on load."""
+        """sha256 of the encoder's weights (``model.safetensors``; a Hub model's is read through the cache's link), an
+        index records it and refuses a different encoder on load; a folder without that file: a hash of its path."""
         if self._checksum is None:
             spec = models.REGISTRY.get(self.name)
             weights = self.path / "model.safetensors"

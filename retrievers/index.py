@@ -15,11 +15,11 @@ passages: ~1% of the work) and loses the neighbours that fall in unprobed lists 
 512 → 99.5% at 1.9 ms against 36 ms for ``flat``). ``benchmarks/retrieval.py`` prints recall against ``flat``,
 build time and latency of each kind.
 
-The manifest records the index kind, its factory string and search parameters, the encoder (name, weights checksum
-and special tokens), the dimension, the passage count and the corpus checksum. Loading checks all of them: an index
-built with another encoder or for another corpus is refused rather than silently returning wrong passages. Encoding
-runs in shards written as they finish, so an interrupted build resumes where it stopped; every file is written
-through a rename.
+The manifest records the index kind, its factory string and search parameters, the encoder (name, weights checksum,
+special tokens and, for a Hugging Face Hub model, the commit it resolved to), the dimension, the passage count and
+the corpus checksum. Loading checks all of them: an index built with another encoder or for another corpus is refused
+rather than silently returning wrong passages. Encoding runs in shards written as they finish, so an interrupted
+build resumes where it stopped; every file is written through a rename.
 """
 
 from __future__ import annotations

@@ -113,7 +113,8 @@ class LateInteraction:
             logger.warning("the first stage's encoder %s lacks the special tokens %s: the reranker loads it again with "
                            "them and encodes every candidate (build the index with them to share its encoder and "
                            "token cache)", theirs.name, list(self.special_tokens))
-            own = Encoder(theirs.name, special_tokens=(*theirs.special_tokens, *self.special_tokens))
+            own = Encoder(theirs.name, special_tokens=(*theirs.special_tokens, *self.special_tokens),
+                          revision=theirs.revision)
         if own.same_as(theirs):
             own = theirs
             if self.cache:

