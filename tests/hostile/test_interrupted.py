@@ -19,6 +19,9 @@ QUESTIONS = [{"id": f"q{i}", "question": f"Which city is number {i}?", "answers"
                              {"title": f"Berlin {i}", "text": f"Berlin is city {i}.", "is_supporting": False}]}
              for i in range(10)]
 STRAY = (".multihop.lock", ".tmp", "shards")  # what a finished folder keeps none of (names containing these)
+PASSAGES = [{"title": f"Town {i}", "text": f"Town {i} lies on river {i % 7} and has {i} bridges."} for i in range(700)]
+TOKEN_STATE_FORMS = ("full", "fp16", "int8", "pq")
+FILES = "files.json"  # a saved folder's inventory: every file's size and sha256
 
 
 def commands(server) -> dict[str, tuple[list[str], str, str]]:
@@ -38,21 +41,29 @@ def commands(server) -> dict[str, tuple[list[str], str, str]]:
                                     "triples-00000.jsonl", "triples-00000.jsonl"),
         "adaptiverag labels": (["adaptiverag", "labels", "--dataset", "musique", "--bias", "C", "--out", "OUT",
                                 "--threads", "2", *lm], "labels.jsonl", "labels.jsonl"),
+        **{f"index build --token-states {form}": (
+            ["index", "build", "CORPUS", "--out", "OUT", "--encoder", "minilm", "--markers", "CoopRAG",
+             "--token-states", form], "HOME/shards/*/shard-*.npz", FILES) for form in TOKEN_STATE_FORMS},
     }
 
 
 def rows(path: Path) -> dict:
-    """A JSON-lines file's rows by id, without what differs from run to run (seconds, timings)."""
+    """A JSON-lines file's rows by id (each id once), without what differs from run to run (seconds, timings); a
+    saved folder's inventory (:data:`FILES`) as its files' checksums by name."""
+    if path.name == FILES:
+        return {name: entry["sha256"] for name, entry in json.loads(path.read_text()).items()}
     found = {}
     for line in path.read_text().splitlines():
         row = json.loads(line)
+        assert row["id"] not in found, f"{path}: {row['id']} recorded twice"
         found[row["id"]] = {key: value for key, value in row.items() if key not in ("seconds", "timing", "started")}
     return found
 
 
 def start(argv: list[str], out: Path, env: dict) -> subprocess.Popen:
-    dev = Path(env["MULTIHOP_DATA"]) / "musique" / "dev" / "musique_qa_100.json"
-    argv = [str(out) if arg == "OUT" else str(dev) if arg == "DEV" else arg for arg in argv]
+    files = {"OUT": out, "DEV": Path(env["MULTIHOP_DATA"]) / "musique" / "dev" / "musique_qa_100.json",
+             "CORPUS": Path(env["MULTIHOP_DATA"]) / "corpus.jsonl"}
+    argv = [str(files.get(arg, arg)) for arg in argv]
     return subprocess.Popen([sys.executable, "-m", "multihop.cli", *argv], env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
 
@@ -65,13 +76,27 @@ def environment(tmp_path_factory):
         (data / "musique" / split).mkdir(parents=True)
         questions = QUESTIONS if split == "dev" else [{**q, "id": f"t{q['id']}"} for q in QUESTIONS]
         (data / "musique" / split / name).write_text(json.dumps(questions))
+    (data / "corpus.jsonl").write_text("".join(json.dumps(passage) + "\n" for passage in PASSAGES))
     return {**os.environ, "MULTIHOP_DATA": str(data), "MULTIHOP_HOME": str(root / "home"), "HF_HUB_OFFLINE": "1"}
 
 
+def under_way(progress: str, out: Path, home: Path) -> bool:
+    """Whether the cut run is under way: its progress file holds two rows, or (a ``HOME/`` pattern) files match in
+    MULTIHOP_HOME (an index build's first encoding shard)."""
+    if progress.startswith("HOME/"):
+        return any(home.glob(progress.removeprefix("HOME/")))
+    return (out / progress).exists() and (out / progress).read_text().count("\n") >= 2
+
+
+SIGNALS = {"kill-9": signal.SIGKILL, "ctrl-c": signal.SIGINT}
+CASES = [(command, how) for command in ("eval --threads", "compare --threads", "reproduce", "cirag extract --threads",
+                                        "adaptiverag labels") for how in SIGNALS]
+CASES += [(f"index build --token-states {form}", how)  # each form once, the signals in turn
+          for form, how in zip(TOKEN_STATE_FORMS, ["kill-9", "ctrl-c"] * 2, strict=True)]
+
+
 @pytest.mark.slow  # each case runs its command three times in subprocesses
-@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGINT], ids=["kill-9", "ctrl-c"])
-@pytest.mark.parametrize("command", ["eval --threads", "compare --threads", "reproduce", "cirag extract --threads",
-                                     "adaptiverag labels"])
+@pytest.mark.parametrize(("command", "how"), CASES, ids=[f"{command}-{how}" for command, how in CASES])
 def test_an_interrupted_command_reruns_to_what_an_uninterrupted_run_writes(command, how, environment, tmp_path):
     with loopback_server(latency=0.5, lifetime=600) as server:  # half a second a call: the signal lands mid-run
         argv, progress, compared = commands(server)[command]
@@ -79,18 +104,21 @@ def test_an_interrupted_command_reruns_to_what_an_uninterrupted_run_writes(comma
         assert whole.wait(timeout=300) == 0, whole.stderr.read()
         cut = start(argv, tmp_path / "cut", environment)
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not (
-                (tmp_path / "cut" / progress).exists() and (tmp_path / "cut" / progress).read_text().count("\n") >= 2):
+        while time.monotonic() < deadline and not under_way(progress, tmp_path / "cut", Path(environment[
+                "MULTIHOP_HOME"])):
             time.sleep(0.05)
-        cut.send_signal(how)
+        cut.send_signal(SIGNALS[how])
         code = cut.wait(timeout=60)
-        assert code == (130 if how == signal.SIGINT else -signal.SIGKILL), cut.stderr.read()
+        assert code == (130 if how == "ctrl-c" else -signal.SIGKILL), cut.stderr.read()
         rerun = start(argv, tmp_path / "cut", environment)
         assert rerun.wait(timeout=300) == 0, rerun.stderr.read()
     resumed, uninterrupted = rows(tmp_path / "cut" / compared), rows(tmp_path / "whole" / compared)
     assert sorted(resumed) == sorted(uninterrupted)
-    differing = sorted({(qid, key) for qid, row in uninterrupted.items() for key in row
-                        if resumed[qid].get(key) != row[key]})
-    assert not differing, differing
+    if compared == FILES:  # every file of the saved index, byte for byte
+        assert resumed == uninterrupted, sorted(name for name in resumed if resumed[name] != uninterrupted[name])
+    else:
+        differing = sorted({(qid, key) for qid, row in uninterrupted.items() for key in row
+                            if resumed[qid].get(key) != row[key]})
+        assert not differing, differing
     stray = [path for path in (tmp_path / "cut").rglob("*") if any(mark in path.name for mark in STRAY)]
     assert not stray, stray
