@@ -1,6 +1,6 @@
-"""Every command that reads a user's file or folder, given a broken one: exit 2 and one line naming the file (and the
-line or field where there is one) and what to change, no traceback, and no output left behind that a rerun would trip
-over."""
+"""Every command that reads a user's file or folder, given a broken one — or a program module, an MLflow server or a
+Hugging Face Hub model that is not there (offline) —: exit 2 and one line naming it (and the line or field where there
+is one) and what to change, no traceback, and no output left behind that a rerun would trip over."""
 
 
 import pytest
@@ -36,11 +36,20 @@ def broken(tmp_path):
         "eval --load": (["eval", "--load", empty, "--data", "musique", "--out", out], f"{empty}"),
         "cirag extract": (["cirag", "extract", jsonl, "--out", out], f"{jsonl}"),
         "retriever train": (["retriever", "train", jsonl, "--out", out], f"{jsonl}"),
+        "eval --program module:Class": (["eval", "--program", "no_such_module:Program", "--data", "musique", "--out",
+                                         out], "no_such_module"),
+        "eval --mlflow": (["eval", "--program", "NoRetrieval", "--data", "musique", "--out", out, "--mlflow",
+                           "http://127.0.0.1:9"], "no tracking server answers there"),
+        "index build --encoder Hub id": (["index", "build", "musique", "--out", out, "--encoder",
+                                          "nobody-here/no-such-encoder"], "hf download nobody-here/no-such-encoder"),
+        "eval --lm local:Hub id": (["eval", "--program", "NoRetrieval", "--data", "musique", "--out", out, "--lm",
+                                    "local:nobody-here/no-such-lm"], "hf download nobody-here/no-such-lm"),
     }
 
 
 CASES = ["eval --data", "compare --datasets", "reproduce --config", "compare --config", "index build",
-         "adaptiverag train", "distill", "merge", "trace show", "eval --load", "cirag extract", "retriever train"]
+         "adaptiverag train", "distill", "merge", "trace show", "eval --load", "cirag extract", "retriever train",
+         "eval --program module:Class", "eval --mlflow", "index build --encoder Hub id", "eval --lm local:Hub id"]
 
 
 @pytest.mark.parametrize("case", CASES)
