@@ -12,10 +12,13 @@ prompts give what they ask, which these instructions say in our words:
   the sub-questions answered so far, with their revised answers and the evidence cited, are an input field;
 - instructional knowledge grounding I_G (§3.2, Eq. 3): cite the most relevant content of the documents for the
   sub-question and its candidate answer, and revise the answer with it (short and precise, fewer than twenty words,
-  as the authors' revision prompt asks), or give the "Empty" signal when no document is relevant (§3.3). ``Ground``
-  reads what the authors' revision (``src/genground.py``, ``_revise``) reads: the sub-question, the candidate answer
-  and the documents; ``GroundWithQuestion`` (ours, the ``grounding_inputs="with_question"`` switch) the complex
-  question too;
+  as the authors' revision prompt asks), or give the "Empty" signal when no document is relevant (§3.3): ``Ground``,
+  each batch of the ``batch_revision="first_cited"`` switch, reading the sub-question, the candidate answer and the
+  batch; ``GroundWithQuestion`` (ours, the ``grounding_inputs="with_question"`` switch) the complex question too;
+- ``Revise``: the authors' code's revision (``src/genground.py``, ``_revise``), the one ``ground`` call of the default
+  batch grounding: the candidate answer edited using only the documents left after the batches, the passages used
+  cited, fewer than twenty words and nothing irrelevant to the sub-question; it has no "Empty" signal (the authors'
+  revision always edits);
 - ``CiteBatch``: the authors' code's batch grounding (``_batch_grounding``), which filters the documents before the
   one revision: the sub-question and one batch of documents alone, no candidate answer shown, and the passage that
   answers it cited, or "Empty" (the authors' "Insufficient information"). The authors' prompt has the answer
@@ -69,6 +72,18 @@ class Ground(dspy.Signature):
     answer: str = dspy.InputField(desc="the candidate answer")
     documents: list[str] = dspy.InputField()
     evidence: str = dspy.OutputField(desc='the content cited from the documents, or "Empty"')
+    revised_answer: str = dspy.OutputField()
+
+
+class Revise(dspy.Signature):
+    """You will be given a sub-question with a candidate answer, and some documents. Edit the candidate answer using
+    only the content of the documents, and cite the passages of the documents your edit uses. The edited answer must
+    be short and precise (fewer than twenty words) and add nothing that is irrelevant to the sub-question."""
+
+    sub_question: str = dspy.InputField()
+    answer: str = dspy.InputField(desc="the candidate answer")
+    documents: list[str] = dspy.InputField()
+    evidence: str = dspy.OutputField(desc="the passages cited from the documents")
     revised_answer: str = dspy.OutputField()
 
 

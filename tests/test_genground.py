@@ -311,3 +311,15 @@ def test_gold_rows_follow_the_annotated_hops(tmp_path):
     direct = [row for row in gold_targets(GenGround(k=3, grounding=False, deduction=False), [example])]
     assert [(row.stage, row.inputs["sub_question"], row.outputs) for row in direct] == [
         ("answer", example.question, {"answer": "Ann Lee"})]
+
+
+def test_the_default_revision_edits_with_the_authors_instructions_and_a_batch_of_the_papers_text_may_say_empty():
+    from multihop.signatures.genground import Ground, GroundWithQuestion, Revise
+
+    def instructions(program):
+        return program.ground.signature.instructions
+
+    assert instructions(GenGround()) == Revise.instructions and '"Empty"' not in Revise.instructions
+    assert instructions(GenGround(batch_revision="first_cited")) == Ground.instructions
+    assert '"Empty"' in Ground.instructions
+    assert instructions(GenGround(grounding_inputs="with_question")) == GroundWithQuestion.instructions

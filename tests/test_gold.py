@@ -250,7 +250,7 @@ def test_a_question_without_annotations_gives_no_rows(tmp_path):
 
 
 VARIANT = {"CoopRAG": {"unified": True}, "IRCoT": {"cot_reader": True},  # the configurations with other stages
-           "GenGround": {"batch_revision": "filtered"}}
+           "GenGround": {"batch_revision": "first_cited"}}
 
 
 def test_every_builder_is_for_a_stage_its_program_can_have():

@@ -21,6 +21,7 @@ from multihop.signatures.genground import (
     GroundWithQuestion,
     ImmediateAnswer,
     ReadAnswer,
+    Revise,
 )
 
 from ...text import safe_answer, unique
@@ -31,8 +32,9 @@ _NOT_CITED = {normalize_answer(text) for text in (EMPTY, "", "none", "insufficie
 
 @dataclass
 class Round:
-    """One generate-then-ground round: the sub-question, the immediate answer, its revision and the evidence cited
-    (empty when no batch was cited), the documents retrieved and those shown to the LLM."""
+    """One generate-then-ground round: the sub-question, the immediate answer, its revision and the evidence its
+    grounding cited (``first_cited``: the cited batch's, empty when none was; ``filtered``: the revision's), the
+    documents retrieved and those shown to the LLM."""
 
     sub_question: str
     immediate_answer: str
@@ -69,8 +71,7 @@ class GenGround(RerankableBaseline):
     finished with the final answer, which ends the loop; ``answer`` answers the sub-question from the LLM's knowledge
     (the immediate answer); the top ``k`` documents are retrieved with the sub-question (Eq. 2) and the immediate
     answer is grounded in them by batches of ``batch_size`` (§3.3, "batch grounding"). The sub-question and its
-    revised answer, with the evidence cited (the paper's revision trajectory), join the rounds the next deduction
-    reads.
+    revised answer join the rounds the next deduction reads.
 
     Batch grounding, by default (``batch_revision="filtered"``) as the authors' released code runs it
     (``src/genground.py``, ``GenGround.grounding``): the retrieved documents are a queue; while it holds more than
@@ -81,8 +82,12 @@ class GenGround(RerankableBaseline):
     commented out (their note: dropping it finds more reliable knowledge), so every batch is read. Then one
     ``ground`` call revises the immediate answer over what is left in the queue — the documents cited and the tail of
     the ranking never drawn into a batch — seeing the sub-question, the candidate (immediate) answer and those
-    documents (the authors' ``_revise``); its revised answer is the round's. With no batch cited, that
-    revision still reads the queue's tail; only with no document retrieved is the immediate answer kept unrevised.
+    documents, with the authors' revision instructions (``_revise``: edit the answer using only the documents, cite
+    what the edit uses, fewer than twenty words, nothing irrelevant; no "Empty" signal, :class:`Revise`); its revised
+    answer is the round's. With no batch cited, that revision still reads the queue's tail; only with no document
+    retrieved is the immediate answer kept unrevised. At the paper's ``k=10`` and batches of 3 the queue ends as the
+    tenth document and the three cited, so a fourth ``cite`` call reads the tenth with two of them and the revision
+    the rest (at the authors' ``n_docs=9``, three batches and a revision over what they cited).
 
     ``batch_revision="first_cited"`` (the paper's §3.3 text, as read earlier and not re-read here): each batch in
     rank order is a ``ground`` call that sees the sub-question, the immediate answer and the batch (Eq. 3 grounds the
@@ -108,7 +113,9 @@ class GenGround(RerankableBaseline):
     round's ``cited_id``; the loop ends at a sub-question asked already (``repeated_sub_question``: its documents and
     answer would be the same) and at ``max_iterations`` (``iteration_cap``), and then, as when the final answer is
     empty (``final_empty``), the answer is the last revised answer (the authors' code answers "NO ANSWER" at its
-    cap); ``grounding_inputs="with_question"`` (this library's earlier grounding, kept for comparison) shows every
+    cap); the evidence a round's grounding cited is shown with its sub-question and answer to the next deduction and
+    immediate answer (the authors' code shows the sub-question and answer only); ``grounding_inputs="with_question"``
+    (this library's earlier grounding, kept for comparison) shows every
     grounding call the complex question as well, and a ``filtered`` batch the candidate answer too (each batch and
     the final revision then one ``ground`` stage, :class:`GroundWithQuestion`; no ``cite`` stage); the optional
     ``rerank``/``n`` switches give the top-``n`` → reranker → top-``k`` search of DualRAG's App. H.4, which runs
@@ -176,7 +183,8 @@ class GenGround(RerankableBaseline):
                         answer=ImmediateAnswer if grounding else ReadAnswer,
                         cite=(CiteBatch if grounding and batch_grounding and authors and batch_revision == "filtered"
                               else None),
-                        ground=(Ground if authors else GroundWithQuestion) if grounding else None)
+                        ground=((Revise if batch_revision == "filtered" else Ground) if authors else GroundWithQuestion)
+                        if grounding else None)
 
     def forward(self, question: str) -> dspy.Prediction:
         rounds: list[Round] = []
