@@ -258,10 +258,10 @@ def test_labelling_asks_the_strategies_simplest_first_and_stops_at_the_first_cor
                          ("q3", FOUNDED, "Oslo", "2wiki"), ("q4", FOUNDED, "Oslo", "nq"))
     with dspy.context(lm=script.lm):
         rows = label_questions(strategies(), examples, tmp_path / "labels", {"job": 1}, progress=False)
-    assert {qid: (row["label"], row["source"]) for qid, row in rows.items()} == {
+    assert {qid: (row["label"], row["source"]) for (_, qid), row in rows.items()} == {
         "q1": ("A", "outcome"), "q2": ("B", "outcome"), "q3": ("C", "bias"), "q4": ("B", "bias")}
-    assert list(rows["q1"]["outcomes"]) == ["A"] and list(rows["q2"]["outcomes"]) == ["A", "B"]
-    assert rows["q3"]["outcomes"]["C"] == {"answer": "Berlin", "correct": False, "llm_calls": 2,
+    assert list(rows["musique", "q1"]["outcomes"]) == ["A"] and list(rows["hotpotqa", "q2"]["outcomes"]) == ["A", "B"]
+    assert rows["2wiki", "q3"]["outcomes"]["C"] == {"answer": "Berlin", "correct": False, "llm_calls": 2,
                                            "retrieval_calls": 1}
     assert script.asked == ["direct", "direct", "reader", *["direct", "reader", "reason", "reader"] * 2]
     assert [row["id"] for row in read_labels(tmp_path / "labels")] == ["q1", "q2", "q3", "q4"]
@@ -274,10 +274,20 @@ def test_the_labelling_job_resumes_and_refuses_another_run(tmp_path):
         label_questions(strategies(), first, tmp_path / "labels", {"lm": "x"}, progress=False)
         more = first + questions(("q2", BORN, "Berlin", "musique"))
         rows = label_questions(strategies(), more, tmp_path / "labels", {"lm": "x"}, progress=False)
-    assert script.asked == ["direct", "direct", "reader"] and set(rows) == {"q1", "q2"}  # q1 was not asked again
+    assert script.asked == ["direct", "direct", "reader"] and set(rows) == {("musique", "q1"), ("musique", "q2")}
     assert len((tmp_path / "labels" / "labels.jsonl").read_text().splitlines()) == 2
     with pytest.raises(RunMismatchError, match="lm: 'x' there, 'y' now"):
         label_questions(strategies(), more, tmp_path / "labels", {"lm": "y"}, progress=False)
+
+
+def test_one_question_file_mixing_datasets_whose_ids_repeat_labels_each_question(tmp_path):
+    script = Script(direct="Paris")
+    mixed = questions(("x1", CAPITAL, "Paris", "musique"), ("x1", BORN, "Paris", "hotpotqa"))
+    with dspy.context(lm=script.lm):
+        rows = label_questions(strategies(), mixed, tmp_path / "labels", {}, progress=False)
+        again = label_questions(strategies(), mixed, tmp_path / "labels", {}, progress=False)  # both found: resumed
+    assert set(rows) == set(again) == {("musique", "x1"), ("hotpotqa", "x1")} and script.asked == ["direct"] * 2
+    assert sorted(row["dataset"] for row in read_labels(tmp_path / "labels")) == ["hotpotqa", "musique"]
 
 
 def test_a_dataset_without_a_known_bias_is_refused_before_any_lm_call(tmp_path):
@@ -288,7 +298,7 @@ def test_a_dataset_without_a_known_bias_is_refused_before_any_lm_call(tmp_path):
     assert script.asked == []
     with dspy.context(lm=script.lm):
         rows = label_questions(strategies(), mine, tmp_path / "labels", {}, bias="C", progress=False)
-    assert (rows["m1"]["label"], rows["m1"]["source"]) == ("C", "bias")
+    assert (rows["mine", "m1"]["label"], rows["mine", "m1"]["source"]) == ("C", "bias")
 
 
 def test_the_bias_labels_of_the_train_files_join_the_silver_labels_and_silver_wins():

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Hashable, Iterable
+from operator import itemgetter
 from pathlib import Path
 from typing import TextIO
 
@@ -16,13 +17,13 @@ from multihop.data.corpus import DataFormatError
 from multihop.data.paths import atomic_write_text
 
 
-def read_rows(path: Path, repair: bool = True, fields: dict[str, type | tuple[type, ...]] | None = None
-              ) -> dict[str, dict]:
-    """Finished rows by id. A torn line (the process died mid-write) is dropped and, with ``repair`` (a job about to
-    append, holding the file), rewritten away. With ``fields`` (a file a user gives: labels, trajectory rows), every
-    row must hold each field with a value of its type (``id`` always): a row that does not, or a line that is no
-    JSON object before the last, is a :class:`~multihop.data.corpus.DataFormatError` naming ``file:line N`` and the
-    field."""
+def read_rows(path: Path, repair: bool = True, fields: dict[str, type | tuple[type, ...]] | None = None,
+              key: Callable[[dict], Hashable] = itemgetter("id")) -> dict:
+    """Finished rows by id (or by ``key`` of a row: a file whose ids repeat across datasets). A torn line (the process
+    died mid-write) is dropped and, with ``repair`` (a job about to append, holding the file), rewritten away. With
+    ``fields`` (a file a user gives: labels, trajectory rows), every row must hold each field with a value of its type
+    (``id`` always): a row that does not, or a line that is no JSON object before the last, is a
+    :class:`~multihop.data.corpus.DataFormatError` naming ``file:line N`` and the field."""
     if not path.exists():
         return {}
     lines = path.read_text(encoding="utf-8").splitlines()
@@ -37,7 +38,7 @@ def read_rows(path: Path, repair: bool = True, fields: dict[str, type | tuple[ty
             continue
         if fields is not None:
             check_row(row, {"id": (str, int), **fields}, f"{path}:line {number}")
-        rows[row["id"]] = row
+        rows[key(row)] = row
         good_lines.append(line)
     if torn and repair:
         atomic_write_text(path, "".join(line + "\n" for line in good_lines))

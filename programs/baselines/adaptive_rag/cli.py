@@ -47,7 +47,7 @@ def adaptiverag_labels(
     from multihop.data.folders import sha256_file
     from multihop.data.loaders import load_dataset
     from multihop.programs import PROGRAMS, AdaptiveRAG
-    from multihop.programs.baselines.adaptive_rag.labels import label_questions
+    from multihop.programs.baselines.adaptive_rag.labels import label_questions, question_key
     from multihop.programs.switches import SwitchTypeError
     from multihop.retrievers import load_retriever
 
@@ -77,7 +77,7 @@ def adaptiverag_labels(
                 "strategies": {label: program.config() for label, program in strategies.items()},
                 "lm": str(configured.model), "retriever": str(folder), "bias": bias}
     rows = label_questions(strategies, examples, out, manifest, bias=bias, threads=threads)
-    labelled = [rows[str(example.id)] for example in examples]
+    labelled = [rows[question_key(example)] for example in examples]
     by_label = Counter(row["label"] for row in labelled)
     from_bias = sum(row["source"] == BY_BIAS for row in labelled)
     console.print(f"labelled {len(labelled)} questions: " + ", ".join(f"{label} {by_label[label]}" for label in LABELS)

@@ -3,9 +3,12 @@
 A question's label names the simplest strategy that suits it: ``A`` (no retrieval), ``B`` (single-step retrieval),
 ``C`` (multi-step retrieval). A silver label is the simplest strategy whose answer to the question was correct — the
 paper's correctness test, the authors' ``evaluate.py``: the normalised prediction equals a normalised gold answer
-(:func:`multihop.evaluation.metrics.exact_match`); a question no strategy answers takes its dataset's inductive bias, B
-for a single-hop dataset and C for a multi-hop one (the authors' "binary" labels,
-``classifier/preprocess/preprocess_utils.py``). Pure functions, no LM.
+(:func:`multihop.evaluation.metrics.exact_match`). A question no strategy answers takes its dataset's inductive bias, B
+for a single-hop dataset and C for a multi-hop one — our reading of §3.2, which labels with that bias the questions
+the strategies leave unlabelled. The authors' code differs: ``label_complexity``
+(``classifier/preprocess/preprocess_utils.py``) drops such a question, and its inductive-bias ("binary") rows are
+another set of questions, the first 400 of each dataset's train file, joined to the silver ones
+(:func:`~.labels.with_bias_labels`). Pure functions, no LM.
 """
 
 from __future__ import annotations

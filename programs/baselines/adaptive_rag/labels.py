@@ -61,9 +61,10 @@ def label_row(strategies: Mapping[str, dspy.Module], example: dspy.Example, bias
 
 def label_questions(strategies: Mapping[str, dspy.Module], examples: Sequence[dspy.Example], out: str | Path,
                     manifest: dict, bias: str | None = None, threads: int = 1, progress: bool = True
-                    ) -> dict[str, dict]:
+                    ) -> dict[tuple[str, str], dict]:
     """Label every question of ``examples`` that the folder ``out`` lacks, ``threads`` at once, appending each row
-    as it is done; returns every row of the folder by id. ``manifest`` describes the job (module docstring)."""
+    as it is done; returns every row of the folder by question (:func:`question_key`: its dataset and id, so a file
+    mixing datasets whose ids repeat keeps each). ``manifest`` describes the job (module docstring)."""
     missing = [label for label in LABELS if label not in strategies]
     if missing:
         raise ValueError(f"labelling runs every strategy; missing {', '.join(missing)}")
@@ -72,14 +73,14 @@ def label_questions(strategies: Mapping[str, dspy.Module], examples: Sequence[ds
     out = Path(out)
     with locked(out):
         check_run(out / RUN_MANIFEST, manifest, kind="labelling")
-        rows = read_rows(out / LABELS_FILE)
-        todo = [example for example in examples if str(example.id) not in rows]
+        rows = read_rows(out / LABELS_FILE, key=question_key)
+        todo = [example for example in examples if question_key(example) not in rows]
         with open(out / LABELS_FILE, "a", encoding="utf-8") as sink, \
                 tqdm(total=len(todo), desc="silver labels", unit="q", disable=not progress) as bar:
             for chunk in fan_out_chunks(partial(label_row, strategies, bias=bias), todo, threads):
                 for _, row in chunk:
                     append_row(sink, row)
-                    rows[row["id"]] = row
+                    rows[question_key(row)] = row
                 bar.update(len(chunk))
     return rows
 
@@ -132,12 +133,12 @@ def read_labels(*sources: str | Path) -> list[dict]:
         if not path.is_file():
             raise FileNotFoundError(f"{source} holds no silver labels ({LABELS_FILE}): make them with `multihop "
                                     "adaptiverag labels --dataset NAME --out DIR`")
-        found = read_rows(path, repair=False, fields={"question": str, "label": str})
+        found = read_rows(path, repair=False, fields={"question": str, "label": str}, key=question_key)
         unknown = next((row for row in found.values() if row["label"] not in LABELS), None)
         if unknown is not None:
             raise DataFormatError(f"{path}: question {unknown['id']}'s label is {unknown['label']!r}, not one of "
                                   f"{', '.join(LABELS)}")
-        rows.update((question_key(row), row) for row in found.values())
+        rows.update(found)
     return list(rows.values())
 
 
