@@ -2,7 +2,6 @@ import json
 import math
 import random
 import shutil
-import string
 
 import dspy
 import pytest
@@ -24,6 +23,8 @@ from multihop.retrievers.rala_loss import (
 )
 from multihop.retrievers.scoring import OMEGA_FLOOR, score_eq3, score_eq4
 from multihop.signatures.cooprag import SPECIAL_TOKENS
+
+from helpers import tiny
 
 
 def ones(n):
@@ -180,25 +181,6 @@ def test_the_released_recipe_sets_its_defaults_and_refuses_what_contradicts_it()
         released.layers(6)
     with pytest.raises(ValueError, match=r"recipe \(--recipe\) must be one of paper, released"):
         TrainConfig.for_recipe("authors")
-
-
-def tiny(folder, layers: int) -> str:
-    """A random BERT of ``layers`` layers (hidden size 32, a character vocabulary) saved as a sentence-transformers
-    folder: the training code on a real transformer, in a fraction of MiniLM's time."""
-    from sentence_transformers import SentenceTransformer
-    from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
-    from transformers import BertConfig, BertModel, BertTokenizerFast
-
-    chars = string.ascii_lowercase + string.digits + string.punctuation
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *chars, *(f"##{c}" for c in chars)]
-    (folder / "vocab.txt").write_text("\n".join(vocab) + "\n")
-    BertTokenizerFast(str(folder / "vocab.txt")).save_pretrained(folder / "hf")
-    torch.manual_seed(0)
-    config = BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=layers, num_attention_heads=4,
-                        intermediate_size=64, max_position_embeddings=128)  # texts are cut at 128 characters
-    BertModel(config).save_pretrained(folder / "hf")
-    SentenceTransformer(modules=[Transformer(str(folder / "hf")), Pooling(32, "mean")]).save(str(folder / "st"))
-    return str(folder / "st")
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from multihop.data.folders import sha256_file
 from multihop.lm.loopback import loopback_server
+
+from helpers import tiny_causal_lm
 
 QUESTIONS = [{"id": f"q{i}", "question": f"Which city is number {i}?", "answers": ["Paris"],
               "paragraphs": [{"title": f"Paris {i}", "text": f"Paris is city number {i}.", "is_supporting": True},
@@ -21,6 +24,7 @@ QUESTIONS = [{"id": f"q{i}", "question": f"Which city is number {i}?", "answers"
 STRAY = (".multihop.lock", ".tmp", "shards")  # what a finished folder keeps none of (names containing these)
 PASSAGES = [{"title": f"Town {i}", "text": f"Town {i} lies on river {i % 7} and has {i} bridges."} for i in range(700)]
 TOKEN_STATE_FORMS = ("full", "fp16", "int8", "pq")
+WORDS = ("alpha", "beta", "gamma", "delta", "epsilon")
 FILES = "files.json"  # a saved folder's inventory: every file's size and sha256
 
 
@@ -41,6 +45,8 @@ def commands(server) -> dict[str, tuple[list[str], str, str]]:
                                     "triples-00000.jsonl", "triples-00000.jsonl"),
         "adaptiverag labels": (["adaptiverag", "labels", "--dataset", "musique", "--bias", "C", "--out", "OUT",
                                 "--threads", "2", *lm], "labels.jsonl", "labels.jsonl"),
+        "distill": (["distill", "ROWS", "--base", "STUDENT", "--r", "4", "--epochs", "1", "--batch-size", "1",
+                     "--out", "OUT"], "checkpoints/checkpoint-50/trainer_state.json", "adapter_model.safetensors"),
         **{f"index build --token-states {form}": (
             ["index", "build", "CORPUS", "--out", "OUT", "--encoder", "minilm", "--markers", "CoopRAG",
              "--token-states", form], "HOME/shards/*/shard-*.npz", FILES) for form in TOKEN_STATE_FORMS},
@@ -52,6 +58,8 @@ def rows(path: Path) -> dict:
     saved folder's inventory (:data:`FILES`) as its files' checksums by name."""
     if path.name == FILES:
         return {name: entry["sha256"] for name, entry in json.loads(path.read_text()).items()}
+    if path.suffix != ".jsonl":  # trained weights
+        return {path.name: sha256_file(path)}
     found = {}
     for line in path.read_text().splitlines():
         row = json.loads(line)
@@ -61,8 +69,9 @@ def rows(path: Path) -> dict:
 
 
 def start(argv: list[str], out: Path, env: dict) -> subprocess.Popen:
-    files = {"OUT": out, "DEV": Path(env["MULTIHOP_DATA"]) / "musique" / "dev" / "musique_qa_100.json",
-             "CORPUS": Path(env["MULTIHOP_DATA"]) / "corpus.jsonl"}
+    root = Path(env["MULTIHOP_DATA"])
+    files = {"OUT": out, "DEV": root / "musique" / "dev" / "musique_qa_100.json", "CORPUS": root / "corpus.jsonl",
+             "ROWS": root / "rows.jsonl", "STUDENT": root / "student"}
     argv = [str(files.get(arg, arg)) for arg in argv]
     return subprocess.Popen([sys.executable, "-m", "multihop.cli", *argv], env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
@@ -77,6 +86,11 @@ def environment(tmp_path_factory):
         questions = QUESTIONS if split == "dev" else [{**q, "id": f"t{q['id']}"} for q in QUESTIONS]
         (data / "musique" / split / name).write_text(json.dumps(questions))
     (data / "corpus.jsonl").write_text("".join(json.dumps(passage) + "\n" for passage in PASSAGES))
+    rows = [{"stage": "answer", "question_id": f"q{i}", "call": 0, "completion": f"answer {WORDS[i % 4]}",
+             "messages": [{"role": "system", "content": "Answer the question."},
+                          {"role": "user", "content": f"question {WORDS[i % 5]} {i}"}]} for i in range(120)]
+    (data / "rows.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))  # 120 steps of one row
+    tiny_causal_lm(data / "student", ["Answer the question.", "question answer system user assistant", *WORDS])
     return {**os.environ, "MULTIHOP_DATA": str(data), "MULTIHOP_HOME": str(root / "home"), "HF_HUB_OFFLINE": "1"}
 
 
@@ -91,6 +105,7 @@ def under_way(progress: str, out: Path, home: Path) -> bool:
 SIGNALS = {"kill-9": signal.SIGKILL, "ctrl-c": signal.SIGINT}
 CASES = [(command, how) for command in ("eval --threads", "compare --threads", "reproduce", "cirag extract --threads",
                                         "adaptiverag labels") for how in SIGNALS]
+CASES += [("distill", "kill-9")]  # resumed from its checkpoint at step 50 of 120
 CASES += [(f"index build --token-states {form}", how)  # each form once, the signals in turn
           for form, how in zip(TOKEN_STATE_FORMS, ["kill-9", "ctrl-c"] * 2, strict=True)]
 
@@ -114,7 +129,7 @@ def test_an_interrupted_command_reruns_to_what_an_uninterrupted_run_writes(comma
         assert rerun.wait(timeout=300) == 0, rerun.stderr.read()
     resumed, uninterrupted = rows(tmp_path / "cut" / compared), rows(tmp_path / "whole" / compared)
     assert sorted(resumed) == sorted(uninterrupted)
-    if compared == FILES:  # every file of the saved index, byte for byte
+    if compared == FILES or not compared.endswith(".jsonl"):  # every file of the saved index, or the weights
         assert resumed == uninterrupted, sorted(name for name in resumed if resumed[name] != uninterrupted[name])
     else:
         differing = sorted({(qid, key) for qid, row in uninterrupted.items() for key in row
