@@ -73,6 +73,10 @@ def start(argv: list[str], out: Path, env: dict) -> subprocess.Popen:
     files = {"OUT": out, "DEV": root / "musique" / "dev" / "musique_qa_100.json", "CORPUS": root / "corpus.jsonl",
              "ROWS": root / "rows.jsonl", "STUDENT": root / "student"}
     argv = [str(files.get(arg, arg)) for arg in argv]
+    # each run a DSPy cache of its own: the cut run asks the server as the whole run did (from the whole run's cache it
+    # would finish before the signal), the rerun asks again for the questions the cut run had in flight (from its
+    # cache they would count no tokens), and the loopback's replies, seeded by the request, are the same each time
+    env = {**env, "DSPY_CACHEDIR": f"{out}-dspy-cache-{time.monotonic_ns()}"}
     return subprocess.Popen([sys.executable, "-m", "multihop.cli", *argv], env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
 
