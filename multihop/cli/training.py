@@ -58,6 +58,8 @@ def retriever_train(
                                 "(Table 23; rerank with the same)"),
     seed: int = typer.Option(0, help="the samples' draw and order and the per-bucket layer draw (rerank with the "
                              "same)"),
+    checkpoint_every: int = typer.Option(50, min=1, help="steps between resumable checkpoints (an interrupted run "
+                                         "restarts from the last)"),
 ):
     """Difficulty-aware fine-tuning (CoopRAG §3.6); the output folder works wherever an encoder name does, and records
     the RaLa layers it contrasted, which a RaLa reranker over it must draw too."""
@@ -69,7 +71,7 @@ def retriever_train(
     config = TrainConfig.for_recipe(recipe, encoder=encoder, batch_size=batch_size, micro_batch=micro_batch,
                                     epochs=epochs, max_steps=max_steps, lr=lr, tau=tau, alpha=alpha, omega=omega,
                                     seed=seed, buckets=buckets, loss=loss, score=score,
-                                    special_tokens=program_special_tokens(markers))
+                                    checkpoint_every=checkpoint_every, special_tokens=program_special_tokens(markers))
     examples = [e for path in data for e in load_dataset(question_path(path, "train"), limit=limit)]
     questions = training_questions(examples, read_unrolled(unrolled) if unrolled else None, seed=seed,
                                    alpha_from=alpha_from, recipe=recipe)

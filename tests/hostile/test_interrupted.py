@@ -15,7 +15,7 @@ import pytest
 from multihop.data.folders import sha256_file
 from multihop.lm.loopback import loopback_server
 
-from helpers import tiny_causal_lm
+from helpers import tiny, tiny_causal_lm
 
 QUESTIONS = [{"id": f"q{i}", "question": f"Which city is number {i}?", "answers": ["Paris"],
               "paragraphs": [{"title": f"Paris {i}", "text": f"Paris is city number {i}.", "is_supporting": True},
@@ -47,6 +47,10 @@ def commands(server) -> dict[str, tuple[list[str], str, str]]:
                                 "--threads", "2", *lm], "labels.jsonl", "labels.jsonl"),
         "distill": (["distill", "ROWS", "--base", "STUDENT", "--r", "4", "--epochs", "1", "--batch-size", "1",
                      "--out", "OUT"], "checkpoints/checkpoint-50/trainer_state.json", "adapter_model.safetensors"),
+        "retriever train": (["retriever", "train", "musique", "--out", "OUT", "--encoder", "ENCODER", "--batch-size",
+                             "2", "--micro-batch", "4", "--epochs", "8", "--max-steps", "40", "--checkpoint-every",
+                             "10", "--lr", "1e-3"], "checkpoints/checkpoint-10/trainer_state.json",
+                            "model.safetensors"),
         **{f"index build --token-states {form}": (
             ["index", "build", "CORPUS", "--out", "OUT", "--encoder", "minilm", "--markers", "CoopRAG",
              "--token-states", form], "HOME/shards/*/shard-*.npz", FILES) for form in TOKEN_STATE_FORMS},
@@ -71,14 +75,17 @@ def rows(path: Path) -> dict:
 def start(argv: list[str], out: Path, env: dict) -> subprocess.Popen:
     root = Path(env["MULTIHOP_DATA"])
     files = {"OUT": out, "DEV": root / "musique" / "dev" / "musique_qa_100.json", "CORPUS": root / "corpus.jsonl",
-             "ROWS": root / "rows.jsonl", "STUDENT": root / "student"}
+             "ROWS": root / "rows.jsonl", "STUDENT": root / "student", "ENCODER": root / "encoder" / "st"}
     argv = [str(files.get(arg, arg)) for arg in argv]
     # each run a DSPy cache of its own: the cut run asks the server as the whole run did (from the whole run's cache it
     # would finish before the signal), the rerun asks again for the questions the cut run had in flight (from its
     # cache they would count no tokens), and the loopback's replies, seeded by the request, are the same each time
     env = {**env, "DSPY_CACHEDIR": f"{out}-dspy-cache-{time.monotonic_ns()}"}
+    # Ctrl-C's default action in the command, even when the tests run where SIGINT is ignored (a shell's background
+    # job): a child inherits an ignored signal, and Python then never raises KeyboardInterrupt
     return subprocess.Popen([sys.executable, "-m", "multihop.cli", *argv], env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 @pytest.fixture(scope="module")
@@ -95,6 +102,8 @@ def environment(tmp_path_factory):
                           {"role": "user", "content": f"question {WORDS[i % 5]} {i}"}]} for i in range(120)]
     (data / "rows.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))  # 120 steps of one row
     tiny_causal_lm(data / "student", ["Answer the question.", "question answer system user assistant", *WORDS])
+    (data / "encoder").mkdir()
+    tiny(data / "encoder", 4)  # 40 steps of 2 questions in a few seconds
     return {**os.environ, "MULTIHOP_DATA": str(data), "MULTIHOP_HOME": str(root / "home"), "HF_HUB_OFFLINE": "1"}
 
 
@@ -107,20 +116,34 @@ def under_way(progress: str, out: Path, home: Path) -> bool:
 
 
 SIGNALS = {"kill-9": signal.SIGKILL, "ctrl-c": signal.SIGINT}
-CASES = [(command, how) for command in ("eval --threads", "compare --threads", "reproduce", "cirag extract --threads",
-                                        "adaptiverag labels") for how in SIGNALS]
-CASES += [("distill", "kill-9")]  # resumed from its checkpoint at step 50 of 120
-CASES += [(f"index build --token-states {form}", how)  # each form once, the signals in turn
-          for form, how in zip(TOKEN_STATE_FORMS, ["kill-9", "ctrl-c"] * 2, strict=True)]
+COMMANDS = ("eval --threads", "compare --threads", "reproduce", "cirag extract --threads", "adaptiverag labels",
+            "distill", "retriever train", *(f"index build --token-states {form}" for form in TOKEN_STATE_FORMS))
+CASES = [(command, how) for command in COMMANDS for how in SIGNALS]
 
 
-@pytest.mark.slow  # each case runs its command three times in subprocesses
+@pytest.fixture(scope="module")
+def uninterrupted(environment, tmp_path_factory):
+    """``uninterrupted(command, server) -> folder``: the command's whole run, once for both signals."""
+    done = {}
+
+    def whole(command: str, server) -> Path:
+        if command not in done:
+            out = tmp_path_factory.mktemp("whole") / "out"
+            run = start(commands(server)[command][0], out, environment)
+            assert run.wait(timeout=300) == 0, run.stderr.read()
+            done[command] = out
+        return done[command]
+
+    return whole
+
+
+@pytest.mark.slow  # each case runs its command in subprocesses: cut by the signal, then again
 @pytest.mark.parametrize(("command", "how"), CASES, ids=[f"{command}-{how}" for command, how in CASES])
-def test_an_interrupted_command_reruns_to_what_an_uninterrupted_run_writes(command, how, environment, tmp_path):
+def test_an_interrupted_command_reruns_to_what_an_uninterrupted_run_writes(command, how, environment, uninterrupted,
+                                                                           tmp_path):
     with loopback_server(latency=0.5, lifetime=600) as server:  # half a second a call: the signal lands mid-run
         argv, progress, compared = commands(server)[command]
-        whole = start(argv, tmp_path / "whole", environment)
-        assert whole.wait(timeout=300) == 0, whole.stderr.read()
+        whole = uninterrupted(command, server)
         cut = start(argv, tmp_path / "cut", environment)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and not under_way(progress, tmp_path / "cut", Path(environment[
@@ -131,12 +154,12 @@ def test_an_interrupted_command_reruns_to_what_an_uninterrupted_run_writes(comma
         assert code == (130 if how == "ctrl-c" else -signal.SIGKILL), cut.stderr.read()
         rerun = start(argv, tmp_path / "cut", environment)
         assert rerun.wait(timeout=300) == 0, rerun.stderr.read()
-    resumed, uninterrupted = rows(tmp_path / "cut" / compared), rows(tmp_path / "whole" / compared)
-    assert sorted(resumed) == sorted(uninterrupted)
+    resumed, expected = rows(tmp_path / "cut" / compared), rows(whole / compared)
+    assert sorted(resumed) == sorted(expected)
     if compared == FILES or not compared.endswith(".jsonl"):  # every file of the saved index, or the weights
-        assert resumed == uninterrupted, sorted(name for name in resumed if resumed[name] != uninterrupted[name])
+        assert resumed == expected, sorted(name for name in resumed if resumed[name] != expected[name])
     else:
-        differing = sorted({(qid, key) for qid, row in uninterrupted.items() for key in row
+        differing = sorted({(qid, key) for qid, row in expected.items() for key in row
                             if resumed[qid].get(key) != row[key]})
         assert not differing, differing
     stray = [path for path in (tmp_path / "cut").rglob("*") if any(mark in path.name for mark in STRAY)]
