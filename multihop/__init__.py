@@ -24,6 +24,7 @@ _EXPORTS = {
     "make_lm": "multihop.lm.backends",
     "configure_lm": "multihop.lm.backends",
     "BoundedJSONAdapter": "multihop.lm.adapter",
+    "StageJSONAdapter": "multihop.lm.adapter",
     "evaluate": "multihop.evaluation.runner",
     "aevaluate": "multihop.evaluation.runner",
     "evaluate_all": "multihop.evaluation.runner",

@@ -57,13 +57,19 @@ def stage_calls(program: dspy.Module, example: dspy.Example) -> tuple[dspy.Predi
     return prediction, calls
 
 
+def dspy_format(adapter: dspy.Adapter) -> str:
+    """The name of the DSPy adapter class ``adapter`` is or derives from: the format its prompts and replies are in."""
+    return next(cls.__name__ for cls in type(adapter).__mro__ if cls.__module__.startswith("dspy."))
+
+
 def render_call(predictor: dspy.Predict, inputs: dict, outputs: dict, adapter: dspy.Adapter) -> dict:
     """One stage call as a training row: the chat ``messages`` the adapter sends for ``inputs`` (with the
     predictor's demos) and the ``completion`` in the adapter's output format for ``outputs``, with the ``inputs`` and
-    ``outputs`` themselves, so a method's post-processing can repair a row and render it again (DualRAG §3.2)."""
+    ``outputs`` themselves, so a method's post-processing can repair a row and render it again (DualRAG §3.2). The
+    ``adapter`` named is the DSPy adapter whose format the row is in (multihop's adapters format as DSPy's)."""
     return {"messages": adapter.format(predictor.signature, predictor.demos, inputs),
             "completion": adapter.format_assistant_message_content(predictor.signature, outputs),
-            "adapter": type(adapter).__name__, "inputs": jsonable(inputs), "outputs": jsonable(outputs)}
+            "adapter": dspy_format(adapter), "inputs": jsonable(inputs), "outputs": jsonable(outputs)}
 
 
 def run_all(program: dspy.Module, examples: list[dspy.Example],

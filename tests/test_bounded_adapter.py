@@ -149,3 +149,52 @@ def test_a_stage_in_chat_format_on_a_constrained_engine_warns_once(tiny, caplog)
                     pass
     lines = [r for r in caplog.records if "ChatAdapter format" in r.getMessage()]
     assert len(lines) == 1 and "\n" not in lines[0].getMessage()
+
+
+def test_the_stage_adapter_sends_what_json_adapter_sends_and_builds_it_once_per_signature(monkeypatch):
+    from multihop.lm import adapter as adapter_module
+    from multihop.signatures import AnswerFromPassages
+
+    signature = dspy.ChainOfThought(AnswerFromPassages).predict.signature
+    inputs = {"question": "Who?", "passages": ["Paris is a city."]}
+    lm = multihop.make_lm("openai/loopback", api_base="http://127.0.0.1:9/v1", api_key="x", cache=False)
+    ours, dspys = adapter_module.StageJSONAdapter(), dspy.JSONAdapter()
+    assert ours.format(signature, [], inputs) == dspys.format(signature, [], inputs)
+    ours_kwargs, dspy_kwargs = {}, {}
+    ours._prepare_response_format(lm, ours_kwargs, signature)
+    dspys._prepare_response_format(lm, dspy_kwargs, signature)
+    assert ours_kwargs["response_format"].model_json_schema() == dspy_kwargs["response_format"].model_json_schema()
+
+    built = []
+    real = adapter_module._get_structured_outputs_response_format
+    monkeypatch.setattr(adapter_module, "_get_structured_outputs_response_format",
+                        lambda *args: built.append(args) or real(*args))
+    adapter_module.response_model.cache_clear()
+    other = signature.with_instructions("Answer in one word.")
+    for sig in (signature, signature, other, other):
+        ours._prepare_response_format(lm, {}, sig)
+    assert len(built) == 2  # once per signature class: a changed instruction is another one
+    assert ours.format_system_message(other) != ours.format_system_message(signature)
+    assert "Answer in one word." in ours.format_system_message(other)
+
+
+@pytest.mark.parametrize("adapter", [multihop.StageJSONAdapter(), multihop.BoundedJSONAdapter()],
+                         ids=["StageJSONAdapter", "BoundedJSONAdapter"])
+def test_a_callback_sees_each_format_and_parse_once(adapter):
+    from dspy.utils.callback import BaseCallback
+
+    from multihop.signatures import DirectAnswer
+
+    seen = []
+
+    class Count(BaseCallback):
+        def on_adapter_format_start(self, call_id, instance, inputs):
+            seen.append("format")
+
+        def on_adapter_parse_start(self, call_id, instance, inputs):
+            seen.append("parse")
+
+    with dspy.context(callbacks=[Count()]):
+        adapter.format(DirectAnswer, [], {"question": "Who?"})
+        adapter.parse(DirectAnswer, '{"answer": "Paris"}')
+    assert seen == ["format", "parse"]  # DSPy's own JSONAdapter reports its format twice

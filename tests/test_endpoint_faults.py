@@ -103,6 +103,15 @@ def test_the_served_engine_reports_failures_as_dspys_retryable_errors(endpoint, 
     with pytest.raises(Exception) as raised:
         engine.complete(Request(model="m", messages=(Message.user("q"),), config=Config(max_tokens=4)))
     assert type(raised.value).__name__ == error and f"answered {mode}" in str(raised.value)
+    assert (raised.value.status, raised.value.retry_after) == (int(mode), 0.0)  # the stub's Retry-After: DSPy waits 0 s
     dead = ServedEngine("http://127.0.0.1:9/v1", "smollm2-llamacpp-x", timeout=5)
     with pytest.raises(LMTransportError, match="unreachable"):
         dead.complete(Request(model="m", messages=(Message.user("q"),), config=Config(max_tokens=4)))
+
+
+def test_retry_after_is_read_in_seconds_and_an_http_date_or_nonsense_leaves_dspys_backoff():
+    from multihop.lm.engines.served import retry_after_seconds
+
+    assert retry_after_seconds("2.5") == 2.5 and retry_after_seconds("0") == 0.0
+    assert retry_after_seconds("Wed, 21 Oct 2015 07:28:00 GMT") is None
+    assert retry_after_seconds(None) is None and retry_after_seconds("-1") is None

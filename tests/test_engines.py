@@ -398,3 +398,21 @@ def test_every_stage_of_every_program_fits_its_budget_at_the_default_local_cap()
             if budget > LOCAL_MAX_TOKENS:
                 raised.add(f"{name}.{stage}")
     assert "CoopRAG.unroll" in raised  # the unrolling's smallest caps need more than 128 tokens
+
+
+def test_a_decoding_plan_is_bounded_once_per_schema_and_keeps_the_field_order(monkeypatch):
+    from multihop.lm.engines import schema as schema_module
+
+    calls = []
+    real = schema_module.bounded
+    monkeypatch.setattr(schema_module, "bounded", lambda *args: calls.append(args) or real(*args))
+    schema_module._bounded_plan.cache_clear()
+    form = {"type": "json_schema", "schema": {"type": "object", "required": ["zeta", "alpha"],
+                                              "properties": {"zeta": {"type": "string"}, "alpha": {"type": "string"}}}}
+    first = schema_module.decoding_plan(form, 64)
+    assert schema_module.decoding_plan(form, 64) == first and len(calls) == 2  # the two decodes, bounded once
+    assert list(first[0][0]["properties"]) == ["zeta", "alpha"]  # a grammar writes the fields in this order
+    # 192 characters (64 tokens × 3): caps 200 → 150 → 112 → 84 → 63, as {"zeta": "…", "alpha": "…"} at 84 is 193
+    assert first[0][0]["properties"]["zeta"]["maxLength"] == 63
+    schema_module.decoding_plan(form, 128)
+    assert len(calls) == 4  # another budget is another plan

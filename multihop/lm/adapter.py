@@ -16,12 +16,17 @@ does, and the engine plans its decodes.
 
 from __future__ import annotations
 
+import functools
+import inspect
 from typing import Any
 
 import dspy
+import pydantic
 from dspy.adapters.chat_adapter import ChatAdapter
 from dspy.adapters.json_adapter import _get_structured_outputs_response_format, _has_open_ended_mapping
+from dspy.adapters.types.tool import ToolCalls
 from dspy.clients.capabilities import with_capability_planning
+from dspy.utils.callback import with_callbacks
 from dspy.utils.exceptions import AdapterParseError
 
 from multihop.lm.engines.base import LocalEngine
@@ -35,21 +40,82 @@ def plans_itself(lm) -> bool:
     return isinstance(getattr(lm, "engine", None), LocalEngine)
 
 
+CACHED_SIGNATURES = 1024  # signature classes whose system message and response model are kept
+_SYSTEM_MESSAGES: dict[tuple, str] = {}
+
+
+@functools.lru_cache(maxsize=CACHED_SIGNATURES)
+def response_model(signature: type[dspy.Signature], native_function_calling: bool = True) -> type[pydantic.BaseModel]:
+    """The pydantic model of ``signature``'s outputs that ``JSONAdapter`` sends as ``response_format``, built once per
+    signature class (DSPy builds a new model class, and pydantic its schema, on every call). Raises as DSPy's builder
+    does (an open-ended mapping, a type pydantic cannot write a schema for)."""
+    return _get_structured_outputs_response_format(signature, native_function_calling)
+
+
 def stage_schema(signature: type[dspy.Signature], native_function_calling: bool = True) -> dict | None:
     """The JSON schema of ``signature``'s outputs that ``JSONAdapter`` would send, or None where it sends none (an
     open-ended mapping, a schema pydantic cannot write)."""
     if _has_open_ended_mapping(signature):
         return None
     try:
-        return _get_structured_outputs_response_format(signature, native_function_calling).model_json_schema()
+        return response_model(signature, native_function_calling).model_json_schema()
     except Exception:  # noqa: BLE001 - JSONAdapter falls back to plain JSON mode on the same failures
         return None
 
 
-class BoundedJSONAdapter(dspy.JSONAdapter):
+class StageJSONAdapter(dspy.JSONAdapter):
+    """``dspy.JSONAdapter`` that builds what depends on a stage's signature alone — its system message and its
+    response format's pydantic model — once per signature class instead of on every call. The prompts and the
+    requests are ``JSONAdapter``'s, byte for byte: only the repeated work is gone. A subclass that formats the system
+    message from anything but the signature overrides :meth:`format_system_message` without calling this one.
+
+    DSPy wraps an adapter class's ``format`` and ``parse`` in its callbacks again at every subclass, so an inherited
+    one would report each call once per level (twice under ``JSONAdapter``: two adapter spans in an MLflow trace);
+    here, and in subclasses, an inherited one is wrapped once."""
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        _wrap_inherited_once(cls)
+
+    def format_system_message(self, signature: type[dspy.Signature]) -> str:
+        key = (type(self), signature, self.use_native_function_calling)
+        if key not in _SYSTEM_MESSAGES:
+            if len(_SYSTEM_MESSAGES) >= CACHED_SIGNATURES:  # signatures made on the fly: start again
+                _SYSTEM_MESSAGES.clear()
+            _SYSTEM_MESSAGES[key] = super().format_system_message(signature)
+        return _SYSTEM_MESSAGES[key]
+
+    def _prepare_response_format(self, lm, lm_kwargs, signature):
+        """``JSONAdapter``'s choice of response format, its structured-output model built once per signature."""
+        if "response_format" not in lm.supported_params:
+            return
+        tool_calls = any(field.annotation == ToolCalls for field in signature.output_fields.values())
+        if (_has_open_ended_mapping(signature) or (tool_calls and not self.use_native_function_calling)
+                or not lm.supports_response_schema):
+            lm_kwargs["response_format"] = {"type": "json_object"}
+            return
+        try:
+            lm_kwargs["response_format"] = response_model(signature, self.use_native_function_calling)
+        except (ValueError, pydantic.PydanticInvalidForJsonSchema, pydantic.PydanticSchemaGenerationError):
+            super()._prepare_response_format(lm, lm_kwargs, signature)  # DSPy's warning and its JSON-mode fallback
+
+
+def _wrap_inherited_once(cls: type[dspy.Adapter]) -> None:
+    """``cls.format`` and ``cls.parse``, where inherited, as the innermost method in one callback wrapper."""
+    for name in ("format", "parse"):
+        method = cls.__dict__[name]
+        if method.__wrapped__ is getattr(cls.__mro__[1], name):  # not defined in the class body
+            setattr(cls, name, with_callbacks(inspect.unwrap(method)))
+
+
+_wrap_inherited_once(StageJSONAdapter)
+
+
+class BoundedJSONAdapter(StageJSONAdapter):
     """``dspy.JSONAdapter`` sending each stage's bounded schema as ``response_format`` (``schema_form``:
     ``json_schema`` or ``json_object``), its token budget raised to what the schema needs, and one retry under
-    tighter caps for a reply that does not parse. Any ``dspy.LM`` runs under it (``dspy.configure(lm=lm,
+    tighter caps for a reply that does not parse (what depends on the signature alone is built once, as
+    :class:`StageJSONAdapter` does). Any ``dspy.LM`` runs under it (``dspy.configure(lm=lm,
     adapter=BoundedJSONAdapter())`` or ``dspy.context``); it pickles and deep-copies as any adapter."""
 
     def __init__(self, schema_form: str = "json_schema", callbacks=None, use_native_function_calling: bool = True,
@@ -99,13 +165,14 @@ class BoundedJSONAdapter(dspy.JSONAdapter):
         raise AssertionError("unreachable")
 
 
-_JSON = dspy.JSONAdapter()
+_JSON = StageJSONAdapter()
 
 
 def preferred_adapter(lm) -> dspy.Adapter | None:
     """The adapter a multihop LM decodes its stages under when none is configured (``dspy.configure(lm=lm)`` alone):
-    ``JSONAdapter`` for an LM on one of multihop's engines that decodes under schemas or runs a local model (the engine
-    bounds the schema it sends); None for any other LM (DSPy's own default, the ``ChatAdapter``, applies)."""
+    ``JSONAdapter`` (:class:`StageJSONAdapter`, which sends what it does) for an LM on one of multihop's engines that
+    decodes under schemas or runs a local model (the engine bounds the schema it sends); None for any other LM (DSPy's
+    own default, the ``ChatAdapter``, applies)."""
     engine = getattr(lm, "engine", None)
     if isinstance(engine, LocalEngine) and (engine.constrained or str(lm.model).startswith("local/")):
         return _JSON

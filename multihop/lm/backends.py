@@ -53,7 +53,7 @@ from dspy.lm15 import Config, Message, Request
 
 from multihop.data.folders import verify_inventory
 from multihop.lm import models
-from multihop.lm.adapter import BoundedJSONAdapter, preferred_adapter  # noqa: F401 - re-exported
+from multihop.lm.adapter import BoundedJSONAdapter, StageJSONAdapter, preferred_adapter  # noqa: F401 - re-exported
 from multihop.lm.engines import LlamaCppEngine, ServedEngine, TransformersEngine, llama_cpp_available
 from multihop.lm.engines.base import LOCAL_MAX_TOKENS, AsyncEngine, LocalEngine
 from multihop.lm.engines.lora import gguf_lora
@@ -345,10 +345,10 @@ def default_adapter(lm: str | dspy.BaseLM, api_base: str | None = None, structur
     decoding under its stages' schemas gets it too (it is what sends the schema); any other the ``ChatAdapter``. A spec
     is read with the ``api_base`` and ``structured`` it is made with (:func:`schema_form`)."""
     if isinstance(lm, str):
-        return dspy.JSONAdapter() if schema_form(lm, api_base, structured) or lm.startswith("local:") else \
+        return StageJSONAdapter() if schema_form(lm, api_base, structured) or lm.startswith("local:") else \
             dspy.ChatAdapter()
     # a local model (served or not), or one decoding under schemas: what a program's stages use unconfigured too
-    return dspy.JSONAdapter() if preferred_adapter(lm) is not None else dspy.ChatAdapter()
+    return StageJSONAdapter() if preferred_adapter(lm) is not None else dspy.ChatAdapter()
 
 
 def configure_lm(spec: str = DEFAULT_LM, **kwargs) -> dspy.LM:

@@ -13,6 +13,8 @@ functions over JSON-schema dictionaries.
 from __future__ import annotations
 
 import copy
+import functools
+import json
 
 POLICY = 6  # the bounding rules' version: part of a constrained LM's cache key, so a change never replays old replies
 STRING_CAP = 200  # characters: a sentence or two of reasoning from a small model
@@ -50,10 +52,18 @@ def decoding_plan(response_format: dict | None, max_tokens: int) -> list[tuple[d
     schema = response_schema(response_format)
     if schema is None:
         return [(None, max_tokens)]
+    return list(_bounded_plan(json.dumps(schema), max_tokens))  # keys in order: a grammar writes them so
+
+
+@functools.lru_cache(maxsize=1024)
+def _bounded_plan(schema_json: str, max_tokens: int) -> tuple[tuple[dict, int], ...]:
+    """:func:`decoding_plan` of one schema (its JSON text) and budget, computed once: a stage sends the same
+    schema on every call. The schemas are shared between calls and never changed by their readers."""
+    schema = json.loads(schema_json)
     first, second = bounded(schema, max_tokens), bounded(schema, max_tokens // CHARS_PER_TOKEN)
     ceiling = RAISE_LIMIT * max_tokens
-    plan = [(first, min(ceiling, max(max_tokens, tokens_needed(first)))),
-            (second, min(ceiling, max(max_tokens, worst_case_chars(second))))]
+    plan = ((first, min(ceiling, max(max_tokens, tokens_needed(first)))),
+            (second, min(ceiling, max(max_tokens, worst_case_chars(second)))))
     return plan[:1] if plan[0] == plan[1] else plan
 
 

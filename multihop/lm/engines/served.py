@@ -68,6 +68,16 @@ def served_model(api_base: str, timeout: float = 10.0, api_key: str | None = Non
         raise ValueError(f"no model server answers at {api_base} ({exc}); start one with `multihop serve`") from exc
 
 
+def retry_after_seconds(header: str | None) -> float | None:
+    """The seconds a ``Retry-After`` header asks a client to wait (DSPy's retry waits that long instead of its own
+    backoff), or None when it is absent or an HTTP date."""
+    try:
+        seconds = float(header)
+    except (TypeError, ValueError):
+        return None
+    return seconds if seconds >= 0 else None
+
+
 def openai_options(config, max_tokens: int, schema: dict | None) -> dict:
     """The OpenAI chat-completion options of a request's ``config`` (greedy unless it asks for a temperature; no
     option a plain OpenAI endpoint would refuse unless the request set it), with the bounded ``schema`` in the
@@ -181,7 +191,8 @@ class ServedEngine(LocalEngine):
             kind = LMRateLimitError if response.status_code == 429 else (
                 LMServerError if response.status_code >= 500 else LMInvalidRequestError)
             raise kind(f"the model server at {self.api_base} answered {response.status_code}: {text}",
-                       model=self.name)
+                       model=self.name, status=response.status_code,
+                       retry_after=retry_after_seconds(response.headers.get("retry-after")))
         reply = response.json()
         choice, usage = reply["choices"][0], reply.get("usage") or {}
         finish = "length" if choice.get("finish_reason") == "length" else "stop"
