@@ -19,10 +19,10 @@ import copy
 import logging
 import threading
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import dspy
 import numpy as np
-import torch
 
 from multihop.data.corpus import Corpus
 
@@ -30,6 +30,9 @@ from . import scoring
 from .encoder import Encoder
 from .query import Hits, pick
 from .token_cache import TokenCache
+
+if TYPE_CHECKING:
+    import torch
 
 DEFAULT_ENCODER = "mpnet"
 
@@ -131,6 +134,8 @@ class LateInteraction:
             return Hits(passages=[], ids=[], scores=[], candidates=[])
         if query_tokens is None:
             query_tokens = self.encoder.states([query]).tokens[0]
+        import torch
+
         tokens, cls, layer_tokens = self.candidate_states(candidates)
         q, qm = scoring.pad([query_tokens])
         d, dm = scoring.pad(tokens)

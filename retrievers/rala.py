@@ -27,13 +27,16 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 from . import scoring
 from .encoder import Encoder, trained_layers
 from .late_interaction import LateInteraction
+
+if TYPE_CHECKING:
+    import torch
 
 SCORINGS = ("eq4", "eq3")
 logger = logging.getLogger(__name__)
@@ -129,6 +132,8 @@ class RaLa(LateInteraction):
         return self.layers(num_layers) if self.scoring == "eq4" else ()
 
     def score(self, q, qm, d, dm, cls, layer_tokens) -> torch.Tensor:
+        import torch
+
         if self.released():
             return scoring.maxsim(q, qm, d, dm)
         layers = self.layers(cls.shape[1] - 1)

@@ -5,11 +5,17 @@ Shapes: queries ``q`` ``[b, Tq, d]`` with mask ``qm`` ``[b, Tq]``; documents ``D
 ``[b, m]``: one row per query, one column per document. Padding never wins a max and never enters an average, except
 under the authors' released training code (RaLa/models.py), whose pieces are here too: :func:`released_omega`, the
 padding floor of :func:`maxsim` and :func:`zero_tokens` with :data:`PUNCTUATION`.
+
+torch is imported by the functions that call it: every program imports the rerankers, and a program that never
+reranks (or a command that runs none) does not load torch.
 """
 
 from __future__ import annotations
 
-import torch
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
 
 NEG = -1e4  # below any difference of cosines (|gap| <= 2)
 OMEGA_FLOOR = 1e-3  # our reading: the least gap-aware weight ω (the paper is silent on ω <= 0)
@@ -25,6 +31,8 @@ def maxsim(q: torch.Tensor, qm: torch.Tensor, d: torch.Tensor, dm: torch.Tensor,
     query token's best match is at least this much — the released code's padding (:data:`RELEASED_PADDING`): it pads
     every text to 512 tokens and fills the padding's similarities with it rather than leaving them out, so every
     document shorter than 512 tokens gets this floor (given, it applies to every document)."""
+    import torch
+
     sim = torch.einsum("bid,mjd->bmij", q, d).masked_fill(~dm[None, :, None, :], NEG)
     best = sim.max(dim=-1).values
     return _masked_mean(best if floor is None else best.clamp_min(floor), qm)
@@ -40,6 +48,8 @@ def zero_tokens(states: torch.Tensor, drop: torch.Tensor) -> torch.Tensor:
 
 def cls_gap(q_cls: torch.Tensor, d_cls_last: torch.Tensor, d_cls_layers: torch.Tensor) -> torch.Tensor:
     """The gap-aware weight ω_{U,D} = g(q0, d0) = max over candidate layers l of <q0, d0^L> − <q0, d0^l>."""
+    import torch
+
     last = q_cls @ d_cls_last.T  # [b, m]
     premature = torch.einsum("bd,mcd->bmc", q_cls, d_cls_layers)
     return (last[:, :, None] - premature).max(dim=-1).values
@@ -76,6 +86,8 @@ def released_omega(q_cls: torch.Tensor, d_cls_last: torch.Tensor, d_cls_layers: 
 
 def score_eq3(q, qm, d, dm, d_layers: torch.Tensor) -> torch.Tensor:
     """Eq. 3: avg_i max_j g(q_i, d_j) with g(q_i, d_j) = max_l <q_i, d_j^L> − <q_i, d_j^l>."""
+    import torch
+
     last = torch.einsum("bid,mjd->bmij", q, d)
     premature = torch.einsum("bid,mcjd->bmijc", q, d_layers)
     gap = (last[..., None] - premature).max(dim=-1).values.masked_fill(~dm[None, :, None, :], NEG)
@@ -84,6 +96,8 @@ def score_eq3(q, qm, d, dm, d_layers: torch.Tensor) -> torch.Tensor:
 
 def pad(states: list, device=None) -> tuple[torch.Tensor, torch.Tensor]:
     """Stack ``[T_i, ...]`` arrays or tensors into a zero-padded ``[n, T, ...]`` tensor and its ``[n, T]`` mask."""
+    import torch
+
     tensors = [torch.as_tensor(s, dtype=torch.float32, device=device) for s in states]
     longest = max(t.shape[0] for t in tensors)
     out = tensors[0].new_zeros((len(tensors), longest, *tensors[0].shape[1:]))

@@ -280,3 +280,12 @@ def test_shell_completion_offers_the_program_names(monkeypatch):
         **__import__("os").environ, "_MULTIHOP_COMPLETE": "complete_bash", "COMP_WORDS": "multihop eval --program Co",
         "COMP_CWORD": "3"})
     assert completed.stdout.split() == ["CoopRAG", "ComposeRAG"]
+
+
+def test_the_command_line_and_every_program_import_without_torch():
+    import subprocess
+    import sys
+
+    code = "import sys, multihop.cli.app, multihop.programs; print('torch' in sys.modules)"
+    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert completed.stdout.strip() == "False"  # loaded by the first encoder or reranker score, not by a command
