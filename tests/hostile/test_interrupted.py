@@ -22,7 +22,8 @@ QUESTIONS = [{"id": f"q{i}", "question": f"Which city is number {i}?", "answers"
                              {"title": f"Berlin {i}", "text": f"Berlin is city {i}.", "is_supporting": False}]}
              for i in range(10)]
 STRAY = (".multihop.lock", ".tmp", "shards")  # what a finished folder keeps none of (names containing these)
-PASSAGES = [{"title": f"Town {i}", "text": f"Town {i} lies on river {i % 7} and has {i} bridges."} for i in range(700)]
+# three encoding shards of 256, 256 and 8 passages: a build is cut once its first shard is written
+PASSAGES = [{"title": f"Town {i}", "text": f"Town {i} lies on river {i % 7} and has {i} bridges."} for i in range(520)]
 TOKEN_STATE_FORMS = ("full", "fp16", "int8", "pq")
 WORDS = ("alpha", "beta", "gamma", "delta", "epsilon")
 FILES = "files.json"  # a saved folder's inventory: every file's size and sha256
@@ -44,7 +45,7 @@ def commands(server) -> dict[str, tuple[list[str], str, str]]:
         "cirag extract --threads": (["cirag", "extract", "DEV", "--out", "OUT", "--threads", "2", *lm],
                                     "triples-00000.jsonl", "triples-00000.jsonl"),
         "adaptiverag labels": (["adaptiverag", "labels", "--dataset", "musique", "--bias", "C", "--out", "OUT",
-                                "--threads", "2", *lm], "labels.jsonl", "labels.jsonl"),
+                                "--limit", "6", "--threads", "2", *lm], "labels.jsonl", "labels.jsonl"),
         "distill": (["distill", "ROWS", "--base", "STUDENT", "--r", "4", "--epochs", "1", "--batch-size", "1",
                      "--out", "OUT"], "checkpoints/checkpoint-50/trainer_state.json", "adapter_model.safetensors"),
         "retriever train": (["retriever", "train", "musique", "--out", "OUT", "--encoder", "ENCODER", "--batch-size",
