@@ -126,6 +126,11 @@ class TrainConfig:
                              "or use --recipe paper")
         return cls(recipe=recipe, **given)
 
+    def record(self) -> dict:
+        """The settings the weights depend on, as a checkpoint's identity and the trained folder's stamp record them:
+        all but ``checkpoint_every`` (a rerun at another interval resumes, and trains the same weights)."""
+        return {key: value for key, value in asdict(self).items() if key != "checkpoint_every"}
+
     def layers(self, num_layers: int) -> tuple[int, ...]:
         """The hidden states whose ``[CLS]`` states the loss reads: ``paper``, the RaLa candidate layers drawn with
         ``buckets`` and ``seed``; ``released``, :data:`RELEASED_LAYERS`."""
@@ -155,7 +160,7 @@ def train(batches: list[list[TrainingSample]], out_dir: str | Path, config: Trai
         layers = config.layers(encoder.num_layers)
         steps = min(len(batches), config.max_steps or len(batches))
         dataset, samples = _dataset(batches[:steps])
-        identity = {"config": asdict(config), "samples": samples}
+        identity = {"config": config.record(), "samples": samples}
         resume, seconds = resume_point(out_dir / CHECKPOINTS, identity,
                                        "another training config or other training samples")
         record = TrainingRecord(identity, seconds)
@@ -166,8 +171,9 @@ def train(batches: list[list[TrainingSample]], out_dir: str | Path, config: Trai
         seconds = record.seconds()
         encoder.model.eval()
         encoder.model.save(str(out_dir))
-        stamp = {"sha256": sha256_file(out_dir / "model.safetensors"), "config": asdict(config), "layers": list(layers),
-                 "special_tokens": list(encoder.special_tokens), "questions": questions, "steps": steps,
+        stamp = {"sha256": sha256_file(out_dir / "model.safetensors"), "config": config.record(),
+                 "layers": list(layers), "special_tokens": list(encoder.special_tokens), "questions": questions,
+                 "steps": steps,
                  "epoch_steps": epoch_steps, "seconds": round(seconds, 1), "device": device_name(),
                  **_tokens(encoder, [sample for batch in batches[:steps] for sample in batch]),
                  "loss": step_losses(trainer),

@@ -156,30 +156,57 @@ def test_the_stage_adapter_sends_what_json_adapter_sends_and_builds_it_once_per_
     from multihop.signatures import AnswerFromPassages
 
     signature = dspy.ChainOfThought(AnswerFromPassages).predict.signature
+    demos = [{"question": "Capital of Italy?", "passages": ["Rome is a city."], "reasoning": "r", "answer": "Rome"}]
     inputs = {"question": "Who?", "passages": ["Paris is a city."]}
     lm = multihop.make_lm("openai/loopback", api_base="http://127.0.0.1:9/v1", api_key="x", cache=False)
     ours, dspys = adapter_module.StageJSONAdapter(), dspy.JSONAdapter()
-    assert ours.format(signature, [], inputs) == dspys.format(signature, [], inputs)
-    ours_kwargs, dspy_kwargs = {}, {}
-    ours._prepare_response_format(lm, ours_kwargs, signature)
-    dspys._prepare_response_format(lm, dspy_kwargs, signature)
-    assert ours_kwargs["response_format"].model_json_schema() == dspy_kwargs["response_format"].model_json_schema()
 
+    def sent(adapter, sig):
+        kwargs = {}
+        adapter._prepare_response_format(lm, kwargs, sig)
+        return adapter.format(sig, demos, inputs), kwargs["response_format"].model_json_schema()
+
+    assert sent(ours, signature) == sent(dspys, signature)
     built = []
     real = adapter_module._get_structured_outputs_response_format
     monkeypatch.setattr(adapter_module, "_get_structured_outputs_response_format",
                         lambda *args: built.append(args) or real(*args))
-    adapter_module.response_model.cache_clear()
+    monkeypatch.setattr(adapter_module, "_RESPONSE_MODELS", {})
     other = signature.with_instructions("Answer in one word.")
     for sig in (signature, signature, other, other):
-        ours._prepare_response_format(lm, {}, sig)
-    assert len(built) == 2  # once per signature class: a changed instruction is another one
-    assert ours.format_system_message(other) != ours.format_system_message(signature)
+        sent(ours, sig)
+    assert len(built) == 1  # the same output fields: one model, whatever the instructions
     assert "Answer in one word." in ours.format_system_message(other)
+    assert "Answer in one word." not in ours.format_system_message(signature)
+
+    class Changed(dspy.Signature):
+        """Answer."""
+
+        question: str = dspy.InputField()
+        answer: str = dspy.OutputField()
+
+    before = ours.format_system_message(Changed)
+    Changed.instructions = "Answer with a date."  # in place, as an optimizer may
+    assert ours.format_system_message(Changed) == dspys.format_system_message(Changed) != before
+    assert sent(ours, Changed) == sent(dspys, Changed)
 
 
-@pytest.mark.parametrize("adapter", [multihop.StageJSONAdapter(), multihop.BoundedJSONAdapter()],
-                         ids=["StageJSONAdapter", "BoundedJSONAdapter"])
+class Mixin:
+    pass
+
+
+class Loud(multihop.StageJSONAdapter):
+    def format(self, signature, demos, inputs):  # a user's own format
+        return super().format(signature, demos, inputs)
+
+
+class Quiet(Loud):
+    pass
+
+
+@pytest.mark.parametrize("adapter", [multihop.StageJSONAdapter(), multihop.BoundedJSONAdapter(),
+                                     type("Mixed", (Mixin, multihop.StageJSONAdapter), {})(), Quiet()],
+                         ids=["StageJSONAdapter", "BoundedJSONAdapter", "a mixin subclass", "a user's format"])
 def test_a_callback_sees_each_format_and_parse_once(adapter):
     from dspy.utils.callback import BaseCallback
 
@@ -197,4 +224,12 @@ def test_a_callback_sees_each_format_and_parse_once(adapter):
     with dspy.context(callbacks=[Count()]):
         adapter.format(DirectAnswer, [], {"question": "Who?"})
         adapter.parse(DirectAnswer, '{"answer": "Paris"}')
-    assert seen == ["format", "parse"]  # DSPy's own JSONAdapter reports its format twice
+    # DSPy's own JSONAdapter reports its format twice; a user's format calling ours is reported at each (DSPy's rule)
+    assert seen == (["format", "format", "parse"] if isinstance(adapter, Loud) else ["format", "parse"])
+
+
+def test_a_streaming_listener_takes_the_stage_adapter_as_json():
+    from dspy.streaming import StreamListener
+
+    listener = StreamListener(signature_field_name="answer")
+    assert type(multihop.StageJSONAdapter()).__name__ in listener.adapter_identifiers

@@ -109,9 +109,15 @@ def test_the_served_engine_reports_failures_as_dspys_retryable_errors(endpoint, 
         dead.complete(Request(model="m", messages=(Message.user("q"),), config=Config(max_tokens=4)))
 
 
-def test_retry_after_is_read_in_seconds_and_an_http_date_or_nonsense_leaves_dspys_backoff():
-    from multihop.lm.engines.served import retry_after_seconds
+def test_retry_after_is_read_as_seconds_or_a_date_and_capped():
+    from datetime import datetime, timedelta, timezone
+    from email.utils import format_datetime
+
+    from multihop.lm.engines.served import RETRY_AFTER_LIMIT, retry_after_seconds
 
     assert retry_after_seconds("2.5") == 2.5 and retry_after_seconds("0") == 0.0
-    assert retry_after_seconds("Wed, 21 Oct 2015 07:28:00 GMT") is None
-    assert retry_after_seconds(None) is None and retry_after_seconds("-1") is None
+    assert retry_after_seconds("3600") == RETRY_AFTER_LIMIT == 60.0  # never an hour a retry
+    soon = format_datetime(datetime.now(timezone.utc) + timedelta(seconds=30), usegmt=True)
+    assert 25 < retry_after_seconds(soon) <= 30
+    assert retry_after_seconds("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0  # a date gone: at once
+    assert retry_after_seconds(None) is None and retry_after_seconds("-1") is None  # DSPy's backoff then

@@ -406,8 +406,8 @@ def test_training_resumes_as_if_uninterrupted(musique_dev, tiny_encoder, tiny_en
         ft.train(batches[1:], tmp_path / "a", config)
     calls.clear()
     crash[0] = False
-    ft.train(batches, tmp_path / "a", config, questions=8)
-    assert len(calls) == 1  # the first two steps came from the checkpoint
+    ft.train(batches, tmp_path / "a", TrainConfig(**{**vars(config), "checkpoint_every": 2}), questions=8)
+    assert len(calls) == 1  # the first two steps came from the checkpoint (another interval resumes it too)
     ft.train(batches, tmp_path / "b", config, questions=8)  # uninterrupted
     resumed, uninterrupted = (json.loads((tmp_path / run / models.FINETUNED_STAMP).read_text()) for run in "ab")
     assert resumed["sha256"] == uninterrupted["sha256"] and resumed["loss"] == uninterrupted["loss"]

@@ -16,7 +16,6 @@ does, and the engine plans its decodes.
 
 from __future__ import annotations
 
-import functools
 import inspect
 from typing import Any
 
@@ -40,16 +39,52 @@ def plans_itself(lm) -> bool:
     return isinstance(getattr(lm, "engine", None), LocalEngine)
 
 
-CACHED_SIGNATURES = 1024  # signature classes whose system message and response model are kept
+CACHED_SIGNATURES = 1024  # stage signatures whose system message and response model are kept
 _SYSTEM_MESSAGES: dict[tuple, str] = {}
+_RESPONSE_MODELS: dict[tuple, type[pydantic.BaseModel]] = {}
 
 
-@functools.lru_cache(maxsize=CACHED_SIGNATURES)
+def cached(cache: dict, key: tuple | None, build):
+    """``cache[key]``, built with ``build()`` the first time; ``key`` None (a part of the signature that does not
+    hash) builds every time. A full cache starts again (signatures made on the fly)."""
+    if key is None:
+        return build()
+    value = cache.get(key)
+    if value is None:
+        value = build()
+        if len(cache) >= CACHED_SIGNATURES:
+            cache.clear()
+        cache[key] = value
+    return value
+
+
+def hashable(key: tuple) -> tuple | None:
+    """``key``, or None when a part of it does not hash."""
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
 def response_model(signature: type[dspy.Signature], native_function_calling: bool = True) -> type[pydantic.BaseModel]:
-    """The pydantic model of ``signature``'s outputs that ``JSONAdapter`` sends as ``response_format``, built once per
-    signature class (DSPy builds a new model class, and pydantic its schema, on every call). Raises as DSPy's builder
-    does (an open-ended mapping, a type pydantic cannot write a schema for)."""
-    return _get_structured_outputs_response_format(signature, native_function_calling)
+    """The pydantic model of ``signature``'s outputs that ``JSONAdapter`` sends as ``response_format``, built once
+    per set of output fields (their names, types and defaults: all the model reads; DSPy builds a new model class, and
+    pydantic its schema, on every call). Raises as DSPy's builder does (an open-ended mapping, a type pydantic cannot
+    write a schema for)."""
+    key = hashable((native_function_calling, *((name, field.annotation, field.default)
+                                                for name, field in signature.output_fields.items())))
+    return cached(_RESPONSE_MODELS, key,
+                  lambda: _get_structured_outputs_response_format(signature, native_function_calling))
+
+
+def prompt_key(signature: type[dspy.Signature]) -> tuple:
+    """What a system message is written from: the instructions and every field's name, type and DSPy extras
+    (description, prefix, input or output), in order. A signature changed in place (``instructions`` set by an
+    optimizer) has another key."""
+    return (signature.instructions, *((name, repr(field.annotation), repr(sorted((field.json_schema_extra or {})
+                                                                                 .items())))
+                                      for name, field in signature.fields.items()))
 
 
 def stage_schema(signature: type[dspy.Signature], native_function_calling: bool = True) -> dict | None:
@@ -65,28 +100,28 @@ def stage_schema(signature: type[dspy.Signature], native_function_calling: bool 
 
 class StageJSONAdapter(dspy.JSONAdapter):
     """``dspy.JSONAdapter`` that builds what depends on a stage's signature alone — its system message and its
-    response format's pydantic model — once per signature class instead of on every call. The prompts and the
-    requests are ``JSONAdapter``'s, byte for byte: only the repeated work is gone. A subclass that formats the system
-    message from anything but the signature overrides :meth:`format_system_message` without calling this one.
+    response format's pydantic model — once per signature content (:func:`prompt_key`, :func:`response_model`)
+    instead of on every call. The prompts and the requests are ``JSONAdapter``'s: only the repeated work is gone. A
+    subclass that formats the system message from anything but the signature overrides
+    :meth:`format_system_message` without calling this one.
 
-    DSPy wraps an adapter class's ``format`` and ``parse`` in its callbacks again at every subclass, so an inherited
-    one would report each call once per level (twice under ``JSONAdapter``: two adapter spans in an MLflow trace);
-    here, and in subclasses, an inherited one is wrapped once."""
+    DSPy names an adapter's format by its class name (a streaming listener looks the name up), so this class is
+    named ``JSONAdapter``, the format it writes; import it as ``multihop.StageJSONAdapter``. DSPy wraps an adapter
+    class's ``format`` and ``parse`` in its callbacks again at every subclass, so an inherited one would report each
+    call once per level (twice under DSPy's ``JSONAdapter``: two adapter spans in an MLflow trace); here, and in
+    subclasses, each is reported once."""
 
     def __init_subclass__(cls, **kwargs) -> None:
         super().__init_subclass__(**kwargs)
         _wrap_inherited_once(cls)
 
     def format_system_message(self, signature: type[dspy.Signature]) -> str:
-        key = (type(self), signature, self.use_native_function_calling)
-        if key not in _SYSTEM_MESSAGES:
-            if len(_SYSTEM_MESSAGES) >= CACHED_SIGNATURES:  # signatures made on the fly: start again
-                _SYSTEM_MESSAGES.clear()
-            _SYSTEM_MESSAGES[key] = super().format_system_message(signature)
-        return _SYSTEM_MESSAGES[key]
+        key = hashable((type(self), self.use_native_function_calling, *prompt_key(signature)))
+        return cached(_SYSTEM_MESSAGES, key, lambda: super(StageJSONAdapter, self).format_system_message(signature))
 
     def _prepare_response_format(self, lm, lm_kwargs, signature):
-        """``JSONAdapter``'s choice of response format, its structured-output model built once per signature."""
+        """``JSONAdapter``'s choice of response format, its structured-output model built once per set of output
+        fields."""
         if "response_format" not in lm.supported_params:
             return
         tool_calls = any(field.annotation == ToolCalls for field in signature.output_fields.values())
@@ -101,14 +136,17 @@ class StageJSONAdapter(dspy.JSONAdapter):
 
 
 def _wrap_inherited_once(cls: type[dspy.Adapter]) -> None:
-    """``cls.format`` and ``cls.parse``, where inherited, as the innermost method in one callback wrapper."""
+    """``cls.format`` and ``cls.parse``, where inherited, as the parent's (wrapped once) rather than wrapped again;
+    for this module's base, the innermost method in one wrapper (DSPy's ``JSONAdapter`` has two)."""
     for name in ("format", "parse"):
         method = cls.__dict__[name]
-        if method.__wrapped__ is getattr(cls.__mro__[1], name):  # not defined in the class body
-            setattr(cls, name, with_callbacks(inspect.unwrap(method)))
+        if method.__wrapped__ is getattr(super(cls, cls), name):  # not defined in the class body
+            setattr(cls, name, with_callbacks(inspect.unwrap(method)) if cls is StageJSONAdapter else
+                    method.__wrapped__)
 
 
 _wrap_inherited_once(StageJSONAdapter)
+StageJSONAdapter.__name__ = "JSONAdapter"
 
 
 class BoundedJSONAdapter(StageJSONAdapter):

@@ -45,7 +45,7 @@ def commands(server) -> dict[str, tuple[list[str], str, str]]:
         "cirag extract --threads": (["cirag", "extract", "DEV", "--out", "OUT", "--threads", "2", *lm],
                                     "triples-00000.jsonl", "triples-00000.jsonl"),
         "adaptiverag labels": (["adaptiverag", "labels", "--dataset", "musique", "--bias", "C", "--out", "OUT",
-                                "--limit", "6", "--threads", "2", *lm], "labels.jsonl", "labels.jsonl"),
+                                "--threads", "2", *lm], "labels.jsonl", "labels.jsonl"),  # rows come in chunks of 8
         "distill": (["distill", "ROWS", "--base", "STUDENT", "--r", "4", "--epochs", "1", "--batch-size", "1",
                      "--out", "OUT"], "checkpoints/checkpoint-50/trainer_state.json", "adapter_model.safetensors"),
         "retriever train": (["retriever", "train", "musique", "--out", "OUT", "--encoder", "ENCODER", "--batch-size",
@@ -73,6 +73,12 @@ def rows(path: Path) -> dict:
     return found
 
 
+# `multihop ARGV` with Ctrl-C raising KeyboardInterrupt, as in a terminal, even where the tests run with SIGINT ignored
+# (a shell's background job), which a child inherits: Python then never raises it
+AS_TYPED = ("import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+            "sys.argv[0] = 'multihop'; runpy.run_module('multihop.cli', run_name='__main__')")
+
+
 def start(argv: list[str], out: Path, env: dict) -> subprocess.Popen:
     root = Path(env["MULTIHOP_DATA"])
     files = {"OUT": out, "DEV": root / "musique" / "dev" / "musique_qa_100.json", "CORPUS": root / "corpus.jsonl",
@@ -82,11 +88,8 @@ def start(argv: list[str], out: Path, env: dict) -> subprocess.Popen:
     # would finish before the signal), the rerun asks again for the questions the cut run had in flight (from its
     # cache they would count no tokens), and the loopback's replies, seeded by the request, are the same each time
     env = {**env, "DSPY_CACHEDIR": f"{out}-dspy-cache-{time.monotonic_ns()}"}
-    # Ctrl-C's default action in the command, even when the tests run where SIGINT is ignored (a shell's background
-    # job): a child inherits an ignored signal, and Python then never raises KeyboardInterrupt
-    return subprocess.Popen([sys.executable, "-m", "multihop.cli", *argv], env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    return subprocess.Popen([sys.executable, "-c", AS_TYPED, *argv], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
 
 
 @pytest.fixture(scope="module")

@@ -29,6 +29,7 @@ import threading
 import weakref
 
 import httpx
+from dspy.clients._http import retry_after_seconds as dspy_retry_after
 from dspy.lm15 import TokenLogprob, TopLogprob
 from dspy.utils.exceptions import (
     LMInvalidRequestError,
@@ -68,14 +69,15 @@ def served_model(api_base: str, timeout: float = 10.0, api_key: str | None = Non
         raise ValueError(f"no model server answers at {api_base} ({exc}); start one with `multihop serve`") from exc
 
 
+RETRY_AFTER_LIMIT = 60.0  # seconds: the longest wait a Retry-After gets (DSPy's own backoff stops growing there too)
+
+
 def retry_after_seconds(header: str | None) -> float | None:
-    """The seconds a ``Retry-After`` header asks a client to wait (DSPy's retry waits that long instead of its own
-    backoff), or None when it is absent or an HTTP date."""
-    try:
-        seconds = float(header)
-    except (TypeError, ValueError):
-        return None
-    return seconds if seconds >= 0 else None
+    """The seconds a ``Retry-After`` header asks a client to wait (seconds or an HTTP date, read as DSPy reads it),
+    at most :data:`RETRY_AFTER_LIMIT`; DSPy's retry then waits that long instead of its own backoff. None when it is
+    absent or unreadable."""
+    seconds = dspy_retry_after(header)
+    return None if seconds is None else min(seconds, RETRY_AFTER_LIMIT)
 
 
 def openai_options(config, max_tokens: int, schema: dict | None) -> dict:
