@@ -82,8 +82,7 @@ def prompt_key(signature: type[dspy.Signature]) -> tuple:
     """What a system message is written from: the instructions and every field's name, type and DSPy extras
     (description, prefix, input or output), in order. A signature changed in place (``instructions`` set by an
     optimizer) has another key."""
-    return (signature.instructions, *((name, repr(field.annotation), repr(sorted((field.json_schema_extra or {})
-                                                                                 .items())))
+    return (signature.instructions, *((name, field.annotation, repr(sorted((field.json_schema_extra or {}).items())))
                                       for name, field in signature.fields.items()))
 
 
