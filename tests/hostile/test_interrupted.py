@@ -45,7 +45,8 @@ def commands(server) -> dict[str, tuple[list[str], str, str]]:
         "cirag extract --threads": (["cirag", "extract", "DEV", "--out", "OUT", "--threads", "2", *lm],
                                     "triples-00000.jsonl", "triples-00000.jsonl"),
         "adaptiverag labels": (["adaptiverag", "labels", "--dataset", "musique", "--bias", "C", "--out", "OUT",
-                                "--threads", "2", *lm], "labels.jsonl", "labels.jsonl"),  # rows come in chunks of 8
+                                "--set", "max_steps=2", "--threads", "2", *lm], "labels.jsonl", "labels.jsonl"),
+        # (its rows come in chunks of 8: the cut lands in the last two questions' A, B and two IRCoT steps)
         "distill": (["distill", "ROWS", "--base", "STUDENT", "--r", "4", "--epochs", "1", "--batch-size", "1",
                      "--out", "OUT"], "checkpoints/checkpoint-50/trainer_state.json", "adapter_model.safetensors"),
         "retriever train": (["retriever", "train", "musique", "--out", "OUT", "--encoder", "ENCODER", "--batch-size",
