@@ -173,8 +173,7 @@ def train(batches: list[list[TrainingSample]], out_dir: str | Path, config: Trai
         encoder.model.save(str(out_dir))
         stamp = {"sha256": sha256_file(out_dir / "model.safetensors"), "config": config.record(),
                  "layers": list(layers), "special_tokens": list(encoder.special_tokens), "questions": questions,
-                 "steps": steps,
-                 "epoch_steps": epoch_steps, "seconds": round(seconds, 1), "device": device_name(),
+                 "steps": steps, "epoch_steps": epoch_steps, "seconds": round(seconds, 1), "device": device_name(),
                  **_tokens(encoder, [sample for batch in batches[:steps] for sample in batch]),
                  "loss": step_losses(trainer),
                  "temperature": loss.temperature}

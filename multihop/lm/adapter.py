@@ -44,7 +44,7 @@ _SYSTEM_MESSAGES: dict[tuple, str] = {}
 _RESPONSE_MODELS: dict[tuple, type[pydantic.BaseModel]] = {}
 
 
-def cached(cache: dict, key: tuple | None, build):
+def _cached(cache: dict, key: tuple | None, build):
     """``cache[key]``, built with ``build()`` the first time; ``key`` None (a part of the signature that does not
     hash) builds every time. A full cache starts again (signatures made on the fly)."""
     if key is None:
@@ -58,7 +58,7 @@ def cached(cache: dict, key: tuple | None, build):
     return value
 
 
-def hashable(key: tuple) -> tuple | None:
+def _hashable(key: tuple) -> tuple | None:
     """``key``, or None when a part of it does not hash."""
     try:
         hash(key)
@@ -72,9 +72,9 @@ def response_model(signature: type[dspy.Signature], native_function_calling: boo
     per set of output fields (their names, types and defaults: all the model reads; DSPy builds a new model class, and
     pydantic its schema, on every call). Raises as DSPy's builder does (an open-ended mapping, a type pydantic cannot
     write a schema for)."""
-    key = hashable((native_function_calling, *((name, field.annotation, field.default)
+    key = _hashable((native_function_calling, *((name, field.annotation, field.default)
                                                 for name, field in signature.output_fields.items())))
-    return cached(_RESPONSE_MODELS, key,
+    return _cached(_RESPONSE_MODELS, key,
                   lambda: _get_structured_outputs_response_format(signature, native_function_calling))
 
 
@@ -115,8 +115,8 @@ class StageJSONAdapter(dspy.JSONAdapter):
         _wrap_inherited_once(cls)
 
     def format_system_message(self, signature: type[dspy.Signature]) -> str:
-        key = hashable((type(self), self.use_native_function_calling, *prompt_key(signature)))
-        return cached(_SYSTEM_MESSAGES, key, lambda: super(StageJSONAdapter, self).format_system_message(signature))
+        key = _hashable((type(self), self.use_native_function_calling, *prompt_key(signature)))
+        return _cached(_SYSTEM_MESSAGES, key, lambda: super(StageJSONAdapter, self).format_system_message(signature))
 
     def _prepare_response_format(self, lm, lm_kwargs, signature):
         """``JSONAdapter``'s choice of response format, its structured-output model built once per set of output

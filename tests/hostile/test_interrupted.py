@@ -44,9 +44,9 @@ def commands(server) -> dict[str, tuple[list[str], str, str]]:
                       "table-2/musique/Single-step-Approach/results.jsonl"),
         "cirag extract --threads": (["cirag", "extract", "DEV", "--out", "OUT", "--threads", "2", *lm],
                                     "triples-00000.jsonl", "triples-00000.jsonl"),
+        # its rows come in chunks of 8: the cut lands in the last two questions' A, B and two IRCoT steps
         "adaptiverag labels": (["adaptiverag", "labels", "--dataset", "musique", "--bias", "C", "--out", "OUT",
                                 "--set", "max_steps=2", "--threads", "2", *lm], "labels.jsonl", "labels.jsonl"),
-        # (its rows come in chunks of 8: the cut lands in the last two questions' A, B and two IRCoT steps)
         "distill": (["distill", "ROWS", "--base", "STUDENT", "--r", "4", "--epochs", "1", "--batch-size", "1",
                      "--out", "OUT"], "checkpoints/checkpoint-50/trainer_state.json", "adapter_model.safetensors"),
         "retriever train": (["retriever", "train", "musique", "--out", "OUT", "--encoder", "ENCODER", "--batch-size",
