@@ -5,7 +5,9 @@ needs it, and :func:`llama_cpp_available` tells whether it is there (:func:`mult
 the ``transformers`` engine, with a warning, when it is not).
 
 The engine decodes under the request's bounded JSON schema (:class:`~.base.LocalEngine`) with the grammar llama.cpp
-derives from it. The model runs on the physical cores, with a context of :data:`MAX_CONTEXT` tokens (SmolLM2's
+derives from it; greedily, it asks the grammar about the likeliest tokens before the whole vocabulary
+(:mod:`~.llamacpp_greedy`: the same tokens as llama-cpp-python's sampler chain, a fraction of its sampling time). The
+model runs on the physical cores, with a context of :data:`MAX_CONTEXT` tokens (SmolLM2's
 training context), greedily unless the request asks for a temperature, one call at a time (a lock). A LoRA student
 runs from its GGUF conversion (:mod:`~.lora`).
 
@@ -88,13 +90,13 @@ class LlamaCppEngine(LocalEngine):
         self._model = None
 
     def _load(self):
-        from llama_cpp import Llama
+        from .llamacpp_greedy import checked_llama_class
 
         threads = self.n_threads or physical_cores()
         with plain_weight_buffers():
-            self._model = Llama(model_path=str(self.gguf), n_ctx=MAX_CONTEXT, n_threads=threads,
-                                n_threads_batch=threads, lora_path=str(self.lora) if self.lora else None,
-                                verbose=False)
+            self._model = checked_llama_class()(model_path=str(self.gguf), n_ctx=MAX_CONTEXT, n_threads=threads,
+                                            n_threads_batch=threads,
+                                            lora_path=str(self.lora) if self.lora else None, verbose=False)
         if self.prefix_cache_bytes:
             self._model.set_cache(prefix_cache_class()(self.prefix_cache_bytes))
 
