@@ -38,10 +38,11 @@ def test_only_plain_greedy_decoding_under_a_grammar_takes_the_checked_path():
 
 @pytest.mark.slow
 def test_smollm2_writes_under_a_schema_what_llama_cpps_sampler_chain_writes():
+    from dspy.lm15 import Config
+
     from multihop.lm.backends import llamacpp_weights
     from multihop.lm.engines.llamacpp import completion_options, plain_weight_buffers
     from multihop.lm.engines.llamacpp_greedy import checked_llama_class
-    from dspy.lm15 import Config
 
     schema = {"type": "object", "required": ["reasoning", "answer", "hops"], "additionalProperties": False,
               "properties": {"reasoning": {"type": "string", "maxLength": 120}, "answer": {"type": "string",
