@@ -55,3 +55,30 @@ def test_mpnet_is_assembled_once_from_five_packages(tmp_path, monkeypatch):
     mtime = (folder / "model.safetensors").stat().st_mtime_ns
     assert models.resolve("mpnet") == folder and (folder / "model.safetensors").stat().st_mtime_ns == mtime
     assert not [p for p in tmp_path.joinpath("models").iterdir() if p.name.startswith(".")]  # no temp leftovers
+
+
+@pytest.mark.slow
+def test_smollm2_runs_on_llama_cpp_as_its_shipped_weights_in_float32_converted_once(tmp_path, monkeypatch):
+    import gguf
+    import numpy as np
+    from gguf.quants import dequantize
+
+    monkeypatch.setenv("MULTIHOP_HOME", str(tmp_path))
+    path = models.llamacpp_gguf("smollm2")
+    assert path.parent == tmp_path / "models" and path.name.endswith(".F32.gguf")
+    shipped = {t.name: t for t in gguf.GGUFReader(models.resolve("smollm2")).tensors}
+    converted = {t.name: t for t in gguf.GGUFReader(path).tensors}
+    assert set(converted) == set(shipped) and {t.tensor_type.name for t in converted.values()} == {"F32"}
+    firsts = {t.tensor_type.name: name for name, t in reversed(shipped.items())}  # one tensor of each shipped type
+    assert set(firsts) == {"Q4_1", "Q8_0", "F32"}
+    for name in firsts.values():  # each value exactly the shipped block's scale × quant (+ minimum)
+        expected = dequantize(shipped[name].data, shipped[name].tensor_type).reshape(-1)
+        assert np.array_equal(np.asarray(converted[name].data).reshape(-1), expected.astype(np.float32))
+    mtime = path.stat().st_mtime_ns
+    assert models.llamacpp_gguf("smollm2") == path and path.stat().st_mtime_ns == mtime  # converted once
+    assert [p.name for p in path.parent.iterdir() if p.name.startswith(".")] == [f".{path.name}.sha256"]
+    with open(path, "r+b") as file:  # a changed byte is refused, not run
+        file.seek(-1, 2)
+        file.write(b"\x01")
+    with pytest.raises(models.ChecksumMismatchError):
+        models.llamacpp_gguf("smollm2")

@@ -109,7 +109,7 @@ def environment(tmp_path_factory):
     tiny_causal_lm(data / "student", ["Answer the question.", "question answer system user assistant", *WORDS])
     (data / "encoder").mkdir()
     tiny(data / "encoder", 4)  # 40 steps of 2 questions in a few seconds
-    return {**os.environ, "MULTIHOP_DATA": str(data), "MULTIHOP_HOME": str(root / "home"), "HF_HUB_OFFLINE": "1"}
+    return {**os.environ, "MULTIHOP_DATA": str(data), "HF_HUB_OFFLINE": "1"}
 
 
 def under_way(progress: str, out: Path, home: Path) -> bool:
@@ -123,49 +123,41 @@ def under_way(progress: str, out: Path, home: Path) -> bool:
 SIGNALS = {"kill-9": signal.SIGKILL, "ctrl-c": signal.SIGINT}
 COMMANDS = ("eval --threads", "compare --threads", "reproduce", "cirag extract --threads", "adaptiverag labels",
             "distill", "retriever train", *(f"index build --token-states {form}" for form in TOKEN_STATE_FORMS))
-CASES = [(command, how) for command in COMMANDS for how in SIGNALS]
 
 
-@pytest.fixture(scope="module")
-def uninterrupted(environment, tmp_path_factory):
-    """``uninterrupted(command, server) -> folder``: the command's whole run, once for both signals."""
-    done = {}
-
-    def whole(command: str, server) -> Path:
-        if command not in done:
-            out = tmp_path_factory.mktemp("whole") / "out"
-            run = start(commands(server)[command][0], out, environment)
-            assert run.wait(timeout=300) == 0, run.stderr.read()
-            done[command] = out
-        return done[command]
-
-    return whole
+def cut_when_under_way(run: subprocess.Popen, how: str, progress: str, out: Path, home: Path) -> int:
+    """Send the signal ``how`` to ``run`` once its progress shows; its exit code."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and run.poll() is None and not under_way(progress, out, home):
+        time.sleep(0.05)
+    run.send_signal(SIGNALS[how])
+    return run.wait(timeout=60)
 
 
-@pytest.mark.slow  # each case runs its command in subprocesses: cut by the signal, then again
-@pytest.mark.parametrize(("command", "how"), CASES, ids=[f"{command}-{how}" for command, how in CASES])
-def test_an_interrupted_command_reruns_to_what_an_uninterrupted_run_writes(command, how, environment, uninterrupted,
-                                                                           tmp_path):
+@pytest.mark.slow  # each command runs in subprocesses: whole, and cut by each signal then run again, side by side
+@pytest.mark.parametrize("command", COMMANDS)
+def test_an_interrupted_command_reruns_to_what_an_uninterrupted_run_writes(command, environment, tmp_path):
+    # each run a MULTIHOP_HOME of its own (a cut run and its rerun share one): an index build resumes from its shards
+    homes = {run: {**environment, "MULTIHOP_HOME": str(tmp_path / f"home-{run}")} for run in ("whole", *SIGNALS)}
     with loopback_server(latency=0.5, lifetime=600) as server:  # half a second a call: the signal lands mid-run
         argv, progress, compared = commands(server)[command]
-        whole = uninterrupted(command, server)
-        cut = start(argv, tmp_path / "cut", environment)
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not under_way(progress, tmp_path / "cut", Path(environment[
-                "MULTIHOP_HOME"])):
-            time.sleep(0.05)
-        cut.send_signal(SIGNALS[how])
-        code = cut.wait(timeout=60)
-        assert code == (130 if how == "ctrl-c" else -signal.SIGKILL), cut.stderr.read()
-        rerun = start(argv, tmp_path / "cut", environment)
-        assert rerun.wait(timeout=300) == 0, rerun.stderr.read()
-    resumed, expected = rows(tmp_path / "cut" / compared), rows(whole / compared)
-    assert sorted(resumed) == sorted(expected)
-    if compared == FILES or not compared.endswith(".jsonl"):  # every file of the saved index, or the weights
-        assert resumed == expected, sorted(name for name in resumed if resumed[name] != expected[name])
-    else:
-        differing = sorted({(qid, key) for qid, row in expected.items() for key in row
-                            if resumed[qid].get(key) != row[key]})
-        assert not differing, differing
-    stray = [path for path in (tmp_path / "cut").rglob("*") if any(mark in path.name for mark in STRAY)]
-    assert not stray, stray
+        whole = start(argv, tmp_path / "whole", homes["whole"])
+        cuts = {how: start(argv, tmp_path / how, homes[how]) for how in SIGNALS}
+        for how, cut in cuts.items():
+            code = cut_when_under_way(cut, how, progress, tmp_path / how, Path(homes[how]["MULTIHOP_HOME"]))
+            assert code == (130 if how == "ctrl-c" else -signal.SIGKILL), (how, cut.stderr.read())
+        reruns = {how: start(argv, tmp_path / how, homes[how]) for how in SIGNALS}
+        for run in (whole, *reruns.values()):
+            assert run.wait(timeout=300) == 0, run.stderr.read()
+    expected = rows(tmp_path / "whole" / compared)
+    for how in SIGNALS:
+        resumed = rows(tmp_path / how / compared)
+        assert sorted(resumed) == sorted(expected), how
+        if compared == FILES or not compared.endswith(".jsonl"):  # every file of the saved index, or the weights
+            assert resumed == expected, (how, sorted(name for name in resumed if resumed[name] != expected[name]))
+        else:
+            differing = sorted({(qid, key) for qid, row in expected.items() for key in row
+                                if resumed[qid].get(key) != row[key]})
+            assert not differing, (how, differing)
+        stray = [path for path in (tmp_path / how).rglob("*") if any(mark in path.name for mark in STRAY)]
+        assert not stray, (how, stray)

@@ -221,9 +221,9 @@ def plain_weight_buffers():
     """Load a model with its weights in plain CPU buffers (``use_extra_bufts=False``): llama.cpp otherwise repacks
     quantised weights into AMX buffers on CPUs that have AMX, and its AMX matrix product segfaults on the first
     decode on some of them — this machine among them (ggml-org/llama.cpp#20824, open).
-    ``Llama`` takes no such argument, so its default model parameters are replaced while it loads, under a lock. Q4_1
-    weights (SmolLM2's) have no other repacked layout, so they lose nothing; Q4_0 or Q4_K models lose the AVX
-    repacking on such CPUs. Elsewhere, a no-op."""
+    ``Llama`` takes no such argument, so its default model parameters are replaced while it loads, under a lock.
+    Float32 and Q4_1 weights (SmolLM2's as it runs and as it ships) have no repacked layout, so they lose nothing;
+    Q4_0 or Q4_K models lose the AVX repacking on such CPUs. Elsewhere, a no-op."""
     if not cpu_has_amx():
         yield
         return
