@@ -3,9 +3,9 @@
     python benchmarks/engines.py [--dataset musique] [--limit 3] [--programs SingleStepRAG,CoopRAG,ComposeRAG]
                                  [--engines transformers,llamacpp,llamacpp-json] [--max-tokens 128]
 
-Engines: ``transformers`` (fp32) and ``llamacpp`` (the Q4_1 GGUF), each with free decoding and, as ``-json``,
-decoding under each signature's bounded JSON schema; both reuse the KV state of a prefix shared with the previous
-call. Table 1, raw speed on the answer prompts of
+Engines: ``transformers`` (fp32) and ``llamacpp`` (the float32 GGUF llama.cpp converts from the Q4_1 file), each
+with free decoding and, as ``-json``, decoding under each signature's bounded JSON schema; both reuse the KV state of
+a prefix shared with the previous call. Table 1, raw speed on the answer prompts of
 SingleStepRAG for the first questions (greedy, no cache, every call from an empty prefix): prompt and new tokens per
 call, prefill tokens/s (a call capped at 1 new token), decode tokens/s (the extra tokens of a 64-token call over the
 extra time), seconds per call, seconds per call and prompt tokens read from the prefix cache when each call follows

@@ -100,7 +100,7 @@ def main() -> None:
     parser.add_argument("--out", default="runs/bench-account")
     args = parser.parse_args()
     examples, builders = programs(args.limit)
-    table = Table(title=f"LM calls by stage on {len(examples)} MuSiQue dev questions (SmolLM2 Q4_1, llama.cpp)")
+    table = Table(title=f"LM calls by stage on {len(examples)} MuSiQue dev questions (SmolLM2 float32, llama.cpp)")
     for column in ("program", "stage", "engine keeps", "calls", "prompt tok", "evaluated", "reused", "evaluated %",
                    "prompt eval s", "decode s", "rest s", "s/call"):
         table.add_column(column, justify="left" if column in ("program", "stage", "engine keeps") else "right")

@@ -7,7 +7,6 @@ import pytest
 from dspy.lm15 import Config, Message, Request
 
 from multihop.lm import backends as lms
-from multihop.lm import models
 from multihop.lm.backends import make_lm
 from multihop.lm.engines import LlamaCppEngine, TransformersEngine
 from multihop.lm.engines.base import Generation, LocalEngine, reusable_prefix
@@ -223,7 +222,7 @@ def test_prefix_reuse_stop_strings_usage_and_parity_with_transformers():
     assert "\n" not in stopped.text and "." not in stopped.text
     capital = Request(model="m", messages=(Message.user("What is the capital of France? One word."),),
                       config=Config(max_tokens=8, temperature=0.0))
-    # the GGUF is Q4_1 and the transformers model its de-quantised copy: greedy texts may differ, the fact may not
+    # both engines run the same float32 weights with different kernels: greedy texts may differ, the fact may not
     assert "Paris" in engine.complete(capital).text
     assert "Paris" in TransformersEngine(lms.resolve_local("smollm2")).complete(capital).text
 
@@ -240,7 +239,7 @@ def stage_request(step: int, question: int, system: str | None = None) -> Reques
 def stage_engine(kind: str, **settings) -> LocalEngine:
     if kind == "llamacpp":
         pytest.importorskip("llama_cpp", reason="llama-cpp-python is not built in this virtualenv")
-        return LlamaCppEngine(models.resolve("smollm2"), **settings)
+        return LlamaCppEngine(lms.llamacpp_weights("smollm2")[0], **settings)
     return TransformersEngine(lms.resolve_local("smollm2"), **settings)
 
 

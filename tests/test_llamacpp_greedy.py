@@ -58,6 +58,7 @@ def test_smollm2_writes_under_a_schema_what_llama_cpps_sampler_chain_writes():
     model._init_sampler = lambda **options: samplers.append(init(**options)) or samplers[-1]
     options = completion_options(Config(), 96, schema)
     checked = model.create_chat_completion(messages=messages, **options)
+    model.reset()  # the same prompt evaluated again whole: the same logits for both
     chain = model.create_chat_completion(messages=messages, logits_processor=[lambda ids, logits: logits], **options)
     assert isinstance(samplers[0], CheckedGreedy) and not isinstance(samplers[1], CheckedGreedy)
     assert checked["choices"][0]["message"]["content"] == chain["choices"][0]["message"]["content"]

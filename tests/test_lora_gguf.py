@@ -29,9 +29,14 @@ def test_a_converted_student_writes_on_llama_cpp_what_it_writes_on_transformers(
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
+    from multihop.data.paths import home
     from multihop.lm.backends import resolve_local
 
-    monkeypatch.setenv("MULTIHOP_HOME", str(tmp_path / "home"))  # the conversion is cached there
+    models = home() / "models"  # the base model's conversions (HF folder, float32 GGUF) as set-up left them
+    models.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "models").symlink_to(models, target_is_directory=True)
+    monkeypatch.setenv("MULTIHOP_HOME", str(tmp_path / "home"))  # the adapter's conversion is cached there
     torch.manual_seed(0)
     base = AutoModelForCausalLM.from_pretrained(resolve_local("smollm2"), dtype=torch.float32)
     student = get_peft_model(base, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "k_proj", "v_proj",

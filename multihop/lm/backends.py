@@ -89,7 +89,7 @@ def local_gguf(target: str) -> Path | None:
     """The GGUF file of a local target (a registry LM shipped as GGUF, or a ``.gguf`` path), or None (an HF folder, a
     Hub model among them: a Hub repository of GGUF files is not run from the Hub)."""
     if target in models.REGISTRY and models.REGISTRY[target].layout == "gguf":
-        return models.llamacpp_gguf(target)
+        return models.resolve(target)
     path = Path(target).expanduser()
     return path if path.suffix == ".gguf" else None
 
@@ -103,11 +103,12 @@ def local_name(target: str) -> str:
 
 
 def llamacpp_weights(target: str, adapter: Path | None = None) -> tuple[Path, Path | None, str]:
-    """A local GGUF target's file, its adapter converted to a GGUF LoRA (or None), and the name that identifies both
-    (``<name>-llamacpp-<checksum>[-<type>][-lora<checksum>]``, the type a registry model runs as when not the shipped
-    one), which keys DSPy's cache and names a served model."""
-    gguf = local_gguf(target)
+    """The GGUF file llama.cpp runs for a local GGUF target (a registry model's
+    :func:`~multihop.lm.models.llamacpp_gguf`, a path's own file), its adapter converted to a GGUF LoRA (or None), and
+    the name that identifies both (``<name>-llamacpp-<checksum>[-<type>][-lora<checksum>]``, the type a registry model
+    runs as when not the shipped one), which keys DSPy's cache and names a served model."""
     spec = models.REGISTRY.get(target)
+    gguf = models.llamacpp_gguf(target) if spec else local_gguf(target)
     sha = spec.sha256 if spec else models.sha256_file(gguf)
     lora = gguf_lora(adapter, gguf, sha) if adapter is not None else None
     weights = f"-{spec.llamacpp_type}" if spec and spec.llamacpp_type else ""

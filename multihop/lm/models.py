@@ -13,8 +13,8 @@ library's own cache (or finds it there offline) and names the commit it resolved
 from __future__ import annotations
 
 import importlib.metadata as md
-import importlib.util
 import json
+import logging
 import os
 import re
 import shutil
@@ -25,8 +25,10 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from multihop.data.folders import ChecksumMismatchError, sha256_file
+from multihop.data.folders import ChecksumMismatchError, locked, sha256_file
 from multihop.data.paths import atomic_write_text, home
+
+logger = logging.getLogger(__name__)
 
 # the LM spec (multihop.lm.backends.make_lm) used unless one is given: the embedded SmolLM2
 DEFAULT_LM = "local:smollm2"
@@ -372,14 +374,15 @@ LLAMACPP_TYPES = {"f32": 0, "f16": 1, "bf16": 32}  # llama.cpp's LLAMA_FTYPE_ALL
 
 def llamacpp_gguf(name: str) -> Path:
     """The GGUF file llama.cpp runs for a registry LM: the shipped file, or its weights de-quantised to the model's
-    ``llamacpp_type``, converted once (llama.cpp's own ``llama_model_quantize``) and cached as
-    ``MULTIHOP_HOME/models/<file>-<checksum>.<TYPE>.gguf`` with a manifest of its checksum, checked on later calls.
+    ``llamacpp_type``, converted once (llama.cpp's own ``llama_model_quantize``, under a lock, so processes starting
+    together convert once) and cached as ``MULTIHOP_HOME/models/<file>-<checksum>.<TYPE>.gguf`` with a manifest of
+    its checksum, checked on later calls (a file that no longer matches is converted again from the verified source).
 
-    SmolLM2 runs as float32: the same weights as its Q4_1 file (each block's scale times its 4-bit value plus its
-    minimum, which float32 holds exactly), 540 MB for 135M parameters. llama.cpp multiplies Q4_1 matrices one row
-    and column at a time after quantising the activations to 8 bits, while it multiplies float32 ones with its tiled
-    products, so a prompt is evaluated ~2.5 times faster on x86 CPUs; decoding a token reads four times the bytes
-    and is slower (docs: measurements, "Local engines").
+    SmolLM2 runs as float32: the values de-quantising its Q4_1 file gives (each block's scale times its 4-bit value
+    plus its minimum; the transformers engine's copy holds the same), 540 MB for 135M parameters. llama.cpp
+    multiplies Q4_1 matrices a row and a column at a time after quantising the activations to 8 bits, and float32 ones
+    with its tiled products, so a prompt is evaluated ~2.5 times faster on x86 CPUs; decoding a token reads four times
+    the bytes and is slower (docs: measurements, "Local engines").
     """
     spec = get_spec(name)
     source = resolve(name)
@@ -387,30 +390,45 @@ def llamacpp_gguf(name: str) -> Path:
         return source
     target = home() / "models" / f"{source.stem}-{spec.sha256[:12]}.{spec.llamacpp_type.upper()}.gguf"
     manifest = target.with_suffix(".json")
-    if manifest.exists() and target.exists():
-        verify(target, json.loads(manifest.read_text())["weights_sha256"])
-        return target
+    with locked(target, file=True, wait=True):
+        if manifest.exists() and target.exists():
+            try:
+                verify(target, json.loads(manifest.read_text())["weights_sha256"])
+                return target
+            except ChecksumMismatchError:
+                logger.warning("%s no longer matches its manifest: converting %s again", target, source)
+        _convert_gguf(source, target, spec)
+    return target
+
+
+def _convert_gguf(source: Path, target: Path, spec: ModelSpec) -> None:
+    """Write ``source`` as ``target`` in ``spec.llamacpp_type`` (atomically), its checksum stamped and recorded in
+    the manifest beside it."""
     import ctypes
 
     import llama_cpp
-    from llama_cpp._utils import suppress_stdout_stderr
 
-    target.parent.mkdir(parents=True, exist_ok=True)
     work = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     params = llama_cpp.llama_model_quantize_default_params()
     params.ftype, params.allow_requantize, params.nthread = LLAMACPP_TYPES[spec.llamacpp_type], True, 2
+    log = logging.getLogger("llama-cpp-python")  # llama.cpp's log: a line per tensor converted
+    level = log.level
+    log.setLevel(logging.ERROR)
     try:
-        with suppress_stdout_stderr(disable=False):  # llama.cpp logs a line per tensor
-            failed = llama_cpp.llama_model_quantize(str(source).encode(), str(work).encode(), ctypes.byref(params))
+        failed = llama_cpp.llama_model_quantize(str(source).encode(), str(work).encode(), ctypes.byref(params))
         if failed:
-            raise RuntimeError(f"llama.cpp could not convert {source} to {spec.llamacpp_type} (code {failed})")
-        info = {"source": str(source), "source_sha256": spec.sha256, "type": spec.llamacpp_type,
-                "weights_sha256": sha256_file(work)}
+            raise RuntimeError(f"llama.cpp could not convert {source.name} to {spec.llamacpp_type} in {target.parent} "
+                               f"(code {failed}): it needs that folder writable, with ~4 bytes a parameter free")
+        weights_sha = verify(work, "")
         os.replace(work, target)
+        os.replace(work.with_name(f".{work.name}.sha256"), target.with_name(f".{target.name}.sha256"))
     finally:
+        log.setLevel(level)
         work.unlink(missing_ok=True)
-    atomic_write_text(manifest, json.dumps(info, indent=2))
-    return target
+        work.with_name(f".{work.name}.sha256").unlink(missing_ok=True)
+    info = {"source": str(source), "source_sha256": spec.sha256, "type": spec.llamacpp_type,
+            "weights_sha256": weights_sha}
+    atomic_write_text(target.with_suffix(".json"), json.dumps(info, indent=2))
 
 
 def install(names: list[str], quiet: bool = True) -> None:
@@ -432,8 +450,10 @@ def install(names: list[str], quiet: bool = True) -> None:
         path = resolve(name)
         if spec.kind == "lm":
             hf_folder(name)
-            if spec.llamacpp_type and importlib.util.find_spec("llama_cpp") is not None:
-                llamacpp_gguf(name)
+            from multihop.lm.engines.llamacpp import llama_cpp_available
+
+            if spec.llamacpp_type and llama_cpp_available():
+                path = f"{path} (llama.cpp runs {llamacpp_gguf(name)})"
         print(f"{name}: ready at {path}")
 
 

@@ -89,8 +89,17 @@ def start(argv: list[str], out: Path, env: dict) -> subprocess.Popen:
     # would finish before the signal), the rerun asks again for the questions the cut run had in flight (from its
     # cache they would count no tokens), and the loopback's replies, seeded by the request, are the same each time
     env = {**env, "DSPY_CACHEDIR": f"{out}-dspy-cache-{time.monotonic_ns()}"}
-    return subprocess.Popen([sys.executable, "-c", AS_TYPED, *argv], env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(f"{out}-{time.monotonic_ns()}.stderr", "w") as stderr:  # a file: a pipe nobody reads would fill
+        run = subprocess.Popen([sys.executable, "-c", AS_TYPED, *argv], env=env, stdout=subprocess.DEVNULL,
+                               stderr=stderr)
+    run.stderr_path = Path(stderr.name)
+    return run
+
+
+def said(run: subprocess.Popen) -> str:
+    """What ``run`` wrote to its stderr."""
+    return run.stderr_path.read_text()
 
 
 @pytest.fixture(scope="module")
@@ -126,10 +135,11 @@ COMMANDS = ("eval --threads", "compare --threads", "reproduce", "cirag extract -
 
 
 def cut_when_under_way(run: subprocess.Popen, how: str, progress: str, out: Path, home: Path) -> int:
-    """Send the signal ``how`` to ``run`` once its progress shows; its exit code."""
+    """Send the signal ``how`` to ``run`` once its progress shows, while it still runs; its exit code."""
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and run.poll() is None and not under_way(progress, out, home):
         time.sleep(0.05)
+    assert run.poll() is None and under_way(progress, out, home), (how, "not cut mid-run", said(run))
     run.send_signal(SIGNALS[how])
     return run.wait(timeout=60)
 
@@ -139,16 +149,24 @@ def cut_when_under_way(run: subprocess.Popen, how: str, progress: str, out: Path
 def test_an_interrupted_command_reruns_to_what_an_uninterrupted_run_writes(command, environment, tmp_path):
     # each run a MULTIHOP_HOME of its own (a cut run and its rerun share one): an index build resumes from its shards
     homes = {run: {**environment, "MULTIHOP_HOME": str(tmp_path / f"home-{run}")} for run in ("whole", *SIGNALS)}
+    runs = []
     with loopback_server(latency=0.5, lifetime=600) as server:  # half a second a call: the signal lands mid-run
         argv, progress, compared = commands(server)[command]
-        whole = start(argv, tmp_path / "whole", homes["whole"])
-        cuts = {how: start(argv, tmp_path / how, homes[how]) for how in SIGNALS}
-        for how, cut in cuts.items():
-            code = cut_when_under_way(cut, how, progress, tmp_path / how, Path(homes[how]["MULTIHOP_HOME"]))
-            assert code == (130 if how == "ctrl-c" else -signal.SIGKILL), (how, cut.stderr.read())
-        reruns = {how: start(argv, tmp_path / how, homes[how]) for how in SIGNALS}
-        for run in (whole, *reruns.values()):
-            assert run.wait(timeout=300) == 0, run.stderr.read()
+        try:
+            runs.append(whole := start(argv, tmp_path / "whole", homes["whole"]))
+            cuts = {how: start(argv, tmp_path / how, homes[how]) for how in SIGNALS}
+            runs.extend(cuts.values())
+            for how, cut in cuts.items():
+                code = cut_when_under_way(cut, how, progress, tmp_path / how, Path(homes[how]["MULTIHOP_HOME"]))
+                assert code == (130 if how == "ctrl-c" else -signal.SIGKILL), (how, said(cut))
+            reruns = {how: start(argv, tmp_path / how, homes[how]) for how in SIGNALS}
+            runs.extend(reruns.values())
+            for run in (whole, *reruns.values()):
+                assert run.wait(timeout=300) == 0, said(run)
+        finally:  # a failed case leaves no command running into the next
+            for run in runs:
+                run.kill()
+                run.wait()
     expected = rows(tmp_path / "whole" / compared)
     for how in SIGNALS:
         resumed = rows(tmp_path / how / compared)
@@ -160,4 +178,6 @@ def test_an_interrupted_command_reruns_to_what_an_uninterrupted_run_writes(comma
                                 if resumed[qid].get(key) != row[key]})
             assert not differing, (how, differing)
         stray = [path for path in (tmp_path / how).rglob("*") if any(mark in path.name for mark in STRAY)]
+        stray += [path for path in (tmp_path / f"home-{how}").rglob("*")  # no shard or lock file left behind
+                  if path.is_file() and any(mark in str(path) for mark in STRAY)]
         assert not stray, (how, stray)

@@ -46,6 +46,8 @@ class CheckedGreedy:
         self.n_vocab, self.top = model.n_vocab(), top
         self._grammar = llama_cpp.llama_sampler_init_grammar(model._model.vocab, grammar._grammar.encode("utf-8"),
                                                              grammar._root.encode("utf-8"))
+        if not self._grammar:
+            raise ValueError(f"llama.cpp could not parse the grammar (root {grammar._root!r})")
         self._vocab = np.zeros(self.n_vocab, dtype=TOKEN_DATA)
         self._vocab["id"] = np.arange(self.n_vocab)
         self.steps = self.fallbacks = 0  # tokens sampled, and those the top ones did not settle
