@@ -381,8 +381,8 @@ def llamacpp_gguf(name: str) -> Path:
     SmolLM2 runs as float32: the values de-quantising its Q4_1 file gives (each block's scale times its 4-bit value
     plus its minimum; the transformers engine's copy holds the same), 540 MB for 135M parameters. llama.cpp
     multiplies Q4_1 matrices a row and a column at a time after quantising the activations to 8 bits, and float32 ones
-    with its tiled products, so a prompt is evaluated ~2.5 times faster on x86 CPUs; decoding a token reads four times
-    the bytes and is slower (docs: measurements, "Local engines").
+    with its tiled products, so a prompt is evaluated about twice as fast on x86 CPUs; decoding a token reads four times
+    the bytes and takes about twice as long (docs: measurements, "Local engines").
     """
     spec = get_spec(name)
     source = resolve(name)

@@ -50,8 +50,8 @@ def commands(server) -> dict[str, tuple[list[str], str, str]]:
         "distill": (["distill", "ROWS", "--base", "STUDENT", "--r", "4", "--epochs", "1", "--batch-size", "1",
                      "--out", "OUT"], "checkpoints/checkpoint-50/trainer_state.json", "adapter_model.safetensors"),
         "retriever train": (["retriever", "train", "musique", "--out", "OUT", "--encoder", "ENCODER", "--batch-size",
-                             "2", "--micro-batch", "4", "--epochs", "8", "--max-steps", "40", "--checkpoint-every",
-                             "10", "--lr", "1e-3"], "checkpoints/checkpoint-10/trainer_state.json",
+                             "2", "--micro-batch", "4", "--epochs", "8", "--max-steps", "20", "--checkpoint-every",
+                             "5", "--lr", "1e-3"], "checkpoints/checkpoint-5/trainer_state.json",
                             "model.safetensors"),
         **{f"index build --token-states {form}": (
             ["index", "build", "CORPUS", "--out", "OUT", "--encoder", "minilm", "--markers", "CoopRAG",
@@ -113,11 +113,12 @@ def environment(tmp_path_factory):
     (data / "corpus.jsonl").write_text("".join(json.dumps(passage) + "\n" for passage in PASSAGES))
     rows = [{"stage": "answer", "question_id": f"q{i}", "call": 0, "completion": f"answer {WORDS[i % 4]}",
              "messages": [{"role": "system", "content": "Answer the question."},
-                          {"role": "user", "content": f"question {WORDS[i % 5]} {i}"}]} for i in range(120)]
-    (data / "rows.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))  # 120 steps of one row
+                          {"role": "user", "content": f"question {WORDS[i % 5]} {i}"}]} for i in range(80)]
+    # 80 steps of one row: cut after the checkpoint at 50
+    (data / "rows.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
     tiny_causal_lm(data / "student", ["Answer the question.", "question answer system user assistant", *WORDS])
     (data / "encoder").mkdir()
-    tiny(data / "encoder", 4)  # 40 steps of 2 questions in a few seconds
+    tiny(data / "encoder", 4)  # 20 steps of 2 questions in a few seconds
     return {**os.environ, "MULTIHOP_DATA": str(data), "HF_HUB_OFFLINE": "1"}
 
 
