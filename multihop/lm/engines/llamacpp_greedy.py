@@ -1,12 +1,12 @@
 """Greedy decoding under a llama.cpp grammar that asks the grammar about the likeliest tokens before the vocabulary.
 
 llama-cpp-python samples under a grammar with a chain that applies the grammar to every token of the vocabulary at
-every step (49,152 for SmolLM2: ~13 ms a token on 2 cores, as long as the decode step itself) and then takes the
-likeliest token left. Greedy decoding needs less: the likeliest allowed token is the first allowed one in the order
-of the logits, so :class:`CheckedGreedy` asks the grammar about the :data:`TOP` likeliest tokens only and falls back
-to the whole vocabulary when none of them is allowed — the check llama.cpp's own ``common_sampler`` makes for its
-command-line tools. Ties go to the lower token id, as llama.cpp's greedy sampler breaks them, so the tokens chosen are
-the chain's, step for step (tested against it). Loaded with ``llama-cpp-python`` only (a local LM's first call).
+every step (49,152 for SmolLM2: ~13 ms a token on 2 cores) and then takes the likeliest token left. Greedy decoding
+needs less: the likeliest allowed token is the first allowed one in the order of the logits, so
+:class:`CheckedGreedy` asks the grammar about the :data:`TOP` likeliest tokens only and falls back to the whole
+vocabulary when none of them is allowed — the check llama.cpp's own ``common_sampler`` makes for its command-line
+tools. Ties go to the lower token id, as llama.cpp's greedy sampler breaks them, so the tokens chosen are the chain's,
+step for step (tested against it). Loaded with ``llama-cpp-python`` only (a local LM's first call).
 """
 
 from __future__ import annotations
