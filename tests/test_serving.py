@@ -79,6 +79,19 @@ def test_a_keyed_server_answers_only_clients_with_the_key():
     assert answered.status_code == 200 and answered.json()["data"][0]["id"].startswith("smollm2")
 
 
+@pytest.mark.slow
+def test_the_served_model_samples_greedily_under_a_schema_as_the_engine_does():
+    pytest.importorskip("llama_cpp.server", reason="llama-cpp-python's server is not installed")
+    import llama_cpp
+    from llama_cpp.server import app as served
+
+    from multihop.lm.engines.llamacpp_greedy import checked_llama_class
+
+    server_app("local:smollm2", 8000)
+    assert isinstance(served._llama_proxy._current_model, checked_llama_class())
+    assert llama_cpp.Llama is not checked_llama_class()  # only the server's model was built as one
+
+
 def served_as_openai(port: int, name: str) -> None:
     """The same server reached as any OpenAI-compatible endpoint (``openai/<its model>``): in llama-cpp-python's
     ``json_object`` form every stage of HANRAG parses (no fallback, no stage error); the ``json_schema`` form, which

@@ -65,6 +65,8 @@ def server_app(spec: str, port: int, host: str = "127.0.0.1", adapter: Path | No
     threads = physical_cores()
     model = ModelSettings(model=str(gguf), model_alias=name, n_ctx=MAX_CONTEXT, n_threads=threads,
                           n_threads_batch=threads, lora_path=str(lora) if lora else None, verbose=False)
-    with plain_weight_buffers():
+    from multihop.lm.engines.llamacpp_greedy import models_built_checked
+
+    with plain_weight_buffers(), models_built_checked():  # greedy replies under a schema as the engine decodes them
         return create_app(server_settings=ServerSettings(host=host, port=port, api_key=api_key or None),
                           model_settings=[model])

@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import threading
+from contextlib import contextmanager
 
 import llama_cpp
 import numpy as np
 
 TOP = 16  # the likeliest tokens the grammar is asked about before the whole vocabulary
+_SWAPPING = threading.Lock()
 TOKEN_DATA = np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)], align=True)  # llama_token_data
 
 
@@ -100,3 +103,15 @@ def checked_llama_class() -> type:
             return super()._init_sampler(**options)
 
     return CheckedLlama
+
+
+@contextmanager
+def models_built_checked():
+    """``llama_cpp.Llama`` is :func:`checked_llama_class` while the block runs (under a lock), for code that builds its
+    models through that name: llama-cpp-python's server."""
+    with _SWAPPING:
+        original, llama_cpp.Llama = llama_cpp.Llama, checked_llama_class()
+        try:
+            yield
+        finally:
+            llama_cpp.Llama = original
