@@ -409,6 +409,7 @@ def _convert_gguf(source: Path, target: Path, spec: ModelSpec) -> None:
     import llama_cpp
 
     work = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    stamp = work.with_name(f".{work.name}.sha256")
     params = llama_cpp.llama_model_quantize_default_params()
     params.ftype, params.allow_requantize, params.nthread = LLAMACPP_TYPES[spec.llamacpp_type], True, 2
     log = logging.getLogger("llama-cpp-python")  # llama.cpp's log: a line per tensor converted
@@ -419,13 +420,14 @@ def _convert_gguf(source: Path, target: Path, spec: ModelSpec) -> None:
         if failed:
             raise RuntimeError(f"llama.cpp could not convert {source.name} to {spec.llamacpp_type} in {target.parent} "
                                f"(code {failed}): it needs that folder writable, with ~4 bytes a parameter free")
-        weights_sha = verify(work, "")
+        weights_sha = verify(work, "")  # remembered beside it (unless the folder refuses), moved with it
         os.replace(work, target)
-        os.replace(work.with_name(f".{work.name}.sha256"), target.with_name(f".{target.name}.sha256"))
+        if stamp.exists():
+            os.replace(stamp, target.with_name(f".{target.name}.sha256"))
     finally:
         log.setLevel(level)
         work.unlink(missing_ok=True)
-        work.with_name(f".{work.name}.sha256").unlink(missing_ok=True)
+        stamp.unlink(missing_ok=True)
     info = {"source": str(source), "source_sha256": spec.sha256, "type": spec.llamacpp_type,
             "weights_sha256": weights_sha}
     atomic_write_text(target.with_suffix(".json"), json.dumps(info, indent=2))
