@@ -135,14 +135,19 @@ COMMANDS = ("eval --threads", "compare --threads", "reproduce", "cirag extract -
             "distill", "retriever train", *(f"index build --token-states {form}" for form in TOKEN_STATE_FORMS))
 
 
-def cut_when_under_way(run: subprocess.Popen, how: str, progress: str, out: Path, home: Path) -> int:
-    """Send the signal ``how`` to ``run`` once its progress shows, while it still runs; its exit code."""
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and run.poll() is None and not under_way(progress, out, home):
+def cut_when_under_way(cuts: dict[str, subprocess.Popen], progress: str, tmp_path: Path, homes: dict) -> dict:
+    """Send each cut run (by signal name) its signal as soon as its progress shows, watching them all at once (one
+    waited on alone could finish meanwhile); each one's exit code. A run that ends before its progress shows fails."""
+    waiting, deadline = dict(cuts), time.monotonic() + 120
+    while waiting and time.monotonic() < deadline:
+        for how, run in list(waiting.items()):
+            assert run.poll() is None, (how, "ended before it was cut", said(run))
+            if under_way(progress, tmp_path / how, Path(homes[how]["MULTIHOP_HOME"])):
+                run.send_signal(SIGNALS[how])
+                del waiting[how]
         time.sleep(0.05)
-    assert run.poll() is None and under_way(progress, out, home), (how, "not cut mid-run", said(run))
-    run.send_signal(SIGNALS[how])
-    return run.wait(timeout=60)
+    assert not waiting, (sorted(waiting), "no progress in 120 s")
+    return {how: run.wait(timeout=60) for how, run in cuts.items()}
 
 
 @pytest.mark.slow  # each command runs in subprocesses: whole, and cut by each signal then run again, side by side
@@ -157,9 +162,8 @@ def test_an_interrupted_command_reruns_to_what_an_uninterrupted_run_writes(comma
             runs.append(whole := start(argv, tmp_path / "whole", homes["whole"]))
             cuts = {how: start(argv, tmp_path / how, homes[how]) for how in SIGNALS}
             runs.extend(cuts.values())
-            for how, cut in cuts.items():
-                code = cut_when_under_way(cut, how, progress, tmp_path / how, Path(homes[how]["MULTIHOP_HOME"]))
-                assert code == (130 if how == "ctrl-c" else -signal.SIGKILL), (how, said(cut))
+            for how, code in cut_when_under_way(cuts, progress, tmp_path, homes).items():
+                assert code == (130 if how == "ctrl-c" else -signal.SIGKILL), (how, said(cuts[how]))
             reruns = {how: start(argv, tmp_path / how, homes[how]) for how in SIGNALS}
             runs.extend(reruns.values())
             for run in (whole, *reruns.values()):
