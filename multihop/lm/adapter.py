@@ -73,9 +73,9 @@ def response_model(signature: type[dspy.Signature], native_function_calling: boo
     pydantic its schema, on every call). Raises as DSPy's builder does (an open-ended mapping, a type pydantic cannot
     write a schema for)."""
     key = _hashable((native_function_calling, *((name, field.annotation, field.default)
-                                                for name, field in signature.output_fields.items())))
+                                                 for name, field in signature.output_fields.items())))
     return _cached(_RESPONSE_MODELS, key,
-                  lambda: _get_structured_outputs_response_format(signature, native_function_calling))
+                   lambda: _get_structured_outputs_response_format(signature, native_function_calling))
 
 
 def prompt_key(signature: type[dspy.Signature]) -> tuple:

@@ -92,11 +92,11 @@ class LlamaCppEngine(LocalEngine):
     def _load(self):
         from .llamacpp_greedy import checked_llama_class
 
-        threads = self.n_threads or physical_cores()
+        threads, llama = self.n_threads or physical_cores(), checked_llama_class()
         with plain_weight_buffers():
-            self._model = checked_llama_class()(model_path=str(self.gguf), n_ctx=MAX_CONTEXT, n_threads=threads,
-                                            n_threads_batch=threads,
-                                            lora_path=str(self.lora) if self.lora else None, verbose=False)
+            self._model = llama(model_path=str(self.gguf), n_ctx=MAX_CONTEXT, n_threads=threads,
+                                n_threads_batch=threads, lora_path=str(self.lora) if self.lora else None,
+                                verbose=False)
         if self.prefix_cache_bytes:
             self._model.set_cache(prefix_cache_class()(self.prefix_cache_bytes))
 
