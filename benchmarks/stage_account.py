@@ -48,15 +48,23 @@ class CountedEngine(LlamaCppEngine):
     def generate(self, messages, config, max_tokens, schema):
         import llama_cpp.llama_cpp as bindings
 
-        if self._model is not None:
-            bindings.llama_perf_context_reset(self._model._ctx.ctx)
+        for model in self._contexts():
+            bindings.llama_perf_context_reset(model._ctx.ctx)
         started = time.perf_counter()
         generation = super().generate(messages, config, max_tokens, schema)
-        perf = bindings.llama_perf_context(self._model._ctx.ctx)
-        self.calls.append({"seconds": time.perf_counter() - started, "prompt_ms": perf.t_p_eval_ms,
-                           "decode_ms": perf.t_eval_ms, "prompt": generation.prompt_tokens,
+        decoding, *prompts = (bindings.llama_perf_context(model._ctx.ctx) for model in self._contexts())
+        # the decoding context evaluates a split prompt's last token alone: llama.cpp counts it as a decoded one
+        self.calls.append({"seconds": time.perf_counter() - started,
+                           "prompt_ms": decoding.t_p_eval_ms + sum(p.t_p_eval_ms + p.t_eval_ms for p in prompts),
+                           "decode_ms": decoding.t_eval_ms, "prompt": generation.prompt_tokens,
                            "reused": generation.cached_tokens})
         return generation
+
+    def _contexts(self) -> list:
+        """The loaded llama.cpp models: the decoding one, then the one evaluating its prompts, if apart."""
+        if self._model is None:
+            return []
+        return [self._model] + ([self._model.prompts] if self._model.prompts is not None else [])
 
 
 def programs(limit: int) -> tuple[list[dspy.Example], dict]:
@@ -71,9 +79,10 @@ def programs(limit: int) -> tuple[list[dspy.Example], dict]:
 
 def run(name: str, build, examples, folder: Path, cache_bytes: int | None) -> tuple[dict, dict, CountedEngine]:
     """One program's evaluation on a fresh engine; its summary, its LM calls by stage and the engine."""
-    gguf, _, identity = llamacpp_weights("smollm2")
-    engine = CountedEngine(gguf) if cache_bytes is None else CountedEngine(gguf, prefix_cache_bytes=cache_bytes)
-    lm = engine_lm(f"local/{identity}-account-{cache_bytes}", engine, max_tokens=DEMO_MAX_TOKENS, cache=False)
+    weights = llamacpp_weights("smollm2", split_prompts=True)  # as the demo's LM runs it
+    cache = {} if cache_bytes is None else {"prefix_cache_bytes": cache_bytes}
+    engine = CountedEngine(weights.gguf, prompt_gguf=weights.prompt_gguf, **cache)
+    lm = engine_lm(f"local/{weights.identity}-account-{cache_bytes}", engine, max_tokens=DEMO_MAX_TOKENS, cache=False)
     program = build()
     if name == "CoopRAG":
         for stage in program.stage_names():
@@ -100,7 +109,7 @@ def main() -> None:
     parser.add_argument("--out", default="runs/bench-account")
     args = parser.parse_args()
     examples, builders = programs(args.limit)
-    table = Table(title=f"LM calls by stage on {len(examples)} MuSiQue dev questions (SmolLM2 float32, llama.cpp)")
+    table = Table(title=f"LM calls by stage on {len(examples)} MuSiQue dev questions (SmolLM2 on llama.cpp)")
     for column in ("program", "stage", "engine keeps", "calls", "prompt tok", "evaluated", "reused", "evaluated %",
                    "prompt eval s", "decode s", "rest s", "s/call"):
         table.add_column(column, justify="left" if column in ("program", "stage", "engine keeps") else "right")

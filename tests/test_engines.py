@@ -94,7 +94,10 @@ def test_auto_engine_runs_a_gguf_model_on_llama_cpp_and_falls_back_without_it(mo
     monkeypatch.setattr(lms, "llama_cpp_available", lambda: True)
     lm = make_lm("local:smollm2")
     assert isinstance(lm._engine_spec, LlamaCppEngine) and lm._engine_spec.constrained
-    assert lm.model.startswith("local/smollm2-llamacpp-") and lm.model.endswith(f"-json{POLICY}")
+    assert lm.model.startswith("local/smollm2-llamacpp-") and lm.model.endswith(f"-f32prompts-json{POLICY}")
+    # the shipped Q4_1 file decodes; its float32 conversion evaluates the prompts
+    assert lm._engine_spec.gguf == lms.models.resolve("smollm2")
+    assert lm._engine_spec.prompt_gguf == lms.models.llamacpp_gguf("smollm2")
     assert make_lm("local:smollm2", max_tokens=7)._engine_spec is lm._engine_spec  # one engine per model
     free = make_lm("local:smollm2", constrained=False)
     assert free.model == lm.model.removesuffix(f"-json{POLICY}") and not free._engine_spec.constrained
@@ -206,14 +209,16 @@ def test_prefix_reuse_stop_strings_usage_and_parity_with_transformers():
     second = Request(model="m", system=system, messages=(Message.user("Who directed the film?"),),
                      config=Config(max_tokens=24, temperature=0.0))
     engine.complete(first)
-    evaluated, real_eval = [], engine._model.eval
-    engine._model.eval = lambda tokens: evaluated.append(len(tokens)) or real_eval(tokens)
+    prompts = engine._prompt_model()  # the float32 context that evaluates SmolLM2's prompts
+    evaluated, real_eval = [], prompts.eval
+    prompts.eval = lambda tokens: evaluated.append(len(tokens)) or real_eval(tokens)
     try:
         reused = engine.complete(second)  # only the tokens after the prefix it shares with the first are evaluated
     finally:
-        engine._model.eval = real_eval
-    assert 0 < evaluated[0] < reused.usage.input_tokens
-    fresh = LlamaCppEngine(engine.gguf).complete(second)  # nothing to reuse
+        prompts.eval = real_eval
+    usage = reused.usage  # the decoding context evaluates the prompt's last token
+    assert evaluated == [usage.input_tokens - usage.cache_read_tokens - 1] and usage.cache_read_tokens > 20
+    fresh = LlamaCppEngine(engine.gguf, prompt_gguf=engine.prompt_gguf).complete(second)  # nothing to reuse
     assert reused.text == fresh.text
     usage = fresh.usage
     assert usage.input_tokens > 20 and 0 < usage.output_tokens <= 24
@@ -237,14 +242,15 @@ def stage_request(step: int, question: int, system: str | None = None) -> Reques
 
 
 def stage_engine(kind: str, **settings) -> LocalEngine:
-    if kind == "llamacpp":
+    if kind.startswith("llamacpp"):
         pytest.importorskip("llama_cpp", reason="llama-cpp-python is not built in this virtualenv")
-        return LlamaCppEngine(lms.llamacpp_weights("smollm2")[0], **settings)
+        weights = lms.llamacpp_weights("smollm2", split_prompts=kind == "llamacpp-split")
+        return LlamaCppEngine(weights.gguf, prompt_gguf=weights.prompt_gguf, **settings)
     return TransformersEngine(lms.resolve_local("smollm2"), **settings)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", ["llamacpp", "transformers"])
+@pytest.mark.parametrize("kind", ["llamacpp", "llamacpp-split", "transformers"])
 def test_alternating_stages_each_evaluate_only_their_own_suffix_and_reply_as_without_the_cache(kind):
     cached, uncached = stage_engine(kind), stage_engine(kind, prefix_cache_bytes=0)
     replies, evaluated = [], []
@@ -325,7 +331,7 @@ def test_llama_cpp_decodes_greedily_with_the_engines_seed_and_reports_the_reused
     calls = []
 
     class Model:  # stands in for llama_cpp.Llama: the previous prompt's tokens are 1 2 3 9, no state cached
-        input_ids, n_tokens, cache = np.array([1, 2, 3, 9, 0, 0]), 4, None
+        input_ids, n_tokens, cache, prompts = np.array([1, 2, 3, 9, 0, 0]), 4, None, None
 
         def create_chat_completion(self, messages, **options):
             calls.append(options)

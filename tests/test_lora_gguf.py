@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from multihop.lm.backends import make_lm
+from multihop.lm.backends import engine_lm, make_lm
+from multihop.lm.engines import LlamaCppEngine
 from multihop.lm.engines.lora import _lora_part, rotary_permute
 
 
@@ -51,7 +52,12 @@ def test_a_converted_student_writes_on_llama_cpp_what_it_writes_on_transformers(
 
     tuned = reply("transformers", tmp_path / "adapter")
     assert tuned != reply("transformers")  # the adapter changes the greedy text
-    assert reply("llamacpp", tmp_path / "adapter") == tuned  # query and key rows in llama.cpp's rotary order
+    student = make_lm("local:smollm2", engine="llamacpp", adapter=tmp_path / "adapter", cache=False, max_tokens=24)
+    split = student._engine_spec  # decodes from the shipped Q4_1 file: its own rounding; the float32 file alone
+    float32 = engine_lm("local/student-float32", LlamaCppEngine(split.prompt_gguf, lora=split.lora), cache=False,
+                        max_tokens=24)  # computes what transformers does
+    assert float32("Name three colours.")[0] == tuned  # query and key rows in llama.cpp's rotary order
+    assert student("Name three colours.")[0] != reply("llamacpp")  # the split engine runs the adapter on both
     assert len(list((tmp_path / "home" / "lora-gguf").glob("*.gguf"))) == 1
 
 

@@ -47,6 +47,7 @@ import logging
 import os
 import threading
 from pathlib import Path
+from typing import NamedTuple
 
 import dspy
 from dspy.lm15 import Config, Message, Request
@@ -102,17 +103,33 @@ def local_name(target: str) -> str:
     return target.partition("@")[0].rpartition("/")[2] if models.is_hub_id(target) else Path(target).stem
 
 
-def llamacpp_weights(target: str, adapter: Path | None = None) -> tuple[Path, Path | None, str]:
-    """The GGUF file llama.cpp runs for a local GGUF target (a registry model's
-    :func:`~multihop.lm.models.llamacpp_gguf`, a path's own file), its adapter converted to a GGUF LoRA (or None), and
-    the name that identifies both (``<name>-llamacpp-<checksum>[-<type>][-lora<checksum>]``, the type a registry model
-    runs as when not the shipped one), which keys DSPy's cache and names a served model."""
+class LlamaCppWeights(NamedTuple):
+    """What llama.cpp runs for a local GGUF target: the GGUF it decodes with (and evaluates prompts with, unless
+    ``prompt_gguf``), the GGUF a second context evaluates prompts with, or None, the adapter converted to a GGUF LoRA
+    (or None), and the name that identifies them, which keys DSPy's cache and names a served model."""
+
+    gguf: Path
+    prompt_gguf: Path | None
+    lora: Path | None
+    identity: str
+
+
+def llamacpp_weights(target: str, adapter: Path | None = None, split_prompts: bool = False) -> LlamaCppWeights:
+    """The GGUF files llama.cpp runs for a local GGUF target: a registry model's
+    :func:`~multihop.lm.models.llamacpp_gguf` (with ``split_prompts``, when that is a conversion: the shipped file
+    decodes and the conversion evaluates the prompts, :mod:`multihop.lm.engines.llamacpp_prompt`), a path's own file.
+    The identity is ``<name>-llamacpp-<checksum>[-<type>[prompts]][-lora<checksum>]``, the type the registry model runs
+    as (its prompts only) when not the shipped one."""
     spec = models.REGISTRY.get(target)
     gguf = models.llamacpp_gguf(target) if spec else local_gguf(target)
     sha = spec.sha256 if spec else models.sha256_file(gguf)
     lora = gguf_lora(adapter, gguf, sha) if adapter is not None else None
-    weights = f"-{spec.llamacpp_type}" if spec and spec.llamacpp_type else ""
-    return gguf, lora, f"{local_name(target)}-llamacpp-{sha[:12]}{weights}{f'-lora{lora.stem[:12]}' if lora else ''}"
+    converted = spec is not None and bool(spec.llamacpp_type)
+    weights = f"-{spec.llamacpp_type}{'prompts' if split_prompts else ''}" if converted else ""
+    identity = f"{local_name(target)}-llamacpp-{sha[:12]}{weights}{f'-lora{lora.stem[:12]}' if lora else ''}"
+    if converted and split_prompts:
+        return LlamaCppWeights(local_gguf(target), gguf, lora, identity)
+    return LlamaCppWeights(gguf, None, lora, identity)
 
 
 def resolve_local(target: str) -> Path:
@@ -288,9 +305,10 @@ def _local_lm(target: str, adapter: Path | None, engine: str, constrained: bool,
         if not llama_cpp_available():
             raise ValueError("the llama.cpp engine needs llama-cpp-python: `make setup` builds it, or `pip install "
                              "llama-cpp-python`; engine='transformers' runs without it")
-        gguf, lora, identity = llamacpp_weights(target, adapter)
-        return engine_lm(f"local/{identity}{decoding}",
-                         shared_engine(LlamaCppEngine, gguf, constrained=constrained, lora=lora), **settings)
+        weights = llamacpp_weights(target, adapter, split_prompts=True)
+        engine = shared_engine(LlamaCppEngine, weights.gguf, constrained=constrained, lora=weights.lora,
+                               prompt_gguf=weights.prompt_gguf)
+        return engine_lm(f"local/{weights.identity}{decoding}", engine, **settings)
     path = resolve_local(target)
     revision = models.snapshot_revision(path)  # a Hub model's commit: its weights may be sharded, unfingerprinted
     model = f"local/{name}{f'@{revision}' if revision else ''}-{_fingerprint(path, adapter)}{decoding}"

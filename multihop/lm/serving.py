@@ -61,7 +61,7 @@ def server_app(spec: str, port: int, host: str = "127.0.0.1", adapter: Path | No
             check_adapter(Path(adapter), spec.removeprefix("local:"))
         except FileNotFoundError as exc:
             raise ValueError(str(exc)) from None
-    gguf, lora, name = llamacpp_weights(spec.removeprefix("local:"), adapter)
+    gguf, _, lora, name = llamacpp_weights(spec.removeprefix("local:"), adapter)  # one file: the server has one model
     threads = physical_cores()
     model = ModelSettings(model=str(gguf), model_alias=name, n_ctx=MAX_CONTEXT, n_threads=threads,
                           n_threads_batch=threads, lora_path=str(lora) if lora else None, verbose=False)

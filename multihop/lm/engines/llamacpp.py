@@ -82,23 +82,32 @@ class LlamaCppEngine(LocalEngine):
     KV states kept for the stages' prompts (0: only the last call's, as llama-cpp-python keeps it)."""
 
     def __init__(self, gguf: str | Path, constrained: bool = True, n_threads: int | None = None, seed: int = 0,
-                 lora: str | Path | None = None, prefix_cache_bytes: int = PREFIX_CACHE_BYTES):
+                 lora: str | Path | None = None, prefix_cache_bytes: int = PREFIX_CACHE_BYTES,
+                 prompt_gguf: str | Path | None = None):
         super().__init__(Path(gguf).name, constrained)
         self.gguf, self.lora = Path(gguf), Path(lora) if lora else None
+        self.prompt_gguf = Path(prompt_gguf) if prompt_gguf else None
         self.n_threads, self.seed, self.prefix_cache_bytes = n_threads, seed, prefix_cache_bytes
         self._lock = threading.Lock()
         self._model = None
 
     def _load(self):
-        from .llamacpp_greedy import checked_llama_class
+        from .llamacpp_prompt import PROMPT_BATCH, prompt_llama_class, prompted_llama_class
 
-        threads, llama = self.n_threads or physical_cores(), checked_llama_class()
+        threads, lora = self.n_threads or physical_cores(), str(self.lora) if self.lora else None
         with plain_weight_buffers():
-            self._model = llama(model_path=str(self.gguf), n_ctx=MAX_CONTEXT, n_threads=threads,
-                                n_threads_batch=threads, lora_path=str(self.lora) if self.lora else None,
-                                verbose=False)
+            self._model = prompted_llama_class()(model_path=str(self.gguf), n_ctx=MAX_CONTEXT, n_threads=threads,
+                                                 n_threads_batch=threads, lora_path=lora, verbose=False)
+            if self.prompt_gguf:
+                self._model.prompts = prompt_llama_class()(
+                    model_path=str(self.prompt_gguf), n_ctx=MAX_CONTEXT, n_threads=threads, n_threads_batch=threads,
+                    n_batch=PROMPT_BATCH, n_ubatch=PROMPT_BATCH, flash_attn=True, lora_path=lora, verbose=False)
         if self.prefix_cache_bytes:
-            self._model.set_cache(prefix_cache_class()(self.prefix_cache_bytes))
+            self._prompt_model().set_cache(prefix_cache_class()(self.prefix_cache_bytes))
+
+    def _prompt_model(self):
+        """The model that evaluates prompts and keeps their KV states: the ``prompt_gguf``'s, or the decoding one."""
+        return self._model if self._model.prompts is None else self._model.prompts
 
     def generate(self, messages: list[dict], config, max_tokens: int, schema: dict | None) -> Generation:
         options = completion_options(config, max_tokens, schema, self.seed)
@@ -106,7 +115,8 @@ class LlamaCppEngine(LocalEngine):
             if self._model is None:
                 self._load()
             # the sequences the prompt may start from: the last call's, and every state the cache holds
-            starts = [self._model.input_ids[: self._model.n_tokens].tolist(), *self._cached_sequences()]
+            prompts = self._prompt_model()
+            starts = [prompts.input_ids[: prompts.n_tokens].tolist(), *self._cached_sequences()]
             recorder = StepRecorder(self._model) if config.logprobs is not None else None
             if recorder is None:
                 reply = self._model.create_chat_completion(messages=messages, **options)
@@ -123,32 +133,37 @@ class LlamaCppEngine(LocalEngine):
                           spelling(recorder.tokens, text) if recorder else None)
 
     def _cached_sequences(self) -> list[tuple[int, ...]]:
-        cache = self._model.cache
+        cache = self._prompt_model().cache
         return list(cache.cache_state) if cache is not None else []
 
     def forget_prefix(self) -> None:
         with self._lock:
-            if self._model is not None:
-                self._model.reset()
-                if self._model.cache is not None:
-                    self._model.cache.cache_state.clear()
+            for model in (self._model, self._model.prompts if self._model is not None else None):
+                if model is not None:
+                    model.reset()
+                    if model.cache is not None:
+                        model.cache.cache_state.clear()
 
     def close(self) -> None:
         with self._lock:
             if self._model is not None:
+                if self._model.prompts is not None:
+                    self._model.prompts.close()
                 self._model.close()
             self._model = None
 
     def dump_state(self) -> dict:
         return {"gguf": str(self.gguf), "constrained": self.constrained, "n_threads": self.n_threads,
                 "seed": self.seed, "lora": str(self.lora) if self.lora else None,
-                "prefix_cache_bytes": self.prefix_cache_bytes}
+                "prefix_cache_bytes": self.prefix_cache_bytes,
+                "prompt_gguf": str(self.prompt_gguf) if self.prompt_gguf else None}
 
     @classmethod
     def load_state(cls, state: dict) -> LlamaCppEngine:
         return cls(state["gguf"], constrained=state.get("constrained", True), n_threads=state.get("n_threads"),
                    seed=state.get("seed", 0), lora=state.get("lora"),
-                   prefix_cache_bytes=state.get("prefix_cache_bytes", PREFIX_CACHE_BYTES))
+                   prefix_cache_bytes=state.get("prefix_cache_bytes", PREFIX_CACHE_BYTES),
+                   prompt_gguf=state.get("prompt_gguf"))
 
 
 @functools.cache

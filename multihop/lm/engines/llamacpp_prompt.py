@@ -1,0 +1,143 @@
+"""Prompts evaluated by a second llama.cpp context, replies decoded by the engine's own
+(:class:`~.llamacpp.LlamaCppEngine`'s ``prompt_gguf``).
+
+llama.cpp evaluates a prompt fastest and decodes a token fastest with different settings. A prompt goes fastest from
+weights its tiled matrix products take (float32 on x86: it multiplies Q4_1 matrices a row and a column at a time) and
+with flash attention in large batches; a token goes fastest from the smallest weights (each token reads all of them)
+without flash attention (its CPU kernel is slow on one query row). For SmolLM2 on 2 cores (docs: measurements, "Local
+engines"): 1,167 prompt tokens in 2.3 s with float32, flash attention and batches of 2,048, against 3.5 s as the
+engine's context evaluates them; 18 ms a token decoded from the shipped Q4_1 file at that length, against 31 ms in
+float32 and 45 ms with flash attention.
+
+So a :class:`PromptLlama` evaluates the prompt and hands its KV state to the decoding model
+(:func:`prompted_llama_class`), which evaluates the prompt's last token itself (its logits start the reply) and
+decodes. The prompt context keeps the per-stage prefix cache: each prompt's state is saved once evaluated, keyed by its
+tokens, and a prompt starts from the state sharing its longest prefix. The decoding context's KV state of a prompt is
+therefore the prompt context's, the same whichever stage ran before. With flash attention llama.cpp keeps the values
+of the KV cache a row per token; without it, transposed — and it refuses a state of the other layout, so
+:func:`values_transposed` rewrites the state's values (the layout is llama.cpp's sequence state, pinned with
+llama-cpp-python; a state it does not recognise is an error, not a silent mismatch).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import struct
+
+import numpy as np
+
+from .llamacpp_greedy import checked_llama_class
+
+PROMPT_BATCH = 2048  # tokens evaluated at once by the prompt context (its n_batch and n_ubatch)
+SEQUENCE_STATE_MAGIC = 0xAF143CD8  # llama.cpp's sequence state starts with it (llama-context.cpp, io_magic)
+VALUE_TYPE_SIZES = {0: 4, 1: 2, 30: 2}  # ggml type → bytes an element: F32, F16, BF16 (the KV cache types it takes)
+
+
+def values_transposed(state: bytes) -> bytearray:
+    """One sequence's llama.cpp KV state (``llama_state_seq_get_data``) with its values a row per token, as a context
+    with flash attention writes it, rewritten as a context without flash attention keeps them: for each layer, each
+    value dimension's elements across the tokens. Everything else (magic, cells, keys) is kept byte for byte; the value
+    headers keep their size (type, row bytes → type, element bytes, dimensions).
+
+    Raises ``ValueError`` for a state not in that layout (another llama.cpp version's, several sequences or streams,
+    values already transposed, a quantised value cache)."""
+    view = memoryview(state)
+    offset = 0
+
+    def read(fmt: str):
+        nonlocal offset
+        values = struct.unpack_from(fmt, view, offset)
+        offset += struct.calcsize(fmt)
+        return values
+
+    magic, _seq, streams, cells = read("<IiII")
+    if magic != SEQUENCE_STATE_MAGIC or streams != 1:
+        raise ValueError(f"not a one-stream llama.cpp sequence state (magic {magic:#x}, {streams} streams)")
+    for _ in range(cells):  # position, sequence count, sequence ids
+        _pos, n_seq = read("<iI")
+        if n_seq != 1:
+            raise ValueError(f"a cell of the state holds {n_seq} sequences, not one")
+        offset += 4
+    flag = offset
+    v_trans, layers = read("<II")
+    if v_trans:
+        raise ValueError("the state's values are already transposed")
+    for _ in range(layers):  # keys: type, row bytes, a row per cell
+        _type, row = read("<iQ")
+        offset += row * cells
+    out = bytearray(state)
+    struct.pack_into("<I", out, flag, 1)
+    for _ in range(layers):  # values: type, row bytes, a row per cell → type, element bytes, dimensions, a row each
+        header = offset
+        value_type, row = read("<iQ")
+        size = VALUE_TYPE_SIZES.get(value_type)
+        if size is None or row % size:
+            raise ValueError(f"the state's value cache has ggml type {value_type}: only F32, F16 and BF16 transpose")
+        rows = np.frombuffer(view, dtype=np.dtype(f"V{size}"), count=cells * (row // size), offset=offset)
+        struct.pack_into("<iII", out, header, value_type, size, row // size)
+        out[offset: offset + row * cells] = rows.reshape(cells, row // size).T.tobytes()
+        offset += row * cells
+    if offset != len(state):
+        raise ValueError(f"the state holds {len(state) - offset} bytes after its values")
+    return out
+
+
+@functools.cache
+def prompt_llama_class() -> type:
+    """``llama_cpp.Llama`` evaluating prompts for another model (built with flash attention and batches of
+    :data:`PROMPT_BATCH`) and keeping their KV states in its ``cache`` (a ``LlamaRAMCache``, or None)."""
+    import llama_cpp
+    import llama_cpp.llama_cpp as bindings
+
+    class PromptLlama(llama_cpp.Llama):
+        def evaluate(self, tokens: list[int]) -> bytes:
+            """Evaluate ``tokens`` from the longest prefix this context or its cache holds; the sequence's KV
+            state (saved in the cache, keyed by ``tokens``)."""
+            start = self.longest_token_prefix(self.input_ids[: self.n_tokens].tolist(), tokens)
+            key = self.cache._find_longest_prefix_key(tuple(tokens)) if self.cache is not None else None
+            if key is not None and self.longest_token_prefix(key, tokens) > start:
+                set_sequence(self, self.cache[key].llama_state)
+                self.input_ids[: len(key)] = key
+                start = self.longest_token_prefix(key, tokens)
+            self.n_tokens = start
+            self.eval(tokens[start:])  # drops the KV state past the prefix first
+            size = bindings.llama_state_seq_get_size(self._ctx.ctx, 0)
+            buffer = (ctypes.c_uint8 * size)()
+            state = bytes(memoryview(buffer)[: bindings.llama_state_seq_get_data(self._ctx.ctx, buffer, size, 0)])
+            if self.cache is not None and start < len(tokens):
+                self.cache[tokens] = llama_cpp.llama.LlamaState(np.asarray(tokens, dtype=np.intc), np.zeros((1, 1)),
+                                                                len(tokens), state, len(state), self._seed)
+            return state
+
+    return PromptLlama
+
+
+def set_sequence(model, state: bytes | bytearray) -> None:
+    """Load a sequence's KV state (``llama_state_seq_get_data``'s) into ``model``'s context as its only sequence."""
+    import llama_cpp.llama_cpp as bindings
+
+    array = ctypes.c_uint8 * len(state)
+    data = array.from_buffer(state) if isinstance(state, bytearray) else array.from_buffer_copy(state)
+    if bindings.llama_state_seq_set_data(model._ctx.ctx, data, len(state), 0) != len(state):
+        raise RuntimeError("llama.cpp refused a prompt's KV state (the prompt and decoding contexts' models differ?)")
+
+
+@functools.cache
+def prompted_llama_class() -> type:
+    """:func:`~.llamacpp_greedy.checked_llama_class` whose prompts its ``prompts`` model (a :func:`prompt_llama_class`
+    model of the same architecture, or None: its own) evaluates: all but the last token, whose KV state it takes
+    over; it evaluates the last token itself and decodes."""
+
+    class PromptedLlama(checked_llama_class()):
+        prompts = None
+
+        def generate(self, tokens, *args, **kwargs):
+            head = list(tokens[:-1])
+            if self.prompts is not None and head:
+                set_sequence(self, values_transposed(self.prompts.evaluate(head)))
+                self.input_ids[: len(head)] = head
+                self.n_tokens = len(head)  # llama-cpp-python's generate finds them all and evaluates the last token
+            return super().generate(tokens, *args, **kwargs)
+
+    return PromptedLlama
