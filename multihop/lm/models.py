@@ -378,11 +378,13 @@ def llamacpp_gguf(name: str) -> Path:
     together convert once) and cached as ``MULTIHOP_HOME/models/<file>-<checksum>.<TYPE>.gguf`` with a manifest of
     its checksum, checked on later calls (a file that no longer matches is converted again from the verified source).
 
-    SmolLM2 runs as float32: the values de-quantising its Q4_1 file gives (each block's scale times its 4-bit value
-    plus its minimum; the transformers engine's copy holds the same), 540 MB for 135M parameters. llama.cpp
+    SmolLM2's conversion is float32: the values de-quantising its Q4_1 file gives (each block's scale times its 4-bit
+    value plus its minimum; the transformers engine's copy holds the same), 540 MB for 135M parameters. llama.cpp
     multiplies Q4_1 matrices a row and a column at a time after quantising the activations to 8 bits, and float32 ones
     with its tiled products, so a prompt is evaluated about twice as fast on x86 CPUs; decoding a token reads four times
-    the bytes and takes about twice as long (docs: measurements, "Local engines").
+    the bytes and takes about twice as long. The in-process engine therefore evaluates prompts with the conversion and
+    decodes from the shipped file (:mod:`multihop.lm.engines.llamacpp_prompt`); ``multihop serve``, one model, runs
+    the conversion (docs: measurements, "Local engines").
     """
     spec = get_spec(name)
     source = resolve(name)
@@ -455,7 +457,7 @@ def install(names: list[str], quiet: bool = True) -> None:
             from multihop.lm.engines.llamacpp import llama_cpp_available
 
             if spec.llamacpp_type and llama_cpp_available():
-                path = f"{path} (llama.cpp runs {llamacpp_gguf(name)})"
+                path = f"{path} (llama.cpp evaluates its prompts with {llamacpp_gguf(name)})"
         print(f"{name}: ready at {path}")
 
 

@@ -6,8 +6,8 @@ weights its tiled matrix products take (float32 on x86: it multiplies Q4_1 matri
 with flash attention in large batches; a token goes fastest from the smallest weights (each token reads all of them)
 without flash attention (its CPU kernel is slow on one query row). For SmolLM2 on 2 cores (docs: measurements, "Local
 engines"): 1,167 prompt tokens in 2.3 s with float32, flash attention and batches of 2,048, against 3.5 s as the
-engine's context evaluates them; 18 ms a token decoded from the shipped Q4_1 file at that length, against 31 ms in
-float32 and 45 ms with flash attention.
+engine's context evaluates them; 18 ms a token decoded from the shipped Q4_1 file at that length, against 31 ms from
+float32, and 45 ms from Q4_1 with flash attention.
 
 So a :class:`PromptLlama` evaluates the prompt and hands its KV state to the decoding model
 (:func:`prompted_llama_class`), which evaluates the prompt's last token itself (its logits start the reply) and
