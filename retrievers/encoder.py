@@ -145,14 +145,6 @@ class EncodedStates:
         return self.mean if pooling == "mean" else np.ascontiguousarray(self.cls[:, -1])
 
 
-def cpu_multiplies_bf16() -> bool:
-    """Whether this CPU has bfloat16 matrix instructions (AVX-512 BF16 or AMX), as torch detects them."""
-    import torch
-
-    return any(getattr(torch.cpu, check, lambda: False)() for check in ("_is_avx512_bf16_supported",
-                                                                       "_is_amx_tile_supported"))
-
-
 class Encoder:
     """``Encoder(name, special_tokens=())``: ``special_tokens`` are added to the ones a fine-tuned folder was trained
     with; ``sha256``, when given (a manifest's record), refuses weights with another checksum; ``pooling`` one of
@@ -180,7 +172,6 @@ class Encoder:
         self._checksum: str | None = None
         self._encode = Coalescing(self._encode_batch, lambda vectors, start, stop: vectors[start:stop])
         self._states: dict[tuple[int, ...], Coalescing] = {}
-        self._corpus_encoder: Encoder | None = None
         if sha256 is not None and self.checksum() != sha256:
             raise models.ChecksumMismatchError(
                 f"encoder {self.name} has weights with sha256 {self.checksum()}, not the {sha256} recorded with the "
@@ -191,14 +182,14 @@ class Encoder:
         """Pickled (DSPy's ``save_program=True``) without the loaded model, its lock and its batchers: the model is
         loaded again from ``path`` on first use after unpickling."""
         state = dict(self.__dict__)
-        for name in ("_model", "_lock", "_encode", "_states", "_corpus_encoder"):
+        for name in ("_model", "_lock", "_encode", "_states"):
             state.pop(name, None)
         return state
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
         self.__dict__.setdefault("revision", None)  # pickled before encoders recorded a Hub model's commit
-        self._model, self._lock, self._states, self._corpus_encoder = None, threading.RLock(), {}, None
+        self._model, self._lock, self._states = None, threading.RLock(), {}
         self._encode = Coalescing(self._encode_batch, lambda vectors, start, stop: vectors[start:stop])
 
     @property
@@ -219,25 +210,6 @@ class Encoder:
                     model.to(getattr(torch, TORCH_DTYPES[precision]))
                 self._model = model
             return self._model
-
-    def corpus_encoder(self) -> Encoder:
-        """The encoder an index build encodes the passages with (:func:`~.index.encode_corpus`): this one, or, where
-        its precision is ``auto`` on a CPU with bfloat16 instructions, a bf16 copy of it. On 2 such cores MPNet
-        encoded the demo's 787 passages 2.2 times as fast in bf16, each embedding's cosine with fp32's ≥ 0.998, and 98 %
-        of 20 questions' top-5 passages were the same. Queries keep the encoder's own precision: in bf16 a query's
-        embedding would depend on the queries batched with it (its padding), which threads make vary from run to run;
-        an index build's batches are always the same."""
-        import torch
-
-        device = self._device or ("cuda" if torch.cuda.is_available() else "cpu")
-        if self.requested_precision != "auto" or device != "cpu" or not cpu_multiplies_bf16():
-            return self
-        with self._lock:
-            if self._corpus_encoder is None:
-                self._corpus_encoder = Encoder(self.name, device=self._device, batch_size=self._batch_size,
-                                               special_tokens=self.special_tokens, pooling=self.pooling,
-                                               precision="bf16", revision=self.revision)
-            return self._corpus_encoder
 
     def _resolved_precision(self, device_type: str) -> str:
         return ("fp16" if device_type == "cuda" else "fp32") if self.requested_precision == "auto" else \

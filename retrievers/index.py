@@ -82,9 +82,7 @@ def encode_corpus(
     (:meth:`~.encoder.Encoder.passage_states`) giving its mean- and ``[CLS]``-pooled embeddings and, with
     ``token_layers`` (``()`` for the last layer only), the token and ``[CLS]`` states (as ``token_dtype``: float16,
     or float32 for a ``full`` cache) a :class:`~.token_cache.TokenCache` is written from. Shards already there (from
-    an interrupted run of the same corpus, encoder and settings) are reused. The passages are encoded by
-    ``encoder.corpus_encoder()`` (bf16 on CPUs with instructions for it, when the precision is ``auto``)."""
-    encoder = encoder.corpus_encoder()
+    an interrupted run of the same corpus, encoder and settings) are reused."""
     prepare_shards(corpus, encoder, work_dir, shard_size, token_layers, token_dtype)
     texts = corpus.texts()
     paths = []
@@ -99,10 +97,8 @@ def encode_corpus(
 
 def prepare_shards(corpus: Corpus, encoder: Encoder, work_dir: Path, shard_size: int,
                    token_layers: tuple[int, ...] | None, token_dtype: str) -> None:
-    """Make ``work_dir`` ready for this encoding: its stamp records the corpus, encoder and settings (the precision
-    its :meth:`~.encoder.Encoder.corpus_encoder` computes in), and shards of another encoding found there are
-    removed."""
-    encoder = encoder.corpus_encoder()
+    """Make ``work_dir`` ready for this encoding: its stamp records the corpus, encoder and settings, and shards of
+    another encoding found there are removed."""
     work_dir.mkdir(parents=True, exist_ok=True)
     stamp = work_dir / "build.json"
     key = {"corpus": corpus.checksum(), "encoder": encoder.checksum(), "special_tokens": list(encoder.special_tokens),

@@ -28,7 +28,7 @@ class _ShardEncoder:
         import torch
 
         torch.set_num_threads(max(1, threads))  # an actor's share of the node's cores
-        self.encoder = Encoder(**config).corpus_encoder()  # the driver's settings, its batch size among them
+        self.encoder = Encoder(**config)  # the driver's settings, its batch size and precision among them
         self.token_layers, self.dtype = token_layers, np.dtype(token_dtype)
 
     def __call__(self, batch: dict) -> dict:

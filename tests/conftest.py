@@ -25,17 +25,6 @@ def isolated_dspy_cache(tmp_path, monkeypatch):
                                                             disk_cache_dir=str(tmp_path / "cache")))
 
 
-@pytest.fixture(autouse=True, scope="session")
-def fp32_encodings():
-    """Index builds encode in fp32 on every CPU, as queries do: tests compare encodings across paths bit for bit
-    (the bf16 build on CPUs with instructions for it has a test of its own)."""
-    from multihop.retrievers import encoder
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(encoder, "cpu_multiplies_bf16", lambda: False)
-        yield
-
-
 @pytest.fixture
 def questions(tmp_path):
     """A question file of one question: "Capital of France?" (Paris)."""
