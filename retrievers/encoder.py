@@ -305,16 +305,16 @@ class Encoder:
             features = {key: value.to(model.device) if hasattr(value, "to") else value
                         for key, value in model.preprocess(texts).items()}
             out = model(features)
-        hidden = [layer.float() for layer in out["all_layer_embeddings"]]  # normalised in fp32 (as fp32 is: no copy)
-        mean = out["sentence_embedding"].float()
-        pooled = hidden[-1][:, 0] if self.pooling == "cls" else mean
+        hidden = out["all_layer_embeddings"]  # each state normalised in fp32 (an fp32 one as it is, without a copy)
+        last, mean = hidden[-1].float(), out["sentence_embedding"].float()
+        pooled = last[:, 0] if self.pooling == "cls" else mean
         return {
             "pooled": F.normalize(pooled, dim=-1),
             "mean": F.normalize(mean, p=2, dim=1),
-            "tokens": F.normalize(hidden[-1], dim=-1),
+            "tokens": F.normalize(last, dim=-1),
             "mask": features["attention_mask"].bool(),
-            "cls": F.normalize(torch.stack([h[:, 0] for h in hidden], dim=1), dim=-1),
-            "layer_tokens": {layer: F.normalize(hidden[layer], dim=-1) for layer in token_layers},
+            "cls": F.normalize(torch.stack([h[:, 0] for h in hidden], dim=1).float(), dim=-1),
+            "layer_tokens": {layer: F.normalize(hidden[layer].float(), dim=-1) for layer in token_layers},
         }
 
     def states(self, texts: list[str], token_layers: tuple[int, ...] = ()) -> EncodedStates:

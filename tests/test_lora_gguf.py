@@ -57,7 +57,8 @@ def test_a_converted_student_writes_on_llama_cpp_what_it_writes_on_transformers(
     float32 = engine_lm("local/student-float32", LlamaCppEngine(split.prompt_gguf, lora=split.lora), cache=False,
                         max_tokens=24)  # computes what transformers does
     assert float32("Name three colours.")[0] == tuned  # query and key rows in llama.cpp's rotary order
-    assert student("Name three colours.")[0] != reply("llamacpp")  # the split engine runs the adapter on both
+    assert student("Name three colours.")[0] != reply("llamacpp")  # the split engine runs the adapter, on both
+    assert split._model.lora_path == split._model.prompts.lora_path == str(split.lora)  # of its contexts
     assert len(list((tmp_path / "home" / "lora-gguf").glob("*.gguf"))) == 1
 
 

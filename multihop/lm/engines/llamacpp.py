@@ -14,7 +14,8 @@ runs from its GGUF conversion (:mod:`~.lora`).
 Each stage's fixed part — its instructions, field descriptions and demos, which DSPy's adapters write before the
 question's own inputs — is evaluated once, not once a call: the engine keeps the KV state after each of its last
 calls in a prefix cache (:func:`prefix_cache_class`: llama-cpp-python's ``LlamaRAMCache``, keyed by the tokens
-evaluated), and a prompt starts from the state with which it shares the longest prefix, whichever stage ran last. A
+evaluated: a completion's, or with ``prompt_gguf`` a prompt's, :mod:`~.llamacpp_prompt`), and a prompt starts from
+the state with which it shares the longest prefix, whichever stage ran last. A
 program whose stages alternate evaluates each call's own suffix only. The key is the tokens themselves, so a changed
 prompt (other demos or instructions after compiling) never reuses a stale state; the cache holds at most
 ``prefix_cache_bytes`` of KV states (default :data:`~.base.PREFIX_CACHE_BYTES`), the least recently used dropped first.
@@ -95,19 +96,16 @@ class LlamaCppEngine(LocalEngine):
         from .llamacpp_prompt import PROMPT_BATCH, prompt_llama_class, prompted_llama_class
 
         threads, lora = self.n_threads or physical_cores(), str(self.lora) if self.lora else None
-        with plain_weight_buffers():
-            self._model = prompted_llama_class()(model_path=str(self.gguf), n_ctx=MAX_CONTEXT, n_threads=threads,
-                                                 n_threads_batch=threads, lora_path=lora, verbose=False)
+        with plain_weight_buffers():  # both built before either is kept: a failure leaves no model half set up
+            model = prompted_llama_class()(model_path=str(self.gguf), n_ctx=MAX_CONTEXT, n_threads=threads,
+                                           n_threads_batch=threads, lora_path=lora, verbose=False)
             if self.prompt_gguf:
-                self._model.prompts = prompt_llama_class()(
+                model.prompts = prompt_llama_class()(
                     model_path=str(self.prompt_gguf), n_ctx=MAX_CONTEXT, n_threads=threads, n_threads_batch=threads,
                     n_batch=PROMPT_BATCH, n_ubatch=PROMPT_BATCH, flash_attn=True, lora_path=lora, verbose=False)
         if self.prefix_cache_bytes:
-            self._prompt_model().set_cache(prefix_cache_class()(self.prefix_cache_bytes))
-
-    def _prompt_model(self):
-        """The model that evaluates prompts and keeps their KV states: the ``prompt_gguf``'s, or the decoding one."""
-        return self._model if self._model.prompts is None else self._model.prompts
+            (model if model.prompts is None else model.prompts).set_cache(prefix_cache_class()(self.prefix_cache_bytes))
+        self._model = model
 
     def generate(self, messages: list[dict], config, max_tokens: int, schema: dict | None) -> Generation:
         options = completion_options(config, max_tokens, schema, self.seed)
@@ -115,8 +113,9 @@ class LlamaCppEngine(LocalEngine):
             if self._model is None:
                 self._load()
             # the sequences the prompt may start from: the last call's, and every state the cache holds
-            prompts = self._prompt_model()
-            starts = [prompts.input_ids[: prompts.n_tokens].tolist(), *self._cached_sequences()]
+            starts = [self._model.input_ids[: self._model.n_tokens].tolist(), *self._cached_sequences()]
+            if self._model.prompts is not None:
+                self._model.prompts.reused = 0  # a one-token prompt is the decoding model's alone
             recorder = StepRecorder(self._model) if config.logprobs is not None else None
             if recorder is None:
                 reply = self._model.create_chat_completion(messages=messages, **options)
@@ -125,15 +124,16 @@ class LlamaCppEngine(LocalEngine):
                     reply = self._model.create_chat_completion(messages=messages, logits_processor=[recorder],
                                                                **options)
             prompt = self._model.input_ids[: reply["usage"]["prompt_tokens"]].tolist()
+            reused = max(reusable_prefix(start, prompt) for start in starts) if self._model.prompts is None else \
+                self._model.prompts.reused
         choice, usage = reply["choices"][0], reply["usage"]
         text = choice["message"]["content"] or ""
         finish = "length" if choice.get("finish_reason") == "length" else "stop"
-        reused = max(reusable_prefix(start, prompt) for start in starts)
         return Generation(text, finish, usage["prompt_tokens"], reused, usage["completion_tokens"],
                           spelling(recorder.tokens, text) if recorder else None)
 
     def _cached_sequences(self) -> list[tuple[int, ...]]:
-        cache = self._prompt_model().cache
+        cache = self._model.cache
         return list(cache.cache_state) if cache is not None else []
 
     def forget_prefix(self) -> None:
@@ -171,7 +171,8 @@ def prefix_cache_class() -> type:
     """The class of the engine's prefix cache, defined on first use (llama-cpp-python is imported by a local LM only):
     llama-cpp-python's RAM cache of KV states, keyed by the tokens each holds — llama-cpp-python saves one after every
     completion and, for a new prompt, loads the one sharing the longest prefix with it when that is longer than what
-    the model's current state shares — bounded by the bytes of the states kept. A state is kept without the logits
+    the model's current state shares (a :mod:`~.llamacpp_prompt` context: one a prompt) — bounded by the bytes of the
+    states kept. A state is kept without the logits
     llama-cpp-python copies into it (an ``n_batch`` × vocabulary array, 100 MB for SmolLM2, which a model built
     without ``logits_all`` never writes): a prompt started from a state evaluates at least its last token, which
     gives the logits the reply starts from."""

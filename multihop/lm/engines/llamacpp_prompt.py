@@ -30,6 +30,10 @@ import numpy as np
 from .llamacpp_greedy import checked_llama_class
 
 PROMPT_BATCH = 2048  # tokens evaluated at once by the prompt context (its n_batch and n_ubatch)
+# ggml's GGML_FA_TILE_Q: llama.cpp's CPU flash attention takes a batch of fewer queries through another kernel, whose
+# rounding differs, so a prompt's KV state would depend on how it was split; in batches of at least this many tokens it
+# does not (checked byte for byte), and the replies do not depend on which states the cache held
+FLASH_TILE = 64
 SEQUENCE_STATE_MAGIC = 0xAF143CD8  # llama.cpp's sequence state starts with it (llama-context.cpp, io_magic)
 VALUE_TYPE_SIZES = {0: 4, 1: 2, 30: 2}  # ggml type → bytes an element: F32, F16, BF16 (the KV cache types it takes)
 
@@ -41,7 +45,7 @@ def values_transposed(state: bytes) -> bytearray:
     headers keep their size (type, row bytes → type, element bytes, dimensions).
 
     Raises ``ValueError`` for a state not in that layout (another llama.cpp version's, several sequences or streams,
-    values already transposed, a quantised value cache)."""
+    values already transposed, a quantised value cache, cells with data of their own such as M-RoPE models')."""
     view = memoryview(state)
     offset = 0
 
@@ -83,6 +87,15 @@ def values_transposed(state: bytes) -> bytearray:
     return out
 
 
+def batch_sizes(tokens: int, most: int, least: int) -> list[int]:
+    """``tokens`` split into batches of at most ``most`` and, where ``tokens`` allows, at least ``least``."""
+    sizes = []
+    while tokens > most:
+        sizes.append(most if tokens - most >= least else tokens - least)
+        tokens -= sizes[-1]
+    return sizes + [tokens] if tokens else sizes
+
+
 @functools.cache
 def prompt_llama_class() -> type:
     """``llama_cpp.Llama`` evaluating prompts for another model (built with flash attention and batches of
@@ -91,21 +104,30 @@ def prompt_llama_class() -> type:
     import llama_cpp.llama_cpp as bindings
 
     class PromptLlama(llama_cpp.Llama):
+        reused = 0  # the tokens of the last prompt evaluated that were not evaluated again
+
         def evaluate(self, tokens: list[int]) -> bytes:
             """Evaluate ``tokens`` from the longest prefix this context or its cache holds; the sequence's KV
-            state (saved in the cache, keyed by ``tokens``)."""
-            start = self.longest_token_prefix(self.input_ids[: self.n_tokens].tolist(), tokens)
+            state, which the cache keeps under ``tokens``."""
+            # a state of fewer tokens than a tile was evaluated in one smaller batch: it is not started from
+            start = self.longest_token_prefix(self.input_ids[: self.n_tokens].tolist(), tokens) \
+                if self.n_tokens >= FLASH_TILE else 0
             key = self.cache._find_longest_prefix_key(tuple(tokens)) if self.cache is not None else None
             if key is not None and self.longest_token_prefix(key, tokens) > start:
-                set_sequence(self, self.cache[key].llama_state)
+                self.cache.cache_state.move_to_end(key)  # the least recently used state goes first
+                self.n_tokens = 0  # no sequence, should llama.cpp refuse the state
+                set_sequence(self, self.cache.cache_state[key].llama_state)
                 self.input_ids[: len(key)] = key
                 start = self.longest_token_prefix(key, tokens)
-            self.n_tokens = start
-            self.eval(tokens[start:])  # drops the KV state past the prefix first
+            # at least a tile evaluated (a prompt shorter than one: whole), in batches of at least one
+            self.reused = start = min(start, max(len(tokens) - FLASH_TILE, 0))
+            self.n_tokens = start  # eval drops the KV state past it first
+            for size in batch_sizes(len(tokens) - start, self.n_batch, FLASH_TILE):
+                self.eval(tokens[self.n_tokens: self.n_tokens + size])
             size = bindings.llama_state_seq_get_size(self._ctx.ctx, 0)
             buffer = (ctypes.c_uint8 * size)()
             state = bytes(memoryview(buffer)[: bindings.llama_state_seq_get_data(self._ctx.ctx, buffer, size, 0)])
-            if self.cache is not None and start < len(tokens):
+            if self.cache is not None and len(tokens) >= FLASH_TILE:
                 self.cache[tokens] = llama_cpp.llama.LlamaState(np.asarray(tokens, dtype=np.intc), np.zeros((1, 1)),
                                                                 len(tokens), state, len(state), self._seed)
             return state
@@ -134,8 +156,10 @@ def prompted_llama_class() -> type:
 
         def generate(self, tokens, *args, **kwargs):
             head = list(tokens[:-1])
-            if self.prompts is not None and head:
-                set_sequence(self, values_transposed(self.prompts.evaluate(head)))
+            if self.prompts is not None and head and kwargs.get("reset", True):  # not a continuation of the last
+                state = values_transposed(self.prompts.evaluate(head))
+                self.n_tokens = 0  # no sequence, should llama.cpp refuse the state
+                set_sequence(self, state)
                 self.input_ids[: len(head)] = head
                 self.n_tokens = len(head)  # llama-cpp-python's generate finds them all and evaluates the last token
             return super().generate(tokens, *args, **kwargs)
