@@ -3,11 +3,13 @@
     python benchmarks/stage_account.py [--limit 5] [--programs SingleStepRAG,CoopRAG] [--out runs/bench-account]
 
 The programs run as ``multihop demo`` runs them — MuSiQue dev questions over the demo's MPNet indexes of its corpus
-(built once and cached), SmolLM2 on llama.cpp under the stages' JSON schemas, 32 new tokens a call (CoopRAG's stages
-256) — twice in one process: with the engine keeping only the last call's KV state (``prefix_cache_bytes=0``) and
-with its per-stage prefix cache. For every stage: calls, prompt tokens a call, tokens evaluated and reused (read from
-the cache) a call, the share evaluated, and the seconds a call spent in llama.cpp's prompt evaluation and its decoding
-(its own counters, ``llama_perf_context``) and elsewhere (sampling under the grammar, templating, DSPy, parsing).
+(built once and cached), SmolLM2 on llama.cpp under the stages' JSON schemas (prompts evaluated on its float32
+context, replies decoded from its Q4_1 file), 32 new tokens a call (CoopRAG's stages 256) — twice in one process: with
+the engine keeping only the last call's KV state (``prefix_cache_bytes=0``) and with its per-stage prefix cache. For
+every stage: calls, prompt tokens a call, tokens evaluated and reused (read from the cache) a call, the share
+evaluated, and the seconds a call spent in llama.cpp's prompt evaluation (both contexts') and its decoding (its own
+counters, ``llama_perf_context``; the prompt's last token, evaluated by the decoding context, counts as decoded) and
+elsewhere (sampling under the grammar, templating, DSPy, parsing).
 Then per program: seconds a question both ways and whether every answer is the same. Rows are evaluation folders under
 ``--out`` (a rerun resumes them: delete the folder to measure again).
 """
