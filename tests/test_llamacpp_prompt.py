@@ -107,7 +107,11 @@ def test_the_split_engine_replies_alike_to_a_repeated_prompt_from_its_cache_and_
     passage = "Audrey Hepburn starred as Eliza Doolittle in My Fair Lady (1964), directed by George Cukor. "
     request = Request(model="m", system="Answer in one short phrase. " + passage * 4,
                       messages=(Message.user("Who directed it?"),), config=Config(max_tokens=16, temperature=0.0))
-    first, again = engine.complete(request), engine.complete(request)
+    other = Request(model="m", system="Answer in one word. " + passage * 4, messages=request.messages,
+                    config=request.config)
+    first = engine.complete(request)
+    engine.complete(other)  # the context now holds another prompt: the repeated one starts from its cached state
+    again = engine.complete(request)
     engine.forget_prefix()
     fresh = engine.complete(request)
     assert first.text == again.text == fresh.text and first.text
@@ -119,16 +123,22 @@ def test_the_split_engine_replies_alike_to_a_repeated_prompt_from_its_cache_and_
 @pytest.mark.slow
 def test_a_prompts_state_is_the_same_however_its_tokens_were_split_between_calls():
     from multihop.lm.backends import llamacpp_weights
-    from multihop.lm.engines.llamacpp import plain_weight_buffers
+    from multihop.lm.engines.llamacpp import plain_weight_buffers, prefix_cache_class
     from multihop.lm.engines.llamacpp_prompt import prompt_llama_class
 
     with plain_weight_buffers():
         prompts = prompt_llama_class()(model_path=str(llamacpp_weights("smollm2").gguf), n_ctx=1024, n_batch=256,
                                        n_ubatch=256, flash_attn=True, n_threads=2, verbose=False)
     tokens = prompts.tokenize(b" ".join(b"Rule %d: answer briefly and plainly." % i for i in range(60)))[:400]
+    other = prompts.tokenize(b"Another stage's instructions, " * 20)
     whole = prompts.evaluate(tokens)
     for first in (7, 100, 390):  # a batch of 7 or 10 tokens would take flash attention's other kernel
         prompts.reset()
         prompts.evaluate(tokens[:first])  # 7 tokens: one batch of 7, a state not started from
         reused = min(first, len(tokens) - FLASH_TILE) if first >= FLASH_TILE else 0
         assert prompts.evaluate(tokens) == whole and prompts.reused == reused
+    prompts.set_cache(prefix_cache_class()(1 << 30))  # a state loaded from the cache, then cut back to the floor
+    prompts.reset()
+    prompts.evaluate(tokens[:390])
+    prompts.evaluate(other)
+    assert prompts.evaluate(tokens) == whole and prompts.reused == len(tokens) - FLASH_TILE

@@ -80,7 +80,8 @@ def cpu_has_amx() -> bool:
 class LlamaCppEngine(LocalEngine):
     """A DSPy engine over a GGUF model with llama.cpp, with an optional LoRA adapter in GGUF. ``constrained=False``
     ignores response schemas (and declares none), for comparing with free decoding; ``prefix_cache_bytes`` bounds the
-    KV states kept for the stages' prompts (0: only the last call's, as llama-cpp-python keeps it)."""
+    KV states kept for the stages' prompts (0: only the last call's, as llama-cpp-python keeps it); ``prompt_gguf``,
+    the same model in weights a second context evaluates the prompts with (:mod:`~.llamacpp_prompt`)."""
 
     def __init__(self, gguf: str | Path, constrained: bool = True, n_threads: int | None = None, seed: int = 0,
                  lora: str | Path | None = None, prefix_cache_bytes: int = PREFIX_CACHE_BYTES,
@@ -112,10 +113,12 @@ class LlamaCppEngine(LocalEngine):
         with self._lock:
             if self._model is None:
                 self._load()
-            # the sequences the prompt may start from: the last call's, and every state the cache holds
-            starts = [self._model.input_ids[: self._model.n_tokens].tolist(), *self._cached_sequences()]
-            if self._model.prompts is not None:
-                self._model.prompts.reused = 0  # a one-token prompt is the decoding model's alone
+            # the sequences the prompt may start from: the last call's, and every state the cache holds (a split
+            # engine's prompt context counts what it reused itself; a one-token prompt is the decoding model's alone)
+            starts = [self._model.input_ids[: self._model.n_tokens].tolist(), *self._cached_sequences()] \
+                if self._model.prompts is None else None
+            if starts is None:
+                self._model.prompts.reused = 0
             recorder = StepRecorder(self._model) if config.logprobs is not None else None
             if recorder is None:
                 reply = self._model.create_chat_completion(messages=messages, **options)
@@ -123,9 +126,11 @@ class LlamaCppEngine(LocalEngine):
                 with recorder.recording():
                     reply = self._model.create_chat_completion(messages=messages, logits_processor=[recorder],
                                                                **options)
-            prompt = self._model.input_ids[: reply["usage"]["prompt_tokens"]].tolist()
-            reused = max(reusable_prefix(start, prompt) for start in starts) if self._model.prompts is None else \
-                self._model.prompts.reused
+            if starts is None:
+                reused = self._model.prompts.reused
+            else:
+                prompt = self._model.input_ids[: reply["usage"]["prompt_tokens"]].tolist()
+                reused = max(reusable_prefix(start, prompt) for start in starts)
         choice, usage = reply["choices"][0], reply["usage"]
         text = choice["message"]["content"] or ""
         finish = "length" if choice.get("finish_reason") == "length" else "stop"

@@ -5,18 +5,19 @@ llama.cpp evaluates a prompt fastest and decodes a token fastest with different 
 weights its tiled matrix products take (float32 on x86: it multiplies Q4_1 matrices a row and a column at a time) and
 with flash attention in large batches; a token goes fastest from the smallest weights (each token reads all of them)
 without flash attention (its CPU kernel is slow on one query row). For SmolLM2 on 2 cores (docs: measurements, "Local
-engines"): 1,167 prompt tokens in 2.3 s with float32, flash attention and batches of 2,048, against 3.5 s as the
-engine's context evaluates them; 18 ms a token decoded from the shipped Q4_1 file at that length, against 31 ms from
-float32, and 45 ms from Q4_1 with flash attention.
+engines"): 1,167 prompt tokens in 2.3 s from float32 with flash attention in batches of 2,048, against 3.5 s without
+it in batches of 512; at ~1,880 tokens of context, a token decoded in 18 ms from the shipped Q4_1 file, against 32–37
+ms from float32 and 45 ms from Q4_1 with flash attention.
 
 So a :class:`PromptLlama` evaluates the prompt and hands its KV state to the decoding model
 (:func:`prompted_llama_class`), which evaluates the prompt's last token itself (its logits start the reply) and
 decodes. The prompt context keeps the per-stage prefix cache: each prompt's state is saved once evaluated, keyed by its
-tokens, and a prompt starts from the state sharing its longest prefix. The decoding context's KV state of a prompt is
-therefore the prompt context's, the same whichever stage ran before. With flash attention llama.cpp keeps the values
-of the KV cache a row per token; without it, transposed — and it refuses a state of the other layout, so
-:func:`values_transposed` rewrites the state's values (the layout is llama.cpp's sequence state, pinned with
-llama-cpp-python; a state it does not recognise is an error, not a silent mismatch).
+tokens, and a prompt starts from the state sharing its longest prefix. It evaluates at least :data:`FLASH_TILE` tokens
+a call (a shorter prompt: whole, and not saved), in batches of at least as many, so a prompt's KV state is the same
+whichever states the cache held. With flash attention llama.cpp keeps the values of the KV cache a row per token;
+without it, transposed — and it refuses a state of the other layout, so :func:`values_transposed` rewrites the state's
+values (the layout is llama.cpp's sequence state, pinned with llama-cpp-python; a state it does not recognise is an
+error, not a silent mismatch).
 """
 
 from __future__ import annotations
@@ -46,6 +47,13 @@ def values_transposed(state: bytes) -> bytearray:
 
     Raises ``ValueError`` for a state not in that layout (another llama.cpp version's, several sequences or streams,
     values already transposed, a quantised value cache, cells with data of their own such as M-RoPE models')."""
+    try:
+        return _values_transposed(state)
+    except struct.error as exc:  # a count read from misaligned bytes runs past the end
+        raise ValueError(f"not a llama.cpp sequence state in the layout expected ({exc})") from None
+
+
+def _values_transposed(state: bytes) -> bytearray:
     view = memoryview(state)
     offset = 0
 
@@ -107,22 +115,22 @@ def prompt_llama_class() -> type:
         reused = 0  # the tokens of the last prompt evaluated that were not evaluated again
 
         def evaluate(self, tokens: list[int]) -> bytes:
-            """Evaluate ``tokens`` from the longest prefix this context or its cache holds; the sequence's KV
-            state, which the cache keeps under ``tokens``."""
+            """Evaluate ``tokens`` from the longest prefix this context or its cache holds, at least a tile of them;
+            the sequence's KV state, which the cache keeps under ``tokens`` (unless they are fewer than a tile)."""
+            limit = max(len(tokens) - FLASH_TILE, 0)  # at least a tile evaluated (a shorter prompt: whole)
             # a state of fewer tokens than a tile was evaluated in one smaller batch: it is not started from
-            start = self.longest_token_prefix(self.input_ids[: self.n_tokens].tolist(), tokens) \
+            start = min(self.longest_token_prefix(self.input_ids[: self.n_tokens].tolist(), tokens), limit) \
                 if self.n_tokens >= FLASH_TILE else 0
             key = self.cache._find_longest_prefix_key(tuple(tokens)) if self.cache is not None else None
-            if key is not None and self.longest_token_prefix(key, tokens) > start:
+            if key is not None and min(self.longest_token_prefix(key, tokens), limit) > start:
                 self.cache.cache_state.move_to_end(key)  # the least recently used state goes first
                 self.n_tokens = 0  # no sequence, should llama.cpp refuse the state
                 set_sequence(self, self.cache.cache_state[key].llama_state)
                 self.input_ids[: len(key)] = key
-                start = self.longest_token_prefix(key, tokens)
-            # at least a tile evaluated (a prompt shorter than one: whole), in batches of at least one
-            self.reused = start = min(start, max(len(tokens) - FLASH_TILE, 0))
-            self.n_tokens = start  # eval drops the KV state past it first
-            for size in batch_sizes(len(tokens) - start, self.n_batch, FLASH_TILE):
+                start = min(self.longest_token_prefix(key, tokens), limit)
+            self.reused = self.n_tokens = start  # eval drops the KV state past it first
+            # each batch one llama.cpp decode of at least a tile
+            for size in batch_sizes(len(tokens) - start, min(self.n_batch, self.context_params.n_ubatch), FLASH_TILE):
                 self.eval(tokens[self.n_tokens: self.n_tokens + size])
             size = bindings.llama_state_seq_get_size(self._ctx.ctx, 0)
             buffer = (ctypes.c_uint8 * size)()
@@ -156,7 +164,7 @@ def prompted_llama_class() -> type:
 
         def generate(self, tokens, *args, **kwargs):
             head = list(tokens[:-1])
-            if self.prompts is not None and head and kwargs.get("reset", True):  # not a continuation of the last
+            if self.prompts is not None and head:
                 state = values_transposed(self.prompts.evaluate(head))
                 self.n_tokens = 0  # no sequence, should llama.cpp refuse the state
                 set_sequence(self, state)
