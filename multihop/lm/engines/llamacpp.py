@@ -15,10 +15,10 @@ Each stage's fixed part — its instructions, field descriptions and demos, whic
 question's own inputs — is evaluated once, not once a call: the engine keeps the KV state after each of its last
 calls in a prefix cache (:func:`prefix_cache_class`: llama-cpp-python's ``LlamaRAMCache``, keyed by the tokens
 evaluated: a completion's, or with ``prompt_gguf`` a prompt's, :mod:`~.llamacpp_prompt`), and a prompt starts from
-the state with which it shares the longest prefix, whichever stage ran last. A
-program whose stages alternate evaluates each call's own suffix only. The key is the tokens themselves, so a changed
-prompt (other demos or instructions after compiling) never reuses a stale state; the cache holds at most
-``prefix_cache_bytes`` of KV states (default :data:`~.base.PREFIX_CACHE_BYTES`), the least recently used dropped first.
+the state with which it shares the longest prefix, whichever stage ran last. A program whose stages alternate
+evaluates each call's own suffix only. The key is the tokens themselves, so a changed prompt (other demos or
+instructions after compiling) never reuses a stale state; the cache holds at most ``prefix_cache_bytes`` of KV states
+(default :data:`~.base.PREFIX_CACHE_BYTES`), the least recently used dropped first.
 
 Asked for log-probabilities, the engine records each step of the decode (:class:`StepRecorder`) instead of building
 the model with ``logits_all`` (llama-cpp-python's own way, which keeps the logits of every prompt token too: 1.6 GB
@@ -177,10 +177,9 @@ def prefix_cache_class() -> type:
     llama-cpp-python's RAM cache of KV states, keyed by the tokens each holds — llama-cpp-python saves one after every
     completion and, for a new prompt, loads the one sharing the longest prefix with it when that is longer than what
     the model's current state shares (a :mod:`~.llamacpp_prompt` context: one a prompt) — bounded by the bytes of the
-    states kept. A state is kept without the logits
-    llama-cpp-python copies into it (an ``n_batch`` × vocabulary array, 100 MB for SmolLM2, which a model built
-    without ``logits_all`` never writes): a prompt started from a state evaluates at least its last token, which
-    gives the logits the reply starts from."""
+    states kept. A state is kept without the logits llama-cpp-python copies into it (an ``n_batch`` × vocabulary
+    array, 100 MB for SmolLM2, which a model built without ``logits_all`` never writes): a prompt started from a state
+    evaluates at least its last token, which gives the logits the reply starts from."""
     from llama_cpp import LlamaRAMCache
 
     class PrefixCache(LlamaRAMCache):
