@@ -61,10 +61,11 @@ def server_app(spec: str, port: int, host: str = "127.0.0.1", adapter: Path | No
             check_adapter(Path(adapter), spec.removeprefix("local:"))
         except FileNotFoundError as exc:
             raise ValueError(str(exc)) from None
-    gguf, _, lora, name = llamacpp_weights(spec.removeprefix("local:"), adapter)  # one file: the server has one model
+    weights = llamacpp_weights(spec.removeprefix("local:"), adapter)  # one file: the server builds one model
     threads = physical_cores()
-    model = ModelSettings(model=str(gguf), model_alias=name, n_ctx=MAX_CONTEXT, n_threads=threads,
-                          n_threads_batch=threads, lora_path=str(lora) if lora else None, verbose=False)
+    model = ModelSettings(model=str(weights.gguf), model_alias=weights.identity, n_ctx=MAX_CONTEXT, n_threads=threads,
+                          n_threads_batch=threads, lora_path=str(weights.lora) if weights.lora else None,
+                          verbose=False)
     from multihop.lm.engines.llamacpp_greedy import models_built_checked
 
     with plain_weight_buffers(), models_built_checked():  # greedy replies under a schema as the engine decodes them

@@ -113,12 +113,11 @@ class LlamaCppEngine(LocalEngine):
         with self._lock:
             if self._model is None:
                 self._load()
-            # the sequences the prompt may start from: the last call's, and every state the cache holds (a split
-            # engine's prompt context counts what it reused itself; a one-token prompt is the decoding model's alone)
-            starts = [self._model.input_ids[: self._model.n_tokens].tolist(), *self._cached_sequences()] \
-                if self._model.prompts is None else None
-            if starts is None:
-                self._model.prompts.reused = 0
+            prompts = self._model.prompts
+            if prompts is None:  # the sequences the prompt may start from: the last call's, every state cached
+                starts = [self._model.input_ids[: self._model.n_tokens].tolist(), *self._cached_sequences()]
+            else:  # the prompt context counts what it reuses (a one-token prompt is the decoding model's alone)
+                prompts.reused = 0
             recorder = StepRecorder(self._model) if config.logprobs is not None else None
             if recorder is None:
                 reply = self._model.create_chat_completion(messages=messages, **options)
@@ -126,11 +125,11 @@ class LlamaCppEngine(LocalEngine):
                 with recorder.recording():
                     reply = self._model.create_chat_completion(messages=messages, logits_processor=[recorder],
                                                                **options)
-            if starts is None:
-                reused = self._model.prompts.reused
-            else:
+            if prompts is None:
                 prompt = self._model.input_ids[: reply["usage"]["prompt_tokens"]].tolist()
                 reused = max(reusable_prefix(start, prompt) for start in starts)
+            else:
+                reused = prompts.reused
         choice, usage = reply["choices"][0], reply["usage"]
         text = choice["message"]["content"] or ""
         finish = "length" if choice.get("finish_reason") == "length" else "stop"
@@ -143,7 +142,7 @@ class LlamaCppEngine(LocalEngine):
 
     def forget_prefix(self) -> None:
         with self._lock:
-            for model in (self._model, self._model.prompts if self._model is not None else None):
+            for model in (self._model, self._model.prompts) if self._model is not None else ():
                 if model is not None:
                     model.reset()
                     if model.cache is not None:
