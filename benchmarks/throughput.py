@@ -13,11 +13,14 @@ questions in flight as threads (``program(...)`` in a pool) and as asyncio tasks
 semaphore). DSPy's cache is off, so every call reaches the server.
 
 Columns: LLM calls and sequential LM rounds a question (the most calls of its trace that do not overlap: a
-fan-out of independent calls is one round), wall seconds, questions a second, the ideal wall time — calls × L ÷
-questions in flight (serial calls), and rounds × L ÷ in flight (independent calls overlapped) —, the share of the
+fan-out of independent calls is one round), wall seconds, questions a second, the ideal wall time, the share of the
 shorter ideal reached (ideal ÷ wall), and the harness's CPU milliseconds per LM call, measured in a run at 0 ms
 latency with one question at a time (this process's CPU time: prompt formatting, parsing, tracing, retrieval and
-reranking; the server's is its own process's). With more questions in flight than questions, all of them run at once.
+reranking; the server's is its own process's). The ideal is the wall time of the same questions in the same order
+if each took exactly its calls × L (serial calls) or its rounds × L (independent calls overlapped) and nothing else
+took any time: each question starts when one of the ``in flight`` slots frees, as in the pool and under the
+semaphore (:func:`ideal_wall`). With 96 one-call questions at 32 in flight that is 3 × L; with 100 it is 4 × L, not
+100 × L ÷ 32, since the last 4 questions can only start when the first finish.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import argparse
 import asyncio
 import contextlib
 import cProfile
+import heapq
 import json
 import pstats
 import subprocess
@@ -72,6 +76,15 @@ def lm_rounds(trace: list[dict]) -> int:
     return rounds
 
 
+def ideal_wall(durations: list[float], in_flight: int) -> float:
+    """The wall time of jobs taking ``durations``, started in order, each as soon as one of ``in_flight`` slots is
+    free (greedy list scheduling: what a pool of ``in_flight`` workers does with no cost of its own)."""
+    free = [0.0] * max(1, min(in_flight, len(durations)))
+    for duration in durations:
+        heapq.heapreplace(free, free[0] + duration)
+    return max(free, default=0.0)
+
+
 def run_threads(program, questions: list[str], in_flight: int) -> list:
     return fan_out(lambda question: program(question=question), questions, in_flight)  # each in a context copy
 
@@ -90,7 +103,8 @@ def run_async(program, questions: list[str], in_flight: int) -> list:
 
 
 def measure(name: str, retriever, api_base: str, questions: list[str], in_flight: int, mode: str) -> dict:
-    """One program's questions at ``in_flight`` at once: wall seconds, CPU seconds, calls and rounds."""
+    """One program's questions at ``in_flight`` at once: wall seconds, CPU seconds, calls, and each question's LM
+    requests and rounds (in the questions' order)."""
     cls = PROGRAMS[name]  # with its own defaults
     program = cls(retriever=retriever) if takes_retriever(cls) else cls()
     lm = make_lm("openai/loopback", api_base=api_base, api_key="loopback", cache=False)
@@ -100,11 +114,10 @@ def measure(name: str, retriever, api_base: str, questions: list[str], in_flight
         predictions = run(program, questions, in_flight)
         wall, cpu = time.perf_counter() - start, time.process_time() - cpu
     calls = sum(p.counts["llm_calls"] for p in predictions)
-    requests = sum(p.counts["lm_requests"] for p in predictions)
-    rounds = sum(lm_rounds(p.stage_trace) for p in predictions)
     errors = sum(p.counts.get("stage_errors", 0) for p in predictions)
     return {"program": name, "mode": mode, "in_flight": in_flight, "questions": len(questions), "wall_s": wall,
-            "cpu_s": cpu, "llm_calls": calls, "lm_requests": requests, "rounds": rounds, "stage_errors": errors}
+            "cpu_s": cpu, "llm_calls": calls, "lm_requests": [p.counts["lm_requests"] for p in predictions],
+            "rounds": [lm_rounds(p.stage_trace) for p in predictions], "stage_errors": errors}
 
 
 def main() -> None:
@@ -144,9 +157,9 @@ def main() -> None:
             with profiler or contextlib.nullcontext():
                 zero = measure(name, retriever, api_base, questions, 1, "threads")
             if profiler is not None:
-                console.print(f"{name}: the harness's CPU by function, {zero['lm_requests']} calls")
+                console.print(f"{name}: the harness's CPU by function, {sum(zero['lm_requests'])} calls")
                 pstats.Stats(profiler, stream=sys.stdout).sort_stats("tottime").print_stats(args.profile)
-            harness[name] = 1000 * zero["cpu_s"] / max(1, zero["lm_requests"])
+            harness[name] = 1000 * zero["cpu_s"] / max(1, sum(zero["lm_requests"]))
             console.print(f"{name}: harness {harness[name]:.1f} ms CPU a call ({zero['llm_calls']} calls)")
     with served(args.latency, args.lifetime) as api_base:
         for name in names:
@@ -155,7 +168,7 @@ def main() -> None:
                 row["harness_ms_per_call"] = harness[name]
                 rows.append(row)
                 console.print(f"{name} {mode} ×{in_flight}: {row['wall_s']:.1f} s, {row['llm_calls']} calls, "
-                              f"{row['rounds']} rounds")
+                              f"{sum(row['rounds'])} rounds")
                 atomic_write_text(args.out / "throughput.json", json.dumps(
                     {"latency_s": args.latency, "questions": len(questions), "first_stage": args.first_stage,
                      "rows": rows}, indent=1))
@@ -180,10 +193,12 @@ COLUMNS = ("program", "mode", "in flight", "LLM calls/q", "LM rounds/q", "wall s
            "ideal s (overlapped)", "share of ideal", "harness ms/call", "stage errors")
 
 
-def cells(row: dict, latency: float, rounds: int) -> list[str]:
-    n, at_once = row["questions"], min(row["in_flight"], row["questions"])
-    serial, overlapped = row["lm_requests"] * latency / at_once, rounds * latency / at_once
-    return [row["program"], row["mode"], str(row["in_flight"]), f"{row['llm_calls'] / n:.1f}", f"{rounds / n:.1f}",
+def cells(row: dict, latency: float, rounds: list[int]) -> list[str]:
+    n = row["questions"]
+    serial = ideal_wall([requests * latency for requests in row["lm_requests"]], row["in_flight"])
+    overlapped = ideal_wall([question * latency for question in rounds], row["in_flight"])
+    return [row["program"], row["mode"], str(row["in_flight"]), f"{row['llm_calls'] / n:.1f}",
+            f"{sum(rounds) / n:.1f}",
             f"{row['wall_s']:.1f}", f"{n / row['wall_s']:.2f}", f"{serial:.1f}", f"{overlapped:.1f}",
             f"{100 * overlapped / row['wall_s']:.0f}%", f"{row['harness_ms_per_call']:.1f}", str(row["stage_errors"])]
 

@@ -158,7 +158,11 @@ class MultihopProgram(TracedModule):
 
     def stage_name(self, predictor: dspy.Module) -> str:
         """The stage a predictor of this program is (its attribute name, ``answer`` for ``answer.predict``), under
-        the program's ``stage_prefix`` when it runs as a part of another."""
+        the program's ``stage_prefix`` when it runs as a part of another. A stage held as an attribute is found
+        without walking the program (every LLM call asks)."""
+        for name, value in vars(self).items():
+            if value is predictor:
+                return self.stage_prefix + name
         for name, candidate in self.named_predictors():
             if candidate is predictor:
                 return self.stage_prefix + name.split(".")[0]
