@@ -24,7 +24,9 @@ QUESTIONS = [{"id": f"q{i}", "question": f"Which city is number {i}?", "answers"
 STRAY = (".multihop.lock", ".tmp", "shards")  # what a finished folder keeps none of (names containing these)
 # three encoding shards of 256, 256 and 8 passages: a build is cut once its first shard is written
 PASSAGES = [{"title": f"Town {i}", "text": f"Town {i} lies on river {i % 7} and has {i} bridges."} for i in range(520)]
-TOKEN_STATE_FORMS = ("full", "fp16", "int8", "pq")
+# the two encodings a build resumes from: float32 shards (full) and float16 shards, which fp16 and int8 share with
+# pq, the one form that also trains a codebook after the shards (each form's own files: test_token_states.py)
+TOKEN_STATE_FORMS = ("full", "pq")
 WORDS = ("alpha", "beta", "gamma", "delta", "epsilon")
 FILES = "files.json"  # a saved folder's inventory: every file's size and sha256
 
