@@ -3,13 +3,15 @@
     python benchmarks/stage_account.py [--limit 5] [--programs SingleStepRAG,CoopRAG] [--out runs/bench-account]
 
 The programs run as ``multihop demo`` runs them — MuSiQue dev questions over the demo's MPNet indexes of its corpus
-(built once and cached), SmolLM2 on llama.cpp under the stages' JSON schemas (prompts evaluated on its float32
-context, replies decoded from its Q4_1 file), 32 new tokens a call (CoopRAG's stages 256) — twice in one process: with
-the engine keeping only the last call's KV state (``prefix_cache_bytes=0``) and with its per-stage prefix cache. For
-every stage: calls, prompt tokens a call, tokens evaluated and reused (read from the cache) a call, the share
-evaluated, and the seconds a call spent in llama.cpp's prompt evaluation (both contexts') and its decoding (its own
-counters, ``llama_perf_context``; the prompt's last token, evaluated by the decoding context, counts as decoded) and
-elsewhere (sampling under the grammar, templating, DSPy, parsing).
+(built once and cached), SmolLM2 on llama.cpp under the stages' JSON schemas (prompts evaluated on its float32 context,
+replies decoded from its Q4_1 file), 32 new tokens a call (CoopRAG's stages 256) — twice in one process: with the engine
+keeping only the last call's KV state (``prefix_cache_bytes=0``) and with its per-stage prefix cache. For every stage
+(the trace's stage running when the engine is called): calls, decodes a call (a decode cut by its token cap is decoded
+again under a tighter schema, reading the prompt again), prompt tokens a call, prompt tokens evaluated (over all its
+decodes) and reused (read from the cache by its first decode) a call, the share evaluated, and the seconds a call spent
+in llama.cpp's prompt evaluation (both contexts') and its decoding (its own counters, ``llama_perf_context``; the
+prompt's last token, evaluated by the decoding context, counts as decoded) and elsewhere (sampling under the grammar,
+templating, DSPy, parsing).
 Then per program: seconds a question both ways and whether every answer is the same. Rows are evaluation folders under
 ``--out`` (a rerun resumes them: delete the folder to measure again).
 """
@@ -17,7 +19,6 @@ Then per program: seconds a question both ways and whether every answer is the s
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -29,6 +30,7 @@ from rich.table import Table
 from multihop.data.jsonl import read_rows
 from multihop.data.loaders import build_corpus, load_questions
 from multihop.evaluation.runner import evaluate
+from multihop.evaluation.tracing import active_traces
 from multihop.experiments.demo import CHAIN_MAX_TOKENS, DEMO_MAX_TOKENS
 from multihop.lm.backends import engine_lm, llamacpp_weights
 from multihop.lm.engines import LlamaCppEngine
@@ -40,26 +42,34 @@ MODES = {"last call only": 0, "per-stage cache": None}  # prefix_cache_bytes (No
 
 
 class CountedEngine(LlamaCppEngine):
-    """The llama.cpp engine recording, for each call, llama.cpp's prompt-evaluation and decoding milliseconds and the
-    prompt tokens it evaluated and reused."""
+    """The llama.cpp engine recording, for each call, the stage that made it, its decodes, llama.cpp's
+    prompt-evaluation and decoding milliseconds and the prompt tokens it evaluated and reused."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.calls: list[dict] = []
+        self._decodes: list = []
 
-    def generate(self, messages, config, max_tokens, schema):
+    def complete(self, request):
         import llama_cpp.llama_cpp as bindings
 
+        self._decodes = []
         for model in self._contexts():
             bindings.llama_perf_context_reset(model._ctx.ctx)
         started = time.perf_counter()
-        generation = super().generate(messages, config, max_tokens, schema)
+        response = super().complete(request)
         decoding, *prompts = (bindings.llama_perf_context(model._ctx.ctx) for model in self._contexts())
         # the decoding context evaluates a split prompt's last token alone: llama.cpp counts it as a decoded one
-        self.calls.append({"seconds": time.perf_counter() - started,
+        self.calls.append({"stage": running_stage(), "seconds": time.perf_counter() - started,
                            "prompt_ms": decoding.t_p_eval_ms + sum(p.t_p_eval_ms + p.t_eval_ms for p in prompts),
-                           "decode_ms": decoding.t_eval_ms, "prompt": generation.prompt_tokens,
-                           "reused": generation.cached_tokens})
+                           "decode_ms": decoding.t_eval_ms, "decodes": len(self._decodes),
+                           "prompt": self._decodes[0].prompt_tokens, "reused": self._decodes[0].cached_tokens,
+                           "evaluated": sum(g.prompt_tokens - g.cached_tokens for g in self._decodes)})
+        return response
+
+    def generate(self, messages, config, max_tokens, schema):
+        generation = super().generate(messages, config, max_tokens, schema)
+        self._decodes.append(generation)
         return generation
 
     def _contexts(self) -> list:
@@ -67,6 +77,11 @@ class CountedEngine(LlamaCppEngine):
         if self._model is None:
             return []
         return [self._model] + ([self._model.prompts] if self._model.prompts is not None else [])
+
+
+def running_stage() -> str:
+    """The stage of the program being traced here whose LM call is running."""
+    return next(trace.current.get()["stage"] for trace in active_traces() if trace.current.get() is not None)
 
 
 def programs(limit: int) -> tuple[list[dspy.Example], dict]:
@@ -92,16 +107,9 @@ def run(name: str, build, examples, folder: Path, cache_bytes: int | None) -> tu
     with dspy.context(lm=lm, adapter=dspy.JSONAdapter()):
         summary = evaluate(program, examples, folder, name=name, progress=False)
     by_stage = defaultdict(list)
-    calls = iter(engine.calls)
-    for example in examples:  # the traces' LM records, in call order, take the engine's calls one request each
-        for record in read_trace(folder, example.id):
-            if record["kind"] == "lm":
-                by_stage[record["stage"]] += [next(calls) for _ in range(record.get("lm_requests", 1))]
+    for call in engine.calls:
+        by_stage[call["stage"]].append(call)
     return summary, by_stage, engine
-
-
-def read_trace(folder: Path, qid: str) -> list[dict]:
-    return json.loads((folder / "traces" / f"{qid}.json").read_text())
 
 
 def main() -> None:
@@ -112,7 +120,8 @@ def main() -> None:
     args = parser.parse_args()
     examples, builders = programs(args.limit)
     table = Table(title=f"LM calls by stage on {len(examples)} MuSiQue dev questions (SmolLM2 on llama.cpp)")
-    for column in ("program", "stage", "engine keeps", "calls", "prompt tok", "evaluated", "reused", "evaluated %",
+    for column in ("program", "stage", "engine keeps", "calls", "decodes", "prompt tok", "evaluated", "reused",
+                   "evaluated %",
                    "prompt eval s", "decode s", "rest s", "s/call"):
         table.add_column(column, justify="left" if column in ("program", "stage", "engine keeps") else "right")
     outcome = Table(title="Per question")
@@ -130,12 +139,13 @@ def main() -> None:
             for stage, calls in by_stage.items():
                 n = len(calls)
                 prompt = sum(c["prompt"] for c in calls)
-                evaluated = prompt - sum(c["reused"] for c in calls)
+                evaluated = sum(c["evaluated"] for c in calls)
                 prompt_total, evaluated_total = prompt_total + prompt, evaluated_total + evaluated
                 eval_s, decode_s = sum(c["prompt_ms"] for c in calls) / 1e3, sum(c["decode_ms"] for c in calls) / 1e3
                 seconds = sum(c["seconds"] for c in calls)
-                table.add_row(name, stage, mode, str(n), f"{prompt / n:.0f}", f"{evaluated / n:.0f}",
-                              f"{(prompt - evaluated) / n:.0f}", f"{100 * evaluated / max(prompt, 1):.0f}",
+                table.add_row(name, stage, mode, str(n), f"{sum(c['decodes'] for c in calls) / n:.2f}",
+                              f"{prompt / n:.0f}", f"{evaluated / n:.0f}", f"{sum(c['reused'] for c in calls) / n:.0f}",
+                              f"{100 * evaluated / max(prompt, 1):.0f}",
                               f"{eval_s / n:.2f}", f"{decode_s / n:.2f}", f"{(seconds - eval_s - decode_s) / n:.2f}",
                               f"{seconds / n:.2f}")
             same = "–" if len(answers) < 2 else \
