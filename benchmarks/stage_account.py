@@ -43,7 +43,9 @@ MODES = {"last call only": 0, "per-stage cache": None}  # prefix_cache_bytes (No
 
 class CountedEngine(LlamaCppEngine):
     """The llama.cpp engine recording, for each call, the stage that made it, its decodes, llama.cpp's
-    prompt-evaluation and decoding milliseconds and the prompt tokens it evaluated and reused."""
+    prompt-evaluation and decoding milliseconds and the prompt tokens it evaluated and reused. Its counters are the
+    engine's own, so it counts calls made one at a time (as the evaluation here makes them: an in-process engine
+    takes one question and one call at a time)."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -81,7 +83,10 @@ class CountedEngine(LlamaCppEngine):
 
 def running_stage() -> str:
     """The stage of the program being traced here whose LM call is running."""
-    return next(trace.current.get()["stage"] for trace in active_traces() if trace.current.get() is not None)
+    stage = next((trace.current.get()["stage"] for trace in active_traces() if trace.current.get() is not None), None)
+    if stage is None:
+        raise RuntimeError("an LM call outside any traced stage: the account counts the calls of a program's stages")
+    return stage
 
 
 def programs(limit: int) -> tuple[list[dspy.Example], dict]:
@@ -121,8 +126,7 @@ def main() -> None:
     examples, builders = programs(args.limit)
     table = Table(title=f"LM calls by stage on {len(examples)} MuSiQue dev questions (SmolLM2 on llama.cpp)")
     for column in ("program", "stage", "engine keeps", "calls", "decodes", "prompt tok", "evaluated", "reused",
-                   "evaluated %",
-                   "prompt eval s", "decode s", "rest s", "s/call"):
+                   "evaluated %", "prompt eval s", "decode s", "rest s", "s/call"):
         table.add_column(column, justify="left" if column in ("program", "stage", "engine keeps") else "right")
     outcome = Table(title="Per question")
     for column in ("program", "engine keeps", "s/q", "evaluated % of prompt tokens", "F1", "same answers"):

@@ -12,15 +12,15 @@ encoder call, over which CoopRAG's and DualRAG's rerankers encode their candidat
 questions in flight as threads (``program(...)`` in a pool) and as asyncio tasks (``await program.acall(...)`` under a
 semaphore). DSPy's cache is off, so every call reaches the server.
 
-Columns: LLM calls and sequential LM rounds a question (the most calls of its trace that do not overlap: a
-fan-out of independent calls is one round), wall seconds, questions a second, the ideal wall time, the share of the
-shorter ideal reached (ideal ÷ wall), and the harness's CPU milliseconds per LM call, measured in a run at 0 ms
-latency with one question at a time (this process's CPU time: prompt formatting, parsing, tracing, retrieval and
-reranking; the server's is its own process's). The ideal is the wall time of the same questions in the same order
-if each took exactly its calls × L (serial calls) or its rounds × L (independent calls overlapped) and nothing else
-took any time: each question starts when one of the ``in flight`` slots frees, as in the pool and under the
-semaphore (:func:`ideal_wall`). With 96 one-call questions at 32 in flight that is 3 × L; with 100 it is 4 × L, not
-100 × L ÷ 32, since the last 4 questions can only start when the first finish.
+Columns: LLM calls and sequential LM rounds a question (the most calls of its trace that do not overlap: a fan-out of
+independent calls is one round), wall seconds, questions a second, the ideal wall time, the share of the shorter ideal
+reached (ideal ÷ wall), and the harness's CPU milliseconds per LM call, measured in a run at 0 ms latency with one
+question at a time (this process's CPU time: prompt formatting, parsing, tracing, retrieval and reranking; the server's
+is its own process's). The ideal is the wall time of the same questions in the same order if each took exactly its LM
+requests × L (serial calls) or its rounds × L (independent calls overlapped) and nothing else took any time: each
+question starts when one of the ``in flight`` slots frees, as in the pool and under the semaphore (:func:`ideal_wall`).
+With 96 one-call questions at 32 in flight that is 3 × L; with 100 it is 4 × L, not 100 × L ÷ 32, since the last 4
+questions can only start when the first finish.
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def ideal_wall(durations: list[float], in_flight: int) -> float:
     free = [0.0] * max(1, min(in_flight, len(durations)))
     for duration in durations:
         heapq.heapreplace(free, free[0] + duration)
-    return max(free, default=0.0)
+    return max(free)
 
 
 def run_threads(program, questions: list[str], in_flight: int) -> list:
@@ -139,6 +139,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.table is not None:
         saved = json.loads(args.table.read_text())
+        if any(isinstance(row["rounds"], int) for row in saved["rows"]):
+            raise SystemExit(f"{args.table} holds totals, not each question's rounds (an earlier version of this "
+                             "benchmark): measure again")
         console.print(table(saved["rows"], saved["latency_s"]))
         print(markdown(saved["rows"], saved["latency_s"]))
         return
@@ -197,8 +200,7 @@ def cells(row: dict, latency: float, rounds: list[int]) -> list[str]:
     n = row["questions"]
     serial = ideal_wall([requests * latency for requests in row["lm_requests"]], row["in_flight"])
     overlapped = ideal_wall([question * latency for question in rounds], row["in_flight"])
-    return [row["program"], row["mode"], str(row["in_flight"]), f"{row['llm_calls'] / n:.1f}",
-            f"{sum(rounds) / n:.1f}",
+    return [row["program"], row["mode"], str(row["in_flight"]), f"{row['llm_calls'] / n:.1f}", f"{sum(rounds) / n:.1f}",
             f"{row['wall_s']:.1f}", f"{n / row['wall_s']:.2f}", f"{serial:.1f}", f"{overlapped:.1f}",
             f"{100 * overlapped / row['wall_s']:.0f}%", f"{row['harness_ms_per_call']:.1f}", str(row["stage_errors"])]
 

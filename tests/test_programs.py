@@ -84,3 +84,15 @@ def test_config_is_read_from_the_constructor_and_the_registry_knows_every_progra
 def test_a_second_program_of_the_same_name_is_refused():
     with pytest.raises(TypeError, match="registered already"):
         type("SingleStepRAG", (NoRetrieval,), {"__module__": "elsewhere"})
+
+
+def test_every_stage_is_named_by_its_path_in_the_program(static_retriever):
+    from multihop.programs import PROGRAMS, takes_retriever
+
+    for name in PROGRAMS:
+        cls = PROGRAMS[name]
+        program = cls(retriever=static_retriever) if takes_retriever(cls) else cls()
+        for path, predictor in program.named_predictors():
+            assert program.stage_name(predictor) == program.stage_prefix + path.split(".")[0], (name, path)
+    with pytest.raises(KeyError, match="no stage"):
+        program.stage_name(dspy.Predict("question -> answer"))
