@@ -214,6 +214,8 @@ def distill_cmd(
                                  "flash attention where flash-attn is installed; without it, it saves little)"),
     load_in_4bit: bool = typer.Option(False, "--load-in-4bit", help="QLoRA: the base in 4-bit NF4 (a CUDA GPU "
                                       "and bitsandbytes, multihop's gpu extra)"),
+    checkpoint_every: int = typer.Option(None, min=1, help="optimizer steps between resumable checkpoints (default "
+                                         "50); a rerun resumes only a checkpoint written with the same setting"),
 ):
     """Train a LoRA student on teacher trajectories; use it with --lm local:smollm2 --adapter on the adapter folder.
     On several GPUs: accelerate launch -m multihop.cli distill ... (every process trains, the first one writes)."""
@@ -230,7 +232,8 @@ def distill_cmd(
                                   scheduler=scheduler, warmup=warmup, batch_size=batch_size, stages=chosen,
                                   max_length=max_length, precision=precision,
                                   gradient_checkpointing=gradient_checkpointing, packing=packing or None,
-                                  load_in_4bit=load_in_4bit or None, micro_batch=micro_batch)
+                                  load_in_4bit=load_in_4bit or None, micro_batch=micro_batch,
+                                  checkpoint_every=checkpoint_every)
     distill(files, out, config)
     if not PartialState().is_main_process:
         return

@@ -50,7 +50,8 @@ def commands(server) -> dict[str, tuple[list[str], str, str]]:
         "adaptiverag labels": (["adaptiverag", "labels", "--dataset", "musique", "--bias", "C", "--out", "OUT",
                                 "--set", "max_steps=2", "--threads", "2", *lm], "labels.jsonl", "labels.jsonl"),
         "distill": (["distill", "ROWS", "--base", "STUDENT", "--r", "4", "--epochs", "1", "--batch-size", "1",
-                     "--out", "OUT"], "checkpoints/checkpoint-50/trainer_state.json", "adapter_model.safetensors"),
+                     "--checkpoint-every", "10", "--out", "OUT"], "checkpoints/checkpoint-10/trainer_state.json",
+                    "adapter_model.safetensors"),
         "retriever train": (["retriever", "train", "musique", "--out", "OUT", "--encoder", "ENCODER", "--batch-size",
                              "2", "--micro-batch", "4", "--epochs", "8", "--max-steps", "20", "--checkpoint-every",
                              "5", "--lr", "1e-3"], "checkpoints/checkpoint-5/trainer_state.json",
@@ -115,8 +116,8 @@ def environment(tmp_path_factory):
     (data / "corpus.jsonl").write_text("".join(json.dumps(passage) + "\n" for passage in PASSAGES))
     rows = [{"stage": "answer", "question_id": f"q{i}", "call": 0, "completion": f"answer {WORDS[i % 4]}",
              "messages": [{"role": "system", "content": "Answer the question."},
-                          {"role": "user", "content": f"question {WORDS[i % 5]} {i}"}]} for i in range(80)]
-    # 80 steps of one row: cut after the checkpoint at 50
+                          {"role": "user", "content": f"question {WORDS[i % 5]} {i}"}]} for i in range(30)]
+    # 30 steps of one row: cut after the checkpoint at 10
     (data / "rows.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
     tiny_causal_lm(data / "student", ["Answer the question.", "question answer system user assistant", *WORDS])
     (data / "encoder").mkdir()
