@@ -81,6 +81,7 @@ def test_the_loss_is_the_mean_of_each_rows_mean_padded_or_padding_free(tiny_stud
     assert loss(examples, padding_free=True) == pytest.approx(sum(alone) / 2, abs=1e-5)
 
 
+@pytest.mark.slow
 def test_accumulated_padded_and_padding_free_steps_train_the_same_adapter(tiny_student, tmp_path):
     from safetensors.torch import load_file
 
@@ -164,6 +165,7 @@ def test_lora_lowers_the_loss_saves_reloads_and_changes_the_output(tiny_student,
     assert trained_stages(SingleStepRAG(), out) == ["answer"]  # rows without a collection manifest: by stage name
 
 
+@pytest.mark.slow
 def test_training_resumes_from_its_checkpoint_and_rebuilds_the_same_adapter(tiny_student, tmp_path, monkeypatch):
     import torch
 
@@ -230,6 +232,7 @@ def collection(folder, program: str, rows_by_stage: dict[str, int]) -> list:
 CIRAG_ROWS = {"extract_entities": 3, "extract_triples": 3, "integrate": 2}
 
 
+@pytest.mark.slow
 def test_a_cirag_distillation_trains_the_integrator_only_unless_told_every_stage(tiny_student, tmp_path,
                                                                                  monkeypatch):
     files = collection(tmp_path / "rows", "CIRAG", CIRAG_ROWS)
@@ -251,6 +254,7 @@ def test_a_cirag_distillation_trains_the_integrator_only_unless_told_every_stage
     assert trained_stages(CIRAG(), every) == ["extract_entities", "extract_triples", "integrate"]
 
 
+@pytest.mark.slow
 def test_distill_command_takes_the_presets_stages_or_every_stage_or_the_ones_named(tiny_student, tmp_path,
                                                                                   capsys):
     from multihop.cli import app

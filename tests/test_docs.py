@@ -46,6 +46,7 @@ def site(tmp_path_factory) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_the_strict_build_has_a_page_for_every_declared_program_with_its_paper_and_stages(site):
     programs = declared()
     assert len(programs) == 14
@@ -114,6 +115,7 @@ def test_the_readme_lists_every_declared_program_with_its_kind_and_paper():
     assert len(text.splitlines()) <= 200
 
 
+@pytest.mark.slow
 def test_the_readme_served_lm_block_runs_against_an_openai_compatible_server(tmp_path):
     from multihop.lm.loopback import loopback_server
 

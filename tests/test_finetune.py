@@ -374,6 +374,7 @@ def test_the_released_trainer_decays_schedules_and_clips_the_temperature(musique
     assert loss.log_inv_t.grad.item() == pytest.approx(10.0, rel=1e-4)  # clipped with the weights, to 10 overall
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("recipe", ["paper", "released"])
 def test_training_resumes_as_if_uninterrupted(musique_dev, tiny_encoder, tiny_encoder_12, tmp_path, monkeypatch,
                                               recipe):
@@ -444,6 +445,7 @@ def test_a_trained_folder_is_checked_and_keeps_its_markers_and_layers(musique_de
         models.resolve_encoder(str(folder))
 
 
+@pytest.mark.slow
 def test_a_released_training_learns_its_temperature_and_reranks_as_the_released_code(musique_dev, tiny_encoder_12,
                                                                                     tmp_path, caplog):
     from multihop.retrievers import Hits, MaxSim, RaLa
@@ -466,6 +468,7 @@ def test_a_released_training_learns_its_temperature_and_reranks_as_the_released_
         RaLa("eq3", encoder=str(tmp_path)).layers(12)
 
 
+@pytest.mark.slow
 def test_the_command_trains_either_recipe_and_refuses_what_contradicts_it(tiny_encoder_12, tmp_path, capsys):
     from multihop.cli import app
     from multihop.cli.errors import run

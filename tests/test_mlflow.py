@@ -60,6 +60,7 @@ def single_step() -> dspy.Module:
     return PROGRAMS["SingleStepRAG"](retriever=BM25Retriever(Corpus(PASSAGES)), k=2, rerank=None)
 
 
+@pytest.mark.slow
 def test_under_autolog_a_question_is_a_trace_with_a_span_per_stage_and_a_typed_retriever_span(store):
     program = single_step()
     with mlflow_run(store, "traced", "one question"), dspy.context(lm=scripted_lm(
@@ -86,6 +87,7 @@ class FirstOnes:
         return pick(candidates, list(range(k)), [1.0] * k)
 
 
+@pytest.mark.slow
 def test_a_rerank_step_is_a_reranker_span_with_the_documents_it_kept(store):
     candidates = BM25Retriever(Corpus(PASSAGES), k=3)(query="capital")
     with mlflow_run(store, "reranked"), mlflow.start_span("question"):
@@ -102,8 +104,9 @@ def test_outside_a_trace_a_search_records_nothing(store, monkeypatch):
     mlflow.set_experiment("quiet")
     assert retriever(query="Spain").titles == ["Spain"]
     assert traces_of(store, "quiet") == []
-    monkeypatch.setitem(sys.modules, "mlflow", None)  # never imported: the search does not import it
-    assert spans.active_mlflow() is None and retriever(query="Italy").titles == ["Italy"]
+    with monkeypatch.context() as patched:  # undone before the store's teardown, which imports mlflow.dspy
+        patched.setitem(sys.modules, "mlflow", None)  # never imported: the search does not import it
+        assert spans.active_mlflow() is None and retriever(query="Italy").titles == ["Italy"]
 
 
 def test_manifest_and_summary_become_mlflow_parameters_and_metrics():
@@ -115,6 +118,7 @@ def test_manifest_and_summary_become_mlflow_parameters_and_metrics():
         "em": 0.5, "recall_at_2": 1.0, "judged": 0.0, "musique.X.f1": 0.25}
 
 
+@pytest.mark.slow
 def test_eval_mlflow_logs_the_run_and_a_trace_per_question(tmp_path, store, built_lms):
     questions = tmp_path / "questions.jsonl"
     questions.write_text("".join(json.dumps({"id": f"q{i}", "question": f"Capital of France, take {i}?",
@@ -134,6 +138,7 @@ def test_eval_mlflow_logs_the_run_and_a_trace_per_question(tmp_path, store, buil
     assert len(traces) == 3 and all(any(span.span_type == "LLM" for span in t.data.spans) for t in traces)
 
 
+@pytest.mark.slow
 def test_compare_mlflow_logs_every_dataset_and_program(tmp_path, store, monkeypatch, built_lms):
     paris_data(tmp_path, monkeypatch)
     result = runner.invoke(app, ["compare", "--out", str(tmp_path / "cmp"), "--programs", "NoRetrieval,SingleStepRAG",
