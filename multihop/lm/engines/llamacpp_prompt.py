@@ -124,7 +124,6 @@ def prompt_llama_class() -> type:
             key = self.cache._find_longest_prefix_key(tuple(tokens)) if self.cache is not None else None
             if key is not None and min(self.longest_token_prefix(key, tokens), limit) > start:
                 self.cache.cache_state.move_to_end(key)  # the least recently used state goes first
-                self.n_tokens = 0  # no sequence, should llama.cpp refuse the state
                 set_sequence(self, self.cache.cache_state[key].llama_state)
                 self.input_ids[: len(key)] = key
                 start = min(self.longest_token_prefix(key, tokens), limit)
@@ -144,9 +143,11 @@ def prompt_llama_class() -> type:
 
 
 def set_sequence(model, state: bytes | bytearray) -> None:
-    """Load a sequence's KV state (``llama_state_seq_get_data``'s) into ``model``'s context as its only sequence."""
+    """Load a sequence's KV state (``llama_state_seq_get_data``'s) into ``model``'s context as its only sequence.
+    ``model`` counts no tokens until its caller sets them, so a state llama.cpp refuses leaves no stale sequence."""
     import llama_cpp.llama_cpp as bindings
 
+    model.n_tokens = 0
     array = ctypes.c_uint8 * len(state)
     data = array.from_buffer(state) if isinstance(state, bytearray) else array.from_buffer_copy(state)
     if bindings.llama_state_seq_set_data(model._ctx.ctx, data, len(state), 0) != len(state):
@@ -165,9 +166,7 @@ def prompted_llama_class() -> type:
         def generate(self, tokens, *args, **kwargs):
             head = list(tokens[:-1])
             if self.prompts is not None and head:
-                state = values_transposed(self.prompts.evaluate(head))
-                self.n_tokens = 0  # no sequence, should llama.cpp refuse the state
-                set_sequence(self, state)
+                set_sequence(self, values_transposed(self.prompts.evaluate(head)))
                 self.input_ids[: len(head)] = head
                 self.n_tokens = len(head)  # llama-cpp-python's generate finds them all and evaluates the last token
             return super().generate(tokens, *args, **kwargs)
