@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 
@@ -106,6 +107,48 @@ class StageLMs:
             raise ValueError("name the stages that run on the other LM")
 
 
+# what each kind of artifact is to a row: the dense index's encoder, or the program setting its folder is given as
+ARTIFACT_KINDS = {"encoder": None, "classifier": "classifier", "triple_cache": "triple_cache",
+                  "oracle_labels": "oracle_labels"}
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """Something a row needs that is made here, not installed: a fine-tuned encoder, an Adaptive-RAG classifier, a
+    CIRAG triple cache, Adaptive-RAG's oracle labels. A row that needs one runs only once it is given (``reproduce
+    --artifact NAME=DIR``) or built (``reproduce --build``); until then it shows the paper's number alone with the
+    command that makes it.
+
+    Args:
+        name: its name within its paper ("encoder", "encoder-no-alpha", "classifier", "triple-cache").
+        kind: what it is, and so how a row uses it (:data:`ARTIFACT_KINDS`): ``"encoder"`` (the dense index is
+            built with it, and the reranker reads its hidden states), else the program setting of that name
+            (``classifier``, ``triple_cache``, ``oracle_labels``) set to its folder.
+        make: the commands that make it, as a user types them (``DATA``: the dataset, ``DIR``: its folder).
+        per_dataset: made once for each dataset (an encoder trained on its train questions, a cache of its corpus)
+            rather than once for the paper.
+        switches: what it was made with that tells it apart from the paper's other artifacts of its kind (an
+            encoder's training switches), shown in the row's identity.
+        build: ``build(folder, dataset, limit, lm)`` makes it into ``folder`` with the project's own commands on
+            ``limit`` train questions (``dataset`` None when not ``per_dataset``; ``lm`` the run's LM, for an
+            artifact made by running one); resumable, as those commands are. None: it cannot be made by
+            ``reproduce --build``.
+    """
+
+    name: str
+    kind: str
+    make: str
+    per_dataset: bool = True
+    switches: tuple[str, ...] = ()
+    build: Callable | None = dataclasses.field(default=None, compare=False, repr=False)
+
+    def __post_init__(self):
+        if self.kind not in ARTIFACT_KINDS:
+            raise ValueError(f"an artifact's kind is one of {', '.join(ARTIFACT_KINDS)}, not {self.kind!r}")
+        if not re.fullmatch(r"[a-z0-9][a-z0-9-]*", self.name):
+            raise ValueError(f"artifact name {self.name!r}: lower-case letters, digits and dashes")
+
+
 @dataclass(frozen=True)
 class TableRow:
     """One row of a paper's results table, as the paper prints it and as a program here runs it.
@@ -123,8 +166,10 @@ class TableRow:
         stage_lms: stages the row runs on a student or a stronger LM (None: every stage on the row's LM).
         first_stage: the row's own first stage (``"bm25"``, ``"dense"``), read alone without the table's reranker,
             where it differs from the table's.
-        needs: what else the row needs to run as the paper's (an encoder trained with other switches, a classifier,
-            a triple cache), said in words with the command that makes it.
+        needs: what else the row needs to run as the paper's (:class:`Artifact`: an encoder trained with its
+            switches, a classifier, a triple cache); it does not run without them.
+        same_as: the label of an earlier row of the table that this one runs exactly (the paper prints one
+            configuration under two labels): run once, shown in both places.
         runnable: False where the row needs what cannot run here (a fine-tuned model not built, a proprietary or
             missing retriever, a strategy not rebuilt); ``why_not`` says what.
     """
@@ -136,11 +181,14 @@ class TableRow:
     lm: str | None = None
     stage_lms: StageLMs | None = None
     first_stage: str | None = None
-    needs: str | None = None
+    needs: tuple[Artifact, ...] = ()
+    same_as: str | None = None
     runnable: bool = True
     why_not: str | None = None
 
     def __post_init__(self):
+        if not isinstance(self.needs, tuple) or not all(isinstance(need, Artifact) for need in self.needs):
+            raise ValueError(f"row {self.label!r}: needs is a tuple of Artifacts")
         if self.runnable == bool(self.why_not):
             raise ValueError(f"row {self.label!r}: a row that cannot run says why (why_not), and only such a row")
         for (dataset, metric), value in self.numbers.items():
@@ -165,6 +213,12 @@ class PaperTable:
         first_stage: the first stage of ours the rows' retriever is built with (``"dense"``, ``"bm25"``).
         settings: the setup the paper ran every row with, in its terms (k, n and the reranker, iteration caps, the
             encoder, ...); each row's ``settings`` apply it through its program's own knobs.
+        encoder: the fine-tuned encoder the paper ran every dense row with (an :class:`Artifact`): used where it is
+            given or built, else the stock encoder, which the table's header then says; a row that needs its own
+            encoder (``needs``) runs on that one.
+        counts: what each count column of the table is in our evaluation summaries, where it is not the summary key
+            of the column's own name: the keys to read, the first a run has (``{"steps": ("steps",
+            "retrieval_calls")}``); said in the table's header.
         notes: what differs from ours, the rows left out and how the rows were read.
     """
 
@@ -176,6 +230,8 @@ class PaperTable:
     first_stage: str = "dense"
     settings: dict = dataclasses.field(default_factory=dict)
     notes: str = ""
+    encoder: Artifact | None = None
+    counts: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
         if len(set(self.columns)) != len(self.columns):
@@ -188,7 +244,12 @@ class PaperTable:
             key = (row.label, row.lm)
             if key in seen:
                 raise ValueError(f"{self.number}: row {row.label!r} ({row.lm or self.lm}) is declared twice")
+            if row.same_as is not None and (row.same_as, row.lm) not in seen:
+                raise ValueError(f"{self.number}: row {row.label!r} is the same run as {row.same_as!r}, which is no "
+                                 "earlier row of the table")
             seen.add(key)
+        if self.encoder is not None and self.encoder.kind != "encoder":
+            raise ValueError(f"{self.number}: its encoder is an artifact of kind {self.encoder.kind!r}")
 
     def numbers(self) -> int:
         """How many cells the paper prints in the declared rows."""

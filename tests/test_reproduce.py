@@ -113,17 +113,23 @@ def test_list_shows_every_papers_tables_and_which_rows_run_here():
     assert {info["paper"] for info in described} == {"CoopRAG", "DualRAG", "ComposeRAG", "HANRAG", "CIRAG"}
     hanrag = next(info for info in described if info["paper"] == "HANRAG" and info["table"] == "Table 2")
     revelator = next(row for row in hanrag["rows"] if row["label"] == "HANRAG")
-    assert not revelator["runnable"] and "student LM" in revelator["why_not"]
+    assert revelator["state"] == "runs once given" and "--student HANRAG=DIR" in revelator["why_not"]
+    cooprag = next(info for info in described if info["paper"] == "CoopRAG" and info["table"] == "Table 5")
+    assert {row["state"] for row in cooprag["rows"]} == {"runs once built"}
+    composerag = next(info for info in described if info["paper"] == "ComposeRAG" and info["table"] == "Table 1")
+    assert next(row for row in composerag["rows"] if row["label"] == "RQ-RAG")["state"] == "cannot run here"
     listed = runner.invoke(app, ["reproduce", "--list"], terminal_width=200).output
     assert all(f"{paper} {number}" in listed for paper, number in TABLES)
+    assert "runs once built: needs encoder-no-alpha" in listed
 
 
-def test_a_row_its_program_cannot_run_on_these_questions_shows_the_papers_numbers_with_the_reason(loopback_lm,
-                                                                                                   tmp_path):
+def test_a_row_whose_artifact_is_missing_shows_the_papers_numbers_with_the_command_that_makes_it(loopback_lm,
+                                                                                                  tmp_path):
     reproduce("HANRAG", tmp_path, tables=["2"], datasets=["musique"], limit=1, progress=False)
     rows = {row["label"]: row for row in json.loads((tmp_path / "table-2.json").read_text())["rows"]}
     oracle = rows["Adaptive-RAG w/ Oracle (Jeong et al.'s oracle row; ours)"]
-    assert not oracle["runs_here"] and "no silver label for the oracle" in oracle["why_not"]
+    assert not oracle["runs_here"] and "multihop adaptiverag labels --dataset DATA --split dev" in oracle["why_not"]
+    assert "--artifact oracle-labels@musique=DIR" in oracle["why_not"]
     assert rows["No retrieval"]["runs_here"] and rows["No retrieval"]["cells"][0]["ours"] is not None
 
 

@@ -52,8 +52,14 @@ def load_config(ctx: typer.Context, param, path: Path | None) -> Path | None:
         raise typer.BadParameter(f"{path}: {unknown[0]} is no option of `multihop {ctx.info_name}` (its keys: "
                                  f"{', '.join(sorted(params))})", param_hint="--config")
     ctx.default_map = {**(ctx.default_map or {}),
-                       **{params[key.replace("-", "_")].name: value for key, value in values.items()}}
+                       **{params[key.replace("-", "_")].name: pairs(value) for key, value in values.items()}}
     return path
+
+
+def pairs(value):
+    """A file's value as its option takes it: a table (``[lm-for]``, ``"Gemma2-9B" = "SPEC"``) as the ``KEY=VALUE``
+    values of a repeatable option; anything else as it is."""
+    return [f"{key}={item}" for key, item in value.items()] if isinstance(value, dict) else value
 
 
 def resolved(ctx: typer.Context) -> dict:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import warnings
+from collections import Counter
 from functools import partial
 from pathlib import Path
 
@@ -153,6 +154,8 @@ def compare_cmd(
     metric: list[str] = typer.Option(None, "--metric", help="module:function, a DSPy metric fn(example, prediction, "
                                      "trace=None) importable from the current folder, recorded beside the built-in "
                                      "metrics (repeatable)"),
+    reference: str = typer.Option(None, help="the program every other is tested against on the same questions (the "
+                                  "paired tests; default: the first row of each dataset's table)"),
 ):
     """Compare programs on the same dev sets, retriever, LM and budget (--k, --max-iterations and --max-tokens, the
     cap of every LM call; --budget paper: each program's own paper's settings instead of --k and --max-iterations;
@@ -172,7 +175,8 @@ def compare_cmd(
             datasets=[name.strip() for name in datasets.split(",") if name.strip()], lm=lm,
             budget=Budget.parse(budget, k=k, max_iterations=max_iterations, max_tokens=lm.max_tokens),
             students=students, first_stage=first_stage, encoder=encoder, limit=limit, threads=threads,
-            judge_lm=judge_lm, console=console, corpus=corpus, retriever=retriever, metric=metrics or None)
+            judge_lm=judge_lm, console=console, corpus=corpus, retriever=retriever, metric=metrics or None,
+            reference=reference)
         if logging:
             from multihop.evaluation.mlflow_runs import log_outcome
 
@@ -203,6 +207,18 @@ def reproduce_cmd(
     metric: list[str] = typer.Option(None, "--metric", help="module:function, a DSPy metric fn(example, prediction, "
                                      "trace=None) importable from the current folder, recorded beside the built-in "
                                      "metrics (repeatable)"),
+    lm_for: list[str] = typer.Option(None, "--lm-for", help="PAPER_LM=SPEC: the rows (and stages) the paper ran on "
+                                     "PAPER_LM run on SPEC (repeatable; a [lm-for] table in --config); rows of an LM "
+                                     "of their own left unmapped run once on --lm, labelled with it"),
+    artifact: list[str] = typer.Option(None, "--artifact", help="NAME=DIR or NAME@DATASET=DIR: an artifact the rows "
+                                       "need (a fine-tuned encoder, a classifier, a triple cache; --list names "
+                                       "them), for every dataset or one (repeatable)"),
+    build: bool = typer.Option(False, "--build", help="make every missing artifact that can be made here (under "
+                               "OUT/artifacts, resumable) before the rows run"),
+    build_limit: int = typer.Option(None, min=2, help="--build: train questions of each dataset (default: all; "
+                                    "the paper's scale wants a GPU)"),
+    first_stage: str = typer.Option(None, help="dense or bm25 for every row that does not name its own first stage "
+                                    "(default: each table's)"),
 ):
     """Run a paper's results tables again: every declared row a program here runs, with the settings the paper gave
     it, on the dev sets the table reports; prints and writes each table as the paper prints it, ours beside the
@@ -214,14 +230,14 @@ def reproduce_cmd(
     if list_tables:
         methods = [paper_of(paper)] if paper else [m for m in PROGRAMS.declared("method") if m.tables]
         for info in describe_tables(methods):
-            runs = sum(row["runnable"] for row in info["rows"])
+            states = Counter(row["state"] for row in info["rows"] if not row["stand_in"])
             console.print(f"[bold]{info['paper']} {info['table']}[/bold]: {info['title']} — datasets "
-                          f"{', '.join(info['datasets'])} (run here: {', '.join(info['runs_on']) or 'none'}); "
-                          f"{runs} of {len(info['rows'])} rows run here")
+                          f"{', '.join(info['datasets'])} (run here: {', '.join(info['runs_on']) or 'none'}); rows: "
+                          + ", ".join(f"{count} {state}" for state, count in states.items()))
             for row in info["rows"]:
                 settings = ", ".join(f"{key}={value}" for key, value in row["settings"].items())
-                state = "" if row["runnable"] else f"  [dim](paper only: {row['why_not']})[/dim]"
-                console.print(f"    {row['label']}: {row['program']}({settings}){state}")
+                why = f": {row['why_not']}" if row["why_not"] else ""
+                console.print(f"    {row['label']}: {row['program']}({settings})  [dim]({row['state']}{why})[/dim]")
         return
     if paper is None:
         raise typer.BadParameter("give a PAPER (CoopRAG, DualRAG, ComposeRAG, HANRAG, CIRAG), or --list")
@@ -230,7 +246,10 @@ def reproduce_cmd(
     warnings.filterwarnings("ignore", message="rollout_id has no effect", category=UserWarning)
     reproduce(paper, out, tables=table or None, lm=lm, limit=limit, threads=threads, encoder=encoder,
               datasets=[name.strip() for name in datasets.split(",") if name.strip()] if datasets else None,
-              judge_lm=judge_lm, console=console, students=student_pairs(student), metric=metrics or None)
+              judge_lm=judge_lm, console=console, students=student_pairs(student), metric=metrics or None,
+              lm_for=key_values(lm_for, "--lm-for", "PAPER_LM=SPEC"),
+              artifacts=key_values(artifact, "--artifact", "NAME[@DATASET]=DIR"), build=build, build_limit=build_limit,
+              first_stage=first_stage)
 
 
 def import_metrics(specs: list[str] | None) -> dict:
@@ -264,16 +283,23 @@ def import_metrics(specs: list[str] | None) -> dict:
         raise typer.BadParameter(str(exc)) from None
 
 
+def key_values(pairs: list[str] | None, option: str, form: str) -> dict[str, str]:
+    """The ``KEY=VALUE`` values of a repeatable option, by key (a value may hold ``=``; a key given twice is
+    refused)."""
+    values = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise typer.BadParameter(f"takes {form}, got {pair!r}", param_hint=option)
+        if key.strip() in values:
+            raise typer.BadParameter(f"{key.strip()} is given twice", param_hint=option)
+        values[key.strip()] = value.strip()
+    return values
+
+
 def student_pairs(pairs: list[str] | None) -> dict[str, str]:
     """``--student PROGRAM=ADAPTER_DIR`` / ``PROGRAM=SPEC[@DIR]`` values by program."""
-    students = {}
-    for pair in pairs or []:
-        name, sep, folder = pair.partition("=")
-        if not sep or not name or not folder:
-            raise typer.BadParameter(f"takes PROGRAM=ADAPTER_DIR or PROGRAM=SPEC[@DIR], got {pair!r}",
-                                     param_hint="--student")
-        students[name] = folder
-    return students
+    return key_values(pairs, "--student", "PROGRAM=ADAPTER_DIR or PROGRAM=SPEC[@DIR]")
 
 
 def checksum(path: Path | None) -> str | None:

@@ -17,10 +17,10 @@ Each table is written as ``<table>.md`` and ``<table>.json``, with the compariso
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import dspy
@@ -31,32 +31,26 @@ from multihop.data.folders import sha256_file
 from multihop.data.loaders import load_dataset
 from multihop.data.paths import atomic_write_text
 from multihop.data.question_sets import DATASETS, question_file
-from multihop.evaluation.runner import Evaluation, evaluate_all, run_manifest
+from multihop.data.jsonl import read_rows
+from multihop.evaluation.intervals import paired_test, paired_values
+from multihop.evaluation.runner import RESULTS, Evaluation, evaluate_all, run_manifest
+from multihop.experiments.artifact_builds import build_missing, built_artifacts, given_artifacts, paper_artifacts
 from multihop.experiments.charts import write_charts
 from multihop.experiments.comparison import rollout, run_lms
 from multihop.experiments.report import write_report
+from multihop.experiments.row_plans import PlannedRow, RunSetup, plan_table, row_settings
 from multihop.experiments.tables import summary_row, write_table
 from multihop.lm.models import embedded_notice
 from multihop.lm.options import LMOptions, served_student
 from multihop.optimize.students import use_student
 from multihop.programs import PROGRAMS, shared_retriever, takes_retriever
-from multihop.programs.papers import PaperTable, TableRow, is_rate
+from multihop.programs.papers import PaperTable, is_rate
 from multihop.programs.registry import Method
+from multihop.retrievers import CACHED_FIRST_STAGES as FIRST_STAGES
 
-# what each of the tables' metrics is in our evaluation summary (the rest are our summary keys themselves)
-SUMMARY_KEYS = {"steps": "retrieval_calls"}  # a retrieval–generation cycle a question: one retrieval step each
 SUMMARY_COLUMNS = {"em", "f1", "acc", "cover_em", "llm_eval", "recall@2", "recall@5"}  # the report's paper columns
-
-
-@dataclass(frozen=True)
-class PlannedRow:
-    """One row of a table on one dataset: the program that runs it, or why it does not run here."""
-
-    table: PaperTable
-    row: TableRow
-    dataset: str
-    program: dspy.Module | None = None
-    skipped: str | None = None  # why the row shows the paper's number alone
+SETUP_KEYS = ("k", "n", "rerank", "max_steps", "max_iterations", "max_sentences")  # shown in each table's header
+WIDE = 50  # questions a dataset below which a table says its intervals are wide
 
 
 def paper_of(name: str) -> Method:
@@ -73,10 +67,10 @@ def table_slug(table: PaperTable) -> str:
     return re.sub(r"[^a-z0-9]+", "-", table.number.lower()).strip("-")
 
 
-def row_slug(row: TableRow) -> str:
-    """A row's folder name: its label (and its LM, where rows of several LMs share a label), as a file name."""
-    text = row.label + (f" {row.lm}" if row.lm else "")
-    return re.sub(r"[^A-Za-z0-9.+=-]+", "-", text).strip("-")[:80]
+def row_slug(label: str) -> str:
+    """A row's folder name: its label as shown (with its LM where it names one), as a file name that keeps its
+    letters (``w-o-α_U-ω_U-D``)."""
+    return re.sub(r"[^\w.+=-]+", "-", label).strip("-")[:80]
 
 
 def select_tables(method: Method, wanted: Sequence[str] | None) -> list[PaperTable]:
@@ -100,23 +94,17 @@ def _key(name: str) -> str:
 
 
 def table_datasets(table: PaperTable, datasets: Sequence[str] | None) -> list[str]:
-    """The dev sets of ``table`` this run evaluates: its datasets that ``MULTIHOP_DATA`` holds, of ``datasets``."""
+    """The dev sets of ``table`` this run evaluates: its datasets that are dev sets here, of ``datasets``."""
     columns = list(dict.fromkeys(dataset for dataset, _ in table.columns))
     return [dataset for dataset in columns if dataset in DATASETS and (not datasets or dataset in datasets)]
 
 
-def why_not_here(row: TableRow, students: bool = False) -> str | None:
-    """Why ``row`` shows the paper's number alone, or None when a program here runs it (``students``: a student of
-    its program is given)."""
-    if not row.runnable:
-        return row.why_not
-    if row.program not in PROGRAMS:
-        return f"{row.program} is no program here"
-    if row.stage_lms is not None and (row.stage_lms.role != "student" or not students):
-        paper = f" ({row.stage_lms.paper_lm} in the paper)" if row.stage_lms.paper_lm else ""
-        fix = f" (give one: --student {row.program}=DIR)" if row.stage_lms.role == "student" else ""
-        return f"runs {', '.join(row.stage_lms.stages)} on a {row.stage_lms.role} LM{paper}{fix}"
-    return None
+def not_run(table: PaperTable, datasets: Sequence[str] | None) -> dict[str, str]:
+    """Each dataset of ``table`` this run does not evaluate, with why: no dev set of it here (the paper's own, NQ,
+    a compound benchmark), or left out by the user (``datasets``)."""
+    ran = table_datasets(table, datasets)
+    return {dataset: "left out (--datasets)" if dataset in DATASETS else "no dev set of it here"
+            for dataset in dict.fromkeys(d for d, _ in table.columns) if dataset not in ran}
 
 
 def unpreparable(program: dspy.Module, examples: Sequence[dspy.Example]) -> str | None:
@@ -131,15 +119,50 @@ def unpreparable(program: dspy.Module, examples: Sequence[dspy.Example]) -> str 
     return None
 
 
-def describe_tables(methods: Sequence[Method]) -> list[dict]:
-    """What ``reproduce --list`` shows: each paper's tables with their rows, whether each runs here and why not."""
-    return [{"paper": method.name, "table": table.number, "title": table.title,
-             "datasets": list(dict.fromkeys(dataset for dataset, _ in table.columns)),
-             "runs_on": table_datasets(table, None), "settings": table.settings,
-             "rows": [{"label": row.label, "program": row.program, "settings": row.settings, "lm": row.lm or table.lm,
-                       "numbers": len(row.numbers), "runnable": why_not_here(row) is None,
-                       "why_not": why_not_here(row)} for row in table.rows]}
-            for method in methods for table in method.tables]
+def row_state(plan: PlannedRow) -> str:
+    """``runs``, ``runs once given`` (an artifact, a student or an LM mapping it lacks), ``runs once built`` (what it
+    lacks ``--build`` makes), ``shares a run`` or ``cannot run here``, for ``reproduce --list``."""
+    if plan.identity is not None:
+        return "shares a run" if plan.shares else "runs"
+    if not plan.row.runnable or plan.row.program not in PROGRAMS:
+        return "cannot run here"
+    if plan.skipped.startswith("the same run as"):
+        return "cannot run here"
+    lacking = [artifact for artifact in plan.row.needs if plan.skipped and f"needs {artifact.name}" in plan.skipped]
+    if lacking and all(artifact.build is not None for artifact in lacking) and "student" not in plan.skipped:
+        return "runs once built"
+    return "runs once given"
+
+
+def describe_tables(methods: Sequence[Method], setup: RunSetup | None = None) -> list[dict]:
+    """What ``reproduce --list`` shows: each paper's tables with their rows as they would run (on the table's first
+    dataset) with what ``setup`` gives (default: nothing), each row's state (:func:`row_state`) and why."""
+    setup = setup or RunSetup(lm="your LM")
+    described = []
+    for method in methods:
+        for table in method.tables:
+            dataset = next(iter(table_datasets(table, None)), table.columns[0][0])
+            rows = [{"label": plan.label, "program": plan.row.program, "settings": plan.row.settings,
+                     "lm": plan.row.lm or table.lm, "numbers": len(plan.row.numbers), "state": row_state(plan),
+                     "runnable": plan.identity is not None, "why_not": plan.skipped, "stand_in": plan.stand_in}
+                    for plan in plan_table(table, dataset, setup)]
+            described.append({"paper": method.name, "table": table.number, "title": table.title,
+                              "datasets": list(dict.fromkeys(d for d, _ in table.columns)),
+                              "runs_on": table_datasets(table, None), "settings": table.settings, "rows": rows})
+    return described
+
+
+def encoder_record(encoder: str) -> dict:
+    """An encoder as a row's run records it: its name or folder, whether it is fine-tuned (a folder
+    ``multihop retriever train`` wrote) and the sha256 of its weights (the registry's pin, or the folder's file)."""
+    from multihop.lm.models import FINETUNED_STAMP, MODELS
+
+    if encoder in MODELS:
+        return {"encoder": encoder, "fine_tuned": False, "sha256": MODELS[encoder].sha256[:16]}
+    folder = Path(encoder)
+    weights = folder / "model.safetensors"
+    return {"encoder": encoder, "fine_tuned": (folder / FINETUNED_STAMP).exists(),
+            "sha256": sha256_file(weights)[:16] if weights.is_file() else None}
 
 
 def reproduce(
@@ -156,82 +179,104 @@ def reproduce(
     console: Console | None = None,
     students: Mapping[str, str | Path] | None = None,
     metric: Callable | Mapping[str, Callable] | None = None,
+    lm_for: Mapping[str, str] | None = None,
+    artifacts: Mapping[str, str | Path] | None = None,
+    build: bool = False,
+    build_limit: int | None = None,
+    first_stage: str | None = None,
 ) -> dict:
     """Run the declared rows of ``paper``'s ``tables`` (default: all) on ``datasets`` (default: every dev set a table
     has columns for) and write each table, ours beside the paper's, into ``out``; returns what ``reproduce.json``
-    holds. ``lm``: a spec or :class:`LMOptions`, or None for the LM DSPy is configured with; ``limit``: the first N
-    questions of each dev set; ``threads``: questions at once of every row; ``encoder``: the dense index's;
-    ``students`` maps a program to a ``multihop distill`` folder (or a served student ``SPEC[@DIR]``) whose stages run
-    on it in the rows that run stages on a student (``TableRow.stage_lms``); without one, such rows show the paper's
-    numbers alone. ``metric`` (a DSPy metric or ``{name: fn}``) is recorded in every row's run beside the built-in
-    metrics (:func:`multihop.evaluation.runner.evaluate`)."""
+    holds. What each row runs with, and when it does not run, is :mod:`.row_plans`'.
+
+    Args:
+        lm: a spec or :class:`LMOptions`, or None for the LM DSPy is configured with: every row whose paper LM is
+            not mapped runs on it.
+        limit: the first N questions of each dev set; ``threads``: questions at once of every row.
+        encoder: the stock encoder of the dense indexes (a row's own encoder artifact replaces it).
+        students: a program → a ``multihop distill`` folder (or a served student ``SPEC[@DIR]``) that runs the stages
+            a row names (``TableRow.stage_lms``); without one, such rows show the paper's numbers alone.
+        metric: a DSPy metric or ``{name: fn}``, recorded in every row's run beside the built-in metrics.
+        lm_for: a paper LM ("Gemma2-9B") → the spec of one of yours that its rows (and stages) run on.
+        artifacts: ``NAME`` or ``NAME@DATASET`` → the folder of an artifact the rows need.
+        build: make every missing artifact that can be made here, on ``build_limit`` train questions, under
+            ``out/artifacts`` (resumable), before the rows run.
+        first_stage: ``"dense"`` or ``"bm25"`` for every row that does not name its own (default: each table's).
+    """
     method = paper_of(paper)
     chosen = select_tables(method, tables)
     unknown = sorted(set(datasets or ()) - set(DATASETS))
     if unknown:
         raise ValueError(f"no dev set {', '.join(unknown)}; choose from {', '.join(DATASETS)}")
+    if first_stage not in (None, *FIRST_STAGES):
+        raise ValueError(f"unknown first stage {first_stage!r}; choose one of {', '.join(FIRST_STAGES)}")
     students = {PROGRAMS.named(name): folder for name, folder in (students or {}).items()}
-    if students and lm is None:
-        raise ValueError("students adapt the LM given as a spec: pass lm=<spec> (or LMOptions) with students")
+    if (students or lm_for) and lm is None:
+        raise ValueError("students and --lm-for LMs are made with the run's LM options: pass lm=<spec> (or LMOptions)")
     options, base, judge = run_lms(lm, None, judge_lm)
-    student_lms = {name: options.student(folder) for name, folder in students.items()}
+    mapped = {paper_lm: options.make(spec) for paper_lm, spec in (lm_for or {}).items()}
+    run_on = list(dict.fromkeys(d for table in chosen for d in table_datasets(table, datasets)))
+    known = paper_artifacts(chosen)
+    have = {**built_artifacts(Path(out), known, run_on), **given_artifacts(artifacts or {}, known, run_on)}
+    setup = RunSetup(lm=str(base.model), lm_for={name: str(lm.model) for name, lm in mapped.items()}, artifacts=have,
+                     students={name: str(folder) for name, folder in students.items()}, encoder=encoder,
+                     first_stage=first_stage)
+    if build:
+        needed = [(artifact, dataset if artifact.per_dataset else None)
+                  for table in chosen for dataset in table_datasets(table, datasets)
+                  for plan in plan_table(table, dataset, setup) if plan.skipped
+                  for artifact in plan.row.needs if setup.artifact(artifact, dataset) is None]
+        needed += [(table.encoder, dataset) for table in chosen if table.encoder is not None
+                   for dataset in table_datasets(table, datasets)]
+        with dspy.context(lm=base):
+            have.update(build_missing(Path(out), needed, have, build_limit, encoder, progress, console))
+        setup = dataclasses.replace(setup, artifacts=have)
     for table in chosen:
-        if console is not None and not table_datasets(table, datasets):
-            reported = ", ".join(dict.fromkeys(dataset for dataset, _ in table.columns))
-            console.print(f"[yellow]note:[/yellow] {method.name} {table.number} reports {reported}: no dev set here "
-                          f"(of {', '.join(datasets or DATASETS)}), so its rows show the paper's numbers alone")
+        if console is not None:
+            for dataset, why in not_run(table, datasets).items():
+                console.print(f"[yellow]note:[/yellow] {method.name} {table.number}: {dataset} not run ({why}); its "
+                              "cells show the paper's numbers alone")
     if console is not None and embedded_notice(base.model):
         console.print(f"[yellow]note:[/yellow] {embedded_notice(base.model)}")
     out = Path(out)
-    examples = {dataset: load_dataset(question_file(dataset, "dev"), limit=limit)
-                for dataset in dict.fromkeys(d for table in chosen for d in table_datasets(table, datasets))}
-    retrievers: dict[tuple[str, str], tuple] = {}
-    planned: list[PlannedRow] = []
+    examples = {dataset: load_dataset(question_file(dataset, "dev"), limit=limit) for dataset in run_on}
+    student_lms = {name: options.student(folder) for name, folder in students.items()}
+    planned = [plan for table in chosen for dataset in table_datasets(table, datasets)
+               for plan in plan_table(table, dataset, setup)]
+    retrievers: dict[tuple, tuple] = {}
+    runs: dict[str, dict] = {}  # by identity: the run's folder, evaluation and record
     evaluations = []
-    for table in chosen:
-        for dataset in table_datasets(table, datasets):
-            for row in table.rows:
-                reason = why_not_here(row, students=row.program in students)
-                if reason is not None:
-                    planned.append(PlannedRow(table, row, dataset, skipped=reason))
-                    continue
-                cls = PROGRAMS[row.program]
-                first_stage = row.first_stage or table.first_stage
-                if takes_retriever(cls) and (dataset, first_stage) not in retrievers:
-                    retrievers[dataset, first_stage] = shared_retriever(question_file(dataset, "dev"), first_stage,
-                                                                        encoder)
-                searched, index = retrievers.get((dataset, first_stage), (None, None))
-                program = cls(retriever=searched, **row.settings) if takes_retriever(cls) else cls(**row.settings)
-                unprepared = unpreparable(program, examples[dataset])
-                if unprepared is not None:  # e.g. an oracle row without its labels
-                    planned.append(PlannedRow(table, row, dataset, skipped=unprepared))
-                    continue
-                planned.append(PlannedRow(table, row, dataset, program))
-                rollout_id = rollout(f"{method.name} {table.number} {row_slug(row)}")
-                weights = None
-                if row.stage_lms is not None and row.stage_lms.role == "student":
-                    student, weights = student_lms[row.program]
-                    use_student(program, student.copy(rollout_id=rollout_id), served_student(students[row.program])[1])
-                with dspy.context(lm=base.copy(rollout_id=rollout_id)):
-                    manifest = run_manifest(program, examples[dataset], judge, limit=limit, student=weights,
-                                            data_sha256=sha256_file(question_file(dataset, "dev"))[:16],
-                                            retriever=index.name if index is not None else None,
-                                            paper=method.name, table=table.number, row=row.label)
-                    evaluations.append(Evaluation(program, examples[dataset],
-                                                  out / table_slug(table) / dataset / row_slug(row), name=row.label,
-                                                  judge_lm=judge, manifest=manifest,
-                                                  context=contextvars.copy_context(), metric=metric))
-    summaries = iter(evaluate_all(evaluations, threads, progress))
-    results = {plan_key(plan): next(summaries) for plan in planned if plan.program is not None}
+    for index, plan in enumerate(planned):
+        if plan.identity is None or plan.shares or plan.key() in runs:
+            continue
+        built = build_row(plan, setup, retrievers, student_lms, mapped, base)
+        reason = built if isinstance(built, str) else unpreparable(built[0], examples[plan.dataset])
+        if reason is not None:  # a student without the row's stages, an oracle row without its labels
+            planned[index] = dataclasses.replace(plan, identity=None, skipped=reason)
+            continue
+        program, row_lm, record = built
+        folder = out / table_slug(plan.table) / plan.dataset / row_slug(plan.label)
+        with dspy.context(lm=row_lm):
+            manifest = run_manifest(program, examples[plan.dataset], judge, limit=limit,
+                                    data_sha256=sha256_file(question_file(plan.dataset, "dev"))[:16],
+                                    paper=method.name, table=plan.table.number, row=plan.label, paper_lm=plan.row.lm
+                                    or plan.table.lm, **record)
+            evaluations.append(Evaluation(program, examples[plan.dataset], folder, name=plan.label, judge_lm=judge,
+                                          manifest=manifest, context=contextvars.copy_context(), metric=metric))
+        runs[plan.key()] = {"folder": folder, "record": record, "program": program}
+    for run, summary in zip(runs.values(), evaluate_all(evaluations, threads, progress), strict=True):
+        run["summary"] = summary
     written = []
     for table in chosen:
-        reproduced = table_result(method, table, [plan for plan in planned if plan.table is table], results,
-                                  base.model, getattr(judge, "model", None), examples)
-        written.append(write_reproduced(out, reproduced, [plan for plan in planned if plan.table is table],
-                                        results, examples, base, judge, retrievers, encoder))
+        plans = [plan for plan in planned if plan.table is table]
+        reproduced = table_result(method, table, plans, runs, setup, getattr(judge, "model", None), examples,
+                                  not_run(table, datasets))
+        written.append(write_reproduced(out, reproduced, plans, runs, examples, base, judge))
         if console is not None:
             console.print(console_table(reproduced))
-    index = {"paper": method.name, "lm": base.model, "judge": getattr(judge, "model", None), "limit": limit,
+    index = {"paper": method.name, "lm": base.model, "lm_for": setup.lm_for, "judge": getattr(judge, "model", None),
+             "limit": limit, "artifacts": {f"{name}@{dataset}" if dataset else name: str(folder)
+                                           for (name, dataset), folder in have.items()},
              "tables": [{"table": table.number, "markdown": md.name, "json": data.name,
                          "report": f"{table_slug(table)}/report.html"} for table, (md, data) in zip(chosen, written,
                                                                                                   strict=True)]}
@@ -241,84 +286,246 @@ def reproduce(
     return index
 
 
-def plan_key(plan: PlannedRow) -> tuple[int, str, str]:
-    return id(plan.table), plan.row.label + (plan.row.lm or ""), plan.dataset
+def build_row(plan: PlannedRow, setup: RunSetup, retrievers: dict, student_lms: dict, mapped: dict,
+              base: dspy.BaseLM) -> tuple[dspy.Module, dspy.BaseLM, dict] | str:
+    """``plan``'s program on its retriever (one a dataset, first stage, encoder and pooling, built once), its stages
+    on their student or stronger LM, and the LM it runs under (each with a rollout id of the row's own); and what its
+    run records beside the program's settings (first stage, index, encoder, pooling, student and the stages it
+    serves, each stage's LM). A student that did not learn a stage the row names: the reason, in one line."""
+    row, identity = plan.row, plan.identity
+    cls = PROGRAMS[row.program]
+    rollout_id = rollout(f"{plan.table.number} {plan.label} {plan.dataset}")
+    record: dict = {"stage_lms": identity["stage_lms"], "artifacts": identity["artifacts"]}
+    searched = None
+    if takes_retriever(cls):
+        key = (plan.dataset, identity["first_stage"], identity["encoder"], identity["pooling"])
+        if key not in retrievers:
+            retrievers[key] = shared_retriever(question_file(plan.dataset, "dev"), identity["first_stage"],
+                                               identity["encoder"])
+        searched, index = retrievers[key]
+        record.update(first_stage=identity["first_stage"], retriever=index.name, pooling=identity["pooling"],
+                      encoder=encoder_record(identity["encoder"]) if identity["first_stage"] == "dense" else None,
+                      encoder_switches=identity["encoder_switches"])
+    program = cls(retriever=searched, **row_settings(row, plan.dataset, setup)) if takes_retriever(cls) \
+        else cls(**row_settings(row, plan.dataset, setup))
+    stages = row.stage_lms
+    if stages is not None and stages.role == "student":
+        student, weights = student_lms[row.program]
+        try:
+            record["student_stages"] = use_student(program, student.copy(rollout_id=rollout_id),
+                                                   served_student(setup.students[row.program])[1], stages.stages)
+        except ValueError as exc:
+            return str(exc)
+        record["student"] = weights
+    elif stages is not None:
+        for stage in stages.stages:
+            program.set_stage_lm(stage, mapped[stages.paper_lm].copy(rollout_id=rollout_id))
+    paper_lm = row.lm or plan.table.lm
+    row_lm = mapped[paper_lm] if paper_lm in mapped else base
+    return program, row_lm.copy(rollout_id=rollout_id), record
 
 
-def ours(summary: dict, metric: str) -> float | None:
-    """The value of one of the tables' metrics in an evaluation summary (None where the run has none)."""
-    return summary.get(SUMMARY_KEYS.get(metric, metric))
+def ours(summary: dict, metric: str, table: PaperTable) -> float | None:
+    """The value of one of ``table``'s metrics in an evaluation summary (None where the run has none): a count
+    column is the first of its summary keys the run has (``table.counts``), any other column its own key."""
+    return next((summary[key] for key in table.counts.get(metric, (metric,)) if summary.get(key) is not None), None)
 
 
-def table_result(method: Method, table: PaperTable, plans: list[PlannedRow], results: dict, lm: str,
-                 judge: str | None, examples: dict) -> dict:
-    """One reproduced table as data: its columns, and for every row each cell's paper number, ours and the
-    difference (ours − theirs), with why a row or a dataset has the paper's number alone."""
+def interval(summary: dict, metric: str, table: PaperTable) -> list[float] | None:
+    """The 95 % bootstrap interval of the value :func:`ours` reads, where the summary has one."""
+    intervals = summary.get("intervals") or {}
+    return next((intervals[key] for key in table.counts.get(metric, (metric,)) if intervals.get(key) is not None),
+                None)
+
+
+def method_row(method: Method, plans: Sequence[PlannedRow]) -> PlannedRow | None:
+    """The row the others of a table are tested against: its first row of the paper's method that runs (else its
+    first row that runs)."""
+    running = [plan for plan in plans if plan.identity is not None]
+    return next((plan for plan in running if plan.row.program == method.name), running[0] if running else None)
+
+
+def table_result(method: Method, table: PaperTable, plans: list[PlannedRow], runs: dict, setup: RunSetup,
+                 judge: str | None, examples: dict, skipped: dict[str, str]) -> dict:
+    """One reproduced table as data: what ran beside the paper's setting (:func:`setting_ran`), its columns, and
+    for every row (the declared ones, then the stand-ins) each cell's paper number, ours with its 95 % interval,
+    whether the paper's number lies inside it, the difference, and the paired test against the table's method row
+    on the same questions; with why a row or a dataset has the paper's number alone."""
+    references = {dataset: method_row(method, [plan for plan in plans if plan.dataset == dataset])
+                  for dataset in dict.fromkeys(plan.dataset for plan in plans)}
+    grouped: dict[tuple, dict[str, PlannedRow]] = {}
+    for plan in sorted(plans, key=lambda plan: plan.stand_in):
+        grouped.setdefault((id(plan.row), plan.stand_in), {})[plan.dataset] = plan
     rows = []
-    for row in table.rows:
-        mine = {plan.dataset: plan for plan in plans if plan.row is row}
+    for by_dataset in grouped.values():
+        first = next(iter(by_dataset.values()))
         cells = []
         for dataset, metric in table.columns:
-            theirs = row.numbers.get((dataset, metric))
-            plan = mine.get(dataset)
-            value = ours(results[plan_key(plan)], metric) if plan is not None and plan.program is not None else None
-            cells.append({"dataset": dataset, "metric": metric, "paper": theirs, "ours": value,
-                          "difference": None if value is None or theirs is None else value - theirs})
-        skipped = next((plan.skipped for plan in mine.values() if plan.skipped), None) if mine else why_not_here(row)
-        rows.append({"label": row.label, "program": row.program, "settings": row.settings, "lm": row.lm or table.lm,
-                     "runs_here": skipped is None, "why_not": skipped, "cells": cells})
-    run = list(dict.fromkeys(plan.dataset for plan in plans))
-    return {"paper": method.name, "table": table.number, "title": table.title, "lm": lm, "judge": judge,
-            "notice": embedded_notice(lm),
-            "paper_lm": table.lm,
-            "settings": table.settings, "notes": table.notes, "columns": [list(column) for column in table.columns],
-            "datasets": {dataset: len(examples[dataset]) for dataset in run},
-            "not_run": [dataset for dataset in dict.fromkeys(d for d, _ in table.columns) if dataset not in run],
+            plan = by_dataset.get(dataset)
+            run = runs.get(plan.key()) if plan is not None and plan.identity is not None else None
+            cells.append(result_cell(table, dataset, metric, None if first.stand_in else
+                                     first.row.numbers.get((dataset, metric)), run,
+                                     runs.get(references[dataset].key()) if references.get(dataset) else None))
+        reference = references.get(first.dataset)
+        rows.append({"label": first.label, "program": first.row.program, "settings": first.row.settings,
+                     "paper_lm": first.row.lm or table.lm, "lm": first.lm, "stand_in": first.stand_in,
+                     "runs_here": any(plan.identity is not None for plan in by_dataset.values()),
+                     "why_not": next((plan.skipped for plan in by_dataset.values() if plan.skipped), None),
+                     "shares": first.shares, "reference": reference is not None and reference.row is first.row
+                     and not first.stand_in,
+                     "runs": {dataset: {"folder": str(runs[plan.key()]["folder"]), **runs[plan.key()]["record"]}
+                              for dataset, plan in by_dataset.items()
+                              if plan.identity is not None and plan.key() in runs}, "cells": cells})
+    ran = list(dict.fromkeys(plan.dataset for plan in plans))
+    return {"paper": method.name, "table": table.number, "title": table.title, "lm": setup.lm, "judge": judge,
+            "notice": embedded_notice(setup.lm), "paper_lm": table.lm, "settings": table.settings,
+            "ours": setting_ran(table, plans, runs, setup), "counts": {metric: list(keys) for metric, keys in
+                                                                        table.counts.items()},
+            "notes": table.notes, "columns": [list(column) for column in table.columns],
+            "datasets": {dataset: len(examples[dataset]) for dataset in ran}, "not_run": skipped,
+            "reference": next((reference.label for reference in references.values() if reference), None),
             "rows": rows}
 
 
-def cell_text(cell: dict) -> str:
-    """``ours / paper (difference)``, as the paper prints the metric (rates in percent); ``–`` for a missing side."""
-    def shown(value):
-        if value is None:
-            return "–"
-        return f"{100 * value:.1f}" if is_rate(cell["metric"]) else f"{value:.2f}"
+def result_cell(table: PaperTable, dataset: str, metric: str, theirs: float | None, run: dict | None,
+                reference: dict | None) -> dict:
+    """One cell: the paper's number, ours with its interval (and whether the paper's lies inside it), the
+    difference, and ours against the table's method row on the same questions (None for that row itself)."""
+    value = ours(run["summary"], metric, table) if run is not None else None
+    bounds = interval(run["summary"], metric, table) if run is not None else None
+    cell = {"dataset": dataset, "metric": metric, "paper": theirs, "ours": value, "interval": bounds,
+            "paper_inside": None if bounds is None or theirs is None else bounds[0] <= theirs <= bounds[1],
+            "difference": None if value is None or theirs is None else value - theirs, "questions":
+            run["summary"].get("questions") if run is not None else None, "paired": None}
+    if value is not None and reference is not None and reference is not run:
+        key = next(key for key in table.counts.get(metric, (metric,)) if run["summary"].get(key) is not None)
+        cell["paired"] = paired_runs(reference["folder"], run["folder"], key)
+    return cell
 
+
+def setting_ran(table: PaperTable, plans: Sequence[PlannedRow], runs: dict, setup: RunSetup) -> dict:
+    """What the rows that ran ran with, for the table's header beside the paper's setting: the LMs, each encoder
+    (fine-tuned or stock, its checksum) with its pooling and first stage, the values of the settings that set the
+    table's setup (k, n, the reranker, the loops' caps) and the students."""
+    ran = [runs[plan.key()] for plan in plans if plan.identity is not None and plan.key() in runs]
+    identities = [plan.identity for plan in plans if plan.identity is not None and plan.key() in runs]
+    retrieval = {json.dumps({key: run["record"].get(key) for key in ("first_stage", "encoder", "pooling",
+                                                                      "encoder_switches")}, sort_keys=True)
+                 for run in ran if run["record"].get("first_stage")}
+    return {"lm": setup.lm, "lm_for": dict(setup.lm_for),
+            "retrieval": [json.loads(text) for text in sorted(retrieval)],
+            "settings": {key: sorted({json.dumps(identity["settings"][key]) for identity in identities
+                                      if key in identity["settings"]}) for key in SETUP_KEYS
+                         if any(key in identity["settings"] for identity in identities)},
+            "students": {program: {"student": folder, "stages": sorted({stage for run in ran for stage in
+                                                                        run["record"].get("student_stages", [])})}
+                         for program, folder in setup.students.items()}}
+
+
+def shown(metric: str, value: float | None) -> str:
+    """A value as the paper prints ``metric``: rates in percent with one decimal, counts with two."""
+    if value is None:
+        return "–"
+    return f"{100 * value:.1f}" if is_rate(metric) else f"{value:.2f}"
+
+
+def cell_text(cell: dict) -> str:
+    """``ours [low–high] / paper (difference)``, as the paper prints the metric (rates in percent), the interval
+    where there is one; ``–`` for a missing side."""
+    metric = cell["metric"]
     if cell["ours"] is None:
-        return f"– / {shown(cell['paper'])}"
+        return f"– / {shown(metric, cell['paper'])}"
+    bounds = cell.get("interval")
+    mine = shown(metric, cell["ours"]) + (f" [{shown(metric, bounds[0])}–{shown(metric, bounds[1])}]"
+                                          if bounds else "")
     if cell["difference"] is None:
-        return f"{shown(cell['ours'])} / –"
-    difference = cell["difference"] * (100 if is_rate(cell["metric"]) else 1)
-    return f"{shown(cell['ours'])} / {shown(cell['paper'])} ({difference:+.1f})"
+        return f"{mine} / –"
+    difference = cell["difference"] * (100 if is_rate(metric) else 1)
+    return f"{mine} / {shown(metric, cell['paper'])} ({difference:+.1f})"
+
+
+def retrieval_text(retrieval: dict) -> str:
+    """One retrieval setting that ran, in words: first stage, encoder (fine-tuned or stock, checksum), pooling."""
+    if retrieval["first_stage"] != "dense":
+        return f"{retrieval['first_stage']} first stage"
+    encoder = retrieval["encoder"] or {}
+    trained = (f"fine-tuned ({' '.join(retrieval['encoder_switches']) or 'the paper’s training'})"
+               if encoder.get("fine_tuned") else "stock, not fine-tuned")
+    return (f"dense first stage, encoder `{encoder.get('encoder')}` ({trained}, sha256 {encoder.get('sha256')}), "
+            f"{retrieval['pooling']} pooling")
+
+
+def header_lines(reproduced: dict) -> list[str]:
+    """The table's header: what ran here, then the paper's setting as the paper's."""
+    ran = reproduced["ours"]
+    questions = ", ".join(f"{n} {dataset}" for dataset, n in reproduced["datasets"].items()) or "no"
+    mapped = "; ".join(f"{paper} → `{mine}`" for paper, mine in ran["lm_for"].items())
+    lines = [f"- ours: LM `{reproduced['lm']}`{f' (paper LMs mapped: {mapped})' if mapped else ''}; the first "
+             f"{questions} dev questions; judge: {reproduced['judge'] or 'none'}"]
+    lines += [f"- ours, retrieval: {retrieval_text(retrieval)}" for retrieval in ran["retrieval"]]
+    if ran["settings"]:
+        lines.append("- ours, settings of the rows that ran: " + "; ".join(
+            f"{key} {' / '.join(values)}" for key, values in ran["settings"].items()))
+    for program, student in ran["students"].items():
+        lines.append(f"- ours, student of {program}: `{student['student']}`, serving "
+                     f"{', '.join(student['stages']) or 'no stage that ran'}")
+    lines.append(f"- the paper's: {reproduced['paper_lm'] or 'each row’s own LM'} on its own test sets; its setting: "
+                 + "; ".join(f"{key} {value}" for key, value in reproduced["settings"].items()))
+    for metric, keys in reproduced["counts"].items():
+        lines.append(f"- {metric}: our `{keys[0]}` count" + (f" (else `{'`, `'.join(keys[1:])}`)" if keys[1:] else ""))
+    if reproduced["notice"]:
+        lines.append(f"- note: {reproduced['notice']}")
+    for dataset, why in reproduced["not_run"].items():
+        lines.append(f"- {dataset}: not run here ({why})")
+    if not reproduced["judge"] and any(metric == "llm_eval" for _, metric in reproduced["columns"]):
+        lines.append("- LLM Eval: ours only with a judge (--judge-lm)")
+    few = [dataset for dataset, n in reproduced["datasets"].items() if n < WIDE]
+    if few:
+        lines.append(f"- {', '.join(few)}: fewer than {WIDE} questions, so the intervals are wide: a difference "
+                     "inside them says nothing")
+    lines.append("- every cell: ours [95 % bootstrap interval over the questions] / the paper's (ours − theirs); "
+                 "rates in percent")
+    return lines
+
+
+def paired_lines(reproduced: dict) -> list[str]:
+    """The paired tests of every row against the table's method row, one line a row and cell."""
+    lines = []
+    for row in reproduced["rows"]:
+        for cell in row["cells"]:
+            test = cell.get("paired")
+            if test and test["p_value"] is not None:
+                factor = 100 if is_rate(cell["metric"]) else 1
+                low, high = (factor * bound for bound in test["interval"])
+                lines.append(f"| {row['label']} | {cell['dataset']} {cell['metric']} | "
+                             f"{factor * test['difference']:+.1f} [{low:+.1f}, {high:+.1f}] | {test['p_value']:.3f} | "
+                             f"{test['n']} |")
+    if not lines:
+        return []
+    return ["", f"Paired tests against {reproduced['reference']!r} on the same questions (95 % paired bootstrap "
+            "interval of the difference; permutation p-value):", "",
+            "| row | column | difference | p | questions |", "|---|---|---:|---:|---:|", *lines]
 
 
 def to_markdown(reproduced: dict) -> str:
-    """The table as the paper prints it (its rows and columns), every cell ``ours / paper (difference)``."""
+    """The table as the paper prints it (its rows and columns, then our stand-ins), every cell ours with its interval
+    beside the paper's number; under it, why rows show the paper's number alone and the paired tests."""
     columns = [tuple(column) for column in reproduced["columns"]]
-    lines = [f"# {reproduced['paper']}, {reproduced['table']}: {reproduced['title']}", "",
-             f"- ours: `{reproduced['lm']}` on the first "
-             f"{', '.join(f'{n} {d}' for d, n in reproduced['datasets'].items()) or 'no'} dev questions; the paper's: "
-             f"{reproduced['paper_lm'] or 'its own LM'} on its own test sets",
-             f"- the table's settings: {json.dumps(reproduced['settings'])}"]
-    if reproduced["notice"]:
-        lines.append(f"- note: {reproduced['notice']}")
-    if reproduced["not_run"]:
-        lines.append(f"- not run here (no dev set in MULTIHOP_DATA): {', '.join(reproduced['not_run'])}")
-    if not reproduced["judge"] and any(metric == "llm_eval" for _, metric in columns):
-        lines.append("- LLM Eval: ours only with a judge (--judge-lm)")
-    lines += ["- every cell: ours / the paper's (ours − theirs); rates in percent", "",
-              "| row | " + " | ".join(f"{dataset} {metric}" for dataset, metric in columns) + " |",
-              "|---|" + "---:|" * len(columns)]
+    lines = [f"# {reproduced['paper']}, {reproduced['table']}: {reproduced['title']}", "", *header_lines(reproduced),
+             "", "| row | " + " | ".join(f"{dataset} {metric}" for dataset, metric in columns) + " |",
+             "|---|" + "---:|" * len(columns)]
     notes = []
     for row in reproduced["rows"]:
-        label = row["label"] + (f" ({row['lm']})" if row["lm"] and row["lm"] != reproduced["paper_lm"] else "")
-        if row["why_not"]:
-            notes.append(f"{row['label']}: {row['why_not']}")
+        label = row["label"] + (f" ({row['paper_lm']})" if row["paper_lm"] and row["paper_lm"] != reproduced[
+            "paper_lm"] and not row["stand_in"] and row["paper_lm"] not in row["label"] else "")
+        if row["why_not"] or row["shares"]:
+            notes.append(f"{row['label']}: {row['why_not'] or 'the same run as row ' + repr(row['shares'])}")
             label += f" [{len(notes)}]"
         lines.append(f"| {label} | " + " | ".join(cell_text(cell) for cell in row["cells"]) + " |")
     if notes:
-        lines += ["", "Rows shown with the paper's numbers alone:", ""]
+        lines += ["", "Rows shown with the paper's numbers alone, or sharing a run:", ""]
         lines += [f"{number}. {note}" for number, note in enumerate(notes, 1)]
+    lines += paired_lines(reproduced)
     if reproduced["notes"]:
         lines += ["", f"The paper's table: {reproduced['notes']}"]
     return "\n".join(lines) + "\n"
@@ -326,29 +533,31 @@ def to_markdown(reproduced: dict) -> str:
 
 def console_table(reproduced: dict) -> Table:
     """The table on the console: the columns of the dev sets that ran (the markdown file has every column)."""
-    shown = [index for index, (dataset, _) in enumerate(reproduced["columns"]) if dataset in reproduced["datasets"]]
+    shown_columns = [index for index, (dataset, _) in enumerate(reproduced["columns"])
+                     if dataset in reproduced["datasets"]]
     left_out = f"; the paper's other columns ({', '.join(reproduced['not_run'])}) are in the .md" \
         if reproduced["not_run"] else ""
-    table = Table(title=f"{reproduced['paper']} {reproduced['table']}: ours / paper (difference){left_out}")
+    table = Table(title=f"{reproduced['paper']} {reproduced['table']}: ours [95 % interval] / paper (difference), "
+                        f"ours on `{reproduced['lm']}`{left_out}")
     table.add_column("row")
-    for index in shown:
+    for index in shown_columns:
         dataset, metric = reproduced["columns"][index]
         table.add_column(f"{dataset} {metric}", justify="right")
     for row in reproduced["rows"]:
         label = row["label"] if row["runs_here"] else f"[dim]{row['label']} (paper only)[/dim]"
-        table.add_row(label, *(cell_text(row["cells"][index]) for index in shown))
+        table.add_row(label, *(cell_text(row["cells"][index]) for index in shown_columns))
     return table
 
 
-def write_reproduced(out: Path, reproduced: dict, plans: list[PlannedRow], results: dict, examples: dict,
-                     base: dspy.BaseLM, judge, retrievers: dict, encoder: str) -> tuple[Path, Path]:
+def write_reproduced(out: Path, reproduced: dict, plans: list[PlannedRow], runs: dict, examples: dict,
+                     base: dspy.BaseLM, judge) -> tuple[Path, Path]:
     """``<table>.md`` and ``<table>.json`` into ``out``, and the comparison's table, charts and report of the rows
     that ran into ``out/<table>/``."""
     slug = table_slug(plans[0].table) if plans else re.sub(r"[^a-z0-9]+", "-", reproduced["table"].lower())
     markdown, data = out / f"{slug}.md", out / f"{slug}.json"
     atomic_write_text(markdown, to_markdown(reproduced))
     atomic_write_text(data, json.dumps(reproduced, indent=2))
-    ran = [plan for plan in plans if plan.program is not None]
+    ran = [plan for plan in plans if plan.identity is not None and plan.key() in runs]
     if not ran:
         return markdown, data
     folder = out / slug
@@ -356,29 +565,38 @@ def write_reproduced(out: Path, reproduced: dict, plans: list[PlannedRow], resul
         "budget": {"mode": "paper", "max_tokens": base.kwargs.get("max_tokens")}, "lm": base.model,
         "notice": embedded_notice(base.model),
         "judge": getattr(judge, "model", None),
-        "retriever": {"first_stage": plans[0].table.first_stage, "encoder": encoder,
-                      "indexes": {dataset: str(index) for (dataset, _), (_, index) in retrievers.items()}},
+        "retriever": {"first_stage": ", ".join(sorted({plan.identity.get("first_stage") or "none" for plan in ran})),
+                      "encoder": ", ".join(sorted({plan.identity.get("encoder") or "none" for plan in ran})),
+                      "indexes": {f"{plan.dataset} {plan.label}": runs[plan.key()]["record"].get("retriever")
+                                  for plan in ran}},
         "datasets": {dataset: {"file": str(question_file(dataset, "dev")), "questions": len(examples[dataset]),
                                "ids": [str(example.id) for example in examples[dataset]]}
                      for dataset in dict.fromkeys(plan.dataset for plan in ran)},
         "programs": {}, "runs": [], "rows": [], "charts": [],
-        "papers": [{"dataset": plan.dataset, "program": plan.row.label, "label": "paper (theirs)",
+        "papers": [{"dataset": plan.dataset, "program": plan.label, "label": "paper (theirs)",
                     "lm": plan.row.lm or plan.table.lm or "its LM",
                     "source": f"{reproduced['paper']}, {plan.table.number}",
                     "setting": plan.table.notes or "the paper's own test set",
                     **{metric: value for (dataset, metric), value in plan.row.numbers.items()
                        if dataset == plan.dataset and metric in SUMMARY_COLUMNS}} for plan in ran
-                   if any(dataset == plan.dataset for dataset, _ in plan.row.numbers)],
+                   if not plan.stand_in and any(dataset == plan.dataset for dataset, _ in plan.row.numbers)],
     }
     for plan in ran:
-        comparison["programs"].setdefault(plan.row.label, {
+        run = runs[plan.key()]
+        comparison["programs"].setdefault(plan.label, {
             "kind": PROGRAMS.declaration(plan.row.program).kind, "paper_settings": plan.row.settings,
-            "config": plan.program.config(), "student": None})
-        comparison["runs"].append({"dataset": plan.dataset, "program": plan.row.label,
-                                   "folder": f"{plan.dataset}/{row_slug(plan.row)}"})
-        comparison["rows"].append(summary_row(plan.dataset, plan.row.label, results[plan_key(plan)]))
+            "config": run["program"].config(), "student": run["record"].get("student")})
+        comparison["runs"].append({"dataset": plan.dataset, "program": plan.label,
+                                   "folder": str(Path(run["folder"]).relative_to(folder))})
+        comparison["rows"].append(summary_row(plan.dataset, plan.label, run["summary"]))
     comparison["charts"] = [chart.name for chart in write_charts(folder, comparison["rows"])]
     write_table(folder, comparison)
     write_report(folder, comparison)
     return markdown, data
 
+
+def paired_runs(reference: Path, other: Path, key: str) -> dict:
+    """The paired test of ``other``'s run against ``reference``'s on the questions both have a value of summary key
+    ``key`` for (:func:`~multihop.evaluation.intervals.paired_test`: the difference is other − reference)."""
+    rows = [list(read_rows(Path(folder) / RESULTS).values()) for folder in (reference, other)]
+    return paired_test(*paired_values(*rows, key))

@@ -16,7 +16,8 @@ Left out: the KiRAG rows (no program here), Table 4 (NQ, WebQ), Tables 5-6 (Llam
 
 from __future__ import annotations
 
-from ..papers import PaperTable, StageLMs, TableRow, cells, grid
+from ..papers import Artifact, PaperTable, StageLMs, TableRow, cells, grid
+from .artifacts import TRIPLE_CACHE
 
 K, STEPS, N = 10, 4, 30  # App. B.4
 DATASETS = ("2wiki", "hotpotqa", "musique")  # the paper's order
@@ -24,7 +25,9 @@ COLUMNS = grid(DATASETS, ("f1", "em"))
 SMALL, MAX = "Qwen2.5-7B-Instruct", "Qwen2.5-max"
 SETUP = {"k": K, "max_iterations": STEPS, "n_triples": N, "retriever": "NV-Embed-v2 (ours: MPNet)",
          "triples": "extracted offline into a cache"}
-CACHE = "the corpus's triples extracted offline (`multihop cirag extract`), passed as triple_cache"
+CACHE = (TRIPLE_CACHE,)  # the corpus's triples extracted offline, passed as triple_cache
+STUDENT_CACHE = Artifact("triple-cache-student", "triple_cache", "multihop cirag extract DATA-dev-file --lm "
+                         "STUDENT_SPEC --out DIR, the student trained with `multihop distill --all-stages`")
 INTEGRATOR = StageLMs("student", ("integrate",), f"{SMALL} distilled on Qwen-max trajectories (§3.5, App. B.4)")
 DUALRAG_FT = StageLMs("student", ("reason", "identify", "summarize"), f"{SMALL} fine-tuned as DualRAG-FT")
 CIRAG = {"k": K}  # 4 iterations and N = 30 are its defaults
@@ -50,7 +53,7 @@ TABLE_1_PRINTED = {  # label → program, Qwen2.5-7B cells, Qwen2.5-max cells (N
 def _table_1_row(label: str, program: str, printed: tuple[float, ...], lm: str) -> TableRow:
     students = {"DualRAG-FT": DUALRAG_FT, "Ours": INTEGRATOR if lm == SMALL else None}
     return TableRow(label, program, BASELINES.get(program, CIRAG), cells(COLUMNS, *printed), lm=lm,
-                    stage_lms=students.get(label), needs=CACHE if program == "CIRAG" else None)
+                    stage_lms=students.get(label), needs=CACHE if program == "CIRAG" else ())
 
 
 TABLE_1 = PaperTable(
@@ -75,11 +78,10 @@ TABLE_2 = PaperTable(
      *(TableRow(f"N = {n} triples (Fig. 7; ours: its numbers are not printed)", "CIRAG", {**CIRAG, "n_triples": n},
                 stage_lms=INTEGRATOR, needs=CACHE) for n in (10, 50, 100)),
      TableRow("w/o TD, student extractor (ours)", "CIRAG", CIRAG,
-              needs="a triple cache extracted by an all-stages student (`multihop distill --all-stages`), passed as "
-              "triple_cache"),
+              needs=(STUDENT_CACHE,)),
      TableRow("CIRAG (TD, all-stages student), student extractor (ours)", "CIRAG", CIRAG,
               stage_lms=StageLMs("student", ("integrate",), "an all-stages student"),
-              needs="a triple cache extracted by the same all-stages student, passed as triple_cache")),
+              needs=(STUDENT_CACHE,))),
     lm=SMALL, settings=SETUP,
     notes="Its CIRAG row (68.1 / 58.9 on 2Wiki) differs from Table 1's (69.5 / 59.0). The online row extracts at every "
           "round (no cache); the L and N rows vary Figs. 8 and 7's knobs with the distilled integrator.",

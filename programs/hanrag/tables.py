@@ -12,6 +12,8 @@ fine-tuned model), and App. C's router accuracy (83.93% on the paper's own four-
 
 from __future__ import annotations
 
+from ..baselines.adaptive_rag.artifacts import CLASSIFIER as ADAPTIVE_CLASSIFIER
+from ..baselines.adaptive_rag.artifacts import ORACLE_LABELS
 from ..papers import PaperTable, StageLMs, TableRow, cells, grid
 from .program import REVELATOR_STAGES
 
@@ -23,9 +25,11 @@ REVELATOR = StageLMs("student", REVELATOR_STAGES, f"{LM} fine-tuned with LoRA (A
 FAIR_REVELATOR = StageLMs("student", REVELATOR_STAGES, f"{FAIR} fine-tuned")
 IRCOT = {"k": K, "max_steps": 8, "max_paragraphs": 15}  # IRCoT's paper's caps, BM25 top 5 a step
 ADAPTIVE = {"k": K, "single_step_k": K}  # its strategies are the No retrieval, single-step and IRCoT rows
-CLASSIFIER = "an Adaptive-RAG classifier (`multihop adaptiverag labels` on train questions, then `multihop " \
-             "adaptiverag train`) as its classifier setting"
+CLASSIFIER = (ADAPTIVE_CLASSIFIER,)  # Adaptive-RAG's classifier, its classifier setting
 METRICS = ("em", "f1", "acc", "steps")
+# §5's Steps: retrieval-generation cycles, a compound question's parallel sub-questions one step: HANRAG's own `steps`;
+# a program without that count (the baselines) takes its retrieval calls, one a cycle
+STEPS = {"steps": ("steps", "retrieval_calls")}
 
 
 def rows(columns, printed: dict[str, tuple[float | None, ...]]) -> tuple[TableRow, ...]:
@@ -54,7 +58,7 @@ TABLE_1 = PaperTable(
         "HANRAG": (39.80, 39.76, 57.80, 1.11, 56.40, 49.12, 69.20, 1.00, 57.20, 62.21, 69.20, 1.08),
         "HANRAG-Fair": (32.60, 44.90, 53.80, 1.13, 50.50, 54.40, 64.80, 1.06, 52.40, 60.90, 63.60, 1.11),
     }),
-    lm=LM, first_stage="bm25", settings=SETUP,
+    lm=LM, first_stage="bm25", settings=SETUP, counts=STEPS,
     notes="Steps: retrieval-generation cycles a question (§5). Adaptive Retrieval and Self-RAG are left out.",
 )
 
@@ -75,9 +79,8 @@ TABLE_2 = PaperTable(
      TableRow("HANRAG on the base LM (ours: no Revelator trained)", "HANRAG", {"k": K}),
      TableRow("Adaptive-RAG w/ Oracle (Jeong et al.'s oracle row; ours)", "AdaptiveRAG",
               {**ADAPTIVE, "route": "oracle"},
-              needs="each question's silver label from the No retrieval, Single-step Approach and IRCoT rows' "
-              "results (the simplest that answered exactly, else the multi-hop bias C)")),
-    lm=LM, first_stage="bm25", settings=SETUP,
+              needs=(ORACLE_LABELS,))),
+    lm=LM, first_stage="bm25", settings=SETUP, counts=STEPS,
     notes="CompoundMultihop is the paper's own compound benchmark (App. B.1), not built here; its Acc scores the share "
           "of a gold answer's parts (\"&&\"). Adaptive Retrieval and Self-RAG are left out.",
 )
@@ -94,7 +97,7 @@ TABLE_3 = PaperTable(
      TableRow("HANRAG-Oracle", "HANRAG", ORACLE,
               cells(TABLE_1_COLUMNS, 41.7, 52.2, 59.3, 1.0, 56.8, 61.2, 70.7, 1.0, 58.4, 64.5, 71.6, 1.0),
               stage_lms=REVELATOR)),
-    lm=LM, first_stage="bm25", settings=SETUP,
+    lm=LM, first_stage="bm25", settings=SETUP, counts=STEPS,
     notes="HANRAG-Oracle: the router assumed right (each question's gold route; ours from our labels, where "
           "comparisons are compound, so its Steps are not the paper's).",
 )
@@ -111,7 +114,7 @@ TABLE_4 = PaperTable(
      TableRow("HANRAG-Oracle", "HANRAG", ORACLE,
               cells(TABLE_4_COLUMNS, 31.3, 38.2, 45.7, 2.37, 52.9, 61.3, 65.8, 2.91, 49.8, 62.3, 63.6, 2.24),
               stage_lms=REVELATOR)),
-    lm=LM, first_stage="bm25", settings=SETUP, notes=TABLE_3.notes,
+    lm=LM, first_stage="bm25", settings=SETUP, counts=STEPS, notes=TABLE_3.notes,
 )
 
 TABLE_5_COLUMNS = (("compound", "acc"), ("compound", "steps"))
@@ -120,7 +123,7 @@ TABLE_5 = PaperTable(
     (TableRow("Adaptive-RAG", "AdaptiveRAG", ADAPTIVE, cells(TABLE_5_COLUMNS, 52.13, 2.76), needs=CLASSIFIER),
      TableRow("HANRAG (ours)", "HANRAG", {"k": K}, cells(TABLE_5_COLUMNS, 71.76, 1.24), stage_lms=REVELATOR),
      TableRow("HANRAG-Oracle", "HANRAG", ORACLE, cells(TABLE_5_COLUMNS, 73.12, 1.0), stage_lms=REVELATOR)),
-    lm=LM, first_stage="bm25", settings=SETUP,
+    lm=LM, first_stage="bm25", settings=SETUP, counts=STEPS,
     notes="The compound benchmark (App. B.1) is the paper's own, not built here.",
 )
 
@@ -136,7 +139,7 @@ APP_E = PaperTable(
               cells(APP_E_COLUMNS, 28.7, 35.8, 44.3, 4.56), stage_lms=REVELATOR),
      TableRow("-Refiner", "HANRAG", {"k": K, "refiner": False}, cells(APP_E_COLUMNS, 24.2, 32.4, 28.9, 4.12),
               stage_lms=REVELATOR)),
-    lm=LM, first_stage="bm25", settings=SETUP,
+    lm=LM, first_stage="bm25", settings=SETUP, counts=STEPS,
     notes="The table has no number in the text (\"the table below\"). HANRAG's Steps here (3.01) differ from Table "
           "2's (2.45). Without the Refiner the original question is the query of every round.",
 )

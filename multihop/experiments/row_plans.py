@@ -1,0 +1,192 @@
+"""What each declared row of a paper's table runs with here, before anything runs (``multihop reproduce``): the LM
+each of its stages runs on, its artifacts (:class:`~multihop.programs.papers.Artifact`), its student and the stages
+that student serves, its first stage, encoder and pooling — together the row's *identity* — or why it does not run.
+
+The rules:
+
+- A row runs on the LM its paper LM is mapped to (``--lm-for "Gemma2-9B=SPEC"``), else on the run's LM. A row whose
+  LM is its own (rows of several LMs in one table: ``TableRow.lm``) and not mapped does not run under the paper's LM's
+  name; the rows of one configuration among them run once on the run's LM, as one row labelled with that LM (a
+  *stand-in*, which has no paper number), unless a row of the table already runs that configuration.
+- A row that needs an artifact runs only once it is given or built; it shows the paper's number alone with the
+  command that makes it. An encoder artifact (or the table's own encoder, where given) is the dense index's encoder.
+- A row that runs stages on a student needs its program's student; it runs on it exactly the stages the row names.
+  Stages on a stronger LM run where that LM is mapped.
+- Two rows of a table that would run the same identity run once: declared (``TableRow.same_as``), the run is shown in
+  both places; otherwise the later row shows the paper's number alone, naming the row that runs it.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from multihop.programs import PROGRAMS, takes_retriever
+from multihop.programs.papers import ARTIFACT_KINDS, Artifact, PaperTable, TableRow
+
+
+@dataclass(frozen=True)
+class RunSetup:
+    """What the user gave a reproduction: the run's LM (its model string), the paper LMs mapped to theirs
+    (``lm_for``: paper LM → model string), the artifacts given or built (``(name, dataset)`` → folder; dataset None
+    for an artifact made once for the paper), the students by program (a folder or a served spec), the stock
+    encoder, and the first stage of the tables' rows where the user overrides it."""
+
+    lm: str
+    lm_for: Mapping[str, str] = field(default_factory=dict)
+    artifacts: Mapping[tuple[str, str | None], Path] = field(default_factory=dict)
+    students: Mapping[str, str] = field(default_factory=dict)
+    encoder: str = "mpnet"
+    first_stage: str | None = None
+
+    def artifact(self, artifact: Artifact, dataset: str) -> Path | None:
+        """The folder of ``artifact`` for ``dataset`` (None: neither given nor built)."""
+        return self.artifacts.get((artifact.name, dataset if artifact.per_dataset else None))
+
+
+@dataclass(frozen=True)
+class PlannedRow:
+    """One row of a table on one dataset as it will run: ``label`` as shown (a stand-in's names our LM), the
+    ``identity`` that tells its run from every other row's, and ``skipped``, why it shows the paper's number alone
+    (None: it runs); ``shares`` the label of the row whose run it shows."""
+
+    table: PaperTable
+    row: TableRow
+    dataset: str
+    label: str
+    lm: str
+    identity: dict | None = None
+    skipped: str | None = None
+    stand_in: bool = False
+    shares: str | None = None
+
+    def key(self) -> str:
+        """The identity as one string (the key of its run's results)."""
+        return json.dumps(self.identity, sort_keys=True, default=str)
+
+
+def program_defaults(name: str) -> dict:
+    """Program ``name``'s constructor settings with their defaults (its settings without a default: None)."""
+    parameters = inspect.signature(PROGRAMS[name].__init__).parameters
+    return {setting: (None if parameters[setting].default is inspect.Parameter.empty else parameters[setting].default)
+            for setting in PROGRAMS[name].settings()}
+
+
+def row_settings(row: TableRow, dataset: str, setup: RunSetup) -> dict:
+    """The settings ``row``'s program is built with: the row's, and the folder of each artifact it has that a
+    setting takes (a classifier, a triple cache, oracle labels)."""
+    settings = dict(row.settings)
+    for artifact in row.needs:
+        folder = setup.artifact(artifact, dataset)
+        if ARTIFACT_KINDS[artifact.kind] is not None and folder is not None:
+            settings[ARTIFACT_KINDS[artifact.kind]] = str(folder)
+    return settings
+
+
+def row_encoder(table: PaperTable, row: TableRow, dataset: str, setup: RunSetup) -> tuple[str, Artifact | None]:
+    """The encoder of ``row``'s dense index: its own encoder artifact's folder, else the table's encoder's where
+    given, else the stock encoder; and the artifact it is (None: stock)."""
+    own = next((artifact for artifact in row.needs if artifact.kind == "encoder"), None)
+    for artifact in (own, table.encoder):
+        if artifact is not None and setup.artifact(artifact, dataset) is not None:
+            return str(setup.artifact(artifact, dataset)), artifact
+    return setup.encoder, None
+
+
+def first_stage(table: PaperTable, row: TableRow, setup: RunSetup) -> str:
+    """The first stage ``row`` reads: its own where it has one (a row's label names it), else the user's override,
+    else the table's."""
+    return row.first_stage or setup.first_stage or table.first_stage
+
+
+def is_own_lm(table: PaperTable, row: TableRow) -> bool:
+    """Whether ``row`` names an LM of its own, other than its table's (a table of rows of several LMs)."""
+    return row.lm is not None and row.lm != table.lm
+
+
+def missing(row: TableRow, dataset: str, setup: RunSetup) -> str | None:
+    """Why ``row`` cannot run yet with what was given (None: it can): an artifact it needs, a student, a stronger LM
+    not mapped, or a program not here."""
+    if not row.runnable:
+        return row.why_not
+    if row.program not in PROGRAMS:
+        return f"{row.program} is no program here"
+    absent = [artifact for artifact in row.needs if setup.artifact(artifact, dataset) is None]
+    if absent:
+        return "; ".join(f"needs {artifact.name}{f' ({dataset})' if artifact.per_dataset else ''}: make it with "
+                         f"`{artifact.make}`{' or --build' if artifact.build else ''}, then --artifact "
+                         f"{artifact.name}{f'@{dataset}' if artifact.per_dataset else ''}=DIR" for artifact in absent)
+    stages = row.stage_lms
+    if stages is not None and stages.role == "student" and row.program not in setup.students:
+        paper = f" ({stages.paper_lm} in the paper)" if stages.paper_lm else ""
+        return f"runs {', '.join(stages.stages)} on a student{paper}: give one with --student {row.program}=DIR"
+    if stages is not None and stages.role == "stronger" and stages.paper_lm not in setup.lm_for:
+        return (f"runs {', '.join(stages.stages)} on a stronger LM ({stages.paper_lm} in the paper): map it with "
+                f"--lm-for '{stages.paper_lm}=SPEC'")
+    return None
+
+
+def identity(table: PaperTable, row: TableRow, dataset: str, setup: RunSetup, lm: str) -> dict:
+    """Everything ``row`` runs with on ``dataset`` (the module docstring): two rows with the same identity are one
+    run."""
+    settings = {**program_defaults(row.program), **row_settings(row, dataset, setup)}
+    stages = row.stage_lms
+    stage_lms = {}
+    if stages is not None:
+        other = setup.students[row.program] if stages.role == "student" else setup.lm_for[stages.paper_lm]
+        stage_lms = {stage: str(other) for stage in stages.stages}
+    found = {"program": row.program, "settings": settings, "lm": lm, "stage_lms": stage_lms,
+             "artifacts": {artifact.name: str(setup.artifact(artifact, dataset)) for artifact in row.needs}}
+    if takes_retriever(PROGRAMS[row.program]):
+        stage = first_stage(table, row, setup)
+        encoder, artifact = row_encoder(table, row, dataset, setup)
+        found.update(first_stage=stage, encoder=encoder, encoder_switches=list(artifact.switches) if artifact else None,
+                     pooling=PROGRAMS[row.program].index_pooling if stage == "dense" else None)
+    return found
+
+
+def plan_table(table: PaperTable, dataset: str, setup: RunSetup) -> list[PlannedRow]:
+    """Every declared row of ``table`` on ``dataset`` as it runs here (or why not), then the stand-ins of the rows of
+    unmapped LMs of their own (the module docstring), in the table's order; every identity runs once."""
+    planned: list[PlannedRow] = []
+    stand_ins: dict[int, PlannedRow] = {}  # by the id of the unmapped row it stands in for
+    for row in table.rows:
+        paper_lm = row.lm or table.lm
+        lm = setup.lm_for.get(paper_lm, setup.lm) if paper_lm else setup.lm
+        reason = missing(row, dataset, setup)
+        if reason is None and is_own_lm(table, row) and paper_lm not in setup.lm_for:
+            stand_ins[id(row)] = PlannedRow(table, row, dataset, f"{row.label} (ours: {setup.lm})", setup.lm,
+                                            identity(table, row, dataset, setup, setup.lm), stand_in=True)
+            reason = f"its LM ({paper_lm}) is not mapped to one of yours: --lm-for '{paper_lm}=SPEC'"
+        label = row.label + (f" ({paper_lm} → {lm})" if paper_lm in setup.lm_for else "")
+        found = None if reason is not None else identity(table, row, dataset, setup, lm)
+        planned.append(PlannedRow(table, row, dataset, label, lm, found, skipped=reason))
+    planned, runs = run_once([*planned, *stand_ins.values()])
+    return [PlannedRow(**{**plan.__dict__, "skipped": f"{plan.skipped}; row {runs[stand_ins[id(plan.row)].key()]!r} "
+                                                      "runs its configuration on your LM"})
+            if id(plan.row) in stand_ins and not plan.stand_in else plan for plan in planned]
+
+
+def run_once(planned: list[PlannedRow]) -> tuple[list[PlannedRow], dict[str, str]]:
+    """``planned`` with every identity run once, and the label of the row that runs each identity: a row declared
+    the same run as an earlier one shares its run; another declared row whose identity an earlier row runs shows the
+    paper's number alone, naming that row; such a stand-in is dropped."""
+    runs: dict[str, PlannedRow] = {}
+    out = []
+    for plan in planned:
+        if plan.identity is None:
+            out.append(plan)
+            continue
+        first = runs.setdefault(plan.key(), plan)
+        if first is plan:
+            out.append(plan)
+        elif plan.row.same_as is not None and plan.row.same_as == first.row.label:
+            out.append(PlannedRow(**{**plan.__dict__, "shares": first.label}))
+        elif not plan.stand_in:
+            out.append(PlannedRow(**{**plan.__dict__, "identity": None,
+                                     "skipped": f"the same run as row {first.label!r} (every setting, artifact and "
+                                                "LM alike)"}))
+    return out, {key: plan.label for key, plan in runs.items()}
