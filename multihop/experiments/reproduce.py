@@ -128,8 +128,9 @@ def row_state(plan: PlannedRow) -> str:
         return "cannot run here"
     if plan.skipped.startswith("the same run as"):
         return "cannot run here"
-    lacking = [artifact for artifact in plan.row.needs if plan.skipped and f"needs {artifact.name}" in plan.skipped]
-    if lacking and all(artifact.build is not None for artifact in lacking) and "student" not in plan.skipped:
+    lacking = [artifact for artifact in plan.row.needs if f"needs {artifact.name}" in plan.skipped]
+    if lacking and all(artifact.build is not None for artifact in lacking) and "--student" not in plan.skipped \
+            and "--lm-for" not in plan.skipped:
         return "runs once built"
     return "runs once given"
 

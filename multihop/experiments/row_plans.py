@@ -114,19 +114,19 @@ def missing(row: TableRow, dataset: str, setup: RunSetup) -> str | None:
         return row.why_not
     if row.program not in PROGRAMS:
         return f"{row.program} is no program here"
-    absent = [artifact for artifact in row.needs if setup.artifact(artifact, dataset) is None]
-    if absent:
-        return "; ".join(f"needs {artifact.name}{f' ({dataset})' if artifact.per_dataset else ''}: make it with "
-                         f"`{artifact.make}`{' or --build' if artifact.build else ''}, then --artifact "
-                         f"{artifact.name}{f'@{dataset}' if artifact.per_dataset else ''}=DIR" for artifact in absent)
+    reasons = [f"needs {artifact.name}{f' ({dataset})' if artifact.per_dataset else ''}: make it with "
+               f"`{artifact.make}`{' or --build' if artifact.build else ''}, then --artifact "
+               f"{artifact.name}{f'@{dataset}' if artifact.per_dataset else ''}=DIR"
+               for artifact in row.needs if setup.artifact(artifact, dataset) is None]
     stages = row.stage_lms
     if stages is not None and stages.role == "student" and row.program not in setup.students:
         paper = f" ({stages.paper_lm} in the paper)" if stages.paper_lm else ""
-        return f"runs {', '.join(stages.stages)} on a student{paper}: give one with --student {row.program}=DIR"
+        reasons.append(f"runs {', '.join(stages.stages)} on a student{paper}: give one with --student "
+                       f"{row.program}=DIR")
     if stages is not None and stages.role == "stronger" and stages.paper_lm not in setup.lm_for:
-        return (f"runs {', '.join(stages.stages)} on a stronger LM ({stages.paper_lm} in the paper): map it with "
-                f"--lm-for '{stages.paper_lm}=SPEC'")
-    return None
+        reasons.append(f"runs {', '.join(stages.stages)} on a stronger LM ({stages.paper_lm} in the paper): map it "
+                       f"with --lm-for '{stages.paper_lm}=SPEC'")
+    return "; ".join(reasons) or None
 
 
 def identity(table: PaperTable, row: TableRow, dataset: str, setup: RunSetup, lm: str) -> dict:
