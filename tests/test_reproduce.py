@@ -14,6 +14,7 @@ from multihop.cli.errors import run
 from multihop.experiments.reproduce import (
     cell_text,
     describe_tables,
+    paired_lines,
     paper_of,
     reproduce,
     select_tables,
@@ -22,6 +23,7 @@ from multihop.experiments.reproduce import (
 from multihop.lm.backends import default_adapter, make_lm
 from multihop.lm.loopback import loopback_server
 from multihop.programs import PROGRAMS
+from multihop.programs.hanrag.program import REVELATOR_STAGES
 
 from helpers import data_root
 
@@ -153,6 +155,33 @@ def test_a_row_that_runs_stages_on_a_student_runs_when_its_program_has_one(loopb
               students={"hanrag": "hosted_vllm/revelator"}, progress=False)
     rows = {row["label"]: row for row in json.loads((tmp_path / "student" / "table-2.json").read_text())["rows"]}
     assert rows["HANRAG"]["runs_here"] and rows["HANRAG"]["cells"][0]["ours"] is not None
-    assert "revelator" in {body["model"] for body in loopback_lm.requests}  # the student served its stages
+    # the student served the Revelator's stages only: the generator stayed on the base LM (HANRAG, App. D)
+    assert {body["model"] for body in loopback_lm.requests} == {"revelator", "loopback"}
     manifest = json.loads((tmp_path / "student" / "table-2" / "musique" / "HANRAG" / "run.json").read_text())
     assert manifest["student"] == "hosted_vllm/revelator"
+    assert manifest["student_stages"] == list(REVELATOR_STAGES)
+
+
+def test_a_row_whose_paper_lm_is_mapped_runs_on_that_lm_under_its_own_label(loopback_lm, tmp_path):
+    from multihop.lm.options import LMOptions
+
+    options = LMOptions(lm="hosted_vllm/loopback", api_base=loopback_lm.api_base)
+    reproduce("HANRAG", tmp_path, tables=["2"], datasets=["musique"], limit=1, lm=options, progress=False,
+              students={"hanrag": "hosted_vllm/revelator"}, lm_for={"FLAN-T5-XL (3B)": "hosted_vllm/fair"})
+    reproduced = json.loads((tmp_path / "table-2.json").read_text())
+    fair = next(row for row in reproduced["rows"] if row["label"].startswith("HANRAG-Fair"))
+    assert fair["label"] == "HANRAG-Fair (FLAN-T5-XL (3B) → hosted_vllm/fair)" and fair["runs_here"]
+    assert fair["lm"] == "hosted_vllm/fair" and fair["paper_lm"] == "FLAN-T5-XL (3B)"
+    assert "fair" in {body["model"] for body in loopback_lm.requests}
+    assert reproduced["ours"]["lm_for"] == {"FLAN-T5-XL (3B)": "hosted_vllm/fair"}
+    markdown = (tmp_path / "table-2.md").read_text()
+    assert "paper LMs mapped: FLAN-T5-XL (3B) → `hosted_vllm/fair`" in markdown
+    assert "- ours, retrieval: bm25 first stage" in markdown and "musique: fewer than 50 questions" in markdown
+
+
+def test_a_cell_carries_its_interval_and_the_paired_test_against_the_method_row_is_listed():
+    cell = {"metric": "em", "ours": 0.5, "paper": 0.298, "difference": 0.5 - 0.298, "interval": [0.25, 0.75],
+            "dataset": "musique", "paired": {"difference": -0.25, "interval": [-0.5, 0.0], "p_value": 0.5, "n": 4}}
+    assert cell_text(cell) == "50.0 [25.0–75.0] / 29.8 (+20.2)"
+    lines = paired_lines({"reference": "HANRAG", "rows": [{"label": "IRCoT", "cells": [cell]}]})
+    assert "| IRCoT | musique em | -25.0 [-50.0, +0.0] | 0.500 | 4 |" in lines

@@ -219,7 +219,7 @@ def reproduce(
     run_on = list(dict.fromkeys(d for table in chosen for d in table_datasets(table, datasets)))
     known = paper_artifacts(chosen)
     have = {**built_artifacts(Path(out), known, run_on), **given_artifacts(artifacts or {}, known, run_on)}
-    setup = RunSetup(lm=str(base.model), lm_for={name: str(lm.model) for name, lm in mapped.items()}, artifacts=have,
+    setup = RunSetup(lm=options.lm if options else str(base.model), lm_for=dict(lm_for or {}), artifacts=have,
                      students={name: str(folder) for name, folder in students.items()}, encoder=encoder,
                      first_stage=first_stage)
     if build:
@@ -477,7 +477,7 @@ def header_lines(reproduced: dict) -> list[str]:
     if reproduced["notice"]:
         lines.append(f"- note: {reproduced['notice']}")
     for dataset, why in reproduced["not_run"].items():
-        lines.append(f"- {dataset}: not run here ({why})")
+        lines.append(f"- {dataset}: not run here: {why}")
     if not reproduced["judge"] and any(metric == "llm_eval" for _, metric in reproduced["columns"]):
         lines.append("- LLM Eval: ours only with a judge (--judge-lm)")
     few = [dataset for dataset, n in reproduced["datasets"].items() if n < WIDE]
