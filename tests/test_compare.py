@@ -1,6 +1,7 @@
 """``multihop compare``: three programs on three questions with a scripted LM and a BM25 index write the
-table, the charts and the report; a rerun skips finished rows; adding a program runs only it; the budget reaches the
-programs and the output; the report renders in headless Chromium (slow)."""
+table (every mean with its interval), the paired tests, the charts and the report; a rerun skips finished rows; adding
+a program runs only it; the budget reaches the programs and the output; the report renders in headless Chromium
+(slow)."""
 
 import json
 import re
@@ -74,9 +75,9 @@ def lm():
     return engine
 
 
-def compare(out, programs=THREE, budget=None):
+def compare(out, programs=THREE, budget=None, reference=None):
     return multihop.compare(out, programs=programs, datasets=["musique"], first_stage="bm25",
-                            budget=budget or Budget(k=2, max_iterations=3), progress=False)
+                            budget=budget or Budget(k=2, max_iterations=3), progress=False, reference=reference)
 
 
 def test_three_programs_on_three_questions_write_the_table_the_charts_and_the_report(musique, lm, tmp_path):
@@ -96,16 +97,18 @@ def test_three_programs_on_three_questions_write_the_table_the_charts_and_the_re
     assert json.loads((out / "comparison.json").read_text())["rows"] == comparison["rows"]
 
     markdown = (out / "comparison.md").read_text()
-    table = [line for line in markdown.splitlines() if line.startswith("| ")]
+    table = [line for line in markdown.split("## Paired tests")[0].splitlines() if line.startswith("| ")]
     assert table[0].startswith("| program | n | EM | F1 | Acc | Cover-EM | R@2 | R@5 | R@k | LLM calls/q | "
                                "retrieval steps/q | input tokens/q | output tokens/q | s/q | errors/q | fallbacks/q |")
     # the methods first, then the baselines, each group under its name; then the papers' numbers
     assert [line.split(" | ")[0].rstrip(" |") for line in table[1:]] == [
         "| **methods**", "| HANRAG", "| **baselines**", "| NoRetrieval", "| SingleStepRAG",
         "| HANRAG — paper (theirs, Llama-3.1-8B-Instruct) [1]"]
-    assert table[5].split(" | ")[2:4] == ["100.0", "100.0"]  # SingleStepRAG's EM and F1, in percent
+    # SingleStepRAG's EM and F1, in percent, each with its interval (right on every question: of zero width)
+    assert table[5].split(" | ")[2:4] == ["100.0 [100.0–100.0]", "100.0 [100.0–100.0]"]
     assert table[6].split(" | ")[2:5] == ["29.8", "36.6", "43.2"]  # HANRAG Table 2, MuSiQue: theirs
     assert "1. seed 003, Table 2: HANRAG with Llama-3.1-8B-Instruct" in markdown
+    assert "_3 questions: the intervals are wide;" in markdown and "## Paired tests" in markdown
 
     charts = [out / name for name in ("f1_vs_llm_calls.png", "f1_vs_seconds.png", "recall_at_k.png")]
     assert comparison["charts"] == [chart.name for chart in charts]
@@ -114,6 +117,8 @@ def test_three_programs_on_three_questions_write_the_table_the_charts_and_the_re
     report = (out / "report.html").read_text()
     assert report.count("data:image/png;base64,") == 3 and "<link" not in report and 'src="http' not in report
     assert report.count('<tr class="ours">') == 3 and report.count('<tr class="paper"') == 1
+    assert '100.0 <span class="interval">[100.0–100.0]</span>' in report and "the intervals are wide" in report
+    assert '<table class="paired" data-dataset="musique">' in report
     assert report.index(">methods</th>") < report.index("<td>HANRAG</td>") < report.index(">baselines</th>") < \
         report.index("<td>NoRetrieval</td>")
     assert all(f'id="{question_anchor("musique", qid)}"' in report for qid, *_ in QUESTIONS)
@@ -238,7 +243,30 @@ def test_a_stage_that_falls_back_counts_in_fallbacks_per_question_not_in_errors(
     assert row["fallbacks"] == 1.0 and row["errors"] == 0.0 and row["em"] == 0.0  # one fallback answer a question
     line = next(line for line in (tmp_path / "cmp" / "comparison.md").read_text().splitlines()
                 if line.startswith("| SingleStepRAG |"))
-    assert line.endswith("| 0.00 | 1.0 |")  # errors/q, fallbacks/q
+    assert line.endswith("| 0.00 | 1.0 [1.0–1.0] |")  # errors/q, fallbacks/q (one on every question)
+
+
+def test_each_program_is_tested_against_the_reference_on_the_same_questions(musique, lm, tmp_path):
+    out = tmp_path / "cmp"
+    paired = compare(out)["paired"]["musique"]
+    assert paired["reference"] == "HANRAG"  # the table's first row: the method
+    assert paired["metrics"] == ["em", "f1", "acc", "cover_em", "recall@2", "recall@5", "recall@k"]
+    closed_book = paired["programs"]["NoRetrieval"]
+    # wrong where HANRAG is right on all 3 questions: 2 of the 2**3 sign flips are as far from 0
+    assert closed_book["em"] == {"difference": -1.0, "interval": [-1.0, -1.0], "p_value": 0.25, "n": 3}
+    assert closed_book["recall@2"] == {"difference": None, "interval": None, "p_value": None, "n": 0}  # no retrieval
+    assert paired["programs"]["SingleStepRAG"]["em"] == {"difference": 0.0, "interval": [0.0, 0.0], "p_value": 1.0,
+                                                         "n": 3}
+    markdown = (out / "comparison.md").read_text()
+    assert "### musique: each program − HANRAG, on the same questions" in markdown
+    assert "| NoRetrieval | 3 | -100.0 [-100.0, -100.0] p=0.250 |" in markdown
+    before = len(lm.requests)
+    paired = compare(out, reference="single-step-rag")["paired"]["musique"]  # the rows are there: nothing runs
+    assert len(lm.requests) == before and paired["reference"] == "SingleStepRAG"
+    assert list(paired["programs"]) == ["HANRAG", "NoRetrieval"]
+    assert json.loads((out / "comparison.json").read_text())["paired"]["musique"] == paired
+    with pytest.raises(ValueError, match="the reference program IRCoT is not compared"):
+        compare(out, reference="IRCoT")
 
 
 def test_bad_programs_students_and_budgets_are_one_line_errors(musique, tmp_path, capsys):

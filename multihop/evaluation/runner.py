@@ -42,6 +42,14 @@ from tqdm.auto import tqdm
 from multihop.data.folders import RUN_MANIFEST, check_run, locked
 from multihop.data.jsonl import append_row, read_rows, rows_text
 from multihop.data.paths import atomic_write_text
+from multihop.evaluation.intervals import (
+    ANSWER_METRICS,
+    DEFAULT_COUNTS,
+    GRADED_METRICS,
+    mean,
+    metric_interval,
+    metric_values,
+)
 from multihop.evaluation.metrics import LLMJudge, answer_scores, recall_at_k
 from multihop.evaluation.tracing import TracedModule, in_worker, jsonable, record_trace
 from multihop.lm.engines.base import LogprobsUnavailable
@@ -141,8 +149,10 @@ def summarize(rows: Sequence[dict], count_display: dict[str, str] | None = None,
     """Averages over questions: errored questions score 0 on answer metrics and on each user metric of
     ``metric_names`` (listed as the summary's ``metrics``; a question whose metric raised is left out of its mean);
     recall only over questions with gold, LLM Eval only over judged questions; every numeric count a program reports
-    (its events too) per question. The program's ``count_display`` (how tables show its counts) is kept as the
-    summary's."""
+    (its events too) per question (each question's value: :func:`multihop.evaluation.intervals.question_values`).
+    ``intervals`` holds the 95% bootstrap interval ``[low, high]`` of each of these means (None where fewer than two
+    questions have a value; :func:`multihop.evaluation.intervals.bootstrap_interval`). The program's
+    ``count_display`` (how tables show its counts) is kept as the summary's."""
     n = len(rows)
     summary: dict = {"questions": n, "errors": sum(1 for r in rows if r.get("error")),
                      "count_display": dict(count_display or {})}
@@ -150,20 +160,12 @@ def summarize(rows: Sequence[dict], count_display: dict[str, str] | None = None,
         summary["metrics"] = list(metric_names)
     if not n:
         return summary
-    for key in metric_names:
-        values = [0.0 if r.get("error") else r["metrics"].get(key) for r in rows]
-        values = [v for v in values if v is not None]
-        summary[key] = sum(values) / len(values) if values else None
-    for key in ("em", "f1", "acc", "cover_em"):
-        summary[key] = sum(r["metrics"].get(key, 0.0) for r in rows) / n
-    for key in ("recall@2", "recall@5", "recall@k", "llm_eval"):
-        values = [r["metrics"][key] for r in rows if r["metrics"].get(key) is not None]
-        summary[key] = sum(values) / len(values) if values else None
-    summary["judged"] = sum(1 for r in rows if r["metrics"].get("llm_eval") is not None)
     counted = {key for r in rows for key, value in r["counts"].items() if isinstance(value, int | float)}
-    for key in sorted(counted | {"llm_calls", "retrieval_calls", "tokens", "stage_errors"}):
-        summary[key] = sum(r["counts"].get(key, 0) for r in rows) / n
-    summary["seconds"] = sum(r["seconds"] for r in rows) / n
+    keys = dict.fromkeys((*metric_names, *ANSWER_METRICS, *GRADED_METRICS, *sorted(counted | set(DEFAULT_COUNTS)),
+                          "seconds"))
+    summary.update({key: mean(metric_values(rows, key)) for key in keys})
+    summary["judged"] = sum(1 for r in rows if r["metrics"].get("llm_eval") is not None)
+    summary["intervals"] = {key: metric_interval(rows, key) for key in keys}
     return summary
 
 

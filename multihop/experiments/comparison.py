@@ -20,7 +20,9 @@ not loop) and ``max_tokens`` per LM call (the LM's cap, so every stage of every 
 ``multihop distill`` folder) runs the stages it learnt. Each program's LM has a rollout id of its own, so no program is
 served another's replies from the cache and its tokens and seconds are its own.
 
-Then the table (``comparison.json``, ``comparison.md``, the papers' numbers beside ours), the charts and
+Each dataset's programs are then tested against one reference program (the first row of its table, or the one named)
+on the same questions, one paired test per metric (:func:`paired_runs`). Then the table (``comparison.json``,
+``comparison.md``, the papers' numbers beside ours, every mean with its interval, the paired tests), the charts and
 ``report.html`` are written into the output folder (:mod:`multihop.experiments.comparison`,
 :mod:`multihop.experiments.charts`, :mod:`multihop.experiments.report`).
 """
@@ -37,12 +39,23 @@ import dspy
 from rich.console import Console
 
 from multihop.data.folders import sha256_file
+from multihop.data.jsonl import read_rows
 from multihop.data.loaders import load_dataset
 from multihop.data.question_sets import DATASETS, question_file
-from multihop.evaluation.runner import Evaluation, evaluate_all, run_manifest
+from multihop.evaluation.intervals import paired_test, paired_values
+from multihop.evaluation.runner import RESULTS, Evaluation, evaluate_all, run_manifest
 from multihop.experiments.charts import write_charts
 from multihop.experiments.report import write_report
-from multihop.experiments.tables import budget_text, console_tables, knobs_text, paper_row, summary_row, write_table
+from multihop.experiments.tables import (
+    budget_text,
+    console_tables,
+    dataset_table,
+    knobs_text,
+    paper_row,
+    summary_row,
+    tested_metrics,
+    write_table,
+)
 from multihop.lm.backends import make_lm
 from multihop.lm.models import embedded_notice
 from multihop.lm.options import LMOptions, served_student
@@ -74,6 +87,7 @@ def compare(
     corpus: str | Path | None = None,
     retriever: str | Path | None = None,
     metric: Callable | Mapping[str, Callable] | None = None,
+    reference: str | None = None,
 ) -> dict:
     """Compare ``programs`` (default: :meth:`~multihop.programs.registry.ProgramRegistry.compared_by_default`) on the
     dev sets ``datasets`` under one ``budget`` (default :class:`Budget`\\ ()) and write
@@ -89,6 +103,8 @@ def compare(
     searches, instead of each dev file's own paragraphs (passage ids are content hashes, so the gold paragraphs of
     the dev files are found in a corpus that holds them). ``metric`` (a DSPy metric or ``{name: fn}``) is recorded
     in every run beside the built-in metrics and shown as a column (:func:`multihop.evaluation.runner.evaluate`).
+    ``reference`` is the program every other is tested against on each dataset (default: the first row of each
+    dataset's table, :func:`paired_tests`).
     """
     if corpus is not None and retriever is not None:
         raise ValueError("give compare a --corpus to index or a --retriever folder, not both")
@@ -96,7 +112,8 @@ def compare(
     names = list(PROGRAMS.compared_by_default() if programs is None else programs)
     names = [PROGRAMS.named(name) if isinstance(name, str) else name for name in names]
     students = {PROGRAMS.named(name): folder for name, folder in (students or {}).items()}
-    check_choices(names, students, first_stage)
+    reference = PROGRAMS.named(reference) if reference else None
+    check_choices(names, students, first_stage, reference)
     files = dev_files(datasets)
     if students and lm is None:
         raise ValueError("students adapt the LM given as a spec: pass lm=<spec> (or LMOptions) with students")
@@ -111,7 +128,7 @@ def compare(
         "notice": embedded_notice(base.model),
         "retriever": {"first_stage": first_stage, "encoder": encoder if first_stage == "dense" else None,
                       "indexes": {}},
-        "datasets": {}, "programs": {}, "runs": [], "rows": [], "papers": [], "charts": [],
+        "datasets": {}, "programs": {}, "runs": [], "rows": [], "paired": {}, "papers": [], "charts": [],
     }
     retrieving = any(takes_retriever(PROGRAMS[name]) for name in names)
     shared = None  # one index for every dataset: a given retriever folder, or the given corpus indexed once
@@ -154,6 +171,7 @@ def compare(
         comparison["programs"].setdefault(name, info)
         comparison["runs"].append({"dataset": key, "program": name, "folder": f"{key}/{name}"})
         comparison["rows"].append(summary_row(key, name, summary))
+    comparison["paired"] = paired_tests(out, comparison, reference)
     comparison["papers"] = [paper_row(result) for name in names for result in PROGRAMS.declaration(name).papers
                             if result.dataset in comparison["datasets"]]
     comparison["charts"] = [chart.name for chart in write_charts(out, comparison["rows"])]
@@ -167,6 +185,39 @@ def compare(
             console.print(rich_table)
         console.print(f"table: {markdown} ({table.name})  charts: {', '.join(comparison['charts'])}  report: {report}")
     return comparison
+
+
+def run_rows(folder: str | Path, ids: Sequence[str] | None = None) -> list[dict]:
+    """The rows of an evaluation folder (of the questions ``ids`` only, in their order, given them)."""
+    found = read_rows(Path(folder) / RESULTS, repair=False)
+    return list(found.values()) if ids is None else [found[qid] for qid in ids if qid in found]
+
+
+def paired_runs(reference: str | Path, other: str | Path, metric: str, ids: Sequence[str] | None = None,
+                seed: int = 0) -> dict:
+    """The paired test of two evaluation folders on ``metric``: ``other`` minus ``reference`` on the questions both
+    answered and both have a value for (of ``ids`` only, given them): the mean difference, its 95% paired bootstrap
+    interval, the two-sided p-value and the questions paired
+    (:func:`~multihop.evaluation.intervals.paired_test`)."""
+    return paired_test(*paired_values(run_rows(reference, ids), run_rows(other, ids), metric), seed=seed)
+
+
+def paired_tests(out: Path, comparison: dict, reference: str | None = None) -> dict:
+    """Per dataset of ``comparison``, each program's paired tests against ``reference`` (default: the first row of the
+    dataset's table) on every share and user metric the table shows, from the runs' rows under ``out``:
+    ``{dataset: {"reference", "metrics", "programs": {program: {metric: test}}}}``."""
+    paired = {}
+    for dataset, info in comparison["datasets"].items():
+        ours = dataset_table(comparison, dataset)[0]
+        folders = {run["program"]: out / run["folder"] for run in comparison["runs"] if run["dataset"] == dataset}
+        rows = {program: run_rows(folder, info["ids"]) for program, folder in folders.items()}
+        base = reference or ours[0]["program"]
+        metrics = tested_metrics(ours)
+        paired[dataset] = {"reference": base, "metrics": metrics, "programs": {
+            row["program"]: {metric: paired_test(*paired_values(rows[base], rows[row["program"]], metric))
+                             for metric in metrics}
+            for row in ours if row["program"] != base}}
+    return paired
 
 
 def run_lms(lm: LMOptions | str | None, max_tokens: int | None, judge_lm: str | dspy.BaseLM | None = None
@@ -202,9 +253,9 @@ def dev_files(datasets: Sequence[str]) -> dict[str, Path]:
     return files
 
 
-def check_choices(names: list, students: dict, first_stage: str) -> None:
+def check_choices(names: list, students: dict, first_stage: str, reference: str | None = None) -> None:
     """Refuse programs given as anything but their names, unknown or repeated programs, students of programs not
-    compared and an unknown first stage."""
+    compared, a reference program not compared and an unknown first stage."""
     objects = [type(name).__name__ for name in names if not isinstance(name, str)]
     if objects:
         raise TypeError(f"compare takes program names (e.g. {', '.join(PROGRAMS)}), not a {objects[0]}")
@@ -216,5 +267,7 @@ def check_choices(names: list, students: dict, first_stage: str) -> None:
     stray = sorted(set(students) - set(names))
     if stray:
         raise ValueError(f"a student for {', '.join(stray)}, which is not compared; compared: {', '.join(names)}")
+    if reference is not None and reference not in names:
+        raise ValueError(f"the reference program {reference} is not compared; compared: {', '.join(names)}")
     if first_stage not in CACHED_FIRST_STAGES:
         raise ValueError(f"unknown first stage {first_stage!r}; choose one of {', '.join(CACHED_FIRST_STAGES)}")

@@ -1,7 +1,8 @@
 """The HTML report of ``multihop compare`` (``report.html``): one self-contained page — no server, no network — with
-the setting and budget, the table (ours, then the papers' numbers labelled as theirs), the charts embedded as base64
-data URIs, and for every question each program's answer, scores and stage trace (what ``multihop trace show`` prints),
-so a reader can see where a method went wrong.
+the setting and budget, the table (ours, each mean with its 95% interval, then the papers' numbers labelled as theirs),
+the paired tests of each program against the reference program, the charts embedded as base64 data URIs, and for
+every question each program's answer, scores and stage trace (what ``multihop trace show`` prints), so a reader can
+see where a method went wrong.
 
 Questions and traces are ``<details>`` elements, closed by default; a link to ``report.html#<question id>`` opens that
 question and its traces (a few lines of inline script), and "open all traces" opens every one.
@@ -19,13 +20,18 @@ from multihop.data.paths import atomic_write_text, read_json
 from multihop.evaluation.runner import RESULTS, trace_path
 from multihop.evaluation.tracing import record_cells
 from multihop.experiments.tables import (
+    INTERVALS_TEXT,
+    PAIRED_TEXT,
     TABLE_JSON,
     budget_text,
     cell,
     dataset_table,
     describe_retriever,
+    few_questions_note,
     group_starts,
+    interval_text,
     knobs_text,
+    paired_table,
 )
 
 REPORT = "report.html"
@@ -43,6 +49,7 @@ details.trace { margin: .2em 0 .2em 1em; }
 summary { cursor: pointer; } .badge { display: inline-block; padding: 0 5px; margin-left: 4px; border-radius: 3px;
 font-size: 12px; } .good { background: #c8e6c9; } .part { background: #fff3c4; } .bad { background: #ffcdd2; }
 .err { background: #ddd; } .error { color: #b00020; } img { max-width: 100%; border: 1px solid #eee; }
+.interval { color: #666; font-size: 12px; } p.note { color: #8a5a00; }
 """
 SCRIPT = """
 function openTarget() {
@@ -75,7 +82,7 @@ def write_report(out_dir: str | Path, comparison: dict | None = None) -> Path:
     parts = ["<!doctype html>", '<html lang="en"><head><meta charset="utf-8">',
              "<title>multihop comparison</title>", f"<style>{STYLE}</style></head><body>",
              "<h1>multihop comparison</h1>", setting_section(comparison), table_section(comparison),
-             charts_section(out, comparison), questions_section(out, comparison),
+             paired_section(comparison), charts_section(out, comparison), questions_section(out, comparison),
              f"<script>{SCRIPT}</script></body></html>"]
     atomic_write_text(out / REPORT, "\n".join(parts))
     return out / REPORT
@@ -96,11 +103,15 @@ def setting_section(comparison: dict) -> str:
 
 
 def table_section(comparison: dict) -> str:
-    """One table per dataset: our rows, then the papers' (class ``paper``), with where each was read."""
-    html = ['<section id="table"><h2>Results</h2>']
+    """One table per dataset: our rows, each mean with its interval, then the papers' (class ``paper``), with where
+    each was read."""
+    html = ['<section id="table"><h2>Results</h2>', f"<p><small>{escape(INTERVALS_TEXT)}.</small></p>"]
     for dataset, info in comparison["datasets"].items():
         ours, theirs, columns = dataset_table(comparison, dataset)
         html.append(f"<h3>{escape(dataset)} ({info['questions']} questions)</h3>")
+        note = few_questions_note(info["questions"])
+        if note:
+            html.append(f'<p class="note">{escape(note)}.</p>')
         html.append(f'<table class="results" data-dataset="{escape(dataset)}"><tr><th>program</th><th>n</th>'
                     + "".join(f"<th>{escape(header)}</th>" for _, header in columns) + "</tr>")
         starts = group_starts(comparison, ours)
@@ -108,7 +119,7 @@ def table_section(comparison: dict) -> str:
             if index in starts:
                 html.append(f'<tr class="group"><th colspan="{len(columns) + 2}">{escape(starts[index])}</th></tr>')
             html.append(f'<tr class="ours"><td>{escape(row["program"])}</td><td class="num">{row["questions"]}</td>'
-                        + "".join(f'<td class="num">{cell(key, row.get(key))}</td>' for key, _ in columns) + "</tr>")
+                        + "".join(f'<td class="num">{ours_cell(key, row)}</td>' for key, _ in columns) + "</tr>")
         for row in theirs:
             label = f"{row['program']} — {row['label']}"
             html.append(f'<tr class="paper" title="{escape(row["source"] + ": " + row["setting"])}">'
@@ -119,6 +130,35 @@ def table_section(comparison: dict) -> str:
         html.append("<p><small>Papers' numbers are theirs, measured in their own setting (their LM, questions, "
                     "corpus and retriever: hover a row), not ours.</small></p>")
     return "\n".join(html) + "</section>"
+
+
+def ours_cell(key: str, row: dict) -> str:
+    """A cell of ours: the value, its interval smaller after it."""
+    value, interval = row.get(key), row.get("intervals", {}).get(key)
+    shown = escape(cell(key, value))
+    return shown + (f' <span class="interval">{escape(interval_text(key, interval))}</span>'
+                    if value is not None and interval else "")
+
+
+def paired_section(comparison: dict) -> str:
+    """Per dataset, each program minus the reference program on the same questions (class ``paired``); nothing where
+    the comparison has no paired tests."""
+    html = []
+    for dataset in comparison["datasets"]:
+        reference, columns, rows = paired_table(comparison, dataset)
+        if not rows:
+            continue
+        html.append(f"<h3>{escape(dataset)}: each program − {escape(reference)}, on the same questions</h3>")
+        html.append(f'<table class="paired" data-dataset="{escape(dataset)}"><tr><th>program</th><th>n</th>'
+                    + "".join(f"<th>{escape(header)}</th>" for _, header in columns) + "</tr>")
+        html += [f"<tr><td>{escape(program)}</td><td class=\"num\">{n}</td>"
+                 + "".join(f'<td class="num">{escape(text)}</td>' for text in cells) + "</tr>"
+                 for program, n, cells in rows]
+        html.append("</table>")
+    if not html:
+        return ""
+    return '<section id="paired"><h2>Paired tests</h2>' + f"<p><small>{escape(PAIRED_TEXT)}</small></p>" + \
+        "\n".join(html) + "</section>"
 
 
 def charts_section(out: Path, comparison: dict) -> str:

@@ -4,7 +4,10 @@ them (labelled as theirs), written as ``comparison.json`` and ``comparison.md`` 
 The comparison itself is a JSON-ready dict (what ``comparison.json`` holds): ``budget`` (k passages, max iterations,
 max tokens, as applied), ``lm``, ``judge``, ``retriever``, ``datasets`` (file, question count, question ids),
 ``programs`` (each one's config, the constructor setting each budget item set, its student), ``runs`` (the evaluation
-folder of each dataset × program, relative to the output folder), ``rows`` (ours), ``papers`` (theirs) and ``charts``.
+folder of each dataset × program, relative to the output folder), ``rows`` (ours, each with the 95% bootstrap interval
+of each of its means under ``intervals``), ``paired`` (per dataset, each program's paired tests against the reference
+program on the same questions), ``papers`` (theirs) and ``charts``. Every cell of ours shows its interval in brackets;
+a dataset of fewer than :data:`FEW_QUESTIONS` questions says its intervals are wide.
 """
 
 from __future__ import annotations
@@ -30,6 +33,11 @@ PERCENT = {"em", "f1", "acc", "cover_em", "llm_eval", "recall@2", "recall@5", "r
 OPTIONAL = {"llm_eval", "recall@k"}  # a column only when some row (ours or theirs) has it
 KNOWN = {key for key, _ in COLUMNS}  # any other column is a user metric
 GROUPS = {"method": "methods", "baseline": "baselines", "custom": "other programs"}  # the tables' groups, in order
+FEW_QUESTIONS = 50  # a dataset of fewer questions says its intervals are wide
+INTERVALS_TEXT = "in brackets: the 95% bootstrap interval of each mean over the questions"
+PAIRED_TEXT = ("Each program minus the reference program on the questions both have a value for: the mean difference, "
+               "its 95% paired bootstrap interval and the p-value of a two-sided sign-flip permutation test (n= where "
+               "a metric pairs fewer questions than the row).")
 
 
 def summary_row(dataset: str, program: str, summary: dict) -> dict:
@@ -44,6 +52,9 @@ def summary_row(dataset: str, program: str, summary: dict) -> dict:
     if summary.get("metrics"):
         row["metrics"] = list(summary["metrics"])
         row.update({name: summary.get(name) for name in row["metrics"]})
+    intervals = summary.get("intervals", {})
+    keys = [*(key for key, _ in COLUMNS), *row.get("metrics", [])]
+    row["intervals"] = {key: intervals[key] for key in keys if intervals.get(key)}
     return row
 
 
@@ -54,16 +65,32 @@ def paper_row(result: PaperResult) -> dict:
             "source": result.source, "setting": result.setting, **result.metrics}
 
 
-def cell(key: str, value) -> str:
-    """One table cell: a share in percent, seconds and errors with two decimals, a user metric with three, other counts
-    with one."""
+def number(key: str, value: float, signed: bool = False) -> str:
+    """A value of column ``key``: a share in percent, seconds and errors with two decimals, a user metric with three,
+    other counts with one; ``signed`` (a difference) with its sign."""
+    sign = "+" if signed else ""
+    if key in PERCENT:
+        return f"{100 * value:{sign}.1f}"
+    if key not in KNOWN:
+        return f"{value:{sign}.3f}"
+    return f"{value:{sign}.2f}" if key in ("seconds", "errors") else f"{value:{sign}.1f}"
+
+
+def interval_text(key: str, interval: Sequence[float]) -> str:
+    """An interval of column ``key`` in brackets: ``[40.1–63.2]``."""
+    return f"[{number(key, interval[0])}–{number(key, interval[1])}]"
+
+
+def cell(key: str, value, interval: Sequence[float] | None = None) -> str:
+    """One table cell: the value (:func:`number`), its interval after it when it has one, "–" for none."""
     if value is None:
         return "–"
-    if key in PERCENT:
-        return f"{100 * value:.1f}"
-    if key not in KNOWN:
-        return f"{value:.3f}"
-    return f"{value:.2f}" if key in ("seconds", "errors") else f"{value:.1f}"
+    return f"{number(key, value)} {interval_text(key, interval)}" if interval else number(key, value)
+
+
+def row_cells(row: dict, columns: Sequence[tuple[str, str]]) -> list[str]:
+    """A row's cells in ``columns``, each with its interval (our rows have them, the papers' do not)."""
+    return [cell(key, row.get(key), row.get("intervals", {}).get(key)) for key, _ in columns]
 
 
 def shown_columns(rows: Sequence[dict]) -> list[tuple[str, str]]:
@@ -73,6 +100,51 @@ def shown_columns(rows: Sequence[dict]) -> list[tuple[str, str]]:
     users = [(name, name) for name in dict.fromkeys(name for row in rows for name in row.get("metrics", []))]
     at = next((i for i, (key, _) in enumerate(shown) if key == "llm_calls"), len(shown))
     return [*shown[:at], *users, *shown[at:]]
+
+
+def tested_metrics(rows: Sequence[dict]) -> list[str]:
+    """The metrics the paired tests compare: the shares and user metrics among the columns our ``rows`` show."""
+    return [key for key, _ in shown_columns(rows) if key in PERCENT or key not in KNOWN]
+
+
+def few_questions_note(questions: int) -> str | None:
+    """What a dataset of fewer than :data:`FEW_QUESTIONS` questions says of its intervals, None for more."""
+    if questions >= FEW_QUESTIONS:
+        return None
+    return (f"{questions} questions: the intervals are wide; a difference between two programs is read from their "
+            "paired test")
+
+
+def paired_cell(key: str, test: dict | None, questions: int, sep: str = " ") -> str:
+    """One paired test as a cell: the difference with its sign, its interval and p (``n=`` where it covers fewer
+    questions than the row), joined by ``sep``; "–" where there is none."""
+    if not test or test["difference"] is None:
+        return "–"
+    parts = [number(key, test["difference"], signed=True)]
+    if test["interval"]:
+        low, high = test["interval"]
+        parts.append(f"[{number(key, low, signed=True)}, {number(key, high, signed=True)}]")
+    if test["p_value"] is not None:
+        parts.append("p<0.001" if test["p_value"] < 0.001 else f"p={test['p_value']:.3f}")
+    if test["n"] != questions:
+        parts.append(f"n={test['n']}")
+    return sep.join(parts)
+
+
+def paired_table(comparison: dict, dataset: str, sep: str = " "
+                 ) -> tuple[str, list[tuple[str, str]], list[tuple[str, int, list[str]]]]:
+    """One dataset's paired tests as a table: the reference program, the columns (metric, header) and per program
+    (in the table's order) its questions paired with the reference and its cells (their parts joined by ``sep``)."""
+    paired = comparison.get("paired", {}).get(dataset)
+    if not paired:
+        return "", [], []
+    headers = dict(COLUMNS)
+    columns = [(key, headers.get(key, key)) for key in paired["metrics"]]
+    rows = []
+    for program, tests in paired["programs"].items():
+        questions = max((test["n"] for test in tests.values()), default=0)
+        rows.append((program, questions, [paired_cell(key, tests.get(key), questions, sep) for key, _ in columns]))
+    return paired["reference"], columns, rows
 
 
 def dataset_table(comparison: dict, dataset: str) -> tuple[list[dict], list[dict], list[tuple[str, str]]]:
@@ -131,30 +203,45 @@ def to_markdown(comparison: dict) -> str:
     lines = ["# Comparison", "", f"- LM: `{comparison['lm']}`{judge}", *notice,
              f"- retriever: {describe_retriever(comparison['retriever'])}",
              f"- budget: {budget_text(comparison['budget'])}",
-             f"- budget knobs: {knobs_text(comparison['programs'])}"]
+             f"- budget knobs: {knobs_text(comparison['programs'])}", f"- {INTERVALS_TEXT}"]
     students = {name: info["student"] for name, info in comparison["programs"].items() if info.get("student")}
     if students:
         lines.append("- students: " + "; ".join(f"{name}: `{path}`" for name, path in students.items()))
     notes: dict[str, str] = {}  # a paper's source → what it measured, numbered in order of first use
     for dataset, info in comparison["datasets"].items():
         ours, theirs, columns = dataset_table(comparison, dataset)
+        note = few_questions_note(info["questions"])
         lines += ["", f"## {dataset} ({info['questions']} questions, `{info['file']}`)", "",
+                  *([f"_{note}._", ""] if note else []),
                   "| program | n | " + " | ".join(header for _, header in columns) + " |",
                   "|---|---:|" + "---:|" * len(columns)]
         starts = group_starts(comparison, ours)
         for index, row in enumerate(ours):
             if index in starts:
                 lines.append(f"| **{starts[index]}** |" + " |" * (len(columns) + 1))
-            lines.append(f"| {row['program']} | {row['questions']} | "
-                         + " | ".join(cell(key, row.get(key)) for key, _ in columns) + " |")
+            lines.append(f"| {row['program']} | {row['questions']} | " + " | ".join(row_cells(row, columns)) + " |")
         for row in theirs:
             notes.setdefault(row["source"], f"{row['program']} with {row['lm']}; {row['setting']}")
             lines.append(f"| {row['program']} — {row['label']} [{list(notes).index(row['source']) + 1}] | – | "
-                         + " | ".join(cell(key, row.get(key)) for key, _ in columns) + " |")
+                         + " | ".join(row_cells(row, columns)) + " |")
     if notes:
         lines += ["", "Papers' numbers are theirs, measured in their own setting, not ours:", ""]
         lines += [f"{i}. {source}: {note}" for i, (source, note) in enumerate(notes.items(), 1)]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + paired_markdown(comparison)) + "\n"
+
+
+def paired_markdown(comparison: dict) -> list[str]:
+    """The lines of the paired tests' section: per dataset, each program minus the reference on the same questions."""
+    lines = []
+    for dataset in comparison["datasets"]:
+        reference, columns, rows = paired_table(comparison, dataset)
+        if not rows:
+            continue
+        lines += ["", f"### {dataset}: each program − {reference}, on the same questions", "",
+                  "| program | n | " + " | ".join(header for _, header in columns) + " |",
+                  "|---|---:|" + "---:|" * len(columns)]
+        lines += [f"| {program} | {n} | " + " | ".join(cells) + " |" for program, n, cells in rows]
+    return ["", "## Paired tests", "", PAIRED_TEXT, *lines] if lines else []
 
 
 def describe_retriever(retriever: dict) -> str:
@@ -164,11 +251,12 @@ def describe_retriever(retriever: dict) -> str:
 
 
 def console_tables(comparison: dict) -> list[Table]:
-    """One rich table per dataset: our rows, then the papers'."""
+    """One rich table per dataset: our rows, each interval under its value, then the papers'; then each dataset's
+    paired tests."""
     tables = []
-    for dataset in comparison["datasets"]:
+    for dataset, info in comparison["datasets"].items():
         ours, theirs, columns = dataset_table(comparison, dataset)
-        table = Table(title=f"{dataset}")
+        table = Table(title=f"{dataset}", caption=few_questions_note(info["questions"]))
         table.add_column("program")
         table.add_column("n", justify="right")
         for _, header in columns:
@@ -177,12 +265,38 @@ def console_tables(comparison: dict) -> list[Table]:
         for index, row in enumerate(ours):
             if index in starts:
                 table.add_row(f"[bold]{starts[index]}[/bold]", end_section=False)
-            table.add_row(row["program"], str(row["questions"]), *(cell(key, row.get(key)) for key, _ in columns))
+            table.add_row(row["program"], str(row["questions"]), *(
+                console_cell(key, row.get(key), row.get("intervals", {}).get(key)) for key, _ in columns))
         for row in theirs:
             table.add_row(f"[dim]{row['program']} — {row['label']}[/dim]", "–",
                           *(cell(key, row.get(key)) for key, _ in columns))
         tables.append(table)
-    return tables
+    paired = (paired_console_table(comparison, dataset) for dataset in comparison["datasets"])
+    return tables + [table for table in paired if table is not None]
+
+
+def console_cell(key: str, value, interval: Sequence[float] | None) -> str:
+    """A cell of ours on the console: the value, and below it, dimmed, the interval of a share (in whole points) or of
+    a user metric (the files show every interval; the console keeps its many columns narrow)."""
+    if value is None or not interval or (key in KNOWN and key not in PERCENT):
+        return cell(key, value)
+    low, high = (f"{100 * end:.0f}" if key in PERCENT else f"{end:.2f}" for end in interval)
+    return f"{cell(key, value)}\n[dim]{low}–{high}[/dim]"
+
+
+def paired_console_table(comparison: dict, dataset: str) -> Table | None:
+    """One dataset's paired tests as a rich table, None where it has none."""
+    reference, columns, rows = paired_table(comparison, dataset, sep="\n")
+    if not rows:
+        return None
+    table = Table(title=f"{dataset}: each program − {reference}, on the same questions")
+    table.add_column("program")
+    table.add_column("n", justify="right")
+    for _, header in columns:
+        table.add_column(header, justify="right")
+    for program, n, cells in rows:
+        table.add_row(program, str(n), *cells)
+    return table
 
 
 def write_table(out_dir: str | Path, comparison: dict) -> tuple[Path, Path]:
