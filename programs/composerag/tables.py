@@ -14,8 +14,9 @@ after another, cumulatively (its numbers rise row by row). Fig. 5's 0-reflection
 the multi-hop pipeline or an early exit via the Simple QA pathway": the default program (decision and simple path on)
 with 0 to 3 reflection rounds.
 
-Left out: Table 2 (prior work's own numbers), Table 7 (2Wiki over wiki2018) and Table 8 (grounding issues); the
-"Avg" column of Table 1 (the mean of its two cells).
+Table 1's "Avg" columns are the mean of the dataset's two cells (LLM Eval and Cover-EM).
+
+Left out: Table 2 (prior work's own numbers) and Table 8 (grounding issues).
 """
 
 from __future__ import annotations
@@ -36,14 +37,21 @@ def upgraded(*modules: str) -> StageLMs:
     return StageLMs("stronger", tuple(stage for module in modules for stage in MODULES[module]), "gpt-4o")
 
 
-TABLE_1_COLUMNS = grid(("hotpotqa", "2wiki", "musique", "bamboogle"), ("llm_eval", "cover_em"))
-TABLE_1_PRINTED = {  # label, LM, program → LLM Eval, Cover-EM of each dataset
-    ("RQ-RAG", "fine-tuned llama2-7b", "SelfAsk"): (0.326, 0.258, 0.240, 0.268, 0.096, 0.086, 0.264, 0.224),
-    ("Ours", "Llama3.1-8b", "ComposeRAG"): (0.494, 0.388, 0.326, 0.334, 0.128, 0.102, 0.432, 0.384),
-    ("Search-o1", "QwQ-32B", "SelfAsk"): (0.664, 0.492, 0.808, 0.770, 0.374, 0.278, 0.696, 0.648),
-    ("Ours", "Qwen2.5-72B-Instruct", "ComposeRAG"): (0.714, 0.554, 0.720, 0.726, 0.358, 0.318, 0.728, 0.616),
-    ("Ours", "GPT-4o-mini", "ComposeRAG"): (0.702, 0.558, 0.740, 0.728, 0.376, 0.328, 0.712, 0.640),
-    ("Ours", "GPT-4o", "ComposeRAG"): (0.732, 0.580, 0.820, 0.808, 0.388, 0.342, 0.728, 0.624),
+AVG = "avg"  # Table 1's "Avg": the mean of the dataset's LLM Eval and Cover-EM (no summary key of ours)
+TABLE_1_COLUMNS = grid(("hotpotqa", "2wiki", "musique", "bamboogle"), ("llm_eval", "cover_em", AVG))
+TABLE_1_PRINTED = {  # label, LM, program → LLM Eval, Cover-EM, Avg of each dataset
+    ("RQ-RAG", "fine-tuned llama2-7b", "SelfAsk"): (0.326, 0.258, 0.292, 0.240, 0.268, 0.254, 0.096, 0.086, 0.091,
+                                                    0.264, 0.224, 0.244),
+    ("Ours", "Llama3.1-8b", "ComposeRAG"): (0.494, 0.388, 0.441, 0.326, 0.334, 0.330, 0.128, 0.102, 0.115, 0.432,
+                                            0.384, 0.408),
+    ("Search-o1", "QwQ-32B", "SelfAsk"): (0.664, 0.492, 0.578, 0.808, 0.770, 0.789, 0.374, 0.278, 0.326, 0.696,
+                                          0.648, 0.672),
+    ("Ours", "Qwen2.5-72B-Instruct", "ComposeRAG"): (0.714, 0.554, 0.634, 0.720, 0.726, 0.723, 0.358, 0.318, 0.338,
+                                                     0.728, 0.616, 0.672),
+    ("Ours", "GPT-4o-mini", "ComposeRAG"): (0.702, 0.558, 0.630, 0.740, 0.728, 0.734, 0.376, 0.328, 0.352, 0.712,
+                                            0.640, 0.676),
+    ("Ours", "GPT-4o", "ComposeRAG"): (0.732, 0.580, 0.656, 0.820, 0.808, 0.814, 0.388, 0.342, 0.365, 0.728, 0.624,
+                                       0.676),
 }
 WHY_NOT = {
     "RQ-RAG": "RQ-RAG's query rewriter is a fine-tuned Llama2-7B that does not install here (e5-base-v2 over "
@@ -63,7 +71,23 @@ TABLE_1 = PaperTable(
     settings=SETUP,
     notes="The Llama3.1-8b and RQ-RAG rows ran over wiki2018 (RQ-RAG with e5-base-v2), the others over wiki2019 "
           "with Cortex Search. Self-Ask (ComposeRAG's §2 builds on its self-reflection prompting) with ComposeRAG's "
-          "k and its own cap of follow-ups.",
+          "k and its own cap of follow-ups. Avg: the mean of the dataset's LLM Eval and Cover-EM (every printed Avg "
+          "is that mean to its three digits); no summary key of ours holds it, so its cells show the paper's numbers "
+          "alone.",
+)
+
+TABLE_7_COLUMNS = (("2wiki", "llm_eval"), ("2wiki", "cover_em"))
+TABLE_7 = PaperTable(
+    "Table 7", "Results on 2WikiMultiHopQA over the wiki2018 corpus", TABLE_7_COLUMNS,
+    (TableRow("Search-o1", "SelfAsk", {"k": K}, cells(TABLE_7_COLUMNS, 0.664, 0.622, fractions=True), lm="QwQ-32B",
+              runnable=False, why_not=WHY_NOT["Search-o1"]),
+     *(TableRow("Ours", "ComposeRAG", {}, cells(TABLE_7_COLUMNS, *printed, fractions=True), lm=lm)
+       for lm, printed in (("Qwen2.5-72B-Instruct", (0.484, 0.502)), ("GPT-4o", (0.574, 0.564)))),
+     TableRow("Self-Ask (ours: the decomposition baseline standing in for Search-o1)", "SelfAsk", {"k": K})),
+    settings={**SETUP, "retriever": "Cortex Search over wiki2018; ours MPNet"},
+    notes="Table 1's Search-o1 and Qwen2.5-72B / GPT-4o rows on 2Wiki again over wiki2018 instead of wiki2019 "
+          "(App. C.2: many of its questions lack their knowledge there); ours reads the questions' paragraphs in both. "
+          "Search-o1's LLM Eval here (0.664) is also its HotpotQA LLM Eval in Table 1.",
 )
 
 TABLE_3_COLUMNS = grid(("hotpotqa", "musique"), ("cover_em", "llm_eval"))
@@ -135,4 +159,4 @@ FIG_5 = PaperTable(
           "the 0- and 3-round numbers only (the 1- and 2-round points are in the figure alone).",
 )
 
-TABLES = (TABLE_1, TABLE_3, TABLE_4, TABLE_5, TABLE_6, FIG_5)
+TABLES = (TABLE_1, TABLE_3, TABLE_4, TABLE_5, TABLE_6, TABLE_7, FIG_5)
