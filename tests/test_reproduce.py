@@ -35,8 +35,12 @@ DEV_FILES = {"musique": "musique/dev/musique_qa_100.json", "hotpotqa": "hotpotqa
 
 @pytest.fixture(scope="module")
 def small_data(tmp_path_factory):
-    """A MULTIHOP_DATA whose dev sets hold their first question only (the corpus of each: its paragraphs)."""
+    """A MULTIHOP_DATA whose dev sets hold their first question only (the corpus of each: its paragraphs), and
+    MuSiQue's train set its first four."""
     source, root = data_root(), tmp_path_factory.mktemp("data")
+    train = root / "musique/train/musique_train.json"
+    train.parent.mkdir(parents=True)
+    train.write_text(json.dumps(json.loads((source / "musique/train/musique_train.json").read_text())[:4]))
     for relative in DEV_FILES.values():
         target = root / relative
         target.parent.mkdir(parents=True)
@@ -185,3 +189,23 @@ def test_a_cell_carries_its_interval_and_the_paired_test_against_the_method_row_
     assert cell_text(cell) == "50.0 [25.0–75.0] / 29.8 (+20.2)"
     lines = paired_lines({"reference": "HANRAG", "rows": [{"label": "IRCoT", "cells": [cell]}]})
     assert "| IRCoT | musique em | -25.0 [-50.0, +0.0] | 0.500 | 4 |" in lines
+
+
+@pytest.mark.slow  # two MiniLM encoders fine-tuned on two questions, each indexing one question's paragraphs
+def test_build_trains_each_rows_encoder_and_every_row_runs_on_its_own(loopback_lm, tmp_path):
+    from multihop.lm.options import LMOptions
+
+    options = LMOptions(lm="hosted_vllm/loopback", api_base=loopback_lm.api_base)
+    reproduce("CoopRAG", tmp_path, tables=["20"], datasets=["musique"], limit=1, lm=options, encoder="minilm",
+              build=True, build_limit=2, progress=False)
+    reproduced = json.loads((tmp_path / "table-20.json").read_text())
+    assert all(row["runs_here"] for row in reproduced["rows"])
+    runs = [row["runs"]["musique"] for row in reproduced["rows"]]
+    assert len({run["encoder"]["sha256"] for run in runs}) == 2  # two encoders, by their weights
+    assert all(run["encoder"]["fine_tuned"] and run["pooling"] == "cls" for run in runs)
+    assert [run["encoder_switches"] for run in runs] == [["--loss bce"], []]
+    manifest = json.loads((tmp_path / "table-20" / "musique" / "Cross-entropy" / "run.json").read_text())
+    assert manifest["encoder"]["sha256"] == runs[0]["encoder"]["sha256"]
+    built = json.loads((tmp_path / "artifacts" / "musique" / "encoder-loss-bce" / "built.json").read_text())
+    assert built["train_questions"] == 2 and built["switches"] == ["--loss bce"]
+    assert "fine-tuned (--loss bce" in (tmp_path / "table-20.md").read_text()

@@ -31,12 +31,10 @@ from multihop.data.folders import sha256_file
 from multihop.data.loaders import load_dataset
 from multihop.data.paths import atomic_write_text
 from multihop.data.question_sets import DATASETS, question_file
-from multihop.data.jsonl import read_rows
-from multihop.evaluation.intervals import paired_test, paired_values
-from multihop.evaluation.runner import RESULTS, Evaluation, evaluate_all, run_manifest
+from multihop.evaluation.runner import Evaluation, evaluate_all, run_manifest
 from multihop.experiments.artifact_builds import build_missing, built_artifacts, given_artifacts, paper_artifacts
 from multihop.experiments.charts import write_charts
-from multihop.experiments.comparison import rollout, run_lms
+from multihop.experiments.comparison import paired_runs, rollout, run_lms
 from multihop.experiments.report import write_report
 from multihop.experiments.row_plans import PlannedRow, RunSetup, plan_table, row_settings
 from multihop.experiments.tables import summary_row, write_table
@@ -156,10 +154,10 @@ def describe_tables(methods: Sequence[Method], setup: RunSetup | None = None) ->
 def encoder_record(encoder: str) -> dict:
     """An encoder as a row's run records it: its name or folder, whether it is fine-tuned (a folder
     ``multihop retriever train`` wrote) and the sha256 of its weights (the registry's pin, or the folder's file)."""
-    from multihop.lm.models import FINETUNED_STAMP, MODELS
+    from multihop.lm.models import FINETUNED_STAMP, REGISTRY
 
-    if encoder in MODELS:
-        return {"encoder": encoder, "fine_tuned": False, "sha256": MODELS[encoder].sha256[:16]}
+    if encoder in REGISTRY:
+        return {"encoder": encoder, "fine_tuned": False, "sha256": REGISTRY[encoder].sha256[:16]}
     folder = Path(encoder)
     weights = folder / "model.safetensors"
     return {"encoder": encoder, "fine_tuned": (folder / FINETUNED_STAMP).exists(),
@@ -595,9 +593,3 @@ def write_reproduced(out: Path, reproduced: dict, plans: list[PlannedRow], runs:
     write_report(folder, comparison)
     return markdown, data
 
-
-def paired_runs(reference: Path, other: Path, key: str) -> dict:
-    """The paired test of ``other``'s run against ``reference``'s on the questions both have a value of summary key
-    ``key`` for (:func:`~multihop.evaluation.intervals.paired_test`: the difference is other − reference)."""
-    rows = [list(read_rows(Path(folder) / RESULTS).values()) for folder in (reference, other)]
-    return paired_test(*paired_values(*rows, key))

@@ -1,0 +1,64 @@
+"""The artifacts a reproduction's rows need: given ones checked, built ones made once into the output folder with a
+record of what made them, found again by the next run, and refused when asked for on other terms."""
+
+import json
+
+import dspy
+import pytest
+
+from multihop.experiments.artifact_builds import (
+    BUILT,
+    artifact_folder,
+    build_missing,
+    built_artifacts,
+    given_artifacts,
+    paper_artifacts,
+)
+from multihop.experiments.reproduce import paper_of, select_tables
+from multihop.programs.papers import Artifact
+
+
+def counting_artifact(calls: list) -> Artifact:
+    def build(folder, dataset, limit, **_run):
+        calls.append((dataset, limit))
+        (folder / "weights").write_text(f"{dataset} {limit}")
+
+    return Artifact("encoder-no-alpha", "encoder", "multihop retriever train DATA --no-alpha --out DIR",
+                    switches=("--no-alpha",), build=build)
+
+
+def test_an_artifact_is_built_once_found_again_and_refused_on_other_terms(tmp_path):
+    calls: list = []
+    artifact = counting_artifact(calls)
+    with dspy.context(lm=dspy.LM("openai/builder")):
+        made = build_missing(tmp_path, [(artifact, "musique"), (artifact, "musique")], {}, 5, "minilm",
+                             progress=False)
+        folder = artifact_folder(tmp_path, artifact, "musique")
+        assert made == {("encoder-no-alpha", "musique"): folder} and calls == [("musique", 5)]
+        record = json.loads((folder / BUILT).read_text())
+        assert record["switches"] == ["--no-alpha"] and record["train_questions"] == 5
+        assert record["lm"] == "openai/builder" and record["encoder"] == "minilm"
+        assert build_missing(tmp_path, [(artifact, "musique")], {}, 5, "minilm", progress=False) == made
+        assert calls == [("musique", 5)]  # the second run finds it
+        assert built_artifacts(tmp_path, {artifact.name: artifact}, ["musique", "2wiki"]) == made
+        with pytest.raises(ValueError, match="was built with .* remove it, or build with its terms"):
+            build_missing(tmp_path, [(artifact, "musique")], {}, 40, "minilm", progress=False)
+
+
+def test_an_artifact_that_cannot_be_built_here_is_left_to_its_command(tmp_path):
+    artifact = Artifact("classifier", "classifier", "multihop adaptiverag train ...", per_dataset=False)
+    assert build_missing(tmp_path, [(artifact, None)], {}, 5, "mpnet", progress=False) == {}
+
+
+def test_given_artifacts_are_checked_and_a_per_dataset_one_serves_every_dataset(tmp_path):
+    known = paper_artifacts(select_tables(paper_of("CoopRAG"), ["5"]))
+    assert set(known) == {"encoder", "encoder-no-alpha", "encoder-no-omega", "encoder-no-alpha-no-omega"}
+    assert given_artifacts({"encoder": tmp_path}, known, ["musique", "2wiki"]) == {
+        ("encoder", "musique"): tmp_path, ("encoder", "2wiki"): tmp_path}
+    assert given_artifacts({"encoder@2wiki": tmp_path}, known, ["musique", "2wiki"]) == {("encoder", "2wiki"): tmp_path}
+    with pytest.raises(ValueError, match="need no artifact 'classifier'; they need encoder, encoder-no-alpha"):
+        given_artifacts({"classifier": tmp_path}, known, ["musique"])
+    with pytest.raises(ValueError, match="hotpotqa is not run here"):
+        given_artifacts({"encoder@hotpotqa": tmp_path}, known, ["musique"])
+    with pytest.raises(ValueError, match="is no folder"):
+        given_artifacts({"encoder": tmp_path / "missing"}, known, ["musique"])
