@@ -178,8 +178,11 @@ def paper_table_section(table, here: str) -> list[str]:
                         f"{f' ({row.stage_lms.paper_lm} in the paper)' if row.stage_lms.paper_lm else ''}")
         if row.first_stage:
             said.append(f"first stage `{row.first_stage}`")
-        if row.needs:
-            said.append(f"needs {row.needs}")
+        for artifact in row.needs:
+            built = "; `reproduce --build` makes it" if artifact.build else ""
+            said.append(f"needs `{artifact.name}` (`{artifact.make}`{built})")
+        if row.same_as:
+            said.append(f"the same run as *{cell(row.same_as)}*")
         if not row.runnable:
             said.append(f"not run here: {row.why_not}")
         if said:

@@ -190,6 +190,8 @@ def reproduce_cmd(
     lm: LMOptions,
     paper: str = typer.Argument(None, help="the method whose paper's tables to run (CoopRAG, DualRAG, ComposeRAG, "
                                 "HANRAG, CIRAG); with --list, all papers when left out"),
+    tables: list[str] = typer.Argument(None, help="more tables of the paper, after it or after --table "
+                                       "(`reproduce CoopRAG --table 3 5 19`)", show_default=False),
     table: list[str] = typer.Option(None, "--table", help="a table of the paper: 2, 'Table 2', 'Fig. 5', 'App. E' "
                                     "(repeatable; default: every declared table)"),
     list_tables: bool = typer.Option(False, "--list", help="show the papers' tables, their rows and which run here"),
@@ -237,14 +239,16 @@ def reproduce_cmd(
             for row in info["rows"]:
                 settings = ", ".join(f"{key}={value}" for key, value in row["settings"].items())
                 why = f": {row['why_not']}" if row["why_not"] else ""
-                console.print(f"    {row['label']}: {row['program']}({settings})  [dim]({row['state']}{why})[/dim]")
+                lm = f" on {row['lm']}" if row["lm"] and not row["stand_in"] else ""
+                console.print(f"    {row['label']}{lm}: {row['program']}({settings})  [dim]({row['state']}{why})[/dim]")
         return
     if paper is None:
         raise typer.BadParameter("give a PAPER (CoopRAG, DualRAG, ComposeRAG, HANRAG, CIRAG), or --list")
     metrics = import_metrics(metric)
     out = out or Path("runs") / f"reproduce-{paper_of(paper).name.lower()}"
     warnings.filterwarnings("ignore", message="rollout_id has no effect", category=UserWarning)
-    reproduce(paper, out, tables=table or None, lm=lm, limit=limit, threads=threads, encoder=encoder,
+    reproduce(paper, out, tables=[*(table or ()), *(tables or ())] or None, lm=lm, limit=limit, threads=threads,
+              encoder=encoder,
               datasets=[name.strip() for name in datasets.split(",") if name.strip()] if datasets else None,
               judge_lm=judge_lm, console=console, students=student_pairs(student), metric=metrics or None,
               lm_for=key_values(lm_for, "--lm-for", "PAPER_LM=SPEC"),

@@ -34,7 +34,7 @@ from multihop.data.question_sets import DATASETS, question_file
 from multihop.evaluation.runner import Evaluation, evaluate_all, run_manifest
 from multihop.experiments.artifact_builds import build_missing, built_artifacts, given_artifacts, paper_artifacts
 from multihop.experiments.charts import write_charts
-from multihop.experiments.comparison import paired_runs, rollout, run_lms
+from multihop.experiments.comparison import paired_runs, paired_tests, rollout, run_lms
 from multihop.experiments.report import write_report
 from multihop.experiments.row_plans import PlannedRow, RunSetup, plan_table, row_settings
 from multihop.experiments.tables import summary_row, write_table
@@ -589,6 +589,9 @@ def write_reproduced(out: Path, reproduced: dict, plans: list[PlannedRow], runs:
                                    "folder": str(Path(run["folder"]).relative_to(folder))})
         comparison["rows"].append(summary_row(plan.dataset, plan.label, run["summary"]))
     comparison["charts"] = [chart.name for chart in write_charts(folder, comparison["rows"])]
+    everywhere = all(any(run["program"] == reproduced["reference"] for run in comparison["runs"]
+                         if run["dataset"] == dataset) for dataset in comparison["datasets"])
+    comparison["paired"] = paired_tests(folder, comparison, reproduced["reference"] if everywhere else None)
     write_table(folder, comparison)
     write_report(folder, comparison)
     return markdown, data
