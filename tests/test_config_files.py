@@ -75,3 +75,20 @@ def test_an_index_build_keeps_its_configuration_beside_the_index(tmp_path):
     assert result.exit_code == 0, result.output
     kept = tomllib.loads((tmp_path / "index" / "config.toml").read_text())
     assert kept["first_stage"] == "bm25" and kept["corpus"] == str(corpus) and kept["out"] == str(tmp_path / "index")
+
+
+def test_a_table_of_a_repeatable_key_value_option_reaches_the_command_as_its_pairs(tmp_path, monkeypatch):
+    import multihop.experiments.reproduce as reproduce_module
+
+    seen = {}
+    monkeypatch.setattr(reproduce_module, "reproduce", lambda paper, out, **kwargs: seen.update(kwargs))
+    config = write(tmp_path / "table.toml", 'lm = "openai/m"\n[lm-for]\n"Gemma2-9B" = "openai/gemma"\n'
+                   '"GPT-4o-mini" = "openai/mini"\n')
+    result = runner.invoke(app, ["reproduce", "CoopRAG", "--config", str(config), "--table", "2", "--out",
+                                 str(tmp_path / "out"), "--lm-for", "Gemma2-27B=openai/big"])
+    assert result.exit_code == 0, result.output
+    assert seen["lm_for"] == {"Gemma2-27B": "openai/big"}  # a flag wins over the file, as every option's does
+    result = runner.invoke(app, ["reproduce", "CoopRAG", "--config", str(config), "--table", "2", "--out",
+                                 str(tmp_path / "out")])
+    assert seen["lm_for"] == {"Gemma2-9B": "openai/gemma", "GPT-4o-mini": "openai/mini"}
+    assert run(app, ["reproduce", "CoopRAG", "--table", "2", "--lm-for", "Gemma2-9B"]) == 2
