@@ -7,7 +7,7 @@ from .encoder import Encoder
 from .hybrid import HybridRetriever
 from .index import FaissIndex, IndexMismatchError
 from .late_interaction import MaxSim
-from .module import RetrieverModule, load_retriever
+from .module import RetrieverModule, describe_index, load_retriever
 from .query import Hits
 from .rala import RaLa
 from .rerankers import RERANKERS, Reranker, RerankStep, checked_reranker, load_reranker, make_reranker
@@ -38,6 +38,7 @@ __all__ = [
     "build_cached",
     "build_retriever",
     "checked_reranker",
+    "describe_index",
     "load_reranker",
     "load_retriever",
     "make_reranker",

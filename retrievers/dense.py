@@ -28,7 +28,7 @@ from multihop.data.folders import locked, verify_inventory, write_inventory
 from multihop.data.loaders import load_corpus
 from multihop.data.paths import atomic_dir, home
 
-from .encoder import Encoder
+from .encoder import POOLINGS, Encoder, fine_tuned
 from .index import CorpusEncoding, FaissIndex, IndexMismatchError, checked_factory, encode_corpus, read_manifest
 from .module import RetrieverModule
 from .query import Hits, hits_prediction
@@ -61,6 +61,18 @@ class IndexSpec:
     def stored_layers(self) -> tuple[int, ...] | None:
         """The premature layers whose token states are stored (None: no token states)."""
         return None if self.token_layers is None or self.token_states == "none" else tuple(self.token_layers)
+
+    def token_key(self) -> tuple:
+        """What this index's token cache holds (indexes of one encoding with the same key share one cache)."""
+        return self.stored_layers(), self.token_states, self.cls_layers
+
+    def write_tokens(self, encoded: CorpusEncoding, directory: Path) -> TokenCache | None:
+        """The token cache this index keeps, written to ``directory`` from ``encoded`` (None: it keeps none)."""
+        layers = self.stored_layers()
+        if layers is None:
+            return None
+        return TokenCache.write(directory, encoded.shards, encoded.num_layers, layers, form=self.token_states,
+                                cls_layers=self.cls_layers)
 
     @property
     def token_dtype(self) -> str:
@@ -152,39 +164,43 @@ class DenseRetriever(RetrieverModule):
 
     @classmethod
     def from_encoding(cls, corpus: Corpus, encoder: Encoder, encoded: CorpusEncoding, spec: IndexSpec,
-                      tokens_dir: Path, k: int = 5) -> DenseRetriever:
+                      tokens_dir: Path, k: int = 5, tokens: TokenCache | None = None) -> DenseRetriever:
         """The index ``spec`` of a corpus already encoded (its shards), queried with ``encoder``; the token cache, if
-        the spec keeps one, is written to ``tokens_dir`` and moved into the folder the retriever is saved to."""
-        layers = spec.stored_layers()
+        the spec keeps one, is ``tokens`` (written from the same encoding for an index with the same
+        :meth:`IndexSpec.token_key`) or written to ``tokens_dir``, and linked into the folder the retriever is saved
+        to."""
         manifest = {"retriever": cls.kind, "encoder": encoder.name, "encoder_sha256": encoder.checksum(),
                     **({"encoder_revision": encoder.revision} if encoder.revision else {}),
+                    "encoder_fine_tuned": fine_tuned(encoder.path),
                     "special_tokens": list(encoder.special_tokens), "pooling": encoder.pooling,
                     "corpus_sha256": corpus.checksum(), "truncated": encoded.truncated,
-                    "token_states": spec.token_states if layers is not None else "none"}
-        tokens = None
-        if layers is not None:
-            tokens = TokenCache.write(tokens_dir, encoded.shards, encoded.num_layers, layers,
-                                      form=spec.token_states, cls_layers=spec.cls_layers)
+                    "token_states": spec.token_states if spec.stored_layers() is not None else "none"}
+        tokens = tokens if tokens is not None else spec.write_tokens(encoded, tokens_dir)
         index = FaissIndex.build(encoded.vectors(encoder.pooling), manifest, kind=spec.kind)
         return cls(corpus, encoder, index, k=k, tokens=tokens)
 
     @classmethod
     def build_cached(cls, corpus: Corpus, encoder: str = "mpnet", token_layers: tuple[int, ...] | None = None,
                      kind: str = "auto", special_tokens: tuple[str, ...] = (), pooling: str = "mean",
-                     token_states: str = DEFAULT_TOKEN_STATES) -> Path:
-        """The folder of ``corpus``'s index under ``MULTIHOP_HOME/indexes``, built (resumably) on first use: one
-        :class:`IndexSpec` of :meth:`build_cached_many`."""
-        spec = IndexSpec(pooling, token_layers, tuple(special_tokens), kind, token_states)
-        return cls.build_cached_many(corpus, encoder, [spec])[0]
+                     token_states: str = DEFAULT_TOKEN_STATES, progress: bool = True) -> Path:
+        """The folder of ``corpus``'s index pooled by ``pooling`` under ``MULTIHOP_HOME/indexes``, built (resumably)
+        on first use by :meth:`build_cached_many` together with the same index under every other pooling
+        (:data:`~.encoder.POOLINGS`; they share the encoding pass and the token cache), so that asking for another
+        pooling later encodes nothing."""
+        specs = [IndexSpec(each, token_layers, tuple(special_tokens), kind, token_states)
+                 for each in (pooling, *(other for other in POOLINGS if other != pooling))]
+        return cls.build_cached_many(corpus, encoder, specs, progress=progress)[0]
 
     @classmethod
-    def build_cached_many(cls, corpus: Corpus, encoder: str, specs: list[IndexSpec]) -> list[Path]:
+    def build_cached_many(cls, corpus: Corpus, encoder: str, specs: list[IndexSpec],
+                          progress: bool = True) -> list[Path]:
         """The folders of ``corpus``'s indexes ``specs`` under ``MULTIHOP_HOME/indexes``, those missing built from one
         encoding pass: the passages are encoded once (mean and ``[CLS]`` pooling and the token states any of them
-        keeps, :func:`~.index.encode_corpus`) into shards of their own (``MULTIHOP_HOME/shards``), which an
-        interrupted build resumes from and a finished one removes, so the index folders hold the only copy. Query
-        markers (special tokens) change no passage that does not contain them; a corpus that does is encoded again
-        for each set of markers it contains."""
+        keeps, :func:`~.index.encode_corpus`, its bar shown with ``progress``) into shards of their own
+        (``MULTIHOP_HOME/shards``), which an interrupted build resumes from and a finished one removes, so the index
+        folders hold the only copy (one copy of a token cache that several of them keep, hard-linked where the
+        filesystem allows). Query markers (special tokens) change no passage that does not contain them; a corpus
+        that does is encoded again for each set of markers it contains."""
         specs = [replace(spec, special_tokens=tuple(spec.special_tokens)) for spec in specs]
         targets = [home() / "indexes" / spec.folder_name(encoder, corpus) for spec in specs]
         with ExitStack() as stack:
@@ -196,12 +212,13 @@ class DenseRetriever(RetrieverModule):
             for target, spec in missing.items():
                 groups.setdefault(_markers_in(corpus, spec.special_tokens), {})[target] = spec
             for markers, members in groups.items():
-                cls._build_group(corpus, Encoder(encoder, special_tokens=markers), members)
+                cls._build_group(corpus, Encoder(encoder, special_tokens=markers), members, progress)
         return targets
 
     @classmethod
-    def _build_group(cls, corpus: Corpus, encoding: Encoder, members: dict[Path, IndexSpec]) -> None:
-        """Build the indexes ``members`` (folder → spec) from one encoding of ``corpus`` by ``encoding``."""
+    def _build_group(cls, corpus: Corpus, encoding: Encoder, members: dict[Path, IndexSpec], progress: bool) -> None:
+        """Build the indexes ``members`` (folder → spec) from one encoding of ``corpus`` by ``encoding``, writing each
+        token cache they keep once."""
         for spec in members.values():  # a kind that cannot be built, before any encoding
             checked_factory(spec.kind, len(corpus), encoding.dimension)
         layers = [spec.stored_layers() for spec in members.values() if spec.stored_layers() is not None]
@@ -211,11 +228,15 @@ class DenseRetriever(RetrieverModule):
                 f"{Path(encoding.name).name}-{corpus.checksum()[:16]}-encoding{_markers_suffix(encoding.special_tokens)}")
         with locked(work, file=True, wait=True):  # another build of this corpus's indexes waits, then reuses none
             encoded = encode_corpus(corpus, encoding, work, token_layers=token_layers,
-                                    token_dtype="float32" if full else "float16")
+                                    token_dtype="float32" if full else "float16", progress=progress)
+            written: dict[tuple, TokenCache | None] = {}
             for number, (target, spec) in enumerate(members.items()):
+                if spec.token_key() not in written:
+                    written[spec.token_key()] = spec.write_tokens(encoded, work / f"{TOKENS_DIR}-{number}")
                 query_encoder = Encoder(encoding.name, special_tokens=spec.special_tokens, pooling=spec.pooling,
                                         revision=encoding.revision)
-                built = cls.from_encoding(corpus, query_encoder, encoded, spec, work / f"{TOKENS_DIR}-{number}")
+                built = cls.from_encoding(corpus, query_encoder, encoded, spec, work / f"{TOKENS_DIR}-{number}",
+                                          tokens=written[spec.token_key()])
                 built.save(target)
             shutil.rmtree(work, ignore_errors=True)
 
@@ -271,6 +292,18 @@ class DenseRetriever(RetrieverModule):
         if tokens is not None and len(tokens) != len(corpus):
             raise ValueError(f"{directory}: the token cache covers {len(tokens)} passages, the corpus {len(corpus)}")
         return cls(corpus, encoder, index, k=k, tokens=tokens)
+
+    @classmethod
+    def describe(cls, directory: Path) -> dict:
+        """The folder's encoder, its pooling, markers and token states besides what every kind describes (an index
+        from before fine-tuning was recorded: fine-tuned when its encoder's folder carries the training stamp)."""
+        manifest = read_manifest(directory)
+        return {**super().describe(directory), "encoder": manifest["encoder"],
+                "encoder_sha256": manifest["encoder_sha256"],
+                "encoder_fine_tuned": manifest.get("encoder_fine_tuned", fine_tuned(Path(manifest["encoder"]))),
+                "pooling": manifest.get("pooling", "mean"), "special_tokens": manifest.get("special_tokens", []),
+                "token_states": manifest.get("token_states",
+                                             DEFAULT_TOKEN_STATES if (directory / TOKENS_DIR).exists() else "none")}
 
     def search(self, queries: list[str], k: int) -> list[Hits]:
         return self.search_vectors(self.encoder.encode(queries), k)

@@ -381,6 +381,11 @@ def batch_for_memory(free_bytes: int, hidden: int, layers: int, bytes_per_value:
     return int(min(512, max(8, share * free_bytes // per_text)))
 
 
+def fine_tuned(folder: Path) -> bool:
+    """Whether ``folder`` holds an encoder written by ``multihop retriever train`` (it carries the training stamp)."""
+    return (Path(folder) / models.FINETUNED_STAMP).exists()
+
+
 def trained_special_tokens(folder: Path) -> tuple[str, ...]:
     """The special tokens a folder written by ``multihop retriever train`` was trained with (none for other models)."""
     stamp = folder / models.FINETUNED_STAMP

@@ -14,7 +14,7 @@ from multihop.data.folders import write_inventory
 from multihop.data.paths import atomic_dir, atomic_write_text
 
 from .index import MANIFEST, IndexMismatchError, read_manifest
-from .module import RetrieverModule, load_retriever
+from .module import RetrieverModule, describe_index, load_retriever
 from .query import Hits, hits_prediction
 
 
@@ -51,6 +51,11 @@ class HybridRetriever(RetrieverModule):
                         "corpus_sha256": self.corpus.checksum(), "count": len(self.corpus)}
             atomic_write_text(tmp / MANIFEST, json.dumps(manifest, indent=2))
             write_inventory(tmp)
+
+    @classmethod
+    def describe(cls, directory: Path) -> dict:
+        """Its dense part's description, as a hybrid first stage."""
+        return {**describe_index(directory / "dense"), "first_stage": cls.kind}
 
     @classmethod
     def load(cls, directory: str | Path, k: int = 5) -> HybridRetriever:

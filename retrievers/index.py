@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,21 +78,26 @@ def encode_corpus(
     shard_size: int = SHARD_SIZE,
     token_layers: tuple[int, ...] | None = None,
     token_dtype: str = "float16",
+    progress: bool = True,
 ) -> CorpusEncoding:
     """Encode the corpus in shards saved under ``work_dir``, one forward pass a passage
     (:meth:`~.encoder.Encoder.passage_states`) giving its mean- and ``[CLS]``-pooled embeddings and, with
     ``token_layers`` (``()`` for the last layer only), the token and ``[CLS]`` states (as ``token_dtype``: float16,
     or float32 for a ``full`` cache) a :class:`~.token_cache.TokenCache` is written from. Shards already there (from
-    an interrupted run of the same corpus, encoder and settings) are reused."""
+    an interrupted run of the same corpus, encoder and settings) are reused. With ``progress``, a bar on stderr counts
+    the passages encoded and the time left (measured from the shards encoded by this call)."""
     prepare_shards(corpus, encoder, work_dir, shard_size, token_layers, token_dtype)
     texts = corpus.texts()
-    paths = []
     starts = range(0, len(texts), shard_size)
-    for start in tqdm(starts, desc=f"encoding {len(texts)} passages", unit="shard", total=len(starts)):
-        path = shard_path(work_dir, start // shard_size)
-        if not path.exists():
-            write_shard(path, texts[start : start + shard_size], encoder, token_layers, np.dtype(token_dtype))
-        paths.append(path)
+    todo = [start for start in starts if not shard_path(work_dir, start // shard_size).exists()]
+    left = sum(len(texts[start : start + shard_size]) for start in todo)
+    with tqdm(total=len(texts), initial=len(texts) - left, desc=f"encoding passages by {Path(encoder.name).name}",
+              unit="passage", disable=not progress, file=sys.stderr) as bar:
+        for start in todo:
+            shard = texts[start : start + shard_size]
+            write_shard(shard_path(work_dir, start // shard_size), shard, encoder, token_layers, np.dtype(token_dtype))
+            bar.update(len(shard))
+    paths = [shard_path(work_dir, start // shard_size) for start in starts]
     return CorpusEncoding(paths, encoder.dimension, encoder.num_layers)
 
 

@@ -66,6 +66,15 @@ class RetrieverModule(dspy.Module):
     def load(cls, directory: str | Path) -> RetrieverModule:
         raise NotImplementedError
 
+    @classmethod
+    def describe(cls, directory: Path) -> dict:
+        """What a folder this kind saved holds, read from its manifest (:func:`describe_index`): no encoder unless a
+        kind that has one says so."""
+        manifest = read_manifest(directory)
+        return {"first_stage": cls.kind, "reranker": None, "passages": manifest.get("count"),
+                "corpus_sha256": manifest.get("corpus_sha256"), "encoder": None, "encoder_sha256": None,
+                "encoder_fine_tuned": None, "pooling": None, "special_tokens": [], "token_states": "none"}
+
     def __deepcopy__(self, memo: dict) -> RetrieverModule:
         return self
 
@@ -79,6 +88,20 @@ def load_retriever(directory: str | Path) -> RetrieverModule:
     if kind not in RETRIEVER_KINDS:
         raise ValueError(f"{directory}: unknown retriever kind {kind!r}; known: {', '.join(RETRIEVER_KINDS)}")
     return RETRIEVER_KINDS[kind].load(directory)
+
+
+def describe_index(directory: str | Path) -> dict:
+    """What the retriever saved in ``directory`` is, from its manifests alone (nothing is loaded): ``first_stage``
+    (dense, bm25, hybrid or another kind), ``reranker`` (its registry name, or None), ``passages`` and
+    ``corpus_sha256``, and of its dense index, if any: ``encoder`` (a name or a folder), ``encoder_sha256`` (its
+    weights' checksum), ``encoder_fine_tuned`` (a folder ``multihop retriever train`` wrote), ``pooling`` (mean or
+    cls), ``special_tokens`` (the query markers kept whole) and ``token_states`` (the form they are kept in, or
+    none)."""
+    directory = Path(directory)
+    kind = read_manifest(directory).get("retriever")
+    if kind not in RETRIEVER_KINDS:
+        raise ValueError(f"{directory}: unknown retriever kind {kind!r}; known: {', '.join(RETRIEVER_KINDS)}")
+    return RETRIEVER_KINDS[kind].describe(directory)
 
 
 def _qualified(cls: type) -> str:

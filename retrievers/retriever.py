@@ -22,7 +22,7 @@ from multihop.data.paths import atomic_dir, atomic_write_text
 from .dense import DenseRetriever
 from .index import MANIFEST, read_manifest
 from .late_interaction import LateInteraction
-from .module import RetrieverModule, load_retriever
+from .module import RetrieverModule, describe_index, load_retriever
 from .query import Hits
 from .rerankers import Reranker, RerankStep, load_reranker
 
@@ -72,6 +72,12 @@ class Retriever(RetrieverModule):
                         "reranker": self.reranker.config() if self.reranker else None}
             atomic_write_text(tmp / MANIFEST, json.dumps(manifest, indent=2))
             write_inventory(tmp)
+
+    @classmethod
+    def describe(cls, directory: Path) -> dict:
+        """Its first stage's description, with the reranker's registry name."""
+        reranker = read_manifest(directory)["reranker"]
+        return {**describe_index(directory / "first_stage"), "reranker": reranker["reranker"] if reranker else None}
 
     @classmethod
     def load(cls, directory: str | Path, k: int | None = None) -> Retriever:

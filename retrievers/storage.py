@@ -23,32 +23,35 @@ FIRST_STAGES = ("dense", "bm25", "hybrid")
 
 
 def _cached_dense(corpus: Corpus, encoder: str, special_tokens: Sequence[str], pooling: str,
-                  token_layers: tuple[int, ...] | None, token_states: str) -> Path:
+                  token_layers: tuple[int, ...] | None, token_states: str, progress: bool) -> Path:
     return DenseRetriever.build_cached(corpus, encoder=encoder, token_layers=token_layers,
-                                       special_tokens=tuple(special_tokens), pooling=pooling, token_states=token_states)
+                                       special_tokens=tuple(special_tokens), pooling=pooling, token_states=token_states,
+                                       progress=progress)
 
 
 def _cached_bm25(corpus: Corpus, encoder: str, special_tokens: Sequence[str], pooling: str,
-                 token_layers: tuple[int, ...] | None, token_states: str) -> Path:
+                 token_layers: tuple[int, ...] | None, token_states: str, progress: bool) -> Path:
     return BM25Retriever.build_cached(corpus)
 
 
-# name → builder(corpus, encoder, special_tokens, pooling, token_layers, token_states) of the folder, built once under
-# MULTIHOP_HOME/indexes; a first stage registered here is one a method can declare (``Method(first_stage=...)``)
+# name → builder(corpus, encoder, special_tokens, pooling, token_layers, token_states, progress) of the folder, built
+# once under MULTIHOP_HOME/indexes; a first stage registered here is one a method can declare
+# (``Method(first_stage=...)``)
 CACHED_FIRST_STAGES: dict[str, Callable[..., Path]] = {"dense": _cached_dense, "bm25": _cached_bm25}
 
 
 def build_cached(corpus: Corpus, first_stage: str = "dense", encoder: str = "mpnet", special_tokens: Sequence[str] = (),
                  pooling: str = "mean", token_layers: tuple[int, ...] | None = None,
-                 token_states: str = DEFAULT_TOKEN_STATES) -> Path:
+                 token_states: str = DEFAULT_TOKEN_STATES, progress: bool = True) -> Path:
     """The folder of ``corpus``'s ``first_stage`` index (one of :data:`CACHED_FIRST_STAGES`), built on first use and
-    reused: a dense one by ``encoder`` with the query markers ``special_tokens``, ``pooling`` and, with
-    ``token_layers=()``, the last layer's token states for reranking in the form ``token_states``
-    (:data:`~.token_codecs.TOKEN_STATES`); the dense settings mean nothing to BM25."""
+    reused: a dense one by ``encoder`` with the query markers ``special_tokens``, ``pooling`` (built with the other
+    poolings' from one encoding pass, :meth:`~.dense.DenseRetriever.build_cached`) and, with ``token_layers=()``, the
+    last layer's token states for reranking in the form ``token_states`` (:data:`~.token_codecs.TOKEN_STATES`); the
+    dense settings mean nothing to BM25. ``progress`` shows the encoding's bar."""
     if first_stage not in CACHED_FIRST_STAGES:
         raise ValueError(f"unknown first stage {first_stage!r}; choose one of {', '.join(CACHED_FIRST_STAGES)}")
     return CACHED_FIRST_STAGES[first_stage](corpus, encoder, special_tokens, pooling, token_layers,
-                                            token_states=token_states)
+                                            token_states=token_states, progress=progress)
 
 
 def build_retriever(
