@@ -5,7 +5,7 @@ line here."""
 
 from .base import MultihopProgram, takes_retriever
 from .budget import Budget
-from .building import budget_knobs, program_under_budget, shared_retriever
+from .building import budget_knobs, cached_index, program_index, program_under_budget, shared_retriever
 from .papers import Paper
 from .registry import PROGRAMS, Method
 
@@ -24,5 +24,5 @@ from .saved import load, save
 
 __all__ = ["AdaptiveRAG", "Budget", "CIRAG", "ComposeRAG", "CoopRAG", "DISTILL_PRESETS", "DualRAG", "FLARE",
            "GenGround", "HANRAG", "IRCoT", "IterRetGen", "MetaRAG", "Method", "MultihopProgram", "NoRetrieval",
-           "PROGRAMS", "Paper", "SelfAsk", "SingleStepRAG", "budget_knobs", "load", "program_under_budget",
-           "register_distill_preset", "save", "shared_retriever", "takes_retriever"]
+           "PROGRAMS", "Paper", "SelfAsk", "SingleStepRAG", "budget_knobs", "cached_index", "load", "program_index",
+           "program_under_budget", "register_distill_preset", "save", "shared_retriever", "takes_retriever"]

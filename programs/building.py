@@ -1,5 +1,7 @@
-"""Programs built for a run: the retriever every program of a dataset shares, and a program under a comparison's
-budget (each budget item set through the knob the program has, or its paper's own settings)."""
+"""Programs built for a run: the one door to the index a program retrieves from when none is given (built once per
+corpus, first stage, encoder and pooling, and found again by every command), the retriever every program of a dataset
+shares, and a program under a comparison's budget (each budget item set through the knob the program has, or its
+paper's own settings)."""
 
 from __future__ import annotations
 
@@ -15,15 +17,44 @@ from .budget import Budget
 from .registry import PROGRAMS
 
 
-def shared_retriever(questions: Path, first_stage: str, encoder: str) -> tuple[dspy.Module, Path]:
-    """The retriever every program of a dataset shares, and its index folder (cached under ``MULTIHOP_HOME``): the
-    IRCoT corpus of the question file ``questions`` indexed by ``first_stage``, a dense one by ``encoder`` with the
-    token states and the query markers of every declared method (whichever are compared, so that comparing one more
-    program later finds the same index and extends the same runs)."""
-    corpus = load_corpus(questions)
-    markers = tuple(dict.fromkeys(token for method in PROGRAMS.declared() for token in method.program.special_tokens))
-    folder = build_cached(corpus, first_stage, encoder=encoder, token_layers=(), special_tokens=markers)
-    return load_retriever(folder), Path(folder)
+def index_markers(*programs: type) -> tuple[str, ...]:
+    """The query markers an index built here keeps whole: those of every declared method, then those of ``programs``
+    (a user's class among them) — one set whichever program asks, so that the programs of a corpus share its index."""
+    classes = (*(method.program for method in PROGRAMS.declared()), *programs)
+    return tuple(dict.fromkeys(token for cls in classes for token in cls.special_tokens))
+
+
+def cached_index(source: str | Path, first_stage: str, encoder: str, pooling: str = "mean",
+                 markers: tuple[str, ...] | None = None, progress: bool = True) -> Path:
+    """The folder of the index built for programs (cached under ``MULTIHOP_HOME/indexes``, built on first use): the
+    corpus of ``source`` (a corpus file, or a question file's IRCoT corpus) indexed by ``first_stage``; a dense one by
+    ``encoder``, pooled by ``pooling``, with the last layer's token states and the query markers ``markers`` (None:
+    :func:`index_markers`) kept whole. The first build encodes the corpus once for every pooling (the other one's
+    folder is built beside it), with a bar of the passages encoded and the time left on stderr when ``progress``; the
+    same request from any command finds the same folder."""
+    markers = index_markers() if markers is None else markers
+    return Path(build_cached(load_corpus(source), first_stage, encoder=encoder, pooling=pooling, token_layers=(),
+                             special_tokens=markers, progress=progress))
+
+
+def program_index(name: str, source: str | Path, encoder: str, first_stage: str | None = None,
+                  progress: bool = True) -> Path:
+    """The folder of :func:`cached_index` for program ``name``: with the pooling its class declares (its
+    ``index_pooling``), its markers among every declared method's, and its method's declared first stage unless
+    ``first_stage`` is given."""
+    cls = PROGRAMS[name]
+    stage = first_stage or PROGRAMS.declaration(name).first_stage
+    return cached_index(source, stage, encoder, cls.index_pooling, index_markers(cls), progress)
+
+
+def shared_retriever(questions: Path, first_stage: str, encoder: str, pooling: str = "mean",
+                     progress: bool = True) -> tuple[dspy.Module, Path]:
+    """The retriever the programs of a dataset that ask for ``pooling`` share (a program's ``index_pooling``: those
+    asking for another pooling share another), and its index folder: :func:`cached_index` of the question file
+    ``questions`` (or a corpus file) with every declared method's markers, so that comparing one more program later
+    finds the same index and extends the same runs."""
+    folder = cached_index(questions, first_stage, encoder, pooling, progress=progress)
+    return load_retriever(folder), folder
 
 
 def budget_knobs(name: str) -> dict[str, str | None]:

@@ -85,8 +85,7 @@ def build_program(name: str, retriever_dir: str | None, corpus: str | None, data
             return cls(**switches), None
         except (TypeError, ValueError) as exc:
             raise typer.BadParameter(f"{name}: {exc}", param_hint="--set") from exc
-    retriever_path = retriever_folder(retriever_dir, corpus, data, encoder, cls.special_tokens, cls.index_pooling,
-                                      PROGRAMS.declaration(name).first_stage) if index else None
+    retriever_path = retriever_folder(retriever_dir, corpus, data, encoder, name) if index else None
     from multihop.retrievers import load_retriever
 
     try:
@@ -98,21 +97,17 @@ def build_program(name: str, retriever_dir: str | None, corpus: str | None, data
 
 
 def retriever_folder(retriever_dir: str | None, corpus: str | None, data: str | None, encoder: str,
-                     special_tokens: tuple[str, ...] = (), pooling: str = "mean", first_stage: str = "dense") -> Path:
-    """An index folder: the one given, or one built (once, cached by corpus checksum, special tokens and pooling) from
-    --corpus or the questions (a question file's paragraphs form the IRCoT corpus) with the program's declared
-    ``first_stage`` (one of :data:`multihop.retrievers.CACHED_FIRST_STAGES`), a
-    dense encoder keeping the program's query markers (``special_tokens``) whole and pooling as the program's index
-    does."""
+                     program: str) -> Path:
+    """An index folder: the one given, or the one built for ``program`` (once, then cached:
+    :func:`multihop.programs.building.program_index`, the index ``compare`` and ``reproduce`` use for it too) from
+    --corpus or the questions (a question file's paragraphs form the IRCoT corpus)."""
     if retriever_dir:
         return Path(retriever_dir)
-    from multihop.data.loaders import load_corpus
-    from multihop.retrievers import build_cached
+    from multihop.programs import program_index
 
     source = corpus or data
     if source is None:
         raise typer.BadParameter("give --retriever DIR, --corpus FILE or --data FILE to build an index from")
-    passages = load_corpus(source)
-    name = encoder if first_stage == "dense" else first_stage
-    console.print(f"{name} index of {len(passages)} passages (built once, then cached)")
-    return build_cached(passages, first_stage, encoder=encoder, special_tokens=special_tokens, pooling=pooling)
+    folder = program_index(program, source, encoder)
+    console.print(f"index {folder} (built once, then cached)")
+    return folder

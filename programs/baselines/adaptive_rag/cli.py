@@ -46,7 +46,7 @@ def adaptiverag_labels(
     from multihop.cli.programs import retriever_folder
     from multihop.data.folders import sha256_file
     from multihop.data.loaders import load_dataset
-    from multihop.programs import PROGRAMS, AdaptiveRAG
+    from multihop.programs import AdaptiveRAG
     from multihop.programs.baselines.adaptive_rag.labels import label_questions, question_key
     from multihop.programs.switches import SwitchTypeError
     from multihop.retrievers import load_retriever
@@ -65,8 +65,7 @@ def adaptiverag_labels(
                                  "single_step_k, max_steps, reader", param_hint="--set")
     data_file = question_path(dataset, split)
     examples = load_dataset(data_file, limit=limit)
-    folder = retriever_folder(retriever, corpus, str(data_file), "mpnet", AdaptiveRAG.special_tokens,
-                              AdaptiveRAG.index_pooling, PROGRAMS.declaration("AdaptiveRAG").first_stage)
+    folder = retriever_folder(retriever, corpus, str(data_file), "mpnet", "AdaptiveRAG")
     rm = load_retriever(folder)
     try:
         strategies = {label: AdaptiveRAG(retriever=rm, route=label, **switches) for label in LABELS}
