@@ -81,6 +81,7 @@ def reported(lm: str, source: str, setting: str, by_dataset: dict[str, dict[str,
 # --- a paper's results tables, as data ------------------------------------------------------------------------------
 
 RATES = ("em", "f1", "acc", "cover_em", "llm_eval")  # and every recall@k: shares of questions, kept as fractions
+MEAN = "mean"  # the dataset of "Mean" columns: each the mean of the row's cells of its metric on the others
 STAGE_LM_ROLES = ("student", "stronger")
 
 
@@ -218,7 +219,13 @@ class PaperTable:
             encoder (``needs``) runs on that one.
         counts: what each count column of the table is in our evaluation summaries, where it is not the summary key
             of the column's own name: the keys to read, the first a run has (``{"steps": ("steps",
-            "retrieval_calls")}``); said in the table's header.
+            "retrieval_calls")}``), none where no count of ours is the paper's (the column is the paper's alone); said
+            in the table's header.
+        derived: a column that is the mean of other columns of its dataset (``{"avg": ("llm_eval", "cover_em")}``);
+            columns of the dataset :data:`MEAN` are each the mean of the row's cells of their metric on the table's
+            other datasets.
+        rates: metrics of the table that are shares of questions beyond :func:`is_rate`'s (kept as fractions, shown
+            in percent).
         notes: what differs from ours, the rows left out and how the rows were read.
     """
 
@@ -232,6 +239,8 @@ class PaperTable:
     notes: str = ""
     encoder: Artifact | None = None
     counts: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+    derived: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+    rates: tuple[str, ...] = ()
 
     def __post_init__(self):
         if len(set(self.columns)) != len(self.columns):
@@ -250,6 +259,10 @@ class PaperTable:
             seen.add(key)
         if self.encoder is not None and self.encoder.kind != "encoder":
             raise ValueError(f"{self.number}: its encoder is an artifact of kind {self.encoder.kind!r}")
+
+    def is_rate(self, metric: str) -> bool:
+        """Whether ``metric`` is a share of questions in this table (:func:`is_rate`, or one of its ``rates``)."""
+        return is_rate(metric) or metric in self.rates
 
     def numbers(self) -> int:
         """How many cells the paper prints in the declared rows."""

@@ -216,6 +216,16 @@ def test_the_papers_budget_runs_each_program_with_its_papers_settings_and_record
         Budget(mode="theirs")
 
 
+def test_each_program_reads_the_dense_index_pooled_as_its_class_asks(musique, lm, tmp_path):
+    comparison = multihop.compare(tmp_path / "cmp", programs=["CoopRAG", "SingleStepRAG"], datasets=["musique"],
+                                  first_stage="dense", encoder="minilm", budget=Budget(k=2), progress=False)
+    indexes = comparison["retriever"]["indexes"]["musique"]
+    assert set(indexes) == {"cls", "mean"}  # CoopRAG's Eq. 2 first stage is [CLS]; the others' the mean
+    for name, pooling in (("CoopRAG", "cls"), ("SingleStepRAG", "mean")):
+        manifest = json.loads((tmp_path / "cmp" / "musique" / name / "run.json").read_text())
+        assert manifest["retriever"] == Path(indexes[pooling]).name
+
+
 def test_a_named_papers_budget_runs_each_program_as_that_paper_ran_it_and_records_it(musique, lm, tmp_path):
     budget = Budget.parse("paper:DualRAG", max_tokens=40)
     assert (budget.mode, budget.paper) == ("paper", "DualRAG")
@@ -344,14 +354,14 @@ def test_one_corpus_or_retriever_folder_serves_every_program_and_dataset(musique
     comparison = multihop.compare(
         tmp_path / "by-corpus", programs=["SingleStepRAG"], datasets=["musique"], first_stage="bm25",
         budget=Budget(k=2, max_iterations=3), progress=False, corpus=corpus)
-    index = Path(comparison["retriever"]["indexes"]["musique"])
+    index = Path(comparison["retriever"]["indexes"]["musique"]["mean"])
     assert len((index / "corpus.jsonl").read_text().splitlines()) == len(passages)  # the given corpus
     assert comparison["rows"][0]["recall@2"] == 1.0
     assert run(app, ["index", "build", str(corpus), "--first-stage", "bm25", "--out", str(tmp_path / "bm25")]) == 0
     comparison = multihop.compare(tmp_path / "by-folder", programs=["SingleStepRAG"], datasets=["musique"],
                                   first_stage="bm25", budget=Budget(k=2, max_iterations=3), progress=False,
                                   retriever=tmp_path / "bm25")
-    assert comparison["retriever"]["indexes"]["musique"] == str(tmp_path / "bm25")
+    assert comparison["retriever"]["indexes"]["musique"] == {"mean": str(tmp_path / "bm25")}
     assert comparison["rows"][0]["recall@2"] == 1.0
     assert run(app, ["compare", "--out", str(tmp_path / "both"), "--corpus", str(corpus), "--retriever",
                      str(tmp_path / "bm25"), "--first-stage", "bm25"]) == 2

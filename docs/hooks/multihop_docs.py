@@ -143,7 +143,6 @@ def stage_section(name: str, predictor) -> list[str]:
 
 
 def paper_table_section(table, here: str) -> list[str]:
-    from multihop.programs.papers import is_rate
 
     lines = [f"### {table.number}: {cell(table.title)}", ""]
     facts = []
@@ -162,7 +161,7 @@ def paper_table_section(table, here: str) -> list[str]:
     for row in table.rows:
         call = f"{row.program}({', '.join(f'{k}={setting(v)}' for k, v in row.settings.items())})"
         program = f"[`{cell(call)}`]({slug(row.program)}.md)" if here != slug(row.program) else f"`{cell(call)}`"
-        values = [number(row.numbers[column], is_rate(column[1])) if column in row.numbers else "–"
+        values = [number(row.numbers[column], table.is_rate(column[1])) if column in row.numbers else "–"
                   for column in table.columns]
         mark = "" if row.runnable else " (not run here)"
         lines.append(f"| {cell(row.label)}{mark} | {program} | " + " | ".join(values) + " |")

@@ -141,9 +141,16 @@ def compare(
         examples = load_dataset(path, limit=limit)
         comparison["datasets"][key] = {"file": str(path), "questions": len(examples),
                                        "ids": [str(example.id) for example in examples]}
-        searched, index = shared or (shared_retriever(path, first_stage, encoder) if retrieving else (None, None))
-        comparison["retriever"]["indexes"][key] = str(index) if index else None
-        runs += [(key, name, program_under_budget(name, searched, budget), examples, path, index) for name in names]
+        indexes = {}  # by pooling: each program reads the index pooled as its class asks (CoopRAG's [CLS])
+        for name in names:
+            pooling = PROGRAMS[name].index_pooling if first_stage == "dense" else "mean"
+            if pooling not in indexes:
+                indexes[pooling] = shared or (shared_retriever(path, first_stage, encoder, pooling, progress)
+                                              if retrieving else (None, None))
+            searched, index = indexes[pooling]
+            runs.append((key, name, program_under_budget(name, searched, budget), examples, path, index))
+        comparison["retriever"]["indexes"][key] = {pooling: str(index) if index else None
+                                                   for pooling, (_, index) in indexes.items()}
 
     evaluations = []
     for key, name, program, examples, path, index in runs:

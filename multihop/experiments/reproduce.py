@@ -42,7 +42,7 @@ from multihop.lm.models import embedded_notice
 from multihop.lm.options import LMOptions, served_student
 from multihop.optimize.students import use_student
 from multihop.programs import PROGRAMS, shared_retriever, takes_retriever
-from multihop.programs.papers import PaperTable, is_rate
+from multihop.programs.papers import MEAN, PaperTable, is_rate
 from multihop.programs.registry import Method
 from multihop.retrievers import CACHED_FIRST_STAGES as FIRST_STAGES
 
@@ -102,7 +102,7 @@ def not_run(table: PaperTable, datasets: Sequence[str] | None) -> dict[str, str]
     a compound benchmark), or left out by the user (``datasets``)."""
     ran = table_datasets(table, datasets)
     return {dataset: "left out (--datasets)" if dataset in DATASETS else "no dev set of it here"
-            for dataset in dict.fromkeys(d for d, _ in table.columns) if dataset not in ran}
+            for dataset in dict.fromkeys(d for d, _ in table.columns) if dataset not in (*ran, MEAN)}
 
 
 def unpreparable(program: dspy.Module, examples: Sequence[dspy.Example]) -> str | None:
@@ -248,7 +248,7 @@ def reproduce(
     for index, plan in enumerate(planned):
         if plan.identity is None or plan.shares or plan.key() in runs:
             continue
-        built = build_row(plan, setup, retrievers, student_lms, mapped, base)
+        built = build_row(plan, setup, retrievers, student_lms, mapped, base, progress)
         reason = built if isinstance(built, str) else unpreparable(built[0], examples[plan.dataset])
         if reason is not None:  # a student without the row's stages, an oracle row without its labels
             planned[index] = dataclasses.replace(plan, identity=None, skipped=reason)
@@ -286,7 +286,7 @@ def reproduce(
 
 
 def build_row(plan: PlannedRow, setup: RunSetup, retrievers: dict, student_lms: dict, mapped: dict,
-              base: dspy.BaseLM) -> tuple[dspy.Module, dspy.BaseLM, dict] | str:
+              base: dspy.BaseLM, progress: bool = True) -> tuple[dspy.Module, dspy.BaseLM, dict] | str:
     """``plan``'s program on its retriever (one a dataset, first stage, encoder and pooling, built once), its stages
     on their student or stronger LM, and the LM it runs under (each with a rollout id of the row's own); and what its
     run records beside the program's settings (first stage, index, encoder, pooling, student and the stages it
@@ -300,7 +300,7 @@ def build_row(plan: PlannedRow, setup: RunSetup, retrievers: dict, student_lms: 
         key = (plan.dataset, identity["first_stage"], identity["encoder"], identity["pooling"])
         if key not in retrievers:
             retrievers[key] = shared_retriever(question_file(plan.dataset, "dev"), identity["first_stage"],
-                                               identity["encoder"])
+                                               identity["encoder"], identity["pooling"] or "mean", progress)
         searched, index = retrievers[key]
         record.update(first_stage=identity["first_stage"], retriever=index.name, pooling=identity["pooling"],
                       encoder=encoder_record(identity["encoder"]) if identity["first_stage"] == "dense" else None,
@@ -326,7 +326,11 @@ def build_row(plan: PlannedRow, setup: RunSetup, retrievers: dict, student_lms: 
 
 def ours(summary: dict, metric: str, table: PaperTable) -> float | None:
     """The value of one of ``table``'s metrics in an evaluation summary (None where the run has none): a count
-    column is the first of its summary keys the run has (``table.counts``), any other column its own key."""
+    column is the first of its summary keys the run has (``table.counts``; none: the paper's alone), a derived column
+    the mean of its parts (``table.derived``), any other column its own key."""
+    if metric in table.derived:
+        parts = [ours(summary, part, table) for part in table.derived[metric]]
+        return None if None in parts else sum(parts) / len(parts)
     return next((summary[key] for key in table.counts.get(metric, (metric,)) if summary.get(key) is not None), None)
 
 
@@ -365,6 +369,7 @@ def table_result(method: Method, table: PaperTable, plans: list[PlannedRow], run
             cells.append(result_cell(table, dataset, metric, None if first.stand_in else
                                      first.row.numbers.get((dataset, metric)), run,
                                      runs.get(references[dataset].key()) if references.get(dataset) else None))
+        cells = with_means(table, cells)
         reference = references.get(first.dataset)
         rows.append({"label": first.label, "program": first.row.program, "settings": first.row.settings,
                      "paper_lm": first.row.lm or table.lm, "lm": first.lm, "stand_in": first.stand_in,
@@ -378,8 +383,9 @@ def table_result(method: Method, table: PaperTable, plans: list[PlannedRow], run
     ran = list(dict.fromkeys(plan.dataset for plan in plans))
     return {"paper": method.name, "table": table.number, "title": table.title, "lm": setup.lm, "judge": judge,
             "notice": embedded_notice(setup.lm), "paper_lm": table.lm, "settings": table.settings,
-            "ours": setting_ran(table, plans, runs, setup), "counts": {metric: list(keys) for metric, keys in
-                                                                        table.counts.items()},
+            "ours": setting_ran(table, plans, runs, setup),
+            "counts": {metric: list(keys) for metric, keys in table.counts.items()},
+            "derived": {metric: list(parts) for metric, parts in table.derived.items()},
             "notes": table.notes, "columns": [list(column) for column in table.columns],
             "datasets": {dataset: len(examples[dataset]) for dataset in ran}, "not_run": skipped,
             "reference": next((reference.label for reference in references.values() if reference), None),
@@ -392,14 +398,29 @@ def result_cell(table: PaperTable, dataset: str, metric: str, theirs: float | No
     difference, and ours against the table's method row on the same questions (None for that row itself)."""
     value = ours(run["summary"], metric, table) if run is not None else None
     bounds = interval(run["summary"], metric, table) if run is not None else None
-    cell = {"dataset": dataset, "metric": metric, "paper": theirs, "ours": value, "interval": bounds,
+    cell = {"dataset": dataset, "metric": metric, "rate": table.is_rate(metric), "paper": theirs, "ours": value,
+            "interval": bounds,
             "paper_inside": None if bounds is None or theirs is None else bounds[0] <= theirs <= bounds[1],
             "difference": None if value is None or theirs is None else value - theirs, "questions":
             run["summary"].get("questions") if run is not None else None, "paired": None}
-    if value is not None and reference is not None and reference is not run:
-        key = next(key for key in table.counts.get(metric, (metric,)) if run["summary"].get(key) is not None)
+    key = next((key for key in table.counts.get(metric, (metric,)) if run is not None and
+                run["summary"].get(key) is not None), None)
+    if key is not None and reference is not None and reference is not run:
         cell["paired"] = paired_runs(reference["folder"], run["folder"], key)
     return cell
+
+
+def with_means(table: PaperTable, cells: list[dict]) -> list[dict]:
+    """``cells`` of one row with ours in each column of the dataset :data:`MEAN`: the mean of ours in the row's
+    cells of that metric on the table's other datasets, where every one of them ran."""
+    for cell in cells:
+        if cell["dataset"] != MEAN:
+            continue
+        values = [other["ours"] for other in cells if other["metric"] == cell["metric"] and other["dataset"] != MEAN]
+        if values and None not in values:
+            cell["ours"] = sum(values) / len(values)
+            cell["difference"] = None if cell["paper"] is None else cell["ours"] - cell["paper"]
+    return cells
 
 
 def setting_ran(table: PaperTable, plans: Sequence[PlannedRow], runs: dict, setup: RunSetup) -> dict:
@@ -421,26 +442,24 @@ def setting_ran(table: PaperTable, plans: Sequence[PlannedRow], runs: dict, setu
                          for program, folder in setup.students.items()}}
 
 
-def shown(metric: str, value: float | None) -> str:
-    """A value as the paper prints ``metric``: rates in percent with one decimal, counts with two."""
+def shown(rate: bool, value: float | None) -> str:
+    """A value as the paper prints it: a rate in percent with one decimal, a count with two."""
     if value is None:
         return "–"
-    return f"{100 * value:.1f}" if is_rate(metric) else f"{value:.2f}"
+    return f"{100 * value:.1f}" if rate else f"{value:.2f}"
 
 
 def cell_text(cell: dict) -> str:
     """``ours [low–high] / paper (difference)``, as the paper prints the metric (rates in percent), the interval
     where there is one; ``–`` for a missing side."""
-    metric = cell["metric"]
+    rate = cell.get("rate", is_rate(cell["metric"]))
     if cell["ours"] is None:
-        return f"– / {shown(metric, cell['paper'])}"
+        return f"– / {shown(rate, cell['paper'])}"
     bounds = cell.get("interval")
-    mine = shown(metric, cell["ours"]) + (f" [{shown(metric, bounds[0])}–{shown(metric, bounds[1])}]"
-                                          if bounds else "")
+    mine = shown(rate, cell["ours"]) + (f" [{shown(rate, bounds[0])}–{shown(rate, bounds[1])}]" if bounds else "")
     if cell["difference"] is None:
         return f"{mine} / –"
-    difference = cell["difference"] * (100 if is_rate(metric) else 1)
-    return f"{mine} / {shown(metric, cell['paper'])} ({difference:+.1f})"
+    return f"{mine} / {shown(rate, cell['paper'])} ({cell['difference'] * (100 if rate else 1):+.1f})"
 
 
 def retrieval_text(retrieval: dict) -> str:
@@ -471,7 +490,10 @@ def header_lines(reproduced: dict) -> list[str]:
     lines.append(f"- the paper's: {reproduced['paper_lm'] or 'each row’s own LM'} on its own test sets; its setting: "
                  + "; ".join(f"{key} {value}" for key, value in reproduced["settings"].items()))
     for metric, keys in reproduced["counts"].items():
-        lines.append(f"- {metric}: our `{keys[0]}` count" + (f" (else `{'`, `'.join(keys[1:])}`)" if keys[1:] else ""))
+        lines.append(f"- {metric}: our `{keys[0]}` count" + (f" (else `{'`, `'.join(keys[1:])}`)" if keys[1:] else "")
+                     if keys else f"- {metric}: no count of ours is the paper's: its numbers alone")
+    for metric, parts in reproduced["derived"].items():
+        lines.append(f"- {metric}: the mean of our {' and '.join(parts)}")
     if reproduced["notice"]:
         lines.append(f"- note: {reproduced['notice']}")
     for dataset, why in reproduced["not_run"].items():
@@ -494,7 +516,7 @@ def paired_lines(reproduced: dict) -> list[str]:
         for cell in row["cells"]:
             test = cell.get("paired")
             if test and test["p_value"] is not None:
-                factor = 100 if is_rate(cell["metric"]) else 1
+                factor = 100 if cell.get("rate", is_rate(cell["metric"])) else 1
                 low, high = (factor * bound for bound in test["interval"])
                 lines.append(f"| {row['label']} | {cell['dataset']} {cell['metric']} | "
                              f"{factor * test['difference']:+.1f} [{low:+.1f}, {high:+.1f}] | {test['p_value']:.3f} | "

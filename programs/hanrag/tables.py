@@ -12,9 +12,9 @@ fine-tuned model), and App. C's router accuracy (83.93% on the paper's own four-
 
 from __future__ import annotations
 
-from ..baselines.adaptive_rag.artifacts import CLASSIFIER as ADAPTIVE_CLASSIFIER
-from ..baselines.adaptive_rag.artifacts import ORACLE_LABELS
 from ..papers import PaperTable, StageLMs, TableRow, cells, grid
+from .artifacts import CLASSIFIER as ADAPTIVE_CLASSIFIER
+from .artifacts import ORACLE_LABELS
 from .program import REVELATOR_STAGES
 
 K = 5  # §5: the single-step approach's top 5

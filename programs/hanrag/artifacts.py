@@ -1,4 +1,4 @@
-"""The classifier and the oracle's labels an Adaptive-RAG row needs (:class:`~multihop.programs.papers.Artifact`):
+"""The classifier and the oracle's labels the Adaptive-RAG rows of HANRAG's tables need (:class:`~..papers.Artifact`):
 silver labels of train questions, then the classifier trained on them (``multihop adaptiverag labels``, then
 ``multihop adaptiverag train``), and the dev questions' silver labels the oracle route reads. ``multihop reproduce
 --build`` makes neither: labels take each strategy's run over the questions, and the classifier's training mixes in
@@ -6,7 +6,7 @@ the train files' bias labels, two commands whose options a user should choose.""
 
 from __future__ import annotations
 
-from ...papers import Artifact
+from ..papers import Artifact
 
 CLASSIFIER = Artifact(
     "classifier", "classifier",
