@@ -45,6 +45,7 @@ from multihop.programs import PROGRAMS, shared_retriever, takes_retriever
 from multihop.programs.papers import MEAN, PaperTable, is_rate
 from multihop.programs.registry import Method
 from multihop.retrievers import CACHED_FIRST_STAGES as FIRST_STAGES
+from multihop.retrievers import describe_index
 
 SUMMARY_COLUMNS = {"em", "f1", "acc", "cover_em", "llm_eval", "recall@2", "recall@5"}  # the report's paper columns
 SETUP_KEYS = ("k", "n", "rerank", "max_steps", "max_iterations", "max_sentences")  # shown in each table's header
@@ -151,17 +152,15 @@ def describe_tables(methods: Sequence[Method], setup: RunSetup | None = None) ->
     return described
 
 
-def encoder_record(encoder: str) -> dict:
-    """An encoder as a row's run records it: its name or folder, whether it is fine-tuned (a folder
-    ``multihop retriever train`` wrote) and the sha256 of its weights (the registry's pin, or the folder's file)."""
-    from multihop.lm.models import FINETUNED_STAMP, REGISTRY
-
-    if encoder in REGISTRY:
-        return {"encoder": encoder, "fine_tuned": False, "sha256": REGISTRY[encoder].sha256[:16]}
-    folder = Path(encoder)
-    weights = folder / "model.safetensors"
-    return {"encoder": encoder, "fine_tuned": (folder / FINETUNED_STAMP).exists(),
-            "sha256": sha256_file(weights)[:16] if weights.is_file() else None}
+def index_record(folder: Path) -> dict:
+    """What a row's index is, as its run records it, read from the index's own manifests: its first stage, pooling
+    and passages, and its encoder's name or folder, whether fine-tuned and the sha256 of its weights (None for BM25)."""
+    index = describe_index(folder)
+    encoder = None if index.get("encoder") is None else {
+        "encoder": index["encoder"], "fine_tuned": index["encoder_fine_tuned"],
+        "sha256": (index["encoder_sha256"] or "")[:16] or None}
+    return {"first_stage": index["first_stage"], "pooling": index.get("pooling"), "passages": index["passages"],
+            "encoder": encoder}
 
 
 def reproduce(
@@ -302,9 +301,7 @@ def build_row(plan: PlannedRow, setup: RunSetup, retrievers: dict, student_lms: 
             retrievers[key] = shared_retriever(question_file(plan.dataset, "dev"), identity["first_stage"],
                                                identity["encoder"], identity["pooling"] or "mean", progress)
         searched, index = retrievers[key]
-        record.update(first_stage=identity["first_stage"], retriever=index.name, pooling=identity["pooling"],
-                      encoder=encoder_record(identity["encoder"]) if identity["first_stage"] == "dense" else None,
-                      encoder_switches=identity["encoder_switches"])
+        record.update(retriever=index.name, **index_record(index), encoder_switches=identity["encoder_switches"])
     program = cls(retriever=searched, **row_settings(row, plan.dataset, setup)) if takes_retriever(cls) \
         else cls(**row_settings(row, plan.dataset, setup))
     stages = row.stage_lms
@@ -430,7 +427,8 @@ def setting_ran(table: PaperTable, plans: Sequence[PlannedRow], runs: dict, setu
     ran = [runs[plan.key()] for plan in plans if plan.identity is not None and plan.key() in runs]
     identities = [plan.identity for plan in plans if plan.identity is not None and plan.key() in runs]
     retrieval = {json.dumps({key: run["record"].get(key) for key in ("first_stage", "encoder", "pooling",
-                                                                      "encoder_switches")}, sort_keys=True)
+                                                                      "encoder_switches", "passages")},
+                            sort_keys=True)
                  for run in ran if run["record"].get("first_stage")}
     return {"lm": setup.lm, "lm_for": dict(setup.lm_for),
             "retrieval": [json.loads(text) for text in sorted(retrieval)],
@@ -465,12 +463,12 @@ def cell_text(cell: dict) -> str:
 def retrieval_text(retrieval: dict) -> str:
     """One retrieval setting that ran, in words: first stage, encoder (fine-tuned or stock, checksum), pooling."""
     if retrieval["first_stage"] != "dense":
-        return f"{retrieval['first_stage']} first stage"
+        return f"{retrieval['first_stage']} first stage over {retrieval['passages']} passages"
     encoder = retrieval["encoder"] or {}
     trained = (f"fine-tuned ({' '.join(retrieval['encoder_switches']) or 'the paper’s training'})"
                if encoder.get("fine_tuned") else "stock, not fine-tuned")
     return (f"dense first stage, encoder `{encoder.get('encoder')}` ({trained}, sha256 {encoder.get('sha256')}), "
-            f"{retrieval['pooling']} pooling")
+            f"{retrieval['pooling']} pooling, over {retrieval['passages']} passages")
 
 
 def header_lines(reproduced: dict) -> list[str]:
