@@ -226,12 +226,16 @@ def reproduce_cmd(
     it, on the dev sets the table reports; prints and writes each table as the paper prints it, ours beside the
     paper's number in every cell (and the difference). Rows that need what cannot run here show the paper's number
     alone, with the reason. A rerun resumes."""
-    from multihop.experiments.reproduce import describe_tables, paper_of, reproduce
+    from multihop.experiments.reproduce import describe_tables, paper_of, reproduce, select_tables
     from multihop.programs import PROGRAMS
 
     if list_tables:
         methods = [paper_of(paper)] if paper else [m for m in PROGRAMS.declared("method") if m.tables]
+        wanted = [*(table or ()), *(tables or ())]
+        chosen = {table.number for table in select_tables(methods[0], wanted)} if paper and wanted else None
         for info in describe_tables(methods):
+            if chosen is not None and info["table"] not in chosen:
+                continue
             states = Counter(row["state"] for row in info["rows"] if not row["stand_in"])
             console.print(f"[bold]{info['paper']} {info['table']}[/bold]: {info['title']} — datasets "
                           f"{', '.join(info['datasets'])} (run here: {', '.join(info['runs_on']) or 'none'}); rows: "

@@ -23,7 +23,8 @@ def encoder_artifact(*switches: str) -> Artifact:
     if unknown:
         raise ValueError(f"no training switch {unknown}; known: {', '.join(SWITCHES)}")
     name = "-".join(("encoder", *(switch.lstrip("-").replace(" ", "-") for switch in switches)))
-    command = " ".join(("multihop retriever train DATA --markers CoopRAG --recipe paper", *switches, "--out DIR"))
+    command = " ".join(("multihop cooprag unroll DATA --out U.jsonl, then multihop retriever train DATA --unrolled "
+                        "U.jsonl --markers CoopRAG --recipe paper", *switches, "--out DIR"))
     return Artifact(name, "encoder", command, per_dataset=True, switches=tuple(switches),
                     build=lambda folder, **run: train_encoder(folder, switches, **run))
 
