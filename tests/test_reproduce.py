@@ -215,3 +215,16 @@ def test_build_trains_each_rows_encoder_and_every_row_runs_on_its_own(loopback_l
     built = json.loads((tmp_path / "artifacts" / "musique" / "encoder-loss-bce" / "built.json").read_text())
     assert built["train_questions"] == 2 and built["switches"] == ["--loss bce"]
     assert "fine-tuned (--loss bce" in (tmp_path / "table-20.md").read_text()
+
+
+def test_a_row_two_tables_run_alike_runs_once_and_both_tables_show_it(loopback_lm, tmp_path):
+    from multihop.lm.options import LMOptions
+
+    options = LMOptions(lm="hosted_vllm/loopback", api_base=loopback_lm.api_base)
+    reproduce("HANRAG", tmp_path, tables=["2", "App. E"], datasets=["musique"], limit=1, lm=options, progress=False,
+              students={"hanrag": "hosted_vllm/revelator"})
+    table_2 = {row["label"]: row for row in json.loads((tmp_path / "table-2.json").read_text())["rows"]}
+    app_e = {row["label"]: row for row in json.loads((tmp_path / "app-e.json").read_text())["rows"]}
+    assert app_e["HANRAG (ours)"]["runs"]["musique"]["folder"] == table_2["HANRAG"]["runs"]["musique"]["folder"]
+    assert app_e["HANRAG (ours)"]["cells"][0]["ours"] == table_2["HANRAG"]["cells"][0]["ours"]
+    assert (tmp_path / "app-e" / "report.html").is_file()

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextvars
 import dataclasses
 import json
+import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -580,6 +581,7 @@ def write_reproduced(out: Path, reproduced: dict, plans: list[PlannedRow], runs:
     if not ran:
         return markdown, data
     folder = out / slug
+    folder.mkdir(parents=True, exist_ok=True)  # its rows may all have run in another table's folder
     comparison: dict = {
         "budget": {"mode": "paper", "max_tokens": base.kwargs.get("max_tokens")}, "lm": base.model,
         "notice": embedded_notice(base.model),
@@ -606,7 +608,7 @@ def write_reproduced(out: Path, reproduced: dict, plans: list[PlannedRow], runs:
             "kind": PROGRAMS.declaration(plan.row.program).kind, "paper_settings": plan.row.settings,
             "config": run["program"].config(), "student": run["record"].get("student")})
         comparison["runs"].append({"dataset": plan.dataset, "program": plan.label,
-                                   "folder": str(Path(run["folder"]).relative_to(folder))})
+                                   "folder": os.path.relpath(run["folder"], folder)})  # maybe another table's
         comparison["rows"].append(summary_row(plan.dataset, plan.label, run["summary"]))
     comparison["charts"] = [chart.name for chart in write_charts(folder, comparison["rows"])]
     everywhere = all(any(run["program"] == reproduced["reference"] for run in comparison["runs"]
