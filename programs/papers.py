@@ -167,6 +167,8 @@ class TableRow:
         stage_lms: stages the row runs on a student or a stronger LM (None: every stage on the row's LM).
         first_stage: the row's own first stage (``"bm25"``, ``"dense"``), read alone without the table's reranker,
             where it differs from the table's.
+        pooling: the pooling of the row's dense index where it is not its program's own (``"cls"``: a baseline read
+            through CoopRAG's retriever).
         needs: what else the row needs to run as the paper's (:class:`Artifact`: an encoder trained with its
             switches, a classifier, a triple cache); it does not run without them.
         same_as: the label of an earlier row of the table that this one runs exactly (the paper prints one
@@ -182,6 +184,7 @@ class TableRow:
     lm: str | None = None
     stage_lms: StageLMs | None = None
     first_stage: str | None = None
+    pooling: str | None = None
     needs: tuple[Artifact, ...] = ()
     same_as: str | None = None
     runnable: bool = True

@@ -177,12 +177,13 @@ def test_a_row_whose_paper_lm_is_mapped_runs_on_that_lm_under_its_own_label(loop
 
     options = LMOptions(lm="hosted_vllm/loopback", api_base=loopback_lm.api_base)
     reproduce("HANRAG", tmp_path, tables=["2"], datasets=["musique"], limit=1, lm=options, progress=False,
-              students={"hanrag": "hosted_vllm/revelator"}, lm_for={"FLAN-T5-XL (3B)": "hosted_vllm/fair"})
+              students={"hanrag": "hosted_vllm/revelator", "hanrag@FLAN-T5-XL (3B)": "hosted_vllm/fair-revelator"},
+              lm_for={"FLAN-T5-XL (3B)": "hosted_vllm/fair"})
     reproduced = json.loads((tmp_path / "table-2.json").read_text())
     fair = next(row for row in reproduced["rows"] if row["label"].startswith("HANRAG-Fair"))
     assert fair["label"] == "HANRAG-Fair (FLAN-T5-XL (3B) → hosted_vllm/fair)" and fair["runs_here"]
     assert fair["lm"] == "hosted_vllm/fair" and fair["paper_lm"] == "FLAN-T5-XL (3B)"
-    assert "fair" in {body["model"] for body in loopback_lm.requests}
+    assert {"fair", "fair-revelator"} <= {body["model"] for body in loopback_lm.requests}
     assert reproduced["ours"]["lm_for"] == {"FLAN-T5-XL (3B)": "hosted_vllm/fair"}
     markdown = (tmp_path / "table-2.md").read_text()
     assert "paper LMs mapped: FLAN-T5-XL (3B) → `hosted_vllm/fair`" in markdown

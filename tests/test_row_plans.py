@@ -27,8 +27,10 @@ def everything_given(table) -> RunSetup:
                  for row in table.rows for artifact in (*row.needs, table.encoder) if artifact is not None
                  for dataset in table_datasets(table, None)}
     lms = {lm for row in table.rows for lm in (row.lm, row.stage_lms and row.stage_lms.paper_lm)} | {table.lm}
+    students = {f"{row.program}{at}{lm}": f"/students/{row.program}{at}{lm}" for row in table.rows if row.stage_lms
+                for at, lm in (("", ""), ("@", row.lm or table.lm))}
     return RunSetup(lm="ours", lm_for={lm: f"mapped/{lm}" for lm in lms if lm}, artifacts=artifacts,
-                    students={row.program: f"/students/{row.program}" for row in table.rows if row.stage_lms})
+                    students=students)
 
 
 def identities(table, setup: RunSetup) -> list[tuple[str, list[str]]]:
@@ -88,6 +90,17 @@ def test_a_row_of_another_lm_whose_configuration_a_row_runs_on_ours_names_that_r
     planned = {plan.label: plan for plan in plan_table(table, "musique", RunSetup(lm="x", students={"HANRAG": "s"}))}
     assert "row 'HANRAG' runs its configuration on your LM" in planned["HANRAG-Fair"].skipped
     assert not any(plan.stand_in for plan in planned.values())
+
+
+def test_a_row_run_on_a_mapped_lm_wants_a_student_trained_for_that_lm():
+    table = select_tables(paper_of("HANRAG"), ["2"])[0]
+    setup = RunSetup(lm="x", students={"HANRAG": "s"}, lm_for={"FLAN-T5-XL (3B)": "flan"})
+    fair = next(plan for plan in plan_table(table, "musique", setup) if plan.row.label == "HANRAG-Fair")
+    assert "--student 'HANRAG@FLAN-T5-XL (3B)=DIR'" in fair.skipped
+    setup = RunSetup(lm="x", students={"HANRAG": "s", "HANRAG@FLAN-T5-XL (3B)": "fair"},
+                     lm_for={"FLAN-T5-XL (3B)": "flan"})
+    fair = next(plan for plan in plan_table(table, "musique", setup) if plan.row.label == "HANRAG-Fair")
+    assert fair.identity["lm"] == "flan" and set(fair.identity["stage_lms"].values()) == {"fair"}
 
 
 def test_hanrags_steps_read_its_own_count_and_a_baselines_its_retrieval_calls():

@@ -205,7 +205,8 @@ def reproduce_cmd(
     judge_lm: str = typer.Option(None, help="an LM that judges each answer (LLM Eval)"),
     student: list[str] = typer.Option(None, "--student", help="PROGRAM=ADAPTER_DIR (a `multihop distill` folder) or "
                                       "PROGRAM=SPEC[@DIR] (a served student): the rows that run stages of PROGRAM on "
-                                      "a student run them on it (repeatable)"),
+                                      "a student run those stages on it; PROGRAM@PAPER_LM=...: for the rows of a "
+                                      "paper LM you mapped with --lm-for (repeatable)"),
     metric: list[str] = typer.Option(None, "--metric", help="module:function, a DSPy metric fn(example, prediction, "
                                      "trace=None) importable from the current folder, recorded beside the built-in "
                                      "metrics (repeatable)"),

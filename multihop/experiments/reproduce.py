@@ -37,7 +37,7 @@ from multihop.experiments.artifact_builds import build_missing, built_artifacts,
 from multihop.experiments.charts import write_charts
 from multihop.experiments.comparison import paired_runs, paired_tests, rollout, run_lms
 from multihop.experiments.report import write_report
-from multihop.experiments.row_plans import PlannedRow, RunSetup, plan_table, row_settings
+from multihop.experiments.row_plans import PlannedRow, RunSetup, plan_table, row_settings, student_key
 from multihop.experiments.tables import summary_row, write_table
 from multihop.lm.models import embedded_notice
 from multihop.lm.options import LMOptions, served_student
@@ -193,8 +193,9 @@ def reproduce(
             not mapped runs on it.
         limit: the first N questions of each dev set; ``threads``: questions at once of every row.
         encoder: the stock encoder of the dense indexes (a row's own encoder artifact replaces it).
-        students: a program → a ``multihop distill`` folder (or a served student ``SPEC[@DIR]``) that runs the stages
-            a row names (``TableRow.stage_lms``); without one, such rows show the paper's numbers alone.
+        students: a program (or ``PROGRAM@PAPER_LM``, for the rows of that paper LM when it is mapped) → a ``multihop
+            distill`` folder (or a served student ``SPEC[@DIR]``) that runs the stages a row names
+            (``TableRow.stage_lms``); without one, such rows show the paper's numbers alone.
         metric: a DSPy metric or ``{name: fn}``, recorded in every row's run beside the built-in metrics.
         lm_for: a paper LM ("Gemma2-9B") → the spec of one of yours that its rows (and stages) run on.
         artifacts: ``NAME`` or ``NAME@DATASET`` → the folder of an artifact the rows need.
@@ -209,7 +210,8 @@ def reproduce(
         raise ValueError(f"no dev set {', '.join(unknown)}; choose from {', '.join(DATASETS)}")
     if first_stage not in (None, *FIRST_STAGES):
         raise ValueError(f"unknown first stage {first_stage!r}; choose one of {', '.join(FIRST_STAGES)}")
-    students = {PROGRAMS.named(name): folder for name, folder in (students or {}).items()}
+    students = {PROGRAMS.named(name.partition("@")[0]) + "".join(name.partition("@")[1:]): folder
+                for name, folder in (students or {}).items()}  # PROGRAM or PROGRAM@PAPER_LM
     if (students or lm_for) and lm is None:
         raise ValueError("students and --lm-for LMs are made with the run's LM options: pass lm=<spec> (or LMOptions)")
     options, base, judge = run_lms(lm, None, judge_lm)
@@ -307,10 +309,11 @@ def build_row(plan: PlannedRow, setup: RunSetup, retrievers: dict, student_lms: 
         else cls(**row_settings(row, plan.dataset, setup))
     stages = row.stage_lms
     if stages is not None and stages.role == "student":
-        student, weights = student_lms[row.program]
+        key = student_key(plan.table, row, setup)
+        student, weights = student_lms[key]
         try:
             record["student_stages"] = use_student(program, student.copy(rollout_id=rollout_id),
-                                                   served_student(setup.students[row.program])[1], stages.stages)
+                                                   served_student(setup.students[key])[1], stages.stages)
         except ValueError as exc:
             return str(exc)
         record["student"] = weights

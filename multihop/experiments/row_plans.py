@@ -32,7 +32,8 @@ from multihop.programs.papers import ARTIFACT_KINDS, Artifact, PaperTable, Table
 class RunSetup:
     """What the user gave a reproduction: the run's LM (its model string), the paper LMs mapped to theirs
     (``lm_for``: paper LM → model string), the artifacts given or built (``(name, dataset)`` → folder; dataset None
-    for an artifact made once for the paper), the students by program (a folder or a served spec), the stock
+    for an artifact made once for the paper), the students (a folder or a served spec) by program, or by
+    ``PROGRAM@PAPER_LM`` for the rows of that paper LM (:func:`student_key`), the stock
     encoder, and the first stage of the tables' rows where the user overrides it."""
 
     lm: str
@@ -107,7 +108,17 @@ def is_own_lm(table: PaperTable, row: TableRow) -> bool:
     return row.lm is not None and row.lm != table.lm
 
 
-def missing(row: TableRow, dataset: str, setup: RunSetup) -> str | None:
+def student_key(table: PaperTable, row: TableRow, setup: RunSetup) -> str | None:
+    """The key of the student that serves ``row``'s stages (None: none given): one given for its program and paper LM
+    (``HANRAG@FLAN-T5-XL (3B)``), else, for a row that runs on the run's LM (its paper LM not mapped), one given for
+    its program — a student is trained on the LM it stands beside, so a row run on a mapped LM wants its own."""
+    paper_lm = row.lm or table.lm
+    if paper_lm and f"{row.program}@{paper_lm}" in setup.students:
+        return f"{row.program}@{paper_lm}"
+    return row.program if row.program in setup.students and paper_lm not in setup.lm_for else None
+
+
+def missing(table: PaperTable, row: TableRow, dataset: str, setup: RunSetup) -> str | None:
     """Why ``row`` cannot run yet with what was given (None: it can): an artifact it needs, a student, a stronger LM
     not mapped, or a program not here."""
     if not row.runnable:
@@ -119,10 +130,12 @@ def missing(row: TableRow, dataset: str, setup: RunSetup) -> str | None:
                f"{artifact.name}{f'@{dataset}' if artifact.per_dataset else ''}=DIR"
                for artifact in row.needs if setup.artifact(artifact, dataset) is None]
     stages = row.stage_lms
-    if stages is not None and stages.role == "student" and row.program not in setup.students:
+    if stages is not None and stages.role == "student" and student_key(table, row, setup) is None:
         paper = f" ({stages.paper_lm} in the paper)" if stages.paper_lm else ""
-        reasons.append(f"runs {', '.join(stages.stages)} on a student{paper}: give one with --student "
-                       f"{row.program}=DIR")
+        paper_lm = row.lm or table.lm
+        which = f"'{row.program}@{paper_lm}=DIR' (one trained for that LM, which you mapped)" \
+            if paper_lm in setup.lm_for else f"{row.program}=DIR"
+        reasons.append(f"runs {', '.join(stages.stages)} on a student{paper}: give one with --student {which}")
     if stages is not None and stages.role == "stronger" and stages.paper_lm not in setup.lm_for:
         reasons.append(f"runs {', '.join(stages.stages)} on a stronger LM ({stages.paper_lm} in the paper): map it "
                        f"with --lm-for '{stages.paper_lm}=SPEC'")
@@ -136,7 +149,8 @@ def identity(table: PaperTable, row: TableRow, dataset: str, setup: RunSetup, lm
     stages = row.stage_lms
     stage_lms = {}
     if stages is not None:
-        other = setup.students[row.program] if stages.role == "student" else setup.lm_for[stages.paper_lm]
+        other = setup.students[student_key(table, row, setup)] if stages.role == "student" \
+            else setup.lm_for[stages.paper_lm]
         stage_lms = {stage: str(other) for stage in stages.stages}
     found = {"program": row.program, "settings": settings, "lm": lm, "stage_lms": stage_lms,
              "artifacts": {artifact.name: str(setup.artifact(artifact, dataset)) for artifact in row.needs}}
@@ -144,7 +158,7 @@ def identity(table: PaperTable, row: TableRow, dataset: str, setup: RunSetup, lm
         stage = first_stage(table, row, setup)
         encoder, artifact = row_encoder(table, row, dataset, setup)
         found.update(first_stage=stage, encoder=encoder, encoder_switches=list(artifact.switches) if artifact else None,
-                     pooling=PROGRAMS[row.program].index_pooling if stage == "dense" else None)
+                     pooling=(row.pooling or PROGRAMS[row.program].index_pooling) if stage == "dense" else None)
     return found
 
 
@@ -156,7 +170,7 @@ def plan_table(table: PaperTable, dataset: str, setup: RunSetup) -> list[Planned
     for row in table.rows:
         paper_lm = row.lm or table.lm
         lm = setup.lm_for.get(paper_lm, setup.lm) if paper_lm else setup.lm
-        reason = missing(row, dataset, setup)
+        reason = missing(table, row, dataset, setup)
         if reason is None and is_own_lm(table, row) and paper_lm not in setup.lm_for:
             stand_ins[id(row)] = PlannedRow(table, row, dataset, f"{row.label} (ours: {setup.lm})", setup.lm,
                                             identity(table, row, dataset, setup, setup.lm), stand_in=True)

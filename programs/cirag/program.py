@@ -249,7 +249,8 @@ class CIRAG(MultihopProgram):
         count("iterations", len(rounds))
         count("core_triples", len(pools.triples))
         answer, level = self.cascade(question, pools, last)
-        count(f"answered.{level}")
+        for each in (*LEVELS, "top_k", "default"):  # every level counted on every question: a share of 0 is 0
+            count(f"answered.{each}", int(each == level))
         return dspy.Prediction(answer=answer, answered_level=level, rounds=rounds,
                                core_triples=[t.render() for t in pools.triples.values()],
                                core_sentences=list(pools.sentences.values()),

@@ -45,7 +45,8 @@ def train_encoder(folder: Path, switches: tuple[str, ...], dataset: str, limit: 
     settings = dict(SWITCHES[switch] for switch in switches)
     alpha_from = settings.pop("alpha_from", "sub_questions")
     examples = load_dataset(question_file(dataset, "train"), limit=limit)
-    unrolled = unroll_questions(CoopRAG(), examples, Path(folder).parent / "unrolled.jsonl", progress=progress)
+    unrolled = unroll_questions(CoopRAG(rerank=None), examples, Path(folder).parent / "unrolled.jsonl",
+                                progress=progress)  # as `multihop cooprag unroll` builds it: the same file serves both
     questions = training_questions(examples, unrolled, alpha_from=alpha_from)
     config = TrainConfig.for_recipe("paper", encoder=encoder, special_tokens=CoopRAG.special_tokens,
                                     batch_size=min(40, len(questions)), **settings)

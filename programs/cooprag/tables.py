@@ -66,7 +66,7 @@ TABLE_3 = PaperTable(
         "GPT-4o-mini": (65.6, 78.9, 52.3, 67.1, 71.7, 79.2, 72.0, 82.3),
     }),
      TableRow("SingleStepRAG on CoopRAG's retriever (ours: the raw question, RaLa top 5)", "SingleStepRAG",
-              RALA)),
+              RALA, pooling="cls")),
     settings=SETUP, encoder=ENCODER,
     notes="Its baselines' rows (HippoRAG2, SiReRAG, HopRAG) are not built here; Table 11 repeats these rows. "
           "SingleStepRAG is ours: the question itself, read through the same retriever and reader LM.",
@@ -118,7 +118,7 @@ TABLE_12 = PaperTable(
               cells(TABLE_12_COLUMNS, 67.0, 83.0, 45.3, 57.6, 75.8, 93.9), runnable=False,
               why_not=NOT_HERE.format("HippoRAG's knowledge graph over ColBERTv2")),
      TableRow("IRCoT + CoopRAG", "IRCoT", IRCOT_ON_COOPRAG,
-              cells(TABLE_12_COLUMNS, 87.3, 90.9, 62.2, 74.9, 81.0, 95.9), lm="GPT-4o-mini"),
+              cells(TABLE_12_COLUMNS, 87.3, 90.9, 62.2, 74.9, 81.0, 95.9), lm="GPT-4o-mini", pooling="cls"),
      TableRow("KeyExtract + CoopRAG", "CoopRAG", {"key_extract_rounds": 3},
               cells(TABLE_12_COLUMNS, 88.6, 93.9, 62.9, 76.8, 81.8, 97.2), lm="Gemma2-9B"),
      TableRow("KeyExtract + CoopRAG", "CoopRAG", {"key_extract_rounds": 3},
@@ -138,7 +138,7 @@ TABLE_13 = PaperTable(
      TableRow("IRCoT + HippoRAG", "IRCoT", IRCOT, cells(TABLE_13_COLUMNS, 45.7, 59.2, 21.9, 33.3, 47.7, 62.7),
               lm="GPT-3.5-turbo", runnable=False, why_not=NOT_HERE.format("HippoRAG's knowledge graph")),
      TableRow("IRCoT + CoopRAG", "IRCoT", IRCOT_ON_COOPRAG, cells(TABLE_13_COLUMNS, 64.3, 75.5, 52.3, 65.9, 72.2, 77.7),
-              lm="GPT-4o-mini"),
+              lm="GPT-4o-mini", pooling="cls"),
      TableRow("KeyExtract + CoopRAG", "CoopRAG", {"key_extract_rounds": 3},
               cells(TABLE_13_COLUMNS, 64.9, 77.9, 52.5, 66.1, 71.5, 78.9), lm="Gemma2-9B"),
      TableRow("KeyExtract + CoopRAG", "CoopRAG", {"key_extract_rounds": 3},
@@ -220,7 +220,8 @@ TABLE_23 = PaperTable(
           for size, printed in ((2, (87.7, 94.5, 58.8, 75.3, 80.1, 95.2)), (4, (88.1, 95.9, 59.6, 75.7, 80.4, 96.6)),
                                 (6, (88.1, 96.2, 59.9, 75.5, 80.6, 97.0)), (12, (88.3, 96.3, 60.1, 75.9, 81.0, 97.3)))),
     settings=SETUP, encoder=ENCODER,
-    notes="MPNet's 12 layers split into that many buckets, one layer drawn from each (App. F.3; App. A says 3).",
+    notes="The premature layers 1-11 split into that many buckets, one layer drawn from each (App. F.3; App. A says "
+          "3); 12: every premature layer, the paper's \"all layers\".",
 )
 
 TABLE_9_COLUMNS = grid(MULTI, ("recall@2", "recall@5"))
