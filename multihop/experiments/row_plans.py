@@ -10,8 +10,9 @@ The rules:
   *stand-in*, which has no paper number), unless a row of the table already runs that configuration.
 - A row that needs an artifact runs only once it is given or built; it shows the paper's number alone with the
   command that makes it. An encoder artifact (or the table's own encoder, where given) is the dense index's encoder.
-- A row that runs stages on a student needs its program's student; it runs on it exactly the stages the row names.
-  Stages on a stronger LM run where that LM is mapped.
+- A row that runs stages on a student needs its program's student (one trained for its paper LM where that LM is
+  mapped: a student stands beside the LM it was trained with); it runs on it exactly the stages the row names. Stages
+  on a stronger LM run where that LM is mapped.
 - Two rows of a table that would run the same identity run once: declared (``TableRow.same_as``), the run is shown in
   both places; otherwise the later row shows the paper's number alone, naming the row that runs it.
 """
@@ -33,8 +34,8 @@ class RunSetup:
     """What the user gave a reproduction: the run's LM (its model string), the paper LMs mapped to theirs
     (``lm_for``: paper LM → model string), the artifacts given or built (``(name, dataset)`` → folder; dataset None
     for an artifact made once for the paper), the students (a folder or a served spec) by program, or by
-    ``PROGRAM@PAPER_LM`` for the rows of that paper LM (:func:`student_key`), the stock
-    encoder, and the first stage of the tables' rows where the user overrides it."""
+    ``PROGRAM@PAPER_LM`` for the rows of that paper LM (:func:`student_key`), the stock encoder, and the first stage
+    of the tables' rows where the user overrides it."""
 
     lm: str
     lm_for: Mapping[str, str] = field(default_factory=dict)
