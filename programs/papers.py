@@ -1,8 +1,8 @@
 """The papers the programs rebuild (:class:`Paper`, each program's declaration names its own) and their own headline
-numbers, which ``multihop compare`` shows beside ours, labelled as theirs: each with the LM
-it was measured with, where it was read (seed file and table) and how its setting differs from ours (their
-questions, corpus and retriever). Each method declares its paper's numbers with its other facts
-(``Method(papers=reported(...))`` in its package); only numbers read in the papers' text are declared.
+numbers, which ``multihop compare`` shows beside ours, labelled as theirs: each with the LM it was measured with, where
+it was read (the paper by first author and year, and its table: "Ko et al., 2025, Tables 2-3") and how its setting
+differs from ours (their questions, corpus and retriever). Each method declares its paper's numbers with its other
+facts (``Method(papers=reported(...))`` in its package); only numbers read in the papers' text are declared.
 
 Each method's package also declares its paper's results tables as data (:class:`PaperTable`, ``programs/<method>/
 tables.py``, ``Method(tables=...)``): every row a program here stands for (:class:`TableRow`: the program, its

@@ -1,4 +1,4 @@
-"""CIRAG's stages (seed 004, §3.3–3.4, App. A): entity and triple extraction of the construction phase, the
+"""CIRAG's stages (Wei et al., 2025, §3.3–3.4, App. A): entity and triple extraction of the construction phase, the
 knowledge distiller of the integration phase, and the cascaded answers of ACMG.
 
 Instructions are App. A's prompts (Figs. 9–12), with the output format they spell out by hand ("Respond with a JSON

@@ -1,4 +1,4 @@
-"""ComposeRAG's modules (seed 002, §4.1, App. A.1); each docstring is the paper's App. D prompt written as DSPy
+"""ComposeRAG's modules (Wu et al., 2025, §4.1, App. A.1); each docstring is the paper's App. D prompt written as DSPy
 instructions. The prompts already name their input and output fields ("Input fields are: … Output fields are: …"):
 those are the fields here, typed, so the adapter formats and parses them (the "Output: true/false" verdicts are
 ``bool`` fields and a decomposition is a ``list[str]``). The worked examples of the decomposition prompts are

@@ -1,4 +1,4 @@
-"""CoopRAG's stages (seed 000, §3.2, §3.5 and App. H.4's KeyExtract); each docstring is the paper's prompt (App.
+"""CoopRAG's stages (Ko et al., 2025, §3.2, §3.5 and App. H.4's KeyExtract); each docstring is the paper's prompt (App.
 H.1–H.4) rewritten as DSPy instructions. The output formats the prompts spell out by hand ("Hop Count: …", ``<<ANS>>``
 delimiters, H.4's ``([i], "Key Sentence"). So the answer is: …`` with ``False`` for an undetermined answer) are typed
 output fields here, so the adapter formats and parses them. H.4's prompt says both "top-10" and "all 5" documents; the

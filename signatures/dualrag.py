@@ -1,5 +1,5 @@
-"""DualRAG's stages (seed 001, §3.1): the Reasoner and Entity Identifier of Reasoning-augmented Querying (RaQ), the
-Knowledge Summarizer of progressive Knowledge Aggregation (pKA), and the answer from the knowledge outline.
+"""DualRAG's stages (Cheng et al., 2025, §3.1): the Reasoner and Entity Identifier of Reasoning-augmented Querying
+(RaQ), the Knowledge Summarizer of progressive Knowledge Aggregation (pKA), and the answer from the knowledge outline.
 
 The paper's prompts for the first three (App. A, Figs. 5–7) and the bodies of Eqs. 1–10 were lost from the seed's
 text; these instructions are our reading of the prose around them:

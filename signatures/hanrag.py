@@ -1,5 +1,5 @@
-"""HANRAG's stages (seed 003, §4.1, App. G): the Revelator's router, decomposer, refiner, relevance discriminator and
-ending discriminator, and the generator's answers.
+"""HANRAG's stages (Sun et al., 2025, §4.1, App. G): the Revelator's router, decomposer, refiner, relevance
+discriminator and ending discriminator, and the generator's answers.
 
 Each instruction is the App. G prompt of its stage (Prompts 10–14), with the parts DSPy does itself taken out and
 these edits of ours: the output format a prompt spells out by hand ("Your output must be in json format…", "You can

@@ -107,7 +107,7 @@ def test_three_programs_on_three_questions_write_the_table_the_charts_and_the_re
     # SingleStepRAG's EM and F1, in percent, each with its interval (right on every question: of zero width)
     assert table[5].split(" | ")[2:4] == ["100.0 [100.0–100.0]", "100.0 [100.0–100.0]"]
     assert table[6].split(" | ")[2:5] == ["29.8", "36.6", "43.2"]  # HANRAG Table 2, MuSiQue: theirs
-    assert "1. seed 003, Table 2: HANRAG with Llama-3.1-8B-Instruct" in markdown
+    assert "1. Sun et al., 2025, Table 2: HANRAG with Llama-3.1-8B-Instruct" in markdown
     assert "_3 questions: the intervals are wide;" in markdown and "## Paired tests" in markdown
 
     charts = [out / name for name in ("f1_vs_llm_calls.png", "f1_vs_seconds.png", "recall_at_k.png")]

@@ -2,8 +2,8 @@
 
 The papers report one or both (HANRAG's "No retrieval" and "Single-step Approach", DualRAG's and CIRAG's NativeRAG);
 they are the floor every method is compared against on the same LM and retriever. DualRAG gives every baseline its own
-retrieval: the top 50 reranked to the top 10 (seed 001, §4.3 and App. H.4, "fair comparison across baselines"), which
-is ``SingleStepRAG(rerank=..., n=50, k=10)``; without ``rerank`` it reads the retriever as it is.
+retrieval: the top 50 reranked to the top 10 (Cheng et al., 2025, §4.3 and App. H.4, "fair comparison across
+baselines"), which is ``SingleStepRAG(rerank=..., n=50, k=10)``; without ``rerank`` it reads the retriever as it is.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""CIRAG (seed 004): the program (:mod:`.program`), its triples with their provenance (:mod:`.triples`), its offline
-triple cache (:mod:`.cache`, ``multihop cirag extract`` in :mod:`.cli`), App. A's demos (:mod:`.demos`) and the gold
-rows its students train on (:mod:`.gold`); the teacher-trajectory path is ``multihop trajectories --program CIRAG
+"""CIRAG (Wei et al., 2025): the program (:mod:`.program`), its triples with their provenance (:mod:`.triples`), its
+offline triple cache (:mod:`.cache`, ``multihop cirag extract`` in :mod:`.cli`), App. A's demos (:mod:`.demos`) and the
+gold rows its students train on (:mod:`.gold`); the teacher-trajectory path is ``multihop trajectories --program CIRAG
 --complete-only --min-score 0`` (§4.3's complete trajectories, :meth:`.CIRAG.trajectory_complete`), and ``multihop
 distill --preset cirag`` trains the integrator on them (Eq. 8)."""
 
@@ -24,7 +24,7 @@ Method(
     # not built
     paper_baselines=("SingleStepRAG", "IRCoT", "FLARE", "MetaRAG", "DualRAG"),
     # Table 1, the "Ours" row under Qwen2.5-7B(-Instruct)
-    papers=reported("Qwen2.5-7B-Instruct", "seed 004, Table 1", "1,000 sampled dev questions, IRCoT corpus; "
+    papers=reported("Qwen2.5-7B-Instruct", "Wei et al., 2025, Table 1", "1,000 sampled dev questions, IRCoT corpus; "
                     "distilled integrator", {
                         "2wiki": {"f1": 69.5, "em": 59.0},
                         "hotpotqa": {"f1": 67.1, "em": 52.5},

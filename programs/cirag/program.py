@@ -1,5 +1,5 @@
-"""CIRAG (seed 004): iterative triple construction with provenance, the knowledge distiller's integration loop and
-cascaded multi-granularity answering (ACMG) (§3.3–3.4, Fig. 2).
+"""CIRAG (Wei et al., 2025): iterative triple construction with provenance, the knowledge distiller's integration loop
+and cascaded multi-granularity answering (ACMG) (§3.3–3.4, Fig. 2).
 
 Each of at most ``max_iterations`` rounds (L = 4): the current query (the question, then the distiller's next question)
 retrieves the top ``k`` documents (K = 10); each document's triples (``extract_entities`` then ``extract_triples``,
@@ -111,7 +111,7 @@ def is_stop(question: str) -> bool:
 
 class CIRAG(MultihopProgram):
     """CIRAG: rounds of triple construction with provenance and integration by the knowledge distiller, then a
-    cascaded answer over triples, sentences and documents (seed 004, §3). The module docstring says what is the
+    cascaded answer over triples, sentences and documents (Wei et al., 2025, §3). The module docstring says what is the
     paper's and what is ours.
 
     Args:

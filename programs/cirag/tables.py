@@ -1,4 +1,4 @@
-"""CIRAG's paper's results tables (seed 004) whose rows a program here runs, as data (:class:`PaperTable`).
+"""CIRAG's paper's results tables (Wei et al., 2025) whose rows a program here runs, as data (:class:`PaperTable`).
 
 §4.3 and App. B.4 run every row on the top K = 10 documents a round (NV-Embed-v2 over the IRCoT corpus of 1,000 sampled
 dev questions a dataset; ours MPNet over the questions' paragraphs) with at most L = 4 iteration steps (each

@@ -1,4 +1,4 @@
-"""CIRAG's triples and their provenance (seed 004, §3.3–3.4): pure helpers, no LM, no encoder.
+"""CIRAG's triples and their provenance (Wei et al., 2025, §3.3–3.4): pure helpers, no LM, no encoder.
 
 A :class:`Triple` keeps where it came from — its document and the sentence of that document it states (Eqs. 3–4
 project core triples onto sentences and documents). The paper leaves the triple → sentence link open; the program

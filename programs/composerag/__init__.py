@@ -1,5 +1,6 @@
-"""ComposeRAG (seed 002): the program (:mod:`.program`), the text plumbing between its modules (:mod:`.composition`),
-the records of its loop (:mod:`.state`) and the gold rows its students train on (:mod:`.gold`)."""
+"""ComposeRAG (Wu et al., 2025): the program (:mod:`.program`), the text plumbing between its modules
+(:mod:`.composition`), the records of its loop (:mod:`.state`) and the gold rows its students train on
+(:mod:`.gold`)."""
 
 from multihop.programs.papers import reported
 
@@ -20,8 +21,8 @@ Method(
     # need models not here; Self-Ask, its related work's self-reflection prompting (§2), is the decomposition row
     paper_baselines=("SelfAsk",),
     # Table 1, the "Ours GPT-4o-mini" rows (the ComposeRAG row of its Table 2)
-    papers=reported("GPT-4o-mini", "seed 002, Table 1", "500 sampled dev questions a dataset; Cortex Search over "
-                    "wiki2019", {
+    papers=reported("GPT-4o-mini", "Wu et al., 2025, Table 1", "500 sampled dev questions a dataset; Cortex Search "
+                    "over wiki2019", {
                         "hotpotqa": {"llm_eval": 70.2, "cover_em": 55.8},
                         "2wiki": {"llm_eval": 74.0, "cover_em": 72.8},
                         "musique": {"llm_eval": 37.6, "cover_em": 32.8},

@@ -1,4 +1,4 @@
-"""Text plumbing between ComposeRAG's modules (seed 002, App. A.1, D): the listwise ``[x] > [y]`` ranking and its
+"""Text plumbing between ComposeRAG's modules (Wu et al., 2025, App. A.1, D): the listwise ``[x] > [y]`` ranking and its
 repair, ``#n`` placeholders, and the records the construction, final-answering and self-reflection prompts read. Pure
 functions, no LM; the numbered contexts, ``[n]`` citations and abstentions every method reads are in
 :mod:`multihop.programs.text`."""

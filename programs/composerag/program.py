@@ -1,4 +1,4 @@
-"""ComposeRAG (seed 002): atomic, swappable modules orchestrated with verification and self-reflection (§4).
+"""ComposeRAG (Wu et al., 2025): atomic, swappable modules orchestrated with verification and self-reflection (§4).
 
 Simple QA pipeline (App. A.2): retrieve the top ``k`` for the question → ``answer`` (background "none") →
 ``verify``. A verified answer is returned; otherwise the question escalates to the multi-hop pipeline.
@@ -88,7 +88,7 @@ MODULES = {  # the paper's module names (Tables 3-4) → this program's stages
 
 class ComposeRAG(MultihopProgram):
     """ComposeRAG: atomic modules — decomposition, construction, retrieval decision, query rewriting, passage ranking,
-    cited answers, verification, final answering — behind a simple-QA first pass, with self-reflection (seed 002,
+    cited answers, verification, final answering — behind a simple-QA first pass, with self-reflection (Wu et al., 2025,
     §4). The module docstring says what is the paper's and what is ours.
 
     Args:

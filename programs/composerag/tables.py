@@ -1,4 +1,4 @@
-"""ComposeRAG's paper's results tables (seed 002) whose rows a program here runs, as data (:class:`PaperTable`).
+"""ComposeRAG's paper's results tables (Wu et al., 2025) whose rows a program here runs, as data (:class:`PaperTable`).
 
 Table 1 runs on 500 sampled dev questions a dataset with Cortex Search (a proprietary API: snowflake-arctic-embed over
 wiki2019) or e5-base-v2 over wiki2018; the ablations of §6 (Tables 3-6, Fig. 5) on 200 sampled questions of HotpotQA

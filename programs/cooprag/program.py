@@ -1,4 +1,4 @@
-"""CoopRAG (seed 000): question unrolling → unrolling-augmented retrieval → RaLa reranking → reasoning-chain
+"""CoopRAG (Ko et al., 2025): question unrolling → unrolling-augmented retrieval → RaLa reranking → reasoning-chain
 completion → reasoning (§3.1, Fig. 1).
 
 1. ``unroll`` (§3.2, App. H.1): hop count, reasoning structure, sub-questions S and a triple chain R whose uncertain
@@ -78,7 +78,8 @@ from .chain import QUERY_PARTS, normalize_chain, repair_fill, unrolled_query
 
 class CoopRAG(MultihopProgram):
     """CoopRAG: unroll the question, retrieve with the unrolled query, rerank by contrasting layers (RaLa), complete the
-    masked reasoning chain and answer (seed 000, §3). The module docstring says what is the paper's and what is ours.
+    masked reasoning chain and answer (Ko et al., 2025, §3). The module docstring says what is the paper's and what is
+    ours.
 
     Args:
         retriever: the first stage (a reranked retriever gives its first stage); default ``dspy.settings.rm``.

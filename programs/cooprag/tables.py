@@ -1,4 +1,4 @@
-"""CoopRAG's paper's results tables (seed 000) whose rows a program here runs, as data (:class:`PaperTable`).
+"""CoopRAG's paper's results tables (Ko et al., 2025) whose rows a program here runs, as data (:class:`PaperTable`).
 
 Every CoopRAG row runs on CoopRAG's own retriever: an MPNet index pooled by ``[CLS]`` with the unrolling markers
 (``multihop index build --markers CoopRAG``), its top n = 20 reranked by RaLa Eq. 4 to k = 5 (the program's

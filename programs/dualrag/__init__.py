@@ -1,4 +1,4 @@
-"""DualRAG (seed 001): the program (:mod:`.program`), its outline, entity linking and document merging
+"""DualRAG (Cheng et al., 2025): the program (:mod:`.program`), its outline, entity linking and document merging
 (:mod:`.outline`), its gold stage targets (:mod:`.gold`) and the DualRAG-FT post-processing of teacher rows
 (:mod:`.sft`, ``multihop dualrag sft`` in :mod:`.cli`)."""
 
@@ -22,8 +22,8 @@ Method(
     paper_baselines=("NoRetrieval", "SingleStepRAG", "IRCoT", "MetaRAG", "GenGround", "FLARE"),
     # Table 2, the DualRAG row under Qwen2.5-72B-Instruct (per dataset: LLM judge, EM, Acc, F1; its Acc/F1 are Table
     # 3's DualRAG row)
-    papers=reported("Qwen2.5-72B-Instruct", "seed 001, Table 2", "1,000 sampled questions; HotpotQA on its Wikipedia "
-                    "corpus; bge-small + bge-reranker (top-50 to 10)", {
+    papers=reported("Qwen2.5-72B-Instruct", "Cheng et al., 2025, Table 2", "1,000 sampled questions; HotpotQA on its "
+                    "Wikipedia corpus; bge-small + bge-reranker (top-50 to 10)", {
                         "hotpotqa": {"llm_eval": 79.7, "em": 49.7, "acc": 70.0, "f1": 65.7},
                         "2wiki": {"llm_eval": 84.8, "em": 65.6, "acc": 85.0, "f1": 77.3},
                         "musique": {"llm_eval": 70.1, "em": 40.8, "acc": 66.3, "f1": 56.3},

@@ -1,5 +1,5 @@
-"""DualRAG (seed 001): Reasoning-augmented Querying (RaQ) and progressive Knowledge Aggregation (pKA) in one loop
-(§3.1, Fig. 2).
+"""DualRAG (Cheng et al., 2025): Reasoning-augmented Querying (RaQ) and progressive Knowledge Aggregation (pKA) in one
+loop (§3.1, Fig. 2).
 
 Each iteration (Eqs. 1–2): the ``reason`` stage (Reasoner, Eq. 3) writes the next reasoning step over the knowledge
 outline K and the history H, and says whether knowledge is missing. While it is: ``identify`` (Entity Identifier,
@@ -102,8 +102,8 @@ class Knowledge:
 
 class DualRAG(MultihopProgram):
     """DualRAG: a Reasoner and an Entity Identifier query for what the reasoning lacks, a Knowledge Summarizer grows a
-    knowledge outline by entity, and the answer comes from the outline (seed 001, §3). The module docstring says what
-    is the paper's and what is ours.
+    knowledge outline by entity, and the answer comes from the outline (Cheng et al., 2025, §3). The module docstring
+    says what is the paper's and what is ours.
 
     Args:
         retriever: the first stage (a reranked retriever gives its first stage); default ``dspy.settings.rm``.

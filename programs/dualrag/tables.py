@@ -1,4 +1,4 @@
-"""DualRAG's paper's results tables (seed 001) whose rows a program here runs, as data (:class:`PaperTable`).
+"""DualRAG's paper's results tables (Cheng et al., 2025) whose rows a program here runs, as data (:class:`PaperTable`).
 
 §4.3 runs every row on one retrieval: the top 50 of the first stage reranked to the top 10 (bge-small + bge-reranker
 there; ours: MPNet and MaxSim over the same encoder, DualRAG's default reranker), and every iterative method at most

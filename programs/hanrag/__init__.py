@@ -1,5 +1,5 @@
-"""HANRAG (seed 003): the program (:mod:`.program`), its routes and Steps (:mod:`.routes`), the App. G examples as
-demos (:mod:`.demos`) and the Revelator's training data from the annotations (:mod:`.gold`, ``multihop hanrag
+"""HANRAG (Sun et al., 2025): the program (:mod:`.program`), its routes and Steps (:mod:`.routes`), the App. G examples
+as demos (:mod:`.demos`) and the Revelator's training data from the annotations (:mod:`.gold`, ``multihop hanrag
 revelator-data`` in :mod:`.cli`)."""
 
 from multihop.programs.papers import reported
@@ -23,7 +23,7 @@ Method(
     # Self-RAG rows are not built: Self-RAG is a fine-tuned model)
     paper_baselines=("NoRetrieval", "SingleStepRAG", "IRCoT", "AdaptiveRAG"),
     # Table 2 (multi-hop), the HANRAG row
-    papers=reported("Llama-3.1-8B-Instruct", "seed 003, Table 2", "Adaptive-RAG's splits; BM25; a fine-tuned "
+    papers=reported("Llama-3.1-8B-Instruct", "Sun et al., 2025, Table 2", "Adaptive-RAG's splits; BM25; a fine-tuned "
                     "Revelator", {
                         "musique": {"em": 29.8, "f1": 36.6, "acc": 43.2},
                         "hotpotqa": {"em": 49.2, "f1": 58.9, "acc": 61.3},

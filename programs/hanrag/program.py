@@ -1,5 +1,5 @@
-"""HANRAG (seed 003): the Revelator routes every question to its own path over ANRAG, the noise-resistant single-step
-RAG (§4.1, Fig. 2).
+"""HANRAG (Sun et al., 2025): the Revelator routes every question to its own path over ANRAG, the noise-resistant
+single-step RAG (§4.1, Fig. 2).
 
 ``router`` (the Revelator's router, Prompt 11) names the question's route:
 
@@ -103,7 +103,7 @@ class Hop:
 class HANRAG(MultihopProgram):
     """HANRAG: the Revelator routes each question (straightforward, single-step, compound, complex); ANRAG retrieves,
     filters the passages by relevance and answers; compound questions fan out into sub-questions answered at once;
-    complex ones loop over refined seed questions until the ending judge stops them (seed 003, §3–4). The module
+    complex ones loop over refined seed questions until the ending judge stops them (Sun et al., 2025, §3–4). The module
     docstring says what is the paper's and what is ours.
 
     Args:

@@ -1,4 +1,4 @@
-"""HANRAG's paper's results tables (seed 003) whose rows a program here runs, as data (:class:`PaperTable`).
+"""HANRAG's paper's results tables (Sun et al., 2025) whose rows a program here runs, as data (:class:`PaperTable`).
 
 §5 runs every row with BM25 and Llama-3.1-8B-Instruct as generator (HANRAG-Fair: FLAN-T5-XL for the Revelator and the
 generator, Adaptive-RAG's setting), on Adaptive-RAG's splits; the single-step approach reads BM25's top 5. HANRAG's

@@ -1,4 +1,4 @@
-"""Adaptive-RAG (Jeong et al., NAACL 2024), HANRAG's main rival (seed 003, Tables 1-2): the program
+"""Adaptive-RAG (Jeong et al., NAACL 2024), HANRAG's main rival (Sun et al., 2025, Tables 1-2): the program
 (:mod:`.program`), its complexity labels (:mod:`.complexity`), the silver-labelling job (:mod:`.labels`), the
 classifier that replaces the paper's T5-Large (:mod:`.classifier`) and ``multihop adaptiverag labels|train``
 (:mod:`.cli`)."""
