@@ -222,7 +222,7 @@ def test_the_oracle_follows_each_questions_gold_complexity(tmp_path):
                                                        {"question": "q", "gold_complexity": "A"}]
     assert AdaptiveRAG(route="A").prepare_examples(examples) == examples  # only the oracle reads labels
     own = [examples[0].copy(gold_complexity="C")]
-    assert with_gold_complexity(own, {"q1": "B"})[0].gold_complexity == "C"  # the example's own label first
+    assert with_gold_complexity(own, {("", "q1"): "B"})[0].gold_complexity == "C"  # the example's own label first
     stranger = dspy.Example(id="q3", question="q", answers=["a"]).with_inputs("question")
     with pytest.raises(ValueError, match="1 questions have no silver label for the oracle"):
         AdaptiveRAG(route="oracle", oracle_labels=str(labels)).prepare_examples([stranger])
@@ -232,6 +232,23 @@ def test_the_oracle_follows_each_questions_gold_complexity(tmp_path):
     (labels / "labels.jsonl").write_text(json.dumps({"id": "q1", "question": "q", "label": "C"}) + "\n")
     assert run_manifest(oracle, examples)["setting_files"] != before  # labels made again: another run
     assert "setting_files" not in run_manifest(AdaptiveRAG(route="A"), examples)  # no file named: as before
+
+
+def test_the_oracle_reads_each_questions_label_by_its_dataset_and_id_in_a_file_mixing_datasets(tmp_path):
+    labels = tmp_path / "dev-labels"
+    labels.mkdir()
+    rows = [("x1", "musique", "A"), ("x1", "hotpotqa", "C"), ("x2", None, "B")]  # x2: a row naming no dataset
+    (labels / "labels.jsonl").write_text("".join(json.dumps({"id": qid, "question": "q", "dataset": dataset,
+                                                             "label": label}) + "\n" for qid, dataset, label in rows))
+    mixed = questions(("x1", CAPITAL, "Paris", "musique"), ("x1", FOUNDED, "Oslo", "hotpotqa"),
+                      ("x2", BORN, "Berlin", "2wiki"))
+    program = AdaptiveRAG(retriever=StaticRetriever(PASSAGES), route="oracle", oracle_labels=str(labels), k=2)
+    prepared = program.prepare_examples(mixed)
+    assert [e.gold_complexity for e in prepared] == ["A", "C", "B"]  # the bare id gave both x1 the last row's C
+    script = Script(reason=["So the answer is: Oslo."])
+    answered = [run(program, script, question=e.question, gold_complexity=e.gold_complexity) for e in prepared]
+    assert [p.complexity for p in answered] == ["A", "C", "B"]
+    assert script.asked == ["direct", "reason", "reader", "reader"]  # A alone; IRCoT, then its reader; B's reader
 
 
 def test_unknown_routes_and_sizes_are_refused():

@@ -142,14 +142,17 @@ def read_labels(*sources: str | Path) -> list[dict]:
     return list(rows.values())
 
 
-def with_gold_complexity(examples: Sequence[dspy.Example], labels: Mapping[str, str] | None = None
+def with_gold_complexity(examples: Sequence[dspy.Example], labels: Mapping[tuple[str, str], str] | None = None
                          ) -> list[dspy.Example]:
     """``examples`` with each one's silver label as the input ``gold_complexity``, which Adaptive-RAG's oracle
-    (``AdaptiveRAG(route="oracle")``) follows: the example's own ``gold_complexity`` field, else ``labels[id]``; an
-    example with neither is a ``ValueError`` naming how to label it."""
+    (``AdaptiveRAG(route="oracle")``) follows: the example's own ``gold_complexity`` field, else its label in
+    ``labels``, keyed as every labels row is (:func:`question_key`: dataset and id; :func:`labels_by_question` builds
+    it), a row that names no dataset standing for every question of its id; an example with neither is a
+    ``ValueError`` naming how to label it."""
     labels, prepared, unlabelled = labels or {}, [], []
     for example in examples:
-        label = example.get("gold_complexity") or labels.get(str(example.get("id")))
+        key = question_key(example)
+        label = example.get("gold_complexity") or labels.get(key) or labels.get(("", key[1]))
         if label not in LABELS:
             unlabelled.append(str(example.get("id")))
             continue
@@ -159,3 +162,9 @@ def with_gold_complexity(examples: Sequence[dspy.Example], labels: Mapping[str, 
                          "label them with `multihop adaptiverag labels --split dev --dataset NAME --out DIR` and give "
                          "the folder as the oracle_labels setting")
     return prepared
+
+
+def labels_by_question(rows: Sequence[Mapping]) -> dict[tuple[str, str], str]:
+    """The silver label of each question of labels rows, by question (:func:`question_key`), as
+    :func:`with_gold_complexity` reads them."""
+    return {question_key(row): row["label"] for row in rows}

@@ -58,7 +58,7 @@ from ..rerankable import RerankableBaseline
 from ..single_step import NoRetrieval, SingleStepRAG
 from .classifier import ComplexityClassifier
 from .complexity import LABELS, MULTI_STEP, NO_RETRIEVAL, SINGLE_STEP
-from .labels import LABELS_FILE, read_labels, with_gold_complexity
+from .labels import LABELS_FILE, labels_by_question, read_labels, with_gold_complexity
 
 logger = logging.getLogger(__name__)
 
@@ -211,5 +211,5 @@ class AdaptiveRAG(MultihopProgram):
         other routes the question."""
         if self.route != ORACLE:
             return list(examples)
-        labels = {row["id"]: row["label"] for row in read_labels(self.oracle_labels)} if self.oracle_labels else {}
+        labels = labels_by_question(read_labels(self.oracle_labels)) if self.oracle_labels else {}
         return with_gold_complexity(examples, labels)
