@@ -30,6 +30,7 @@ from multihop.programs.baselines.adaptive_rag import (
 )
 from multihop.programs.baselines.adaptive_rag.classifier import HEAD, MANIFEST, ClassifierMismatchError
 from multihop.programs.baselines.adaptive_rag.labels import first_of_each_dataset, question_key
+from multihop.programs.baselines.adaptive_rag.sampling import held_out_sample, sampled_questions
 
 from helpers import StaticRetriever, field, scripted_lm
 
@@ -355,6 +356,47 @@ def test_the_bias_questions_are_the_first_of_each_dataset_of_a_file():
     assert len(first_of_each_dataset(mixed, 0)) == len(first_of_each_dataset(mixed, None)) == 6
 
 
+def test_the_held_out_sample_is_seeded_per_dataset_in_file_order_and_a_larger_one_holds_a_smaller():
+    mixed = questions(*((f"m{i}", f"m{i}?", "a", "musique") for i in range(6)),
+                      *((f"h{i}", f"h{i}?", "a", "hotpotqa") for i in range(3)))
+    mixed = [mixed[i] for i in (0, 6, 1, 2, 7, 3, 4, 8, 5)]  # the datasets interleaved in the file
+    two = held_out_sample(mixed, 2, seed=13370)
+    # seed 13370 shuffles six positions to [3, 1, 0, 5, 4, 2] and three to [0, 2, 1] (recorded): two of each
+    assert [e.id for e in two] == ["h0", "m1", "m3", "h2"]  # MuSiQue m3, m1 and HotpotQA h0, h2, in file order
+    assert {e.id for e in two} <= {e.id for e in held_out_sample(mixed, 4, seed=13370)}  # a larger sample holds it
+    alone = questions(*((f"m{i}", f"m{i}?", "a", "musique") for i in range(6)))
+    assert [e.id for e in held_out_sample(alone, 2, seed=13370)] == ["m1", "m3"]  # the other dataset changes nothing
+    assert held_out_sample(mixed, 500) == mixed  # a dataset with no more questions than the size: all of them
+    assert [e.id for e in held_out_sample(mixed, 2, seed=1)] != [e.id for e in two]
+    with pytest.raises(ValueError, match="at least 1 question"):
+        held_out_sample(mixed, 0)
+
+
+def test_the_bias_questions_leave_out_the_held_questions_before_counting():
+    mixed = questions(("m1", "a?", "a", "musique"), ("h1", "b?", "b", "hotpotqa"), ("m2", "c?", "c", "musique"),
+                      ("m3", "d?", "d", "musique"), ("h2", "e?", "e", "hotpotqa"))
+    held = {("musique", "m1"), ("hotpotqa", "m2")}  # m2 of HotpotQA is another question than MuSiQue's m2
+    assert [e.id for e in first_of_each_dataset(mixed, 2, held)] == ["h1", "m2", "m3", "h2"]
+    assert [e.id for e in first_of_each_dataset(mixed, 2)] == ["m1", "h1", "m2", "h2"]
+
+
+def test_the_sample_is_recorded_before_labelling_so_an_interrupted_job_holds_all_of_it(tmp_path):
+    def respond(prompt):
+        if BORN in prompt:
+            raise ConnectionError("the endpoint died")
+        return script.respond(prompt)
+
+    script = Script(direct="Paris")
+    lm, _ = scripted_lm(respond, cache=False)
+    sample = questions(("t1", CAPITAL, "Paris", "musique"), ("t3", BORN, "Oslo", "musique"))
+    with dspy.context(lm=lm), pytest.raises(Exception, match="the endpoint died"):  # noqa: PT011 - DSPy wraps it
+        label_questions(strategies(), sample, tmp_path / "labels", {}, progress=False, sample=(2, 13370))
+    assert [row["id"] for row in read_labels(tmp_path / "labels")] == ["t1"]
+    assert sampled_questions(tmp_path / "labels") == {("musique", "t1"), ("musique", "t3")}
+    assert sampled_questions(tmp_path / "labels" / "labels.jsonl") == sampled_questions(tmp_path / "labels")
+    assert json.loads((tmp_path / "labels" / "sample.json").read_text())["seed"] == 13370
+
+
 # --- the classifier ---------------------------------------------------------------------------------------------
 
 def test_training_is_seeded_and_a_rebuild_is_bit_equal(tmp_path):
@@ -505,10 +547,13 @@ def test_train_adds_the_train_files_bias_labels_unless_silver_only(data, scripte
     record, shown = train("both")  # the labels' own train file: t2 and t3 take MuSiQue's bias, t1 keeps its silver A
     assert record["training"]["labels"] == {"A": 1, "C": 2}
     assert record["rows"] == {"silver": 1, "silver_by_bias": 0, "bias": 2}
-    assert [(f["path"].split("/")[-1], f["questions"]) for f in record["bias_files"]] == [("musique_train.json", 3)]
+    assert [(f["path"].split("/")[-1], f["questions"], f["skipped"]) for f in record["bias_files"]] == [
+        ("musique_train.json", 2, 1)]  # t1, in the silver labels, is no bias question
     assert "(1 silver, 2 by the dataset's bias)" in shown
-    record, _ = train("first-two", "--bias-limit", "2")  # the authors take the first 400 of each
-    assert record["training"]["labels"] == {"A": 1, "C": 1}
+    record, _ = train("first-two", "--bias-limit", "2")  # the authors take the first 400 of each, outside the silver
+    assert record["training"]["labels"] == {"A": 1, "C": 2}
+    record, _ = train("overlapping", "--bias-limit", "2", "--overlapping-bias")  # t1 and t2: t1 keeps its silver A
+    assert record["training"]["labels"] == {"A": 1, "C": 1} and record["bias_overlapping"] is True
     record, _ = train("silver", "--silver-only")
     assert record["training"]["labels"] == {"A": 1} and record["bias_files"] == []
 
@@ -521,6 +566,46 @@ def test_train_adds_the_train_files_bias_labels_unless_silver_only(data, scripte
     assert record["training"]["labels"] == {"A": 1, "B": 2} and record["bias_files"][0]["questions"] == 2
     assert "no inductive bias is known for dataset 'mine'" in fails(
         ["adaptiverag", "train", str(labels), "--out", str(tmp_path / "x"), "--bias-data", str(single)], capsys)
+
+
+def test_labels_take_a_seeded_sample_and_train_keeps_the_bias_labels_outside_it(data, scripted, tmp_path,
+                                                                                monkeypatch):
+    labels = tmp_path / "labels"
+    made = runner.invoke(app, ["adaptiverag", "labels", "--dataset", "musique", "--out", str(labels), "--sample", "2",
+                               "--set", "k=1", "--lm", "openai/scripted"])
+    assert made.exit_code == 0, made.output
+    assert "labelled 2 questions (a sample of 2 a dataset, seed 13370)" in " ".join(made.output.split())
+    assert [row["id"] for row in read_labels(labels)] == ["t1", "t3"]  # seed 13370 draws positions 0 and 2 of 3
+    assert json.loads((labels / "run.json").read_text())["sample"] == {"size": 2, "seed": 13370, "limit": None}
+    assert sampled_questions(labels) == {("musique", "t1"), ("musique", "t3")}
+    monkeypatch.setattr(multihop.retrievers, "Encoder", Lookup)
+
+    def train(name, *more):
+        result = runner.invoke(app, ["adaptiverag", "train", str(labels), "--out", str(tmp_path / name),
+                                     "--valid-share", "0", "--bias-limit", "1", *more])
+        assert result.exit_code == 0, result.output
+        return json.loads((tmp_path / name / MANIFEST).read_text()), " ".join(result.output.split())
+
+    record, shown = train("apart")  # the first question outside the sample, t2, takes MuSiQue's bias C
+    assert record["training"]["labels"] == {"A": 1, "C": 2} and record["rows"]["bias"] == 1
+    assert f"silver labels: 2 rows from {labels / 'labels.jsonl'} (a sample of 2 questions)" in shown
+    assert "bias labels: 1 rows from" in shown and "(the first 1 of each dataset outside the silver labels' 2" in shown
+    assert record["label_files"][0]["sampled"] == 2 and record["bias_files"][0]["skipped"] == 2
+    record, shown = train("overlapping", "--overlapping-bias")  # the first question, t1, is sampled: no bias row
+    assert record["training"]["labels"] == {"A": 1, "C": 1} and record["rows"]["bias"] == 0
+    assert "bias labels: 0 rows from" in shown and "(the first 1 of each dataset; 1 of them keep" in shown
+    assert "not both" in " ".join(runner.invoke(app, ["adaptiverag", "train", str(labels), "--out",
+                                                      str(tmp_path / "x"), "--silver-only",
+                                                      "--overlapping-bias"]).output.split())
+
+    every = runner.invoke(app, ["adaptiverag", "labels", "--dataset", "musique", "--out", str(tmp_path / "every"),
+                                "--sample", "0", "--limit", "2", "--set", "k=1", "--lm", "openai/scripted"])
+    assert every.exit_code == 0, every.output  # no sample: the first --limit questions
+    assert [row["id"] for row in read_labels(tmp_path / "every")] == ["t1", "t2"]
+    assert not (tmp_path / "every" / "sample.json").exists()
+    again = runner.invoke(app, ["adaptiverag", "labels", "--dataset", "musique", "--out", str(labels), "--sample", "3",
+                                "--set", "k=1", "--lm", "openai/scripted"])
+    assert again.exit_code != 0 and "sample" in str(again.exception)  # another sample is another job
 
 
 def fails(argv, capsys) -> str:

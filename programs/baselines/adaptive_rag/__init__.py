@@ -1,7 +1,7 @@
 """Adaptive-RAG (Jeong et al., NAACL 2024), HANRAG's main rival (Sun et al., 2025, Tables 1-2): the program
-(:mod:`.program`), its complexity labels (:mod:`.complexity`), the silver-labelling job (:mod:`.labels`), the
-classifier that replaces the paper's T5-Large (:mod:`.classifier`) and ``multihop adaptiverag labels|train``
-(:mod:`.cli`)."""
+(:mod:`.program`), its complexity labels (:mod:`.complexity`), the silver-labelling job (:mod:`.labels`) and the
+sample of train questions it labels (:mod:`.sampling`), the classifier that replaces the paper's T5-Large
+(:mod:`.classifier`) and ``multihop adaptiverag labels|train`` (:mod:`.cli`)."""
 
 from ...papers import Paper
 from ...registry import Method
@@ -10,9 +10,11 @@ from .classifier import ComplexityClassifier, TrainingSettings, train_classifier
 from .complexity import LABELS, silver_label
 from .labels import bias_rows, label_questions, read_labels, with_bias_labels, with_gold_complexity
 from .program import AdaptiveRAG
+from .sampling import held_out_sample, sampled_questions
 
-__all__ = ["LABELS", "AdaptiveRAG", "ComplexityClassifier", "TrainingSettings", "bias_rows", "label_questions",
-           "read_labels", "silver_label", "train_classifier", "with_bias_labels", "with_gold_complexity"]
+__all__ = ["LABELS", "AdaptiveRAG", "ComplexityClassifier", "TrainingSettings", "bias_rows", "held_out_sample",
+           "label_questions", "read_labels", "sampled_questions", "silver_label", "train_classifier",
+           "with_bias_labels", "with_gold_complexity"]
 
 Method(
     AdaptiveRAG,

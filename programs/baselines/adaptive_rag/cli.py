@@ -1,6 +1,8 @@
 """``multihop adaptiverag``: Adaptive-RAG's classifier from its silver labels (§3.2): ``labels`` runs the strategies on
-the train questions (resumable), ``train`` fits the classifier on the labels joined, as the authors do, to the
-inductive-bias labels of the train files' questions (:func:`.labels.with_bias_labels`)."""
+a held-out sample of the train questions (resumable; the authors' 500 of each dataset, :mod:`.sampling`), ``train``
+fits the classifier on the labels joined, as the authors do, to the inductive-bias labels of the train files' first
+400 questions of each dataset outside that sample (:func:`.labels.with_bias_labels`), and says how many rows each
+source gave."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from multihop.cli.options import SET_OPT, TRAIN_QUESTIONS, lm_options, parse_set
 from multihop.lm.options import LMOptions
 from multihop.programs.baselines.adaptive_rag.classifier import TrainingSettings
 from multihop.programs.baselines.adaptive_rag.complexity import BY_BIAS, DATASET_BIAS, LABELS
+from multihop.programs.baselines.adaptive_rag.sampling import SAMPLE_SEED, SAMPLE_SIZE
 
 app = typer.Typer(help="Adaptive-RAG's query-complexity classifier (§3.2).", no_args_is_help=True)
 
@@ -29,8 +32,14 @@ BIAS_LIMIT = 400  # the authors' bias questions a dataset (preprocess_binary_tra
 def adaptiverag_labels(
     lm: LMOptions,
     dataset: str = typer.Option(..., "--dataset", help=f"the questions: {TRAIN_QUESTIONS}"),
-    out: Path = typer.Option(..., help="labels folder (a rerun resumes it; a larger --limit extends it)"),
-    limit: int = typer.Option(None, min=1, help="first N questions only"),
+    out: Path = typer.Option(..., help="labels folder (a rerun resumes it; with --sample 0 a larger --limit extends "
+                             "it)"),
+    limit: int = typer.Option(None, min=1, help="the first N questions of the file only (a sample is drawn from "
+                              "them)"),
+    sample: int = typer.Option(None, min=0, help=f"label a held-out sample of N questions of each dataset, drawn with "
+                               f"--seed (default: the authors' {SAMPLE_SIZE} on train, every question on dev; 0: every "
+                               "question, or the first --limit); `train` keeps the bias labels out of it"),
+    seed: int = typer.Option(SAMPLE_SEED, help="the seed the sample is drawn with (the authors' random.seed)"),
     split: str = typer.Option("train", help="train: the classifier's labels; dev: the oracle's (`--set "
                               "oracle_labels=DIR` with `--set route=oracle`), which `train` refuses"),
     bias: str = typer.Option(None, help="the inductive-bias label of a question file of another dataset than "
@@ -41,13 +50,15 @@ def adaptiverag_labels(
     settings: list[str] = SET_OPT,
     threads: int = typer.Option(1, min=1, help="questions labelled at once (for a served LM; the rows are the same)"),
 ):
-    """Silver labels: each question answered with no retrieval (A), single-step retrieval (B) and IRCoT (C), simplest
-    first; its label is the simplest strategy that answers it correctly, else its dataset's inductive bias."""
+    """Silver labels: each question of a held-out sample of the train file (the authors' 500 of each dataset) answered
+    with no retrieval (A), single-step retrieval (B) and IRCoT (C), simplest first; its label is the simplest strategy
+    that answers it correctly, else its dataset's inductive bias."""
     from multihop.cli.programs import retriever_folder
     from multihop.data.folders import sha256_file
     from multihop.data.loaders import load_dataset
     from multihop.programs import AdaptiveRAG
     from multihop.programs.baselines.adaptive_rag.labels import label_questions, question_key
+    from multihop.programs.baselines.adaptive_rag.sampling import held_out_sample
     from multihop.programs.switches import SwitchTypeError
     from multihop.retrievers import load_retriever
 
@@ -65,6 +76,9 @@ def adaptiverag_labels(
                                  "single_step_k, max_steps, reader", param_hint="--set")
     data_file = question_path(dataset, split)
     examples = load_dataset(data_file, limit=limit)
+    size = (SAMPLE_SIZE if split == "train" else 0) if sample is None else sample
+    if size:
+        examples = held_out_sample(examples, size, seed)
     folder = retriever_folder(retriever, corpus, str(data_file), "mpnet", "AdaptiveRAG")
     rm = load_retriever(folder)
     try:
@@ -74,12 +88,16 @@ def adaptiverag_labels(
     configured = lm.configure()
     manifest = {"data": {"path": str(data_file), "sha256": sha256_file(data_file)}, "split": split,
                 "strategies": {label: program.config() for label, program in strategies.items()},
-                "lm": str(configured.model), "retriever": str(folder), "bias": bias}
-    rows = label_questions(strategies, examples, out, manifest, bias=bias, threads=threads)
+                "lm": str(configured.model), "retriever": str(folder), "bias": bias,
+                "sample": {"size": size, "seed": seed, "limit": limit} if size else None}
+    rows = label_questions(strategies, examples, out, manifest, bias=bias, threads=threads,
+                           sample=(size, seed) if size else None)
     labelled = [rows[question_key(example)] for example in examples]
     by_label = Counter(row["label"] for row in labelled)
     from_bias = sum(row["source"] == BY_BIAS for row in labelled)
-    console.print(f"labelled {len(labelled)} questions: " + ", ".join(f"{label} {by_label[label]}" for label in LABELS)
+    drawn = f" (a sample of {size} a dataset, seed {seed})" if size else ""
+    console.print(f"labelled {len(labelled)} questions{drawn}: "
+                  + ", ".join(f"{label} {by_label[label]}" for label in LABELS)
                   + f" ({from_bias} answered by no strategy took the dataset's bias) → {out}")
     if split == "train":
         console.print(f"train the classifier: multihop adaptiverag train {out} --out CLASSIFIER")
@@ -108,23 +126,35 @@ def adaptiverag_train(
                              f"{', '.join(DATASET_BIAS)} (B: single-hop, C: multi-hop)"),
     silver_only: bool = typer.Option(False, "--silver-only", help="train on the silver labels alone, without the "
                                      "train files' bias labels"),
+    overlapping_bias: bool = typer.Option(False, "--overlapping-bias", help="take the bias questions from the first "
+                                          "--bias-limit of each dataset whether or not the silver labels hold them, a "
+                                          "question with both keeping its silver label (ours: silver labels of a "
+                                          "file's first questions then leave few bias labels; default: the first ones "
+                                          "outside the silver labels and their sample, two sets that never overlap, "
+                                          "as the authors' do not)"),
 ):
     """Train the query-complexity classifier (a linear head on a frozen encoder, our stand-in for the paper's
-    T5-Large) on silver labels of train questions and, as the authors do, the inductive-bias labels of the train
-    files' questions (a question with both keeps its silver label); give its folder to Adaptive-RAG with `--set
-    classifier=DIR`."""
+    T5-Large) on silver labels of train questions and, as the authors do, the inductive-bias labels of other train
+    questions: the first 400 of each dataset outside the silver labels' sample; says how many rows each source gave;
+    give its folder to Adaptive-RAG with `--set classifier=DIR`."""
     from multihop.data.folders import RUN_MANIFEST, sha256_file
     from multihop.data.loaders import held_apart_ids
     from multihop.optimize.trajectories import HeldApartError, refuse_held_apart
     from multihop.programs.baselines.adaptive_rag.classifier import train_classifier
-    from multihop.programs.baselines.adaptive_rag.labels import LABELS_FILE, read_labels, with_bias_labels
+    from multihop.programs.baselines.adaptive_rag.labels import (
+        LABELS_FILE,
+        question_key,
+        read_labels,
+        with_bias_labels,
+    )
+    from multihop.programs.baselines.adaptive_rag.sampling import sampled_questions
     from multihop.retrievers import Encoder
 
     if bias is not None and bias not in LABELS:
         raise typer.BadParameter(f"{bias!r} is none of {', '.join(LABELS)}", param_hint="--bias")
-    if silver_only and bias_data:
-        raise typer.BadParameter("--silver-only trains on no bias labels: give --bias-data or --silver-only, not "
-                                 "both", param_hint="--bias-data")
+    if silver_only and (bias_data or overlapping_bias):
+        raise typer.BadParameter("--silver-only trains on no bias labels: give --bias-data or --overlapping-bias, "
+                                 "or --silver-only, not both", param_hint="--bias-data")
     settings = TrainingSettings(epochs=epochs, lr=lr, weight_decay=weight_decay, valid_share=valid_share, seed=seed)
     jobs = []
     for folder in (path if path.is_dir() else path.parent for path in labels):
@@ -135,7 +165,9 @@ def adaptiverag_train(
         jobs.append(job)
     silver = read_labels(*labels)
     sources = [] if silver_only else bias_sources(bias_data, jobs, bias)
-    bias_labelled, bias_files = bias_labels(sources, bias_limit)
+    held = set() if overlapping_bias else {question_key(row) for row in silver}.union(
+        *(sampled_questions(path) for path in labels))
+    bias_labelled, bias_files = bias_labels(sources, bias_limit, held)
     rows = with_bias_labels(silver, bias_labelled)
     try:
         refuse_held_apart(rows, held_apart_ids())
@@ -144,11 +176,24 @@ def adaptiverag_train(
     classifier, record = train_classifier([row["question"] for row in rows], [row["label"] for row in rows],
                                           Encoder(encoder), settings)
     files = [path / LABELS_FILE if path.is_dir() else path for path in labels]
-    record["label_files"] = [{"path": str(path), "sha256": sha256_file(path)} for path in files]
+    record["label_files"] = [{"path": str(path), "sha256": sha256_file(path), "rows": len(read_labels(path)),
+                              "sampled": len(sampled_questions(path))} for path in files]
+    joined = {question_key(row) for row in rows[:len(rows) - len(silver)]}  # the bias rows the join kept
+    for entry in bias_files:
+        entry["kept"] = sum(key in joined for key in entry.pop("keys"))
     record["bias_files"] = bias_files
+    record["bias_overlapping"] = overlapping_bias
     unanswered = sum(row.get("source") == BY_BIAS for row in silver)
     record["rows"] = {"silver": len(silver), "silver_by_bias": unanswered, "bias": len(rows) - len(silver)}
     classifier.save(out, record)
+    for entry in record["label_files"]:
+        console.print(f"silver labels: {entry['rows']} rows from {entry['path']}"
+                      + (f" (a sample of {entry['sampled']} questions)" if entry["sampled"] else ""))
+    taken = f"the first {bias_limit} of each dataset" if bias_limit else "every question"
+    for entry in bias_files:
+        outside = (f"; {entry['questions'] - entry['kept']} of them keep their silver label" if overlapping_bias
+                   else f" outside the silver labels' {entry['skipped']} questions in the file")
+        console.print(f"bias labels: {entry['kept']} rows from {entry['path']} ({taken}{outside})")
     training = record["training"]
     kept = "" if training["valid_accuracy"] is None else (f", epoch {training['epoch_kept']} kept at "
                                                           f"{training['valid_accuracy']:.1%} held-out accuracy")
@@ -175,20 +220,25 @@ def bias_sources(bias_data: list[str] | None, jobs: list[dict], bias: str | None
     return list({path.resolve(): (path, label) for path, label in sources}.values())
 
 
-def bias_labels(sources: list[tuple[Path, str | None]], limit: int) -> tuple[list[dict], list[dict]]:
-    """The bias rows of the first ``limit`` questions (0: all) of each dataset of each file (each row's dataset is
-    the one its question file's loader gives it: the file's format, or a JSON-lines row's ``dataset`` field), and
-    what each file gave (path, checksum, questions) for the classifier's manifest."""
+def bias_labels(sources: list[tuple[Path, str | None]], limit: int, held: set[tuple[str, str]] = frozenset()
+                ) -> tuple[list[dict], list[dict]]:
+    """The bias rows of the first ``limit`` questions (0: all) of each dataset of each file outside ``held`` (the
+    silver labels' questions and sample, by dataset and id; each row's dataset is the one its question file's loader
+    gives it: the file's format, or a JSON-lines row's ``dataset`` field), and what each file gave (path, checksum,
+    questions, how many held questions it holds, the questions' keys) for the classifier's manifest."""
     from multihop.data.folders import sha256_file
     from multihop.data.loaders import load_dataset
-    from multihop.programs.baselines.adaptive_rag.labels import bias_rows, first_of_each_dataset
+    from multihop.programs.baselines.adaptive_rag.labels import bias_rows, first_of_each_dataset, question_key
 
     rows, files = [], []
     for path, label in sources:
+        examples = load_dataset(path)
         try:
-            found = bias_rows(first_of_each_dataset(load_dataset(path), limit), label)
+            found = bias_rows(first_of_each_dataset(examples, limit, held), label)
         except ValueError as exc:
             raise typer.BadParameter(f"{path}: {exc}", param_hint="--bias") from exc
         rows += found
-        files.append({"path": str(path), "sha256": sha256_file(path), "questions": len(found)})
+        files.append({"path": str(path), "sha256": sha256_file(path), "questions": len(found),
+                      "skipped": sum(question_key(example) in held for example in examples),
+                      "keys": [question_key(row) for row in found]})
     return rows, files

@@ -3,18 +3,24 @@ rule of :func:`.complexity.silver_label`, as a resumable job.
 
 A labels folder holds ``labels.jsonl``, one row a question as soon as it is labelled — ``{"id", "question",
 "dataset", "answers", "outcomes": {label: {"answer", "correct", "llm_calls", "retrieval_calls"}}, "label",
-"source"}`` (``source``: :data:`~.complexity.BY_OUTCOME` or :data:`~.complexity.BY_BIAS`) — and ``run.json``, the
-manifest of the job (the question file, the split, each strategy's settings, the LM, the retriever, the bias), which
-refuses a rerun that differs; a rerun labels the questions the file lacks (a larger ``--limit`` extends it).
+"source"}`` (``source``: :data:`~.complexity.BY_OUTCOME` or :data:`~.complexity.BY_BIAS`) —, ``run.json``, the
+manifest of the job (the question file, the split, each strategy's settings, the LM, the retriever, the bias, the
+sample), which refuses a rerun that differs, and ``sample.json``, the held-out sample the job labels
+(:mod:`.sampling`: the authors' 500 questions of each dataset of a train file); a rerun labels the questions the file
+lacks (without a sample, a larger ``--limit`` extends it).
 
 The classifier's training set (:func:`with_bias_labels`) is the authors' "binary_silver" data
 (``classifier/preprocess/preprocess_binary_train.py``, ``concat_binary_silver_train.py``,
-``preprocess_utils.concat_and_save_binary_silver``): the questions of the train files, each labelled by its dataset's
-inductive bias alone (:func:`bias_rows`; the authors take the first 400 of each dataset's train file), joined to the
-silver labels, a question with both keeping its silver one. A question is its dataset and its id
-(:func:`question_key`): ids are unique only within a dataset (a MuSiQue, a HotpotQA and a 2WikiMultihopQA question
-may share one, and a question file may mix datasets), so the join, and the rows of several labels folders, are keyed
-by both; the authors join on the bare id, which their six datasets' id formats keep apart.
+``preprocess_utils.concat_and_save_binary_silver``): train questions labelled by their dataset's inductive bias alone
+(:func:`bias_rows`; the authors take the first 400 of each dataset's train file, :func:`first_of_each_dataset`),
+joined to the silver labels. The authors' two sets never overlap (their silver sample is drawn elsewhere); ours are
+kept apart as theirs are — the bias questions are the first 400 of each dataset outside the silver labels and their
+sample (``multihop adaptiverag train``; ours, ``--overlapping-bias``: the first 400 whatever the silver labels hold,
+which with 400 silver labels from a file's first questions leaves no bias label) — and a question in both keeps its
+silver label. A question is its dataset and its id (:func:`question_key`): ids are unique only
+within a dataset (a MuSiQue, a HotpotQA and a 2WikiMultihopQA question may share one, and a question file may mix
+datasets), so the join, the rows of several labels folders and the oracle's labels (:func:`with_gold_complexity`)
+are keyed by both; the authors join on the bare id, which their six datasets' id formats keep apart.
 
 Ours: the strategies run in order, A then B then C, and stop at the first correct answer — the label is the same as
 when all three run (the simplest correct one wins), for fewer LM calls; the authors ran all three on every question
@@ -23,7 +29,7 @@ when all three run (the simplest correct one wins), for fewer LM calls; the auth
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 
@@ -36,6 +42,7 @@ from multihop.data.jsonl import append_row, read_rows
 from multihop.evaluation.parallel import fan_out_chunks
 
 from .complexity import BY_BIAS, LABELS, answered, bias_label, gold_answers, silver_label
+from .sampling import write_sample
 
 LABELS_FILE = "labels.jsonl"
 
@@ -60,11 +67,13 @@ def label_row(strategies: Mapping[str, dspy.Module], example: dspy.Example, bias
 
 
 def label_questions(strategies: Mapping[str, dspy.Module], examples: Sequence[dspy.Example], out: str | Path,
-                    manifest: dict, bias: str | None = None, threads: int = 1, progress: bool = True
-                    ) -> dict[tuple[str, str], dict]:
+                    manifest: dict, bias: str | None = None, threads: int = 1, progress: bool = True,
+                    sample: tuple[int, int] | None = None) -> dict[tuple[str, str], dict]:
     """Label every question of ``examples`` that the folder ``out`` lacks, ``threads`` at once, appending each row
     as it is done; returns every row of the folder by question (:func:`question_key`: its dataset and id, so a file
-    mixing datasets whose ids repeat keeps each). ``manifest`` describes the job (module docstring)."""
+    mixing datasets whose ids repeat keeps each). ``manifest`` describes the job (module docstring); ``sample``
+    (size, seed): ``examples`` are the held-out sample drawn so, recorded in the folder before any is labelled
+    (:func:`~.sampling.write_sample`)."""
     missing = [label for label in LABELS if label not in strategies]
     if missing:
         raise ValueError(f"labelling runs every strategy; missing {', '.join(missing)}")
@@ -73,6 +82,8 @@ def label_questions(strategies: Mapping[str, dspy.Module], examples: Sequence[ds
     out = Path(out)
     with locked(out):
         check_run(out / RUN_MANIFEST, manifest, kind="labelling")
+        if sample is not None:
+            write_sample(out, examples, *sample)
         rows = read_rows(out / LABELS_FILE, key=question_key)
         todo = [example for example in examples if question_key(example) not in rows]
         with open(out / LABELS_FILE, "a", encoding="utf-8") as sink, \
@@ -93,12 +104,16 @@ def bias_rows(examples: Sequence[dspy.Example], bias: str | None = None) -> list
              "label": bias_label(example, bias), "source": BY_BIAS} for example in examples]
 
 
-def first_of_each_dataset(examples: Sequence[dspy.Example], limit: int | None) -> list[dspy.Example]:
-    """The first ``limit`` questions of each dataset of ``examples`` (None or 0: all), in file order — the authors'
-    first 400 of each dataset's train file, when one question file mixes datasets."""
+def first_of_each_dataset(examples: Sequence[dspy.Example], limit: int | None,
+                          skip: Collection[tuple[str, str]] = frozenset()) -> list[dspy.Example]:
+    """The first ``limit`` questions of each dataset of ``examples`` (None or 0: all), in file order, leaving out the
+    questions in ``skip`` (by :func:`question_key`) before counting — the authors' first 400 of each dataset's train
+    file, when one question file mixes datasets, outside the silver labels' sample."""
     taken: dict[str, int] = {}
     kept = []
     for example in examples:
+        if question_key(example) in skip:
+            continue
         dataset = str(example.get("dataset") or "")
         if not limit or taken.get(dataset, 0) < limit:
             taken[dataset] = taken.get(dataset, 0) + 1
