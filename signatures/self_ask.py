@@ -9,9 +9,14 @@ or none and the final answer), with the follow-ups asked so far and their interm
 search engine's answer box is replaced by our retriever and a reader (``IntermediateAnswer``) answering the follow-up
 from the retrieved passages (the engine returned an answer snippet; a passage index returns passages); when the
 scaffold ends without a final answer (the cap, a repeated or empty follow-up), ``FinalAnswer`` asks for it, as the
-authors' code appends "So the final answer is:" and lets the model finish. ``ClosedBookIntermediateAnswer`` is Self-Ask
-alone's intermediate answer, and with retrieval the answer to a follow-up whose retrieval returned nothing, as the
-authors' code lets the LM write the intermediate answer when the search engine returns none.
+authors' code appends "So the final answer is:" and lets the model finish.
+
+The LM's own intermediate answer — Self-Ask alone's, and with retrieval the answer to a follow-up whose retrieval
+returned nothing — is, in the authors' code (``promptf``), the model continuing its whole prompt after "Intermediate
+answer:": the demonstrations, the question, every follow-up asked and answered so far and the follow-up just asked.
+``ChainedIntermediateAnswer`` reads the same (the question, the follow-ups so far with their answers, the follow-up;
+the demonstrations are the stage's own, as for every stage here); ``ClosedBookIntermediateAnswer`` (ours) reads the
+follow-up alone.
 """
 
 import dspy
@@ -45,6 +50,17 @@ class IntermediateAnswer(dspy.Signature):
 
     passages: list[str] = dspy.InputField(desc="retrieved passages, most relevant first")
     follow_up: str = dspy.InputField()
+    intermediate_answer: str = dspy.OutputField(desc="a short answer phrase")
+
+
+class ChainedIntermediateAnswer(dspy.Signature):
+    """Answer the question by asking follow up questions. Given the question and the follow up questions asked so
+    far with their intermediate answers, write the intermediate answer to the follow up question just asked, from
+    your own knowledge. Give the shortest answer that is correct: an entity, a date, a number, or yes/no."""
+
+    question: str = dspy.InputField()
+    follow_ups: list[str] = dspy.InputField(desc='"Follow up: … Intermediate answer: …", in order (empty at first)')
+    follow_up: str = dspy.InputField(desc="the follow up question just asked")
     intermediate_answer: str = dspy.OutputField(desc="a short answer phrase")
 
 

@@ -205,6 +205,24 @@ def test_self_ask_without_retrieval_answers_follow_ups_closed_book():
     assert "passages" not in program.intermediate.signature.input_fields and prediction.answer == "Germany"
 
 
+def test_self_ask_alone_answers_each_follow_up_after_the_chain_so_far_unless_told_the_follow_up_alone():
+    decisions = (("Who made Lost Gravity?", ""), ("Where is Mack Rides based?", ""), (None, "Germany"))
+    answers = iter(["Mack Rides", "Waldkirch"])
+    program = SelfAsk(retrieval=False)
+    _, script = run(program, follow_up=follow_ups(*decisions),
+                    intermediate=lambda p: {"intermediate_answer": next(answers)})
+    first, second = script.prompts_of("intermediate")
+    assert field(first, "question") == QUESTION and field(first, "follow_ups").strip() == "[]"
+    assert "Follow up: Who made Lost Gravity? Intermediate answer: Mack Rides" in field(second, "follow_ups")
+    assert field(second, "follow_up") == "Where is Mack Rides based?"
+    alone = SelfAsk(retrieval=False, own_answer_context="follow_up")
+    assert set(alone.intermediate.signature.input_fields) == {"follow_up"}
+    _, script = run(alone, follow_up=follow_ups(*decisions), intermediate={"intermediate_answer": "Mack Rides"})
+    assert "Follow up:" not in script.prompts_of("intermediate")[1].rsplit("[[ ## follow_up ## ]]", 1)[1]
+    with pytest.raises(ValueError, match="unknown own_answer_context 'all'"):
+        SelfAsk(own_answer_context="all")
+
+
 def test_self_ask_answers_a_follow_up_itself_when_its_retrieval_returns_nothing():
     retriever = KeyedRetriever({"Who manufactured Lost Gravity?": [DOCS[0]]}, [])  # nothing for any other query
     decisions = (("Who manufactured Lost Gravity?", ""), ("Where is Mack Rides based?", ""), (None, "Germany"))
@@ -214,7 +232,9 @@ def test_self_ask_answers_a_follow_up_itself_when_its_retrieval_returns_nothing(
                              intermediate={"intermediate_answer": "Mack Rides"},
                              own_answer={"intermediate_answer": "Germany"})
     assert script.seen == ["follow_up", "intermediate", "follow_up", "own_answer", "follow_up"]
-    assert field(script.prompts_of("own_answer")[0], "follow_up") == "Where is Mack Rides based?"
+    own = script.prompts_of("own_answer")[0]  # the authors' model continues the scaffold: it sees the chain so far
+    assert field(own, "follow_up") == "Where is Mack Rides based?" and field(own, "question") == QUESTION
+    assert "Follow up: Who manufactured Lost Gravity? Intermediate answer: Mack Rides" in field(own, "follow_ups")
     assert [step["answer"] for step in prediction.follow_ups] == ["Mack Rides", "Germany"]
     assert prediction.counts["own_answers"] == 1 and prediction.passage_ids == [DOCS[0].id]
 
@@ -256,8 +276,14 @@ def test_gold_rows_chain_the_hops_evidence_and_ask_the_hops(musique_example):
     assert [out["follow_up"] for _, out in decisions] == ["What is the manufacturer of Lost Gravity?",
                                                          "What is the country of Mack Rides?", ""]
     assert decisions[-1][1] == {"follow_up_needed": False, "follow_up": "", "final_answer": "Germany"}
-    assert [out["intermediate_answer"] for _, out in stage_rows(SelfAsk(), musique_example)["own_answer"]] == [
-        "Mack Rides", "Germany"]  # closed-book: what the LM writes when a retrieval returns nothing
+    own = stage_rows(SelfAsk(), musique_example)["own_answer"]  # closed-book: the LM's when a retrieval finds nothing
+    assert [out["intermediate_answer"] for _, out in own] == ["Mack Rides", "Germany"]
+    assert own[1][0] == {"question": QUESTION, "follow_ups": [
+        "Follow up: What is the manufacturer of Lost Gravity? Intermediate answer: Mack Rides"],
+        "follow_up": "What is the country of Mack Rides?"}  # after the hop before it, as the scaffold shows it
+    assert stage_rows(SelfAsk(own_answer_context="follow_up"), musique_example)["own_answer"][1][0] == {
+        "follow_up": "What is the country of Mack Rides?"}
+    assert stage_rows(SelfAsk(retrieval=False), musique_example)["intermediate"] == own
     answers = stage_rows(SelfAsk(k=2), musique_example)["intermediate"]
     assert [out["intermediate_answer"] for _, out in answers] == ["Mack Rides", "Germany"]
     assert any("Mack Rides is a company" in passage for passage in answers[1][0]["passages"])

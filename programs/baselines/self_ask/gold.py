@@ -1,7 +1,8 @@
 """Self-Ask's gold stage targets from the annotated hops (MuSiQue's decomposition, 2Wiki's evidences):
 ``follow_up`` (one decision a hop, then the answer), ``conclude`` (every hop asked and answered → the answer),
 ``intermediate`` (a hop's answer, from its paragraph among the distractors or closed-book) and ``own_answer`` (a hop's
-answer closed-book, what the LM writes when a follow-up's retrieval returns nothing)."""
+answer closed-book, what the LM writes when a follow-up's retrieval returns nothing; after the hops before it, asked and
+answered, as the scaffold shows them)."""
 
 from __future__ import annotations
 
@@ -36,19 +37,24 @@ def _conclusion(program: SelfAsk, example: dspy.Example, context: GoldContext) -
 
 @register_gold_builder("SelfAsk", "intermediate")
 def _intermediate_answers(program: SelfAsk, example: dspy.Example, context: GoldContext) -> Pairs:
-    """A hop's answer: from its paragraph among the question's distractors (``k`` in all), or closed-book."""
+    """A hop's answer: from its paragraph among the question's distractors (``k`` in all), or closed-book (reading
+    what the LM's own answer reads: :func:`_own_inputs`)."""
+    if not program.retrieval:
+        return _own_answers(program, example, context)
     rows = []
     for i, hop in enumerate(annotated_hops(example)):
-        inputs = {"follow_up": hop.query}
-        if program.retrieval:
-            gold = [hop.paragraph_id] if hop.paragraph_id else []
-            inputs = {"passages": [p.render() for p in gold_documents(example, program.k, context, gold, f"hop{i}")],
-                      **inputs}
-        rows.append((inputs, {"intermediate_answer": hop.answer}))
+        gold = [hop.paragraph_id] if hop.paragraph_id else []
+        passages = [p.render() for p in gold_documents(example, program.k, context, gold, f"hop{i}")]
+        rows.append(({"passages": passages, "follow_up": hop.query}, {"intermediate_answer": hop.answer}))
     return rows
 
 
 @register_gold_builder("SelfAsk", "own_answer")
 def _own_answers(program: SelfAsk, example: dspy.Example, context: GoldContext) -> Pairs:
-    """A hop's answer from the LM's knowledge: its question → its answer."""
-    return [({"follow_up": hop.query}, {"intermediate_answer": hop.answer}) for hop in annotated_hops(example)]
+    """A hop's answer from the LM's knowledge: its question (after the question and the hops before it, asked and
+    answered, with ``own_answer_context="chain"``) → its answer."""
+    hops = annotated_hops(example)
+    lines = [follow_up_line(hop.query, hop.answer) for hop in hops]
+    chain = program.own_answer_context == "chain"
+    return [({"question": example.question, "follow_ups": lines[:i], "follow_up": hop.query} if chain else
+             {"follow_up": hop.query}, {"intermediate_answer": hop.answer}) for i, hop in enumerate(hops)]

@@ -6,9 +6,13 @@ The paper's: the scaffold "Are follow up questions needed here" → "Follow up: 
 search engine, whose answer is the intermediate answer; without it (``retrieval=False``) the LM writes the intermediate
 answers itself (Self-Ask alone). The authors' code's (``self-ask_plus_search-engine_demo.ipynb``, ``promptf``): when
 the search engine has no answer for a follow-up (``get_answer`` returns None), the LM writes that intermediate answer
-itself; here, when the retrieval returns no passage, ``own_answer`` (:class:`ClosedBookIntermediateAnswer`, Self-Ask
-alone's prompt) answers the follow-up from the LM's knowledge (``own_answer_fallback=True``, the default; False: the
-reader answers from no passage, as this library did before).
+itself; here, when the retrieval returns no passage, ``own_answer`` answers the follow-up from the LM's knowledge
+(``own_answer_fallback=True``, the default; False: the reader answers from no passage). The LM's own answer, there and
+without retrieval (``intermediate``), is the authors' model continuing the whole scaffold after "Intermediate
+answer:": with ``own_answer_context="chain"`` (the default) the stage reads the question, the follow-ups asked so far
+with their answers and the follow-up just asked (:class:`ChainedIntermediateAnswer`; the authors' prompt also holds
+its demonstrations, which here are the stage's own, none until an optimizer adds them); ``"follow_up"`` (ours) reads
+the follow-up alone (:class:`ClosedBookIntermediateAnswer`).
 
 Ours: the search engine is the project's retriever (``k`` passages a follow-up) and a reader (``intermediate``) that
 answers the follow-up from them (a passage index has no answer box); the scaffold's decision is one typed stage
@@ -27,14 +31,24 @@ answered itself, the retrieval having returned nothing).
 
 from __future__ import annotations
 
+from typing import Literal
+
 import dspy
 
 from multihop.evaluation.tracing import count
 from multihop.retrievers.query import merge_hits
-from multihop.signatures.self_ask import ClosedBookIntermediateAnswer, FinalAnswer, FollowUp, IntermediateAnswer
+from multihop.signatures.self_ask import (
+    ChainedIntermediateAnswer,
+    ClosedBookIntermediateAnswer,
+    FinalAnswer,
+    FollowUp,
+    IntermediateAnswer,
+)
 
 from ...base import MultihopProgram
 from ...text import safe_answer
+
+OWN_ANSWER_CONTEXTS = ("chain", "follow_up")
 
 
 def follow_up_line(question: str, answer: str) -> str:
@@ -55,6 +69,9 @@ class SelfAsk(MultihopProgram):
         own_answer_fallback: a follow-up whose retrieval returns nothing is answered from the LM's knowledge, as the
             authors' code lets the LM write the intermediate answer the search engine lacks (False: the reader
             answers it from no passage).
+        own_answer_context: what the LM's own intermediate answer reads: ``"chain"`` (the authors': the question and
+            the follow-ups so far with their answers, then the follow-up) or ``"follow_up"`` (ours: the follow-up
+            alone).
 
     Example:
         >>> prediction = SelfAsk(retriever=retriever)(question="Who was president when the Eiffel Tower was built?")
@@ -65,15 +82,19 @@ class SelfAsk(MultihopProgram):
                      "own_answers": "mean"}
 
     def __init__(self, retriever: dspy.Module | None = None, k: int = 5, max_follow_ups: int = 4,
-                 retrieval: bool = True, own_answer_fallback: bool = True):
+                 retrieval: bool = True, own_answer_fallback: bool = True,
+                 own_answer_context: Literal["chain", "follow_up"] = "chain"):
         if min(k, max_follow_ups) < 1:
             raise ValueError("k and max_follow_ups must be at least 1")
+        if own_answer_context not in OWN_ANSWER_CONTEXTS:
+            raise ValueError(f"unknown own_answer_context {own_answer_context!r}; choose one of "
+                             f"{', '.join(OWN_ANSWER_CONTEXTS)}")
         super().__init__(retriever=retriever)
         self.k, self.max_follow_ups, self.retrieval = k, max_follow_ups, retrieval
-        self.own_answer_fallback = own_answer_fallback
-        self.add_stages(follow_up=FollowUp, conclude=FinalAnswer,
-                        intermediate=IntermediateAnswer if retrieval else ClosedBookIntermediateAnswer,
-                        own_answer=ClosedBookIntermediateAnswer if retrieval and own_answer_fallback else None)
+        self.own_answer_fallback, self.own_answer_context = own_answer_fallback, own_answer_context
+        own = ChainedIntermediateAnswer if own_answer_context == "chain" else ClosedBookIntermediateAnswer
+        self.add_stages(follow_up=FollowUp, conclude=FinalAnswer, intermediate=IntermediateAnswer if retrieval else own,
+                        own_answer=own if retrieval and own_answer_fallback else None)
 
     def forward(self, question: str) -> dspy.Prediction:
         asked: list[dict] = []
@@ -89,7 +110,7 @@ class SelfAsk(MultihopProgram):
             repeated = wanted and follow_up in (step["question"] for step in asked)
             if not wanted or capped or repeated:
                 break
-            asked.append({"question": follow_up, "answer": self.answer_follow_up(follow_up, read)})
+            asked.append({"question": follow_up, "answer": self.answer_follow_up(question, asked, follow_up, read)})
         final = "" if wanted else safe_answer(decision.final_answer)
         concluded = not final
         if concluded:
@@ -104,17 +125,24 @@ class SelfAsk(MultihopProgram):
         return dspy.Prediction(answer=final, follow_ups=asked, passages=passages.passages if passages else [],
                                passage_ids=passages.ids if passages else [])
 
-    def answer_follow_up(self, follow_up: str, read: list) -> str:
+    def answer_follow_up(self, question: str, asked: list[dict], follow_up: str, read: list) -> str:
         """A follow-up's intermediate answer: from its retrieved passages (kept in ``read``), or the LM's own (without
-        retrieval, or with ``own_answer_fallback`` when the retrieval returned nothing)."""
+        retrieval, or with ``own_answer_fallback`` when the retrieval returned nothing), which reads what
+        ``own_answer_context`` says."""
         if not self.retrieval:
-            return safe_answer(self.run_stage(self.intermediate, {"intermediate_answer": ""},
-                                              follow_up=follow_up).intermediate_answer)
+            return self.own(self.intermediate, question, asked, follow_up)
         hits = self.search(follow_up, k=self.k)
         if not hits.ids and self.own_answer_fallback:
             count("own_answers")
-            return safe_answer(self.run_stage(self.own_answer, {"intermediate_answer": ""},
-                                              follow_up=follow_up).intermediate_answer)
+            return self.own(self.own_answer, question, asked, follow_up)
         read.append(hits)
         return safe_answer(self.run_stage(self.intermediate, {"intermediate_answer": ""}, passages=hits.passages,
+                                          follow_up=follow_up).intermediate_answer)
+
+    def own(self, stage: dspy.Module, question: str, asked: list[dict], follow_up: str) -> str:
+        """The LM's own intermediate answer to ``follow_up``: after the question and the follow-ups ``asked`` so far
+        (``own_answer_context="chain"``), or from the follow-up alone."""
+        chain = {"question": question, "follow_ups": [follow_up_line(step["question"], step["answer"])
+                                                      for step in asked]} if self.own_answer_context == "chain" else {}
+        return safe_answer(self.run_stage(stage, {"intermediate_answer": ""}, **chain,
                                           follow_up=follow_up).intermediate_answer)
