@@ -1,6 +1,7 @@
 """IRCoT, Iter-RetGen and Self-Ask: their loops on scripted LMs — which text each retrieval used, the stop
-rules and caps (IRCoT's paragraph cap on its first retrieval too), the answer each returns (Self-Ask's own answer to a
-follow-up whose retrieval returned nothing), the counts — and their gold rows from the annotations."""
+rules and caps (IRCoT's paragraph cap on its first retrieval too, and its paragraph word limits), the answer each
+returns (Self-Ask's own answer to a follow-up whose retrieval returned nothing, after the chain so far), the counts —
+and their gold rows from the annotations."""
 
 import dspy
 import pytest
@@ -8,8 +9,10 @@ import pytest
 from multihop.data.corpus import Corpus, Passage
 from multihop.optimize.gold_targets import gold_targets
 from multihop.programs import IRCoT, IterRetGen, SelfAsk
+from multihop.programs.baselines.ircot.paragraphs import cut, shown, without_long, words
 from multihop.programs.baselines.iter_retgen import next_query
 from multihop.retrievers import BM25Retriever
+from multihop.retrievers.query import Hits
 
 from helpers import KeyedRetriever, StageScript, StaticRetriever, field
 
@@ -104,6 +107,40 @@ def test_ircot_without_reader_answers_with_the_chain_and_never_invents_one():
     assert run(chain, reason=sentences("So the answer is: Germany."))[0].answer == "Germany"
     capped = IRCoT(retriever=Asked(Corpus(DOCS)), k=1, reader=False, max_steps=2)
     assert run(capped, reason=sentences("One.", "Two."))[0].answer == ""
+
+
+def test_paragraph_words_are_counted_and_cut_at_single_spaces_as_the_authors_do():
+    assert words("a b  c") == 4 and words("a\nb c") == 2  # "a", "b", "", "c"; a newline stays inside a word
+    assert cut("a b  c d", 3) == "a b " and cut("a\nb c d", 1) == "a\nb" and cut("a b", None) == "a b"
+    hits = Hits(passages=["T: a b c", "U: d e f g", "V: h"], ids=["t", "u", "v"], scores=[0.9, 0.8, 0.7],
+                titles=["T", "U", "V"], texts=["a b c", "d e f g", "h"])
+    kept, dropped = without_long(hits, 3)
+    assert (kept.ids, kept.scores, dropped) == (["t", "v"], [0.9, 0.7], 1)  # "d e f g" has 4 words
+    assert without_long(hits, None)[0].ids == ["t", "u", "v"]
+    assert shown(hits, 2) == ["T: a b", "U: d e", "V: h"]  # the title is no word of the text
+    assert shown(hits, None) == hits.passages
+    untitled = Hits(passages=["a b c"], ids=["x"], scores=[1.0])
+    assert shown(untitled, 2) == ["a b"] and without_long(untitled, 2)[1] == 1
+
+
+def test_ircot_drops_paragraphs_over_600_words_and_shows_each_cut_to_350_unless_switched_off():
+    long = Passage.make("Long", "Lost Gravity " + " ".join(f"w{i}" for i in range(700)))  # 702 words: dropped
+    wordy = Passage.make("Wordy", "Lost Gravity " + " ".join(f"v{i}" for i in range(398)))  # 400 words: cut
+    corpus = Corpus([*DOCS, long, wordy])
+    program = IRCoT(retriever=Asked(corpus), k=6)
+    assert (program.paragraph_words, program.long_paragraph_words) == (350, 600)  # the authors' values
+    prediction, script = run(program, reason=sentences("So the answer is: Germany."), answer={"answer": "Germany"})
+    assert long.id not in prediction.passage_ids and wordy.id in prediction.passage_ids
+    assert prediction.counts["long_paragraphs"] == 1 and prediction.counts["paragraphs"] == len(prediction.passage_ids)
+    for stage in ("reason", "answer"):  # the chain's context and the reader's
+        passages = field(script.prompts_of(stage)[0], "passages")
+        assert "v347" in passages and "v348" not in passages and "w0" not in passages  # 2 + 348 words shown
+    whole = IRCoT(retriever=Asked(corpus), k=6, paragraph_words=None, long_paragraph_words=None)
+    prediction, script = run(whole, reason=sentences("So the answer is: Germany."), answer={"answer": "Germany"})
+    assert long.id in prediction.passage_ids and prediction.counts["long_paragraphs"] == 0
+    assert "v397" in field(script.prompts_of("reason")[0], "passages")
+    with pytest.raises(ValueError, match="paragraph word limits"):
+        IRCoT(paragraph_words=0)
 
 
 def test_iter_retgen_queries_with_the_last_generation_then_the_question():

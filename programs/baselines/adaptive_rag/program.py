@@ -13,7 +13,10 @@ Ours: the classifier — a frozen MiniLM encoder and a linear head in place of t
 Flan-T5 prompts); what runs without a classifier: every question takes C, the label the inductive bias gives every
 question of the multi-hop datasets here, which a classifier trained on the bias labels alone (the authors' "binary"
 data) learns; the defaults ``k = 4`` and ``max_steps = 8`` (IRCoT's, so that route C is the IRCoT row), the authors'
-own settings being ``k = 6`` a step for C, ``15`` for B and at most 10 reasoning sentences (``paper_settings``).
+own settings being ``k = 6`` a step for C, ``15`` for B and at most 10 reasoning sentences (``paper_settings``). C
+keeps IRCoT's paragraph limits (a paragraph of more than 600 words dropped, each shown cut to 350: the authors' code's,
+:mod:`~..ircot.paragraphs`); B reads whole paragraphs (ours: the authors' single-step runs through the same code and
+limits).
 
 The readers: the authors' released configurations read every strategy the same way, by LM — Direct with Flan-T5-XL
 and XXL (``base_configs/{nor,oner,ircot}_qa_flan_t5_*.jsonnet``: ``rc_qa_type = "direct"``), a chain of thought with
