@@ -25,6 +25,11 @@ Ours, where a model of the paper cannot run here (said in :mod:`multihop.program
   itself asks the LLM the first ("can the provided reference answer the question") and makes the second one NLI call
   with the reasoning as premise and the answer as hypothesis (``judge_support`` in ``metarag.py``).
 
+``parsing="authors"`` (:mod:`multihop.programs.baselines.metarag.parsing`) asks three of the stages as the authors'
+code does, for free text it then reads: ``JudgeInternalReply`` and ``JudgeExternalReply`` (its ``INTERNAL_PROMPT`` and
+``EXTERNAL_PROMPT``: answer yes or no) and ``NewQueryReply`` (its ``REWRITE_PROMPT``: reason step by step about what
+the answerer lacked and end with "The rewrite query is ..."), in our words.
+
 The error types' descriptions are §4.2's, shortened; the paper's examples for them are not published (the authors'
 code has four of its own, under other error names), so none are given. The planning's suggestions
 (:data:`RELY_ON_OWN_KNOWLEDGE`, :data:`RELY_ON_REFERENCES`, :data:`NEW_REFERENCES`, :data:`CHECK_FINAL_ANSWER`,
@@ -116,6 +121,35 @@ class NewQuery(dspy.Signature):
     documents: list[str] = dspy.InputField()
     answer: str = dspy.InputField(desc="the answer reasoned from the documents")
     query: str = dspy.OutputField(desc="what I further need to search")
+
+
+class JudgeInternalReply(dspy.Signature):
+    """Determine whether you can provide a reliable answer to the question based on your own knowledge. Output yes or
+    no."""
+
+    question: str = dspy.InputField()
+    reply: str = dspy.OutputField(desc="yes or no")
+
+
+class JudgeExternalReply(dspy.Signature):
+    """Help me determine whether the provided documents can answer the question. You just need to answer yes or
+    no."""
+
+    documents: list[str] = dspy.InputField()
+    question: str = dspy.InputField()
+    reply: str = dspy.OutputField(desc="yes or no")
+
+
+class NewQueryReply(dspy.Signature):
+    """A person answered the question based on the documents. However, the documents lack information, so more
+    documents need to be retrieved now. Carefully consider the answer and the question step by step, and provide a
+    query for searching based on the information the person needs to answer the question. Your output must end with
+    "The rewrite query is ..."."""
+
+    question: str = dspy.InputField()
+    documents: list[str] = dspy.InputField()
+    answer: str = dspy.InputField(desc="the given answer")
+    reply: str = dspy.OutputField(desc='your step-by-step thinking, ending with "The rewrite query is ..."')
 
 
 class CheckReasoning(dspy.Signature):

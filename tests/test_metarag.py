@@ -11,6 +11,7 @@ from multihop.data.loaders import load_dataset
 from multihop.optimize.gold_targets import gold_targets
 from multihop.programs import MetaRAG
 from multihop.programs.baselines.metarag import condition
+from multihop.programs.baselines.metarag.parsing import authors_external, authors_internal, authors_rewrite_query
 from multihop.signatures.metarag import (
     CHECK_FINAL_ANSWER,
     ERROR_TYPES,
@@ -229,6 +230,55 @@ def test_unparsable_replies_take_their_documented_fallbacks():
     assert prediction.rounds[0]["reasoning_supported"] is True and prediction.counts["support.fallback"] == 1
 
 
+@pytest.mark.parametrize(("reply", "internal", "external"), [
+    ("Yes.", True, True),
+    ("No.", True, False),  # the internal judgment looks for a lowercase "no" in the reply as written
+    ("no", False, False),
+    ("Yes, I know the answer.", False, False),  # "know"
+    ("Yes, the documents give enough information.", False, False),  # "enough"
+    ("Sorry, I couldn't tell.", False, True),
+])
+def test_the_authors_read_a_judgment_as_negative_on_any_no_in_it(reply, internal, external):
+    assert (authors_internal(reply), authors_external(reply)) == (internal, external)
+
+
+@pytest.mark.parametrize(("reply", "query"), [
+    ("Luby's death is missing. The rewrite query is death dates of S. Roy Luby",
+     "Luby's death is missing. The rewrite query is"),  # the text up to the phrase, never the query after it
+    ("x" * 70 + " The rewrite query is y", "x" * 64),  # then its first 64 characters
+    ("  the REWRITE query is: y", "the REWRITE query is"),  # any case
+    ("death dates of S. Roy Luby", "death dates of S. Roy Luby"),  # no phrase: the reply
+])
+def test_the_authors_rewrite_query_is_the_reply_up_to_the_phrase_cut_to_64_characters(reply, query):
+    assert authors_rewrite_query(reply) == query
+
+
+def test_with_the_authors_parsing_the_free_text_replies_are_read_as_their_code_reads_them():
+    prog = program(parsing="authors", max_iterations=1)
+    assert set(prog.internal.signature.output_fields) == set(prog.external.signature.output_fields) == {"reply"}
+    thinking = "The answer lacks when S. Roy Luby died. The rewrite query is " + NEW_QUERY
+    stages = script(prog, internal={"reply": "No."}, external={"reply": "Yes, the documents give enough."},
+                    query={"reply": thinking})
+    prediction = run(prog, stages)
+    first = prediction.rounds[0]  # "No." reads as reliable, "enough" as insufficient: only the LLM's own knowledge
+    assert (first["internal"], first["external"], first["plan"]) == (True, False, "only_internal")
+    searched = "The answer lacks when S. Roy Luby died. The rewrite query is"
+    assert first["query"] == searched and prog.retriever.calls == [(QUESTION, 3), (searched, 3)]
+    assert "The rewrite query is ..." in stages.prompts_of("query")[0]  # the prompt asks for the phrase
+
+    typed = program(max_iterations=1)  # ours: typed fields, read as the model meant them
+    stages = script(typed, internal={"reliable": "false"}, external={"sufficient": "true"})
+    first = run(typed, stages).rounds[0]
+    assert (first["internal"], first["external"], first["plan"]) == (False, True, "only_external")
+    unparsable = program(parsing="authors", max_iterations=1)
+    stages = script(unparsable, internal={"garbled": "x"}, external={"garbled": "x"}, query={"reply": NEW_QUERY})
+    prediction = run(unparsable, stages)  # an unparsable reply, not its words, takes the fallback: insufficient
+    assert prediction.rounds[0]["plan"] == "new_query" and prediction.counts["internal.fallback"] == 1
+    assert prediction.rounds[0]["query"] == NEW_QUERY  # a reply without the phrase is searched as it is
+    with pytest.raises(ValueError, match="unknown parsing 'loose'"):
+        MetaRAG(parsing="loose")
+
+
 def test_gold_rows_follow_the_annotated_hops(tmp_path):
     path = tmp_path / "train.json"
     path.write_text(json.dumps([TWO_HOP_MUSIQUE]))
@@ -248,6 +298,11 @@ def test_gold_rows_follow_the_annotated_hops(tmp_path):
     (query,) = targets["query"]
     assert query.outputs == {"query": "Who founded Acme Press?"} and query.inputs["answer"] == "Acme Press"
     assert [d.split(":")[0] for d in query.inputs["documents"] if not d.startswith("Town")] == ["Journal X"]
+    authors = {}
+    for target in gold_targets(MetaRAG(k=4, parsing="authors"), [example]):
+        authors.setdefault(target.stage, []).append(target.outputs)
+    assert authors["external"] == [{"reply": "yes"}, {"reply": "no"}]
+    assert authors["query"] == [{"reply": "The rewrite query is Who founded Acme Press?"}]  # the form the prompt asks
     entailed, not_entailed = targets["support"]
     assert entailed.inputs == {"premise": "It is published by Acme Press. It was founded by Ann Lee in 1990.",
                                "hypothesis": "Ann Lee"} and entailed.outputs == {"entailed": True}

@@ -1,5 +1,6 @@
 """MetaRAG (Zhou et al., WWW 2024, "Metacognitive Retrieval-Augmented Large Language Models"), a baseline DualRAG and
-CIRAG report: the program (:mod:`.program`) and its gold rows (:mod:`.gold`)."""
+CIRAG report: the program (:mod:`.program`), the authors' reading of free-text replies (:mod:`.parsing`) and its
+gold rows (:mod:`.gold`)."""
 
 from ...papers import Paper
 from ...registry import Method

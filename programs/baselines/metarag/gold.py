@@ -12,6 +12,9 @@ model fine-tuned on HotpotQA, and its NLI model is trained elsewhere).
 - ``support`` (does the reasoning entail the answer): the hops' evidence sentences as the premise and the gold
   answer as the hypothesis → entailed, and the same without the last hop's sentence (the one that reaches the answer)
   → not entailed.
+
+With ``parsing="authors"`` the ``external`` and ``query`` rows are the free-text replies the authors' prompts ask for:
+"yes" or "no", and "The rewrite query is <the hop's question>".
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 import dspy
 
 from ...gold_builders import GoldContext, Pairs, annotated_hops, gold_documents, register_gold_builder, register_no_gold
+from .parsing import REWRITE_PHRASE
 from .program import MetaRAG
 
 
@@ -52,9 +56,10 @@ def _sufficiency_targets(program: MetaRAG, example: dspy.Example, context: GoldC
         return []
     missing = context.rng(example).choice(gold)
     partial = rendered(example, program.k, context, [pid for pid in gold if pid != missing], "insufficient")
+    typed = program.parsing == "typed"
     return [({"documents": rendered(example, program.k, context), "question": example.question},
-             {"sufficient": True}),
-            ({"documents": partial, "question": example.question}, {"sufficient": False})]
+             {"sufficient": True} if typed else {"reply": "yes"}),
+            ({"documents": partial, "question": example.question}, {"sufficient": False} if typed else {"reply": "no"})]
 
 
 @register_gold_builder("MetaRAG", "query")
@@ -65,7 +70,9 @@ def _query_targets(program: MetaRAG, example: dspy.Example, context: GoldContext
         known = [hop.paragraph_id for hop in hops[:j] if hop.paragraph_id]
         rows.append(({"question": example.question, "documents": rendered(example, program.k, context, known,
                                                                           f"hop {j}"),
-                      "answer": hops[j - 1].answer}, {"query": hops[j].query}))
+                      "answer": hops[j - 1].answer},
+                     {"query": hops[j].query} if program.parsing == "typed" else
+                     {"reply": f"{REWRITE_PHRASE} {hops[j].query}"}))
     return rows
 
 

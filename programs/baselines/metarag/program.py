@@ -55,13 +55,23 @@ Ours, where the paper's models cannot run here or its text says nothing:
   step by step." follows every plan.
 - The monitor does not run after the last allowed answer (the authors' code runs it and returns that answer whatever
   it says), so a question makes at most ``max_iterations`` monitor calls and ``max_iterations + 1`` answers.
-- The new query is not cut to 64 characters (the authors' code cuts it).
+
+Parsing (``parsing``). The authors' code asks the two knowledge judgments and the new query for free text and reads
+it (:mod:`.parsing`): a judgment is negative when "no" is anywhere in the reply (the internal one also on "sorry",
+"couldn't", "don't have access", and case-sensitively), and the query is the reply up to the first "The rewrite query
+is", cut to 64 characters. Its prompts ask for "yes or no" and for step-by-step thinking that ends with "The rewrite
+query is ...", so that reading searches the opening of the model's thinking, never the query it writes after the
+phrase, and reads "Yes, I know" or "Yes, the documents give enough" as "no" and a bare "No." as a yes for the
+internal judgment. The default, ``parsing="typed"`` (ours), asks for typed fields instead — booleans for the judgments
+and the query itself (:class:`~multihop.signatures.metarag.NewQuery`, whole, not cut) — so the plan follows what the
+model meant; ``parsing="authors"`` asks the authors' free-text prompts (``JudgeInternalReply``, ``JudgeExternalReply``,
+``NewQueryReply``) and reads them the authors' way, to reproduce their runs.
 
 Switches: ``internal_knowledge``, ``external_knowledge``, ``error_types`` (above), ``threshold``, ``max_iterations``,
-``k``, and ``rerank``/``n`` (default off): the top-``n`` → reranker → top-``k`` search of DualRAG's App. H.4, which
-runs every baseline that way (the authors' code also reranks its BM25 top 100). Predictors exist only for the stages
-the switches use (``query`` only while a knowledge evaluation can find a source insufficient; ``critic`` only with
-error types).
+``k``, ``parsing`` (above), and ``rerank``/``n`` (default off): the top-``n`` → reranker → top-``k`` search of DualRAG's
+App. H.4, which runs every baseline that way (the authors' code also reranks its BM25 top 100). Predictors exist only
+for the stages the switches use (``query`` only while a knowledge evaluation can find a source insufficient; ``critic``
+only with error types).
 
 Counted per question: ``rounds`` (evaluations), ``monitor_passed`` (the monitor found an answer satisfactory before the
 cap), ``plan.<condition>`` (``new_query``, ``only_internal``, ``only_external``, ``reasoning``), ``error.<type>``
@@ -70,14 +80,17 @@ cap), ``plan.<condition>`` (``new_query``, ``only_internal``, ``only_external``,
 Fallbacks (``run_stage``, each counted ``<stage>.fallback``): an unparsable answer is empty (``answer.fallback``); an
 unparsable expert answer is empty, so the monitor fails and evaluates (``expert.fallback``); an unparsable knowledge
 judgment is "insufficient" (``internal.fallback``, ``external.fallback``: the plan then fetches or leans on the other
-source); an unparsable critic finds no error (``critic.fallback``); an unparsable or empty new query is the question
-itself (``query.fallback``, ``query_empty``); an unparsable entailment counts the reasoning as supported
+source; with the authors' parsing too, where only an unparsable reply, not its words, takes the fallback); an unparsable
+critic finds no error (``critic.fallback``); an unparsable or empty new query is the question itself
+(``query.fallback``, ``query_empty``); an unparsable entailment counts the reasoning as supported
 (``support.fallback``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from typing import Literal
 
 import dspy
 
@@ -97,15 +110,20 @@ from multihop.signatures.metarag import (
     CriticizeAnswer,
     ExpertAnswer,
     JudgeExternal,
+    JudgeExternalReply,
     JudgeInternal,
+    JudgeInternalReply,
     NewQuery,
+    NewQueryReply,
 )
 
 from ...text import safe_answer
 from ..rerankable import RerankableBaseline
+from .parsing import authors_external, authors_internal, authors_rewrite_query
 
 NEW_QUERY, ONLY_INTERNAL, ONLY_EXTERNAL, REASONING = "new_query", "only_internal", "only_external", "reasoning"
 PLANS = (NEW_QUERY, ONLY_INTERNAL, ONLY_EXTERNAL, REASONING)  # §4.3: insufficient, conflicting (2), erroneous
+PARSINGS = ("typed", "authors")
 
 
 def condition(internal: bool | None, external: bool | None) -> str:
@@ -153,6 +171,9 @@ class MetaRAG(RerankableBaseline):
         error_types: the common errors the critic looks for (Table 3: drop one, or all with an empty list).
         rerank: a reranker of :data:`multihop.retrievers.RERANKERS` over the first stage's top ``n`` (None: off).
         n: first-stage candidates the reranker sees.
+        parsing: how the knowledge judgments and the new query are asked and read: ``"typed"`` (ours: typed fields)
+            or ``"authors"`` (the authors' free-text prompts and their keyword reading and 64-character query; see
+            the module docstring for why the default is ours).
 
     Example:
         >>> prediction = MetaRAG(retriever=retriever)(question="Which film has the director who died later?")
@@ -173,6 +194,7 @@ class MetaRAG(RerankableBaseline):
         error_types: tuple[str, ...] = tuple(ERROR_TYPES),
         rerank: str | None = None,
         n: int = 50,
+        parsing: Literal["typed", "authors"] = "typed",
     ):
         error_types = tuple(error_types)
         unknown = [name for name in error_types if name not in ERROR_TYPES]
@@ -180,16 +202,20 @@ class MetaRAG(RerankableBaseline):
             raise ValueError(f"error_types must be distinct names among {', '.join(ERROR_TYPES)}, got {error_types}")
         if min(k, max_iterations) < 1:
             raise ValueError("k and max_iterations must be at least 1")
+        if parsing not in PARSINGS:
+            raise ValueError(f"unknown parsing {parsing!r}; choose one of {', '.join(PARSINGS)}")
         super().__init__(retriever, k, n, rerank)
+        self.parsing = parsing
+        typed = parsing == "typed"
         self.max_iterations, self.threshold = max_iterations, threshold
         self.internal_knowledge, self.external_knowledge = internal_knowledge, external_knowledge
         self.error_types = list(error_types)  # JSON's list, as a saved config reads it back
         evaluated = internal_knowledge or external_knowledge
         self.add_stages(answer=Answer, expert=ExpertAnswer,
-                        internal=JudgeInternal if internal_knowledge else None,
-                        external=JudgeExternal if external_knowledge else None,
+                        internal=(JudgeInternal if typed else JudgeInternalReply) if internal_knowledge else None,
+                        external=(JudgeExternal if typed else JudgeExternalReply) if external_knowledge else None,
                         critic=CriticizeAnswer if error_types else None,
-                        query=NewQuery if evaluated else None,
+                        query=(NewQuery if typed else NewQueryReply) if evaluated else None,
                         support=CheckReasoning)
 
     def forward(self, question: str) -> dspy.Prediction:
@@ -228,10 +254,10 @@ class MetaRAG(RerankableBaseline):
         """Procedural knowledge (internal and external sufficiency) and declarative knowledge (the common errors)."""
         documents = list(references.values())
         if self.internal_knowledge:
-            current.internal = self.run_stage(self.internal, {"reliable": False}, question=question).reliable is True
+            current.internal = self.judge(self.internal, "reliable", authors_internal, question=question)
         if self.external_knowledge:
-            current.external = self.run_stage(self.external, {"sufficient": False}, documents=documents,
-                                              question=question).sufficient is True
+            current.external = self.judge(self.external, "sufficient", authors_external, documents=documents,
+                                          question=question)
         if self.error_types:
             described = [f"{name}: {ERROR_TYPES[name]}" for name in self.error_types]
             critique = self.run_stage(self.critic, {"error": NO_ERROR, "suggestion": ""}, error_types=described,
@@ -267,9 +293,24 @@ class MetaRAG(RerankableBaseline):
             suggestion = CHECK_FINAL_ANSWER if current.reasoning_supported else MULTI_STEP_REASONING
         current.suggestions.insert(0, suggestion)
 
+    def judge(self, stage: dspy.Module, name: str, authors: Callable[[str], bool], **inputs) -> bool:
+        """A knowledge judgment: the typed field ``name`` (True only when the model said so), or with the authors'
+        parsing the free-text reply read by ``authors``; an unparsable reply is False."""
+        if self.parsing == "typed":
+            return self.run_stage(stage, {name: False}, **inputs).get(name) is True
+        result = self.run_stage(stage, {"reply": ""}, **inputs)
+        return not result.get("failed") and authors(str(result.reply or ""))
+
     def new_query(self, question: str, references: dict[str, str], answer: str) -> str:
-        result = self.run_stage(self.query, {"query": ""}, question=question, documents=list(references.values()),
-                                answer=answer)
-        query = " ".join(str(result.query or "").split())
+        """The query for the missing knowledge: the typed query, or with the authors' parsing what their code takes
+        from the reply (64 characters at most); an empty one is the question."""
+        inputs = {"question": question, "documents": list(references.values()), "answer": answer}
+        if self.parsing == "typed":
+            result = self.run_stage(self.query, {"query": ""}, **inputs)
+            written = str(result.query or "")
+        else:
+            result = self.run_stage(self.query, {"reply": ""}, **inputs)
+            written = authors_rewrite_query(str(result.reply or ""))
+        query = " ".join(written.split())
         count("query_empty", int(not query and not result.get("failed")))
         return query or question
