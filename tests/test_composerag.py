@@ -4,6 +4,7 @@ import re
 import dspy
 import pytest
 
+from multihop.data.corpus import Passage
 from multihop.optimize.compile import compile_program
 from multihop.programs import ComposeRAG, load, save
 from multihop.programs.composerag.composition import (
@@ -17,7 +18,7 @@ from multihop.programs.composerag.composition import (
 )
 from multihop.programs.composerag.state import Hop, Solving
 
-from helpers import StageScript, field
+from helpers import StageScript, StaticRetriever, field
 
 QUESTION = "Where was the founder of the company that makes the Xbox born?"
 SUBS = ["Which company makes the Xbox?", "Who founded #1?", "Where was #2 born?"]
@@ -69,7 +70,7 @@ HOP = ["decide", "rank_passages", "answer", "verify"]
 def test_simple_question_is_resolved_by_the_simple_path(static_retriever):
     _, prediction, script = run(static_retriever)
     assert script.seen == ["answer", "verify"]
-    assert static_retriever.calls == [(QUESTION, 5)]
+    assert static_retriever.calls == [(QUESTION, 10)]  # the simple pass reads the top k, 10 by default
     assert prediction.path == "simple" and prediction.answer == "Seattle."
     assert prediction.cited_ids == pids(static_retriever, 0) and prediction.grounded is True
     assert prediction.counts["simple_qa_resolved"] == 1 and prediction.counts["llm_calls"] == 2
@@ -336,8 +337,20 @@ def test_reflection_rounds_pair_each_decomposition_with_its_analysis():
 def test_a_repaired_ranking_is_counted_in_the_program(static_retriever):
     script = Script(rank_passages=lambda p: {"reasoning": "r", "ranking": "[4] > [4] > [42]"})
     _, prediction, _ = run(static_retriever, script, max_reflections=0, **MULTIHOP)
-    assert prediction.history[0]["passage_ids"] == pids(static_retriever, 3, 0, 1, 2, 4)
+    assert prediction.history[0]["passage_ids"] == pids(static_retriever, 3, 0, 1, 2, 4, 5, 6, 7)
     assert prediction.counts["rerank_repaired"] == 3
+
+
+def test_a_hop_answers_from_the_top_10_of_the_listwise_ranking_as_its_prompt_asks():
+    retriever = StaticRetriever([Passage.make(f"T{i}", f"text {i}") for i in range(12)])
+    ranking = " > ".join(f"[{i}]" for i in (12, 11, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10))
+    script = Script(rank_passages=lambda p: {"reasoning": "r", "ranking": ranking})
+    program, prediction, _ = run(retriever, script, n=12, max_reflections=0, **MULTIHOP)
+    assert program.k == 10  # the default reads the prompt's top 10
+    assert retriever.calls[0] == (SUBS[0], 12)  # n candidates ranked
+    assert prediction.history[0]["passage_ids"] == pids(retriever, 11, 10, *range(8))  # the ranking's first 10
+    (context,) = {field(p, "context") for p in script.prompts_of("answer")[:1]}
+    assert "T11: text 11" in context and "T8: text 8" not in context
 
 
 def test_compiles_saves_and_loads(static_retriever, tmp_path):

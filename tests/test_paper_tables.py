@@ -88,7 +88,7 @@ def test_each_papers_method_ablation_and_baseline_rows_are_declared_with_that_pa
                        ("ComposeRAG", {"simple_qa": True, "max_reflections": 0, "retrieval_decision": False}),
                        ("ComposeRAG", {"simple_qa": False, "max_reflections": 0, "retrieval_decision": True}),
                        ("ComposeRAG", {"max_reflections": 0}), ("ComposeRAG", {"max_reflections": 3}),
-                       ("SelfAsk", {"k": 5})],
+                       ("SelfAsk", {"k": 10})],
         "HANRAG": [("NoRetrieval", {}), ("SingleStepRAG", {"k": 5}), ("HANRAG", {"k": 5}),
                    ("HANRAG", {"k": 5, "refiner": False}), ("HANRAG", {"k": 5, "route": "oracle"}),
                    ("IRCoT", {"k": 5, "max_steps": 8, "max_paragraphs": 15}),
@@ -103,6 +103,17 @@ def test_each_papers_method_ablation_and_baseline_rows_are_declared_with_that_pa
     missing = [(name, program, settings) for name, rows in ran.items() for program, settings in rows
                if (name, program, tuple(sorted(settings.items()))) not in declared]
     assert not missing, missing
+
+
+def test_a_table_running_a_method_without_its_own_reranker_says_so_in_its_notes_and_on_the_program_page():
+    from multihop.programs.cirag import program as cirag
+
+    unranked = [(method.name, table) for method in PROGRAMS.declared("method") if method.name != "DualRAG"
+                for table in method.tables
+                if any(row.program == "DualRAG" and row.settings.get("rerank", "") is None for row in table.rows)]
+    assert unranked  # CIRAG's tables run DualRAG on the first stage's top 10
+    assert all("without DualRAG's reranker" in table.notes for _, table in unranked), unranked
+    assert "DualRAG" in cirag.__doc__ and "without its reranker" in " ".join(cirag.__doc__.split())
 
 
 def test_a_row_refuses_percentages_and_a_table_refuses_undeclared_cells():

@@ -21,8 +21,11 @@ Switches (Tables 3, 5, 6): ``decomposition`` (QD+QC, paired as §6.2 says), ``qu
 need AV, and reflection needs QD. Every stage can run on its own LM with ``set_stage_lm``, and every module of the
 paper (all its stages) with ``set_module_lm`` (Table 4's upgrades).
 
-Choices where the paper is silent: ``n`` = 10 candidates (the rerank prompt ranks the top 10), ``k`` = 5 passages answer
-a (sub-)question, one query rewrite per sub-question (``max_rewrites``), at most 6 sub-questions, the last always kept
+Passages: ``k`` = 10 answer a (sub-)question, as the rerank prompt asks for ("Only output the top-10 most relevant
+passages") and App. A.1 keeps "the full reranked passages for future use"; the simple-QA pass reads the retriever's
+top ``k``. Choices where the paper is silent: ``n`` = 10 candidates for the ranking (it then orders every passage
+retrieved, which App. A.1 gives as its purpose: relevant evidence promoted from the middle of the list), one query
+rewrite per sub-question (``max_rewrites``), at most 6 sub-questions, the last always kept
 (MuSiQue and 2Wiki questions have at most 4 hops, but a decomposition may add a final comparison or check step: a cap of
 4 dropped the comparison of 5-step decompositions; a cut is counted, ``decomposition_cut``). The first sub-question has
 no earlier answers, so construction starts at the second. When retrieval is judged unnecessary, the sub-question itself
@@ -93,8 +96,8 @@ class ComposeRAG(MultihopProgram):
 
     Args:
         retriever: the retriever; default ``dspy.settings.rm``.
-        k: passages a (sub-)question is answered from.
-        n: candidates the listwise ranking orders (the prompt ranks 10).
+        k: passages a (sub-)question is answered from (the rerank prompt's top 10).
+        n: candidates the listwise ranking orders (ours: 10).
         decomposition: QD and QC (Table 3).
         retrieval_decision: the retrieval decision (Table 5).
         query_rewriting: QR after a failed verification (Table 3).
@@ -118,7 +121,7 @@ class ComposeRAG(MultihopProgram):
     def __init__(
         self,
         retriever: dspy.Module | None = None,
-        k: int = 5,
+        k: int = 10,
         n: int = 10,
         decomposition: bool = True,
         retrieval_decision: bool = True,

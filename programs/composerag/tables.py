@@ -3,7 +3,7 @@
 Table 1 runs on 500 sampled dev questions a dataset with Cortex Search (a proprietary API: snowflake-arctic-embed over
 wiki2019) or e5-base-v2 over wiki2018; the ablations of §6 (Tables 3-6, Fig. 5) on 200 sampled questions of HotpotQA
 and MuSiQue ("Hotpot-200", "Musique-200") with GPT-4o-mini. Ours: the questions' paragraphs indexed with MPNet, the
-program's k = 5 and n = 10.
+program's k = 10 (its rerank prompt's top 10) and n = 10.
 
 The rows of §6 are read as the program's switches: Table 3 adds the modules in its order (QR acts on failed
 verifications, so it comes after AV), on the multi-hop pipeline without reflection and with the retrieval decision
@@ -24,7 +24,7 @@ from __future__ import annotations
 from ..papers import PaperTable, StageLMs, TableRow, cells, grid
 from .program import MODULES
 
-K = 5  # the program's default (Self-Ask's rows read as many)
+K = 10  # the program's default, its rerank prompt's top 10 (Self-Ask's rows read as many)
 MODULES_OFF = {"decomposition": False, "passage_reranking": False, "answer_verification": False,
                "query_rewriting": False}
 ALL_MODULES = {"simple_qa": False, "max_reflections": 0, "retrieval_decision": False}  # Table 3's last row
