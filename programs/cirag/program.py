@@ -24,6 +24,13 @@ cache (the paper's default, following KiRAG) vs online extraction, and the ablat
 (above), the fuzzy match (:func:`.triples.match_core`), the sentence- and passage-level prompts and examples (see
 :mod:`multihop.signatures.cirag`), the encoder (MPNet by default; the paper's NV-Embed-v2 does not ship offline).
 
+The baselines its paper reports (Table 1, App. B.3–B.4) run on the same retriever and backbone, each reading the top
+K = 10 documents a retrieval with at most L = 4 steps through its own knob (``tables.py``'s ``BASELINES``). DualRAG
+among them runs without its reranker (``rerank=None``): its own setting retrieves the top 50 for a query and reranks
+them to 10 with bge-reranker (Cheng et al., 2025, §4.3, App. H.4), which CIRAG's paper does not mention; ours reads
+its K = 10 per retrieval, as every method's, as the first stage's top 10 (DualRAG's Table 15 setting without the
+reranker).
+
 Switches: ``reranker=False`` (Table 2: every extracted triple is a candidate), ``granularities`` (Table 3: any
 non-empty ordered subset of triple, sentence, passage), ``max_iterations`` (Fig. 8), ``triple_cache`` (a folder of
 :mod:`.cache`; None: extraction at every round, Fig. 6's "online"); "w/o TD" is the base LM as the integrator and
