@@ -21,7 +21,7 @@ class ExtractEntities(dspy.Signature):
     """Your task is to extract named entities from the given paragraph. Respond with a JSON list of entities."""
 
     passage: str = dspy.InputField()
-    named_entities: list[str] = dspy.OutputField()
+    named_entities: list[str] = dspy.OutputField(min_length=1)
 
 
 class ExtractTriples(dspy.Signature):
@@ -34,7 +34,7 @@ class ExtractTriples(dspy.Signature):
     title: str = dspy.InputField()
     text: str = dspy.InputField()
     named_entities: list[str] = dspy.InputField()
-    triples: list[list[str]] = dspy.OutputField(desc="[subject, relation, object] triples")
+    triples: list[list[str]] = dspy.OutputField(desc="[subject, relation, object] triples", min_length=1)
 
 
 _INTEGRATE = (

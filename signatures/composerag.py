@@ -7,6 +7,8 @@ those are the fields here, typed, so the adapter formats and parses them (the "O
 
 import dspy
 
+from .shared import MOST_ITEMS
+
 ABSTENTION = "I don't know."
 
 
@@ -203,7 +205,8 @@ class ImproveDecomposition(dspy.Signature):
     question: str = dspy.InputField()
     previous_decompositions: str = dspy.InputField(desc="the incorrect decompositions and the instructions to improve")
     reasoning: str = dspy.OutputField(desc="the logic behind the new decomposition")
-    new_decomposition: list[str] = dspy.OutputField(desc='the new sub-questions in order, "#n" refers to answer n')
+    new_decomposition: list[str] = dspy.OutputField(desc='the new sub-questions in order, "#n" refers to answer n',
+                                                    min_length=1, max_length=MOST_ITEMS)
 
 
 def _decomposition(question: str, reasoning: str, sub_questions: list[str]) -> dspy.Example:

@@ -12,6 +12,8 @@ an unrolled query U never splits them into word pieces and fine-tuning (§3.6) t
 
 import dspy
 
+from .shared import MOST_ITEMS
+
 UNCERTAIN, FILL = "<UNCERTAIN>", "<FILL>"
 SPECIAL_TOKENS = ("[Question]", FILL, UNCERTAIN, "[Passage]")
 
@@ -39,9 +41,10 @@ class QuestionUnrolling(dspy.Signature):
     question: str = dspy.InputField()
     hop_count: int = dspy.OutputField(desc="number of reasoning steps")
     reasoning_structure: str = dspy.OutputField(desc="brief explanation of the reasoning path")
-    sub_questions: list[str] = dspy.OutputField(desc="self-contained sub-questions, in reasoning order")
+    sub_questions: list[str] = dspy.OutputField(desc="self-contained sub-questions, in reasoning order",
+                                                min_length=1, max_length=MOST_ITEMS)
     reasoning_chain: list[list[str]] = dspy.OutputField(
-        desc='triples [head, relation, tail]; the last tail is "<FILL>"'
+        desc='triples [head, relation, tail]; the last tail is "<FILL>"', min_length=1, max_length=MOST_ITEMS
     )
 
 
@@ -65,7 +68,8 @@ class ReasoningChainCompletion(dspy.Signature):
     question: str = dspy.InputField()
     sub_questions: list[str] = dspy.InputField()
     reasoning_chain: list[list[str]] = dspy.InputField(desc="triples with <UNCERTAIN> and <FILL> placeholders")
-    completed_chain: list[list[str]] = dspy.OutputField(desc="triples [head, relation, tail], placeholders replaced")
+    completed_chain: list[list[str]] = dspy.OutputField(desc="triples [head, relation, tail], placeholders replaced",
+                                                        min_length=1, max_length=MOST_ITEMS)
 
 
 _REASONING = """You are a multi-hop question-answering inference agent that gives concise, factual answers based
@@ -102,7 +106,8 @@ document text. Then answer the question from the documents and the completed cha
     question: str = dspy.InputField()
     sub_questions: list[str] = dspy.InputField()
     reasoning_chain: list[list[str]] = dspy.InputField(desc="triples with <UNCERTAIN> and <FILL> placeholders")
-    completed_chain: list[list[str]] = dspy.OutputField(desc="triples [head, relation, tail], placeholders replaced")
+    completed_chain: list[list[str]] = dspy.OutputField(desc="triples [head, relation, tail], placeholders replaced",
+                                                        min_length=1, max_length=MOST_ITEMS)
     answer: str = dspy.OutputField(desc="the shortest answer term, or yes/no")
 
 

@@ -31,7 +31,9 @@ Tables 7–8 (about 200 tokens a question each) leave no room for a chain of tho
 """
 
 import dspy
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
+
+from .shared import MOST_ITEMS
 
 
 class Reasoner(dspy.Signature):
@@ -64,7 +66,7 @@ class EntityQueries(BaseModel):
     """One key entity and the search queries for what is missing about it."""
 
     entity: str
-    queries: list[str]
+    queries: list[str] = Field(json_schema_extra={"minItems": 1, "maxItems": 3})  # the schema only: "at most three"
 
 
 class EntityIdentifier(dspy.Signature):
@@ -79,7 +81,8 @@ class EntityIdentifier(dspy.Signature):
     knowledge_outline: str = dspy.InputField(desc="retrieved knowledge, by entity")
     reasoning_history: list[str] = dspy.InputField(desc="the reasoning steps, the last one names the gap")
     known_entities: list[str] = dspy.InputField(desc="entities searched for in earlier iterations")
-    entities: list[EntityQueries] = dspy.OutputField(desc="each entity with its search queries")
+    entities: list[EntityQueries] = dspy.OutputField(desc="each entity with its search queries", min_length=1,
+                                                     max_length=MOST_ITEMS)
 
 
 class KnowledgeSummarizer(dspy.Signature):

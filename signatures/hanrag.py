@@ -26,6 +26,8 @@ from typing import Literal
 
 import dspy
 
+from .shared import MOST_ITEMS
+
 RouteLabel = Literal["straightforward question", "single-step question", "compound question", "complex question"]
 NOTHING = "nothing"  # the refiner's and ending discriminator's Thought before any step (Prompt 12, Rule 4)
 
@@ -65,7 +67,8 @@ class Decompose(dspy.Signature):
 
     question: str = dspy.InputField()
     thought: str = dspy.OutputField(desc="your analysis of the question")
-    sub_questions: list[str] = dspy.OutputField(desc="the sub-questions that constitute the question")
+    sub_questions: list[str] = dspy.OutputField(desc="the sub-questions that constitute the question", min_length=1,
+                                                max_length=MOST_ITEMS)
 
 
 class Refine(dspy.Signature):

@@ -1,7 +1,16 @@
 """Signatures shared by the baselines: the papers' "Direct" and "NativeRAG" answerers, and a reader that reasons
-before it answers (Iter-RetGen's generation, IRCoT's CoT reader)."""
+before it answers (Iter-RetGen's generation, IRCoT's CoT reader); and the bound every stage's list shares.
+
+A list a stage must fill — sub-questions, a reasoning chain, entities to search — is declared
+``dspy.OutputField(min_length=1, max_length=MOST_ITEMS)``: the prompt states the bounds, and the schema a constrained
+LM decodes under carries them (``minItems``/``maxItems``, :func:`multihop.lm.adapter.with_item_bounds`), so the reply
+never leaves the list empty. A list a stage may leave empty (ComposeRAG's sub-questions of a simple question, CIRAG's
+facts kept) has no lower bound.
+"""
 
 import dspy
+
+MOST_ITEMS = 6  # items a stage's list holds at most: the most sub-questions or triples a method's stage asks for
 
 
 class DirectAnswer(dspy.Signature):

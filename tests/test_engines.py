@@ -190,10 +190,12 @@ def test_real_stage_signatures_parse_under_constraints(musique_dev):
     from multihop.signatures.composerag import AnswerVerification
     from multihop.signatures.cooprag import QuestionUnrolling
 
-    dspy.configure(lm=llama_lm(max_tokens=384), adapter=dspy.JSONAdapter())
+    lm = llama_lm(max_tokens=384)
+    dspy.configure(lm=lm, adapter=lms.default_adapter(lm))  # the project's: the schema keeps the lists' bounds
     unrolled = dspy.Predict(QuestionUnrolling)(question=musique_dev[0].question)
     assert isinstance(unrolled.hop_count, int) and isinstance(unrolled.sub_questions, list)
     assert all(isinstance(row, list) for row in unrolled.reasoning_chain)
+    assert 1 <= len(unrolled.sub_questions) <= 6 and 1 <= len(unrolled.reasoning_chain) <= 6  # minItems, maxItems
     verdict = dspy.Predict(AnswerVerification)(question="Who played Eliza?", answer="Audrey Hepburn",
                                                source=[PASSAGE])
     assert isinstance(verdict.valid, bool)

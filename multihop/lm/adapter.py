@@ -16,6 +16,7 @@ does, and the engine plans its decodes.
 
 from __future__ import annotations
 
+import copy
 import inspect
 from typing import Any
 
@@ -68,14 +69,42 @@ def _hashable(key: tuple) -> tuple | None:
 
 
 def response_model(signature: type[dspy.Signature], native_function_calling: bool = True) -> type[pydantic.BaseModel]:
-    """The pydantic model of ``signature``'s outputs that ``JSONAdapter`` sends as ``response_format``, built once
-    per set of output fields (their names, types and defaults: all the model reads; DSPy builds a new model class, and
-    pydantic its schema, on every call). Raises as DSPy's builder does (an open-ended mapping, a type pydantic cannot
-    write a schema for)."""
-    key = _hashable((native_function_calling, *((name, field.annotation, field.default)
+    """The pydantic model of ``signature``'s outputs that ``JSONAdapter`` sends as ``response_format``, with each list
+    field's item bounds (:func:`with_item_bounds`), built once per set of output fields (their names, types, defaults
+    and bounds: all the model reads; DSPy builds a new model class, and pydantic its schema, on every call). Raises as
+    DSPy's builder does (an open-ended mapping, a type pydantic cannot write a schema for)."""
+    key = _hashable((native_function_calling, *((name, field.annotation, field.default, repr(field.metadata))
                                                  for name, field in signature.output_fields.items())))
-    return _cached(_RESPONSE_MODELS, key,
-                   lambda: _get_structured_outputs_response_format(signature, native_function_calling))
+    return _cached(_RESPONSE_MODELS, key, lambda: with_item_bounds(
+        _get_structured_outputs_response_format(signature, native_function_calling), signature))
+
+
+def item_bounds(field: pydantic.fields.FieldInfo) -> dict[str, int]:
+    """The ``minItems``/``maxItems`` of a list output field declared ``dspy.OutputField(min_length=...,
+    max_length=...)`` (the bounds pydantic keeps in the field's metadata)."""
+    bounds = {}
+    for constraint in field.metadata:  # annotated_types' MinLen, MaxLen (or Len): their lengths by name
+        for attribute, keyword in (("min_length", "minItems"), ("max_length", "maxItems")):
+            if getattr(constraint, attribute, None) is not None:
+                bounds[keyword] = getattr(constraint, attribute)
+    return bounds
+
+
+def with_item_bounds(model: type[pydantic.BaseModel], signature: type[dspy.Signature]) -> type[pydantic.BaseModel]:
+    """``model`` (DSPy's response model of ``signature``) whose schema carries each list output field's item bounds
+    (:func:`item_bounds`), which DSPy's builder drops (it reads a field's type and default only): a stage that must
+    fill a list (``min_length=1``) is decoded under ``minItems: 1``, so a constrained reply never leaves it empty."""
+    bounds = {name: item_bounds(field) for name, field in signature.output_fields.items()}
+    bounds = {name: found for name, found in bounds.items() if found}
+    if not bounds:
+        return model
+    schema = copy.deepcopy(model.model_json_schema())
+    for name, found in bounds.items():
+        prop = schema.get("properties", {}).get(name)
+        if prop is not None and prop.get("type") == "array":
+            prop.update(found)
+    model.model_json_schema = lambda *args, **kwargs: schema
+    return model
 
 
 def prompt_key(signature: type[dspy.Signature]) -> tuple:
