@@ -130,8 +130,8 @@ def adaptiverag_train(
                                           "--bias-limit of each dataset whether or not the silver labels hold them, a "
                                           "question with both keeping its silver label (ours: silver labels of a "
                                           "file's first questions then leave few bias labels; default: the first ones "
-                                          "outside the silver labels and their sample, two sets that never overlap, "
-                                          "as the authors' do not)"),
+                                          "outside the silver labels and their sample: two sets that never overlap, "
+                                          "like the authors')"),
 ):
     """Train the query-complexity classifier (a linear head on a frozen encoder, our stand-in for the paper's
     T5-Large) on silver labels of train questions and, as the authors do, the inductive-bias labels of other train
