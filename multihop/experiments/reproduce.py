@@ -235,7 +235,7 @@ def reproduce(
     for table in chosen:
         if console is not None:
             for dataset, why in not_run(table, datasets).items():
-                console.print(f"[yellow]note:[/yellow] {method.name} {table.number}: {dataset} not run ({why}); its "
+                console.print(f"[yellow]note:[/yellow] {method.name} {table.number}: {dataset} not run, {why}; its "
                               "cells show the paper's numbers alone")
     if console is not None and embedded_notice(base.model):
         console.print(f"[yellow]note:[/yellow] {embedded_notice(base.model)}")
@@ -343,10 +343,11 @@ def interval(summary: dict, metric: str, table: PaperTable) -> list[float] | Non
 
 
 def method_row(method: Method, plans: Sequence[PlannedRow]) -> PlannedRow | None:
-    """The row the others of a table are tested against: its first row of the paper's method that runs (else its
-    first row that runs)."""
+    """The row the others of a table are tested against, of those that run: the one labelled with the method's name
+    (an ablation table's full method), else its first row of the method's program, else its first row."""
     running = [plan for plan in plans if plan.identity is not None]
-    return next((plan for plan in running if plan.row.program == method.name), running[0] if running else None)
+    return next((plan for plan in running if plan.row.label == method.name),
+                next((plan for plan in running if plan.row.program == method.name), running[0] if running else None))
 
 
 def table_result(method: Method, table: PaperTable, plans: list[PlannedRow], runs: dict, setup: RunSetup,
@@ -530,6 +531,12 @@ def paired_lines(reproduced: dict) -> list[str]:
             "| row | column | difference | p | questions |", "|---|---|---:|---:|---:|", *lines]
 
 
+def shown_label(row: dict, reproduced: dict) -> str:
+    """A row's label with its paper LM where that is its own (rows of several LMs in one table)."""
+    own = row["paper_lm"] and row["paper_lm"] != reproduced["paper_lm"] and not row["stand_in"]
+    return row["label"] + (f" ({row['paper_lm']})" if own and row["paper_lm"] not in row["label"] else "")
+
+
 def to_markdown(reproduced: dict) -> str:
     """The table as the paper prints it (its rows and columns, then our stand-ins), every cell ours with its interval
     beside the paper's number; under it, why rows show the paper's number alone and the paired tests."""
@@ -539,8 +546,7 @@ def to_markdown(reproduced: dict) -> str:
              "|---|" + "---:|" * len(columns)]
     notes = []
     for row in reproduced["rows"]:
-        label = row["label"] + (f" ({row['paper_lm']})" if row["paper_lm"] and row["paper_lm"] != reproduced[
-            "paper_lm"] and not row["stand_in"] and row["paper_lm"] not in row["label"] else "")
+        label = shown_label(row, reproduced)
         if row["why_not"] or row["shares"]:
             notes.append(f"{row['label']}: {row['why_not'] or 'the same run as row ' + repr(row['shares'])}")
             label += f" [{len(notes)}]"
@@ -567,7 +573,8 @@ def console_table(reproduced: dict) -> Table:
         dataset, metric = reproduced["columns"][index]
         table.add_column(f"{dataset} {metric}", justify="right")
     for row in reproduced["rows"]:
-        label = row["label"] if row["runs_here"] else f"[dim]{row['label']} (paper only)[/dim]"
+        label = shown_label(row, reproduced) if row["runs_here"] else \
+            f"[dim]{shown_label(row, reproduced)} (paper only)[/dim]"
         table.add_row(label, *(cell_text(row["cells"][index]) for index in shown_columns))
     return table
 
