@@ -12,14 +12,13 @@ from typer.testing import CliRunner
 from multihop.cli import app
 from multihop.cli.errors import run
 from multihop.experiments.reproduce import (
-    cell_text,
     describe_tables,
-    paired_lines,
     paper_of,
     reproduce,
     select_tables,
     table_slug,
 )
+from multihop.experiments.reproduced_tables import cell_text, paired_lines
 from multihop.lm.backends import default_adapter, make_lm
 from multihop.lm.loopback import loopback_server
 from multihop.programs import PROGRAMS
