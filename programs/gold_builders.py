@@ -93,12 +93,14 @@ def gold_documents(example: dspy.Example, k: int, context: GoldContext, gold_ids
     return [Passage.make(p["title"], p["text"], p.get("id")) for p in chosen]
 
 
-def reader_pairs(example: dspy.Example, k: int, context: GoldContext) -> Pairs:
+def reader_pairs(example: dspy.Example, k: int, context: GoldContext,
+                 render: Callable[[Passage], str] = Passage.render) -> Pairs:
     """A reader's row (``passages``, ``question`` → ``answer``): the supporting paragraphs among the question's
-    distractors, ``k`` in all → the gold answer; none for a question without either."""
+    distractors, ``k`` in all (each shown by ``render``, as the program shows it) → the gold answer; none for a
+    question without either."""
     if not example.get("answer") or not example.get("gold_passage_ids"):
         return []
-    documents = [p.render() for p in gold_documents(example, k, context)]
+    documents = [render(p) for p in gold_documents(example, k, context)]
     return [({"passages": documents, "question": example.question}, {"answer": example.answer})]
 
 

@@ -111,7 +111,8 @@ def test_ircot_without_reader_answers_with_the_chain_and_never_invents_one():
 
 def test_paragraph_words_are_counted_and_cut_at_single_spaces_as_the_authors_do():
     assert words("a b  c") == 4 and words("a\nb c") == 2  # "a", "b", "", "c"; a newline stays inside a word
-    assert cut("a b  c d", 3) == "a b " and cut("a\nb c d", 1) == "a\nb" and cut("a b", None) == "a b"
+    # the cut is stripped, as para_to_text strips it
+    assert cut("a b  c d", 3) == "a b" and cut("a\nb c d", 1) == "a\nb" and cut("a b", None) == "a b"
     hits = Hits(passages=["T: a b c", "U: d e f g", "V: h"], ids=["t", "u", "v"], scores=[0.9, 0.8, 0.7],
                 titles=["T", "U", "V"], texts=["a b c", "d e f g", "h"])
     kept, dropped = without_long(hits, 3)
@@ -324,3 +325,14 @@ def test_gold_rows_chain_the_hops_evidence_and_ask_the_hops(musique_example):
     answers = stage_rows(SelfAsk(k=2), musique_example)["intermediate"]
     assert [out["intermediate_answer"] for _, out in answers] == ["Mack Rides", "Germany"]
     assert any("Mack Rides is a company" in passage for passage in answers[1][0]["passages"])
+
+
+def test_gold_rows_show_each_paragraph_cut_as_the_program_shows_it(musique_example):
+    long_text = " ".join(f"w{i}" for i in range(400))
+    example = musique_example.copy(paragraphs=[{**musique_example.paragraphs[0], "text": long_text},
+                                               *musique_example.paragraphs[1:]])
+    cut_doc = "Lost Gravity: " + " ".join(f"w{i}" for i in range(350))
+    for stage in ("reason", "answer"):
+        assert cut_doc in stage_rows(IRCoT(k=2), example)[stage][0][0]["passages"]
+    whole = stage_rows(IRCoT(k=2, paragraph_words=None), example)["answer"][0][0]["passages"]
+    assert f"Lost Gravity: {long_text}" in whole

@@ -103,7 +103,7 @@ def with_item_bounds(model: type[pydantic.BaseModel], signature: type[dspy.Signa
         prop = schema.get("properties", {}).get(name)
         if prop is not None and prop.get("type") == "array":
             prop.update(found)
-    model.model_json_schema = lambda *args, **kwargs: schema
+    model.model_json_schema = lambda *args, **kwargs: copy.deepcopy(schema)  # a caller may edit its copy in place
     return model
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dspy
 
+from multihop.data.corpus import Passage
 from multihop.retrievers.query import Hits, pick, texts_of, titles_of
 
 SHOWN_WORDS, LONG_WORDS = 350, 600  # the authors' max_para_num_words and their long-paragraph limit
@@ -21,9 +22,14 @@ def words(text: str) -> int:
 
 
 def cut(text: str, most: int | None) -> str:
-    """The first ``most`` words of ``text`` (None: all of it), rejoined with single spaces as the authors' cut is
-    (other whitespace, a newline included, stays inside a word)."""
-    return text if most is None else " ".join(text.split(" ")[:most])
+    """The first ``most`` words of ``text`` (None: all of it), rejoined with single spaces and stripped as the
+    authors' cut is (other whitespace, a newline included, stays inside a word)."""
+    return text if most is None else " ".join(text.split(" ")[:most]).strip()
+
+
+def shown_passage(passage: Passage, most: int | None) -> str:
+    """A corpus passage as a prompt shows it: ``title: text`` with its text cut to ``most`` words."""
+    return f"{passage.title}: {cut(passage.text, most)}" if passage.title else cut(passage.text, most)
 
 
 def without_long(hits: dspy.Prediction, most: int | None) -> tuple[Hits, int]:

@@ -12,7 +12,9 @@ without retrieval (``intermediate``), is the authors' model continuing the whole
 answer:": with ``own_answer_context="chain"`` (the default) the stage reads the question, the follow-ups asked so far
 with their answers and the follow-up just asked (:class:`ChainedIntermediateAnswer`; the authors' prompt also holds
 its demonstrations, which here are the stage's own, none until an optimizer adds them); ``"follow_up"`` (ours) reads
-the follow-up alone (:class:`ClosedBookIntermediateAnswer`).
+the follow-up alone (:class:`ClosedBookIntermediateAnswer`). In the copies of ``promptf`` read, the branch where the
+LM answers a follow-up itself does not refresh the text it continues, so the literal loop would ask the same
+follow-up again; ours goes on to the next decision, as the notebook intends.
 
 Ours: the search engine is the project's retriever (``k`` passages a follow-up) and a reader (``intermediate``) that
 answers the follow-up from them (a passage index has no answer box); the scaffold's decision is one typed stage
