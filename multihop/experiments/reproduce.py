@@ -357,11 +357,19 @@ def table_result(method: Method, table: PaperTable, plans: list[PlannedRow], run
     on the same questions; with why a row or a dataset has the paper's number alone."""
     references = {dataset: method_row(method, [plan for plan in plans if plan.dataset == dataset])
                   for dataset in dict.fromkeys(plan.dataset for plan in plans)}
-    grouped: dict[tuple, dict[str, PlannedRow]] = {}
+    grouped: dict[tuple, dict[str, PlannedRow]] = {(id(row), False): {} for row in table.rows}
     for plan in sorted(plans, key=lambda plan: plan.stand_in):
         grouped.setdefault((id(plan.row), plan.stand_in), {})[plan.dataset] = plan
     rows = []
-    for by_dataset in grouped.values():
+    for (row_id, _), by_dataset in grouped.items():
+        if not by_dataset:  # no dataset of the table runs here: the paper's row alone
+            row = next(row for row in table.rows if id(row) == row_id)
+            rows.append({"label": row.label, "program": row.program, "settings": row.settings,
+                         "paper_lm": row.lm or table.lm, "lm": None, "stand_in": False, "runs_here": False,
+                         "why_not": "no dataset of the table is run here", "shares": None, "reference": False,
+                         "runs": {}, "cells": [result_cell(table, dataset, metric, row.numbers.get((dataset, metric)),
+                                                           None, None) for dataset, metric in table.columns]})
+            continue
         first = next(iter(by_dataset.values()))
         cells = []
         for dataset, metric in table.columns:
