@@ -79,7 +79,8 @@ def test_a_served_lm_gets_the_bounds_and_its_reply_fills_the_list():
         with dspy.context(lm=lm, adapter=default_adapter(lm)):
             unrolled = dspy.Predict(QuestionUnrolling)(question="Who founded the maker of the Xbox?")
         sent = server.requests[-1]["response_format"]["json_schema"]["schema"]["properties"]
-    assert (sent["sub_questions"]["minItems"], sent["sub_questions"]["maxItems"]) == (1, MOST_ITEMS)
+    # the declared bound at most, shrunk with the other caps to fit the call's token budget
+    assert sent["sub_questions"]["minItems"] == 1 and 1 <= sent["sub_questions"]["maxItems"] <= MOST_ITEMS
     assert sent["reasoning_chain"]["minItems"] == 1
     assert unrolled.sub_questions and unrolled.reasoning_chain  # drawn from the schema: never empty
 
@@ -106,6 +107,6 @@ def test_a_local_engine_decodes_under_the_bounds_and_never_writes_an_empty_list(
         result = program.run_stage(program.decompose, {"thought": "", "sub_questions": []},
                                    question="Who founded the maker of the Xbox and where was he born?")
     properties = schemas[0]["properties"]["sub_questions"]
-    assert properties["minItems"] == 1 and properties["maxItems"] == MOST_ITEMS
+    assert properties["minItems"] == 1 and 1 <= properties["maxItems"] <= MOST_ITEMS  # shrunk to the 64-token budget
     if not result.get("failed"):  # a tiny random model's reply may be cut at its budget; the schema is what counts
         assert 1 <= len(result.sub_questions) <= MOST_ITEMS

@@ -67,8 +67,8 @@ def test_multihop_serve_gets_llama_cpps_json_object_form_with_the_schema(server)
 def test_off_and_hosted_providers_decode_freely_and_the_decoding_keys_the_cache(server):
     models = {mode: make_lm("hosted_vllm/qwen", api_base=server.api_base, structured=mode).model
               for mode in ("auto", "json_schema", "json_object", "off")}
-    assert models == {"auto": "hosted_vllm/qwen-json_schema6", "json_schema": "hosted_vllm/qwen-json_schema6",
-                      "json_object": "hosted_vllm/qwen-json_object6", "off": "hosted_vllm/qwen"}
+    assert models == {"auto": "hosted_vllm/qwen-json_schema7", "json_schema": "hosted_vllm/qwen-json_schema7",
+                      "json_object": "hosted_vllm/qwen-json_object7", "off": "hosted_vllm/qwen"}
     assert not isinstance(make_lm("openai/gpt-4o-mini").engine, ServedEngine)  # a hosted provider: DSPy's own
     assert isinstance(make_lm("openai/gpt-4o-mini", structured="json_schema").engine, ServedEngine)
     assert not make_lm("local:smollm2", structured="off").engine.constrained

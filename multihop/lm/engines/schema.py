@@ -3,8 +3,8 @@ longest reply the schema allows fits the generation budget, so a reply decoded u
 written instead of running to ``max_tokens``. When even the smallest caps do not fit, the call's token budget is
 raised to what they need (:func:`decoding_plan`), so no stage reply is cut at a budget its schema cannot fit.
 
-Caps already in the schema are kept. The others start at :data:`STRING_CAP` characters and :data:`LIST_CAP` items
-and shrink — lists first, one item at a time down to :data:`MIN_LIST`, then strings by a quarter down to
+Caps already in the schema are kept where they are tighter; the others start at :data:`STRING_CAP` characters and
+:data:`LIST_CAP` items (a list's own ``maxItems`` where it is lower: a stage's declared bound) and shrink — lists first, one item at a time down to :data:`MIN_LIST`, then strings by a quarter down to
 :data:`MIN_STRING` — until :func:`worst_case_chars` of the schema fits the budget. The budget is ``max_tokens`` times
 :data:`CHARS_PER_TOKEN`, a pessimistic rate for JSON text (English runs about four characters per token). Pure
 functions over JSON-schema dictionaries.
@@ -16,7 +16,7 @@ import copy
 import functools
 import json
 
-POLICY = 6  # the bounding rules' version: part of a constrained LM's cache key, so a change never replays old replies
+POLICY = 7  # the bounding rules' version: part of a constrained LM's cache key, so a change never replays old replies
 STRING_CAP = 200  # characters: a sentence or two of reasoning from a small model
 LIST_CAP = 6  # items: the most sub-questions or triples a stage of the five methods asks for
 MIN_STRING, MIN_LIST = 24, 3  # a list keeps room for a triple
@@ -104,8 +104,8 @@ def _cap(node, string_cap: int, list_cap: int) -> None:
     kinds = _kinds(node)
     if "string" in kinds and not node.keys() & {"maxLength", "enum", "const", "pattern", "format"}:
         node["maxLength"] = string_cap
-    if "array" in kinds and "maxItems" not in node:
-        node["maxItems"] = max(list_cap, node.get("minItems", 0))
+    if "array" in kinds:  # a list's own cap shrinks with the others (a declared 6 sub-questions fits the budget too)
+        node["maxItems"] = max(min(node.get("maxItems", list_cap), list_cap), node.get("minItems", 0))
     for child in _subschemas(node):
         _cap(child, string_cap, list_cap)
 
