@@ -3,8 +3,9 @@ longest reply the schema allows fits the generation budget, so a reply decoded u
 written instead of running to ``max_tokens``. When even the smallest caps do not fit, the call's token budget is
 raised to what they need (:func:`decoding_plan`), so no stage reply is cut at a budget its schema cannot fit.
 
-Caps already in the schema are kept where they are tighter; the others start at :data:`STRING_CAP` characters and
-:data:`LIST_CAP` items (a list's own ``maxItems`` where it is lower: a stage's declared bound) and shrink — lists first, one item at a time down to :data:`MIN_LIST`, then strings by a quarter down to
+A string's cap already in the schema is kept; a list's own ``maxItems`` (a stage's declared bound) is the most its
+cap can be. The others start at :data:`STRING_CAP` characters and :data:`LIST_CAP` items and shrink — lists first
+(their own caps with them), one item at a time down to :data:`MIN_LIST`, then strings by a quarter down to
 :data:`MIN_STRING` — until :func:`worst_case_chars` of the schema fits the budget. The budget is ``max_tokens`` times
 :data:`CHARS_PER_TOKEN`, a pessimistic rate for JSON text (English runs about four characters per token). Pure
 functions over JSON-schema dictionaries.
