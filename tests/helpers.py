@@ -218,6 +218,21 @@ def tiny_causal_lm(folder, texts: list[str], seed: int = 0):
     return str(folder)
 
 
+def spy_schemas(monkeypatch) -> list:
+    """The JSON schema of every generation the local transformers engine runs from here on, in order."""
+    from multihop.lm.engines import TransformersEngine
+
+    schemas = []
+    original = TransformersEngine.generate
+
+    def spy(self, messages, config, max_tokens, schema):
+        schemas.append(schema)
+        return original(self, messages, config, max_tokens, schema)
+
+    monkeypatch.setattr(TransformersEngine, "generate", spy)
+    return schemas
+
+
 def tiny(folder, layers: int) -> str:
     """A random BERT of ``layers`` layers (hidden size 32, a character vocabulary) saved as a sentence-transformers
     folder: the training code on a real transformer, in a fraction of MiniLM's time."""

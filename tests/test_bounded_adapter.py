@@ -15,7 +15,7 @@ import multihop
 from multihop.data.corpus import Passage
 from multihop.lm.loopback import loopback_server
 
-from helpers import StaticRetriever, example, tiny_causal_lm
+from helpers import StaticRetriever, example, spy_schemas, tiny_causal_lm
 
 
 def stage_requests(server) -> list[dict]:
@@ -119,17 +119,9 @@ def tiny(tmp_path_factory):
 
 
 def test_a_multihop_lm_configured_without_an_adapter_decodes_stages_under_their_schemas(tiny, monkeypatch):
-    from multihop.lm.engines import TransformersEngine
     from multihop.programs import PROGRAMS
 
-    schemas = []
-    original = TransformersEngine.generate
-
-    def spy(self, messages, config, max_tokens, schema):
-        schemas.append(schema)
-        return original(self, messages, config, max_tokens, schema)
-
-    monkeypatch.setattr(TransformersEngine, "generate", spy)
+    schemas = spy_schemas(monkeypatch)
     lm = multihop.make_lm(f"local:{tiny}", engine="transformers", max_tokens=24, cache=False)
     dspy.configure(lm=lm)  # no adapter: DSPy's default would be the ChatAdapter
     program = PROGRAMS["NoRetrieval"]()

@@ -1,6 +1,6 @@
 """The papers are cited by first author, year and place ("Ko et al., 2025, §3.2"), never by a file of the developers'
-shared folder that users do not have (the word "seed" and the file's number): checked on the source and docs, and on the data the programs
-declare (their papers' numbers and tables), which the command line and the docs print."""
+shared folder that users do not have (the word "seed" and the file's number): checked on the source and docs, and on
+the data the programs declare (their papers' numbers and tables), which the command line and the docs print."""
 
 import dataclasses
 import re

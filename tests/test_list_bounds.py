@@ -14,7 +14,7 @@ from multihop.programs import PROGRAMS
 from multihop.signatures.cooprag import QuestionUnrolling
 from multihop.signatures.shared import MOST_ITEMS
 
-from helpers import tiny_causal_lm
+from helpers import spy_schemas, tiny_causal_lm
 
 MUST_FILL = {  # program → stage → the list fields it must fill
     "CoopRAG": {"unroll": ("sub_questions", "reasoning_chain"), "complete": ("completed_chain",)},
@@ -91,16 +91,8 @@ def tiny(tmp_path_factory):
 
 
 def test_a_local_engine_decodes_under_the_bounds_and_never_writes_an_empty_list(tiny, monkeypatch):
-    from multihop.lm.engines import TransformersEngine
 
-    schemas = []
-    original = TransformersEngine.generate
-
-    def spy(self, messages, config, max_tokens, schema):
-        schemas.append(schema)
-        return original(self, messages, config, max_tokens, schema)
-
-    monkeypatch.setattr(TransformersEngine, "generate", spy)
+    schemas = spy_schemas(monkeypatch)
     lm = multihop.make_lm(f"local:{tiny}", engine="transformers", max_tokens=64, cache=False)
     program = PROGRAMS["HANRAG"]()
     with dspy.context(lm=lm):  # the stage runs under the adapter the LM decodes best with, as in a program
