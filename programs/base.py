@@ -248,6 +248,13 @@ class MultihopProgram(TracedModule):
         return [p.name for p in parameters if p.name not in ("self", "retriever")
                 and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
 
+    @classmethod
+    def defaults(cls) -> dict:
+        """Each of :meth:`settings` with its default (None for a setting without one)."""
+        parameters = inspect.signature(cls.__init__).parameters
+        return {name: None if parameters[name].default is inspect.Parameter.empty else parameters[name].default
+                for name in cls.settings()}
+
     def config(self) -> dict:
         """The constructor settings of this program, read from the attributes named like the parameters (saved next
         to a compiled program's state, and compared when it is loaded)."""

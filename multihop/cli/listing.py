@@ -4,7 +4,6 @@ with their defaults; ``multihop cite`` prints the BibTeX of the papers they rebu
 
 from __future__ import annotations
 
-import inspect
 import json
 import logging
 from enum import Enum
@@ -25,14 +24,13 @@ def program_facts(kind: str | None = None) -> list[dict]:
     logging.getLogger("multihop").setLevel(logging.ERROR)  # a program built at its defaults may warn of a missing file
     try:
         for method in PROGRAMS.declared(kind):
-            parameters = inspect.signature(method.program.__init__).parameters
             facts.append({
                 "name": method.name, "kind": method.kind,
                 "paper": method.paper.short() if method.paper else None,
                 "title": method.paper.title if method.paper else None,
                 "reported_by": PROGRAMS.reported_by(method.name),
                 "stages": [name for name, _ in method.program().named_predictors()],
-                "switches": {name: parameters[name].default for name in method.program.settings()},
+                "switches": method.program.defaults(),
             })
     finally:
         logging.getLogger("multihop").setLevel(quiet)

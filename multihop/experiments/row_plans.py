@@ -19,7 +19,6 @@ The rules:
 
 from __future__ import annotations
 
-import inspect
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -68,13 +67,6 @@ class PlannedRow:
     def key(self) -> str:
         """The identity as one string (the key of its run's results)."""
         return json.dumps(self.identity, sort_keys=True, default=str)
-
-
-def program_defaults(name: str) -> dict:
-    """Program ``name``'s constructor settings with their defaults (its settings without a default: None)."""
-    parameters = inspect.signature(PROGRAMS[name].__init__).parameters
-    return {setting: (None if parameters[setting].default is inspect.Parameter.empty else parameters[setting].default)
-            for setting in PROGRAMS[name].settings()}
 
 
 def row_settings(row: TableRow, dataset: str, setup: RunSetup) -> dict:
@@ -146,7 +138,7 @@ def missing(table: PaperTable, row: TableRow, dataset: str, setup: RunSetup) -> 
 def identity(table: PaperTable, row: TableRow, dataset: str, setup: RunSetup, lm: str) -> dict:
     """Everything ``row`` runs with on ``dataset`` (the module docstring): two rows with the same identity are one
     run."""
-    settings = {**program_defaults(row.program), **row_settings(row, dataset, setup)}
+    settings = {**PROGRAMS[row.program].defaults(), **row_settings(row, dataset, setup)}
     stages = row.stage_lms
     stage_lms = {}
     if stages is not None:
