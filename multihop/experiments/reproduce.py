@@ -37,7 +37,14 @@ from multihop.experiments.charts import write_charts
 from multihop.experiments.comparison import paired_runs, paired_tests, rollout, run_lms
 from multihop.experiments.report import write_report
 from multihop.experiments.reproduced_tables import console_table, to_markdown
-from multihop.experiments.row_plans import PlannedRow, RunSetup, plan_table, row_settings, student_key
+from multihop.experiments.row_plans import (
+    PlannedRow,
+    RunSetup,
+    plan_table,
+    row_settings,
+    student_key,
+    waiting_state,
+)
 from multihop.experiments.tables import summary_row, write_table
 from multihop.lm.models import embedded_notice
 from multihop.lm.options import LMOptions, served_student
@@ -118,20 +125,12 @@ def unpreparable(program: dspy.Module, examples: Sequence[dspy.Example]) -> str 
     return None
 
 
-def row_state(plan: PlannedRow) -> str:
-    """``runs``, ``runs once given`` (an artifact, a student or an LM mapping it lacks), ``runs once built`` (what it
-    lacks ``--build`` makes), ``shares a run`` or ``cannot run here``, for ``reproduce --list``."""
+def row_state(plan: PlannedRow, setup: RunSetup) -> str:
+    """``runs``, ``shares a run``, or how a row that does not run could (:func:`.row_plans.waiting_state`), for
+    ``reproduce --list``."""
     if plan.identity is not None:
         return "shares a run" if plan.shares else "runs"
-    if not plan.row.runnable or plan.row.program not in PROGRAMS:
-        return "cannot run here"
-    if plan.skipped.startswith("the same run as"):
-        return "cannot run here"
-    lacking = [artifact for artifact in plan.row.needs if f"needs {artifact.name}" in plan.skipped]
-    if lacking and all(artifact.build is not None for artifact in lacking) and "--student" not in plan.skipped \
-            and "--lm-for" not in plan.skipped:
-        return "runs once built"
-    return "runs once given"
+    return waiting_state(plan.table, plan.row, plan.dataset, setup)
 
 
 def describe_tables(methods: Sequence[Method], setup: RunSetup | None = None) -> list[dict]:
@@ -143,7 +142,7 @@ def describe_tables(methods: Sequence[Method], setup: RunSetup | None = None) ->
         for table in method.tables:
             dataset = next(iter(table_datasets(table, None)), table.columns[0][0])
             rows = [{"label": plan.label, "program": plan.row.program, "settings": plan.row.settings,
-                     "lm": plan.row.lm or table.lm, "numbers": len(plan.row.numbers), "state": row_state(plan),
+                     "lm": plan.row.lm or table.lm, "numbers": len(plan.row.numbers), "state": row_state(plan, setup),
                      "runnable": plan.identity is not None, "why_not": plan.skipped, "stand_in": plan.stand_in}
                     for plan in plan_table(table, dataset, setup)]
             described.append({"paper": method.name, "table": table.number, "title": table.title,

@@ -135,6 +135,22 @@ def missing(table: PaperTable, row: TableRow, dataset: str, setup: RunSetup) -> 
     return "; ".join(reasons) or None
 
 
+def waiting_state(table: PaperTable, row: TableRow, dataset: str, setup: RunSetup) -> str:
+    """How a row that does not run with what was given could: ``runs once built`` (every artifact it lacks has a
+    builder, and it lacks nothing else), ``runs once given`` (an artifact only the user makes, a student or an LM
+    mapping), or ``cannot run here`` (not rebuilt here, or the same run as another row)."""
+    if not row.runnable or row.program not in PROGRAMS:
+        return "cannot run here"
+    absent = [artifact for artifact in row.needs if setup.artifact(artifact, dataset) is None]
+    stages = row.stage_lms
+    other_lm = stages is not None and (student_key(table, row, setup) is None if stages.role == "student"
+                                       else stages.paper_lm not in setup.lm_for)
+    own_lm = is_own_lm(table, row) and (row.lm or table.lm) not in setup.lm_for
+    if absent and not other_lm and all(artifact.build is not None for artifact in absent):
+        return "runs once built"
+    return "runs once given" if absent or other_lm or own_lm else "cannot run here"
+
+
 def identity(table: PaperTable, row: TableRow, dataset: str, setup: RunSetup, lm: str) -> dict:
     """Everything ``row`` runs with on ``dataset`` (the module docstring): two rows with the same identity are one
     run."""
