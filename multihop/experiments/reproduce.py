@@ -360,34 +360,27 @@ def table_result(method: Method, table: PaperTable, plans: list[PlannedRow], run
     for plan in sorted(plans, key=lambda plan: plan.stand_in):
         grouped.setdefault((id(plan.row), plan.stand_in), {})[plan.dataset] = plan
     rows = []
-    for (row_id, _), by_dataset in grouped.items():
-        if not by_dataset:  # no dataset of the table runs here: the paper's row alone
-            row = next(row for row in table.rows if id(row) == row_id)
-            rows.append({"label": row.label, "program": row.program, "settings": row.settings,
-                         "paper_lm": row.lm or table.lm, "lm": None, "stand_in": False, "runs_here": False,
-                         "why_not": "no dataset of the table is run here", "shares": None, "reference": False,
-                         "runs": {}, "cells": [result_cell(table, dataset, metric, row.numbers.get((dataset, metric)),
-                                                           None, None) for dataset, metric in table.columns]})
-            continue
-        first = next(iter(by_dataset.values()))
+    for (row_id, stand_in), by_dataset in grouped.items():
+        row = next(row for row in table.rows if id(row) == row_id)
+        first = next(iter(by_dataset.values()), None)  # None: no dataset of the table runs here
         cells = []
         for dataset, metric in table.columns:
             plan = by_dataset.get(dataset)
             run = runs.get(plan.key()) if plan is not None and plan.identity is not None else None
-            cells.append(result_cell(table, dataset, metric, None if first.stand_in else
-                                     first.row.numbers.get((dataset, metric)), run,
-                                     runs.get(references[dataset].key()) if references.get(dataset) else None))
-        cells = with_means(table, cells)
-        reference = references.get(first.dataset)
-        rows.append({"label": first.label, "program": first.row.program, "settings": first.row.settings,
-                     "paper_lm": first.row.lm or table.lm, "lm": first.lm, "stand_in": first.stand_in,
+            cells.append(result_cell(table, dataset, metric, None if stand_in else row.numbers.get((dataset, metric)),
+                                     run, runs.get(references[dataset].key()) if references.get(dataset) else None))
+        reference = references.get(first.dataset) if first else None
+        rows.append({"label": first.label if first else row.label, "program": row.program, "settings": row.settings,
+                     "paper_lm": row.lm or table.lm, "lm": first.lm if first else None, "stand_in": stand_in,
                      "runs_here": any(plan.identity is not None for plan in by_dataset.values()),
-                     "why_not": next((plan.skipped for plan in by_dataset.values() if plan.skipped), None),
-                     "shares": first.shares, "reference": reference is not None and reference.row is first.row
-                     and not first.stand_in,
+                     "why_not": next((plan.skipped for plan in by_dataset.values() if plan.skipped),
+                                     None if first else "no dataset of the table is run here"),
+                     "shares": first.shares if first else None,
+                     "reference": reference is not None and reference.row is row and not stand_in,
                      "runs": {dataset: {"folder": str(runs[plan.key()]["folder"]), **runs[plan.key()]["record"]}
                               for dataset, plan in by_dataset.items()
-                              if plan.identity is not None and plan.key() in runs}, "cells": cells})
+                              if plan.identity is not None and plan.key() in runs},
+                     "cells": with_means(table, cells)})
     ran = list(dict.fromkeys(plan.dataset for plan in plans))
     return {"paper": method.name, "table": table.number, "title": table.title, "lm": setup.lm, "judge": judge,
             "notice": embedded_notice(setup.lm), "paper_lm": table.lm, "settings": table.settings,
