@@ -61,9 +61,9 @@ def synthetic_vectors(count: int, seed: int = 0, centroids: int = 256) -> tuple[
     import faiss
 
     from multihop.data.question_sets import question_file
-    from multihop.programs import shared_retriever
+    from multihop.experiments.program_indexes import program_retriever
 
-    dense, _ = shared_retriever(question_file("musique", "dev"), "dense", "mpnet")  # `compare`'s cached index
+    dense, _ = program_retriever("SingleStepRAG", question_file("musique", "dev"), "mpnet")  # `compare`'s cached index
     real = dense.index.index.reconstruct_n(0, len(dense.corpus))
     kmeans = faiss.Kmeans(real.shape[1], min(centroids, len(real) // 8), niter=20, seed=seed, spherical=True)
     kmeans.train(real)

@@ -30,12 +30,12 @@ from rich.table import Table
 from multihop.data.jsonl import read_rows
 from multihop.data.loaders import build_corpus, load_questions
 from multihop.evaluation.runner import evaluate
-from multihop.evaluation.tracing import active_traces
 from multihop.experiments.demo import CHAIN_MAX_TOKENS, DEMO_MAX_TOKENS
 from multihop.lm.backends import engine_lm, llamacpp_weights
 from multihop.lm.engines import LlamaCppEngine
 from multihop.programs import CoopRAG, SingleStepRAG
 from multihop.retrievers import DenseRetriever, IndexSpec, load_retriever
+from multihop.runtime.tracing import active_traces
 
 console = Console(width=170)
 MODES = {"last call only": 0, "per-stage cache": None}  # prefix_cache_bytes (None: the engine's default)

@@ -45,9 +45,10 @@ from rich.table import Table
 from multihop.data.loaders import load_dataset
 from multihop.data.paths import atomic_write_text
 from multihop.data.question_sets import question_file
-from multihop.evaluation.parallel import fan_out
+from multihop.experiments.program_indexes import program_retriever
 from multihop.lm.backends import default_adapter, make_lm
-from multihop.programs import PROGRAMS, shared_retriever, takes_retriever
+from multihop.programs import PROGRAMS, takes_retriever
+from multihop.runtime.parallel import fan_out
 
 console = Console(width=170)
 
@@ -147,18 +148,19 @@ def main() -> None:
         return
     path = question_file("musique", "dev")
     questions = [example.question for example in load_dataset(path, limit=args.questions)]
-    retriever, _ = shared_retriever(path, args.first_stage, "mpnet")
     names = args.programs.split(",") if args.programs else PROGRAMS.compared_by_default()
+    loaded = {}  # index folder → its retriever, shared by the programs that read the same pooling
+    searched = {name: program_retriever(name, path, "mpnet", args.first_stage, loaded=loaded)[0] for name in names}
     runs = [("threads", int(n)) for n in args.in_flight.split(",") if n] + [
         ("async", int(n)) for n in args.async_in_flight.split(",") if n]
     args.out.mkdir(parents=True, exist_ok=True)
     rows, harness = [], {}
     with served(0.0, args.lifetime) as api_base:
         for name in names:  # warm-up (encoders loaded, first calls) then the harness's CPU a call
-            measure(name, retriever, api_base, questions[:2], 1, "threads")
+            measure(name, searched[name], api_base, questions[:2], 1, "threads")
             profiler = cProfile.Profile(time.process_time) if args.profile else None
             with profiler or contextlib.nullcontext():
-                zero = measure(name, retriever, api_base, questions, 1, "threads")
+                zero = measure(name, searched[name], api_base, questions, 1, "threads")
             if profiler is not None:
                 console.print(f"{name}: the harness's CPU by function, {sum(zero['lm_requests'])} calls")
                 pstats.Stats(profiler, stream=sys.stdout).sort_stats("tottime").print_stats(args.profile)
@@ -167,7 +169,7 @@ def main() -> None:
     with served(args.latency, args.lifetime) as api_base:
         for name in names:
             for mode, in_flight in runs:
-                row = measure(name, retriever, api_base, questions, in_flight, mode)
+                row = measure(name, searched[name], api_base, questions, in_flight, mode)
                 row["harness_ms_per_call"] = harness[name]
                 rows.append(row)
                 console.print(f"{name} {mode} ×{in_flight}: {row['wall_s']:.1f} s, {row['llm_calls']} calls, "

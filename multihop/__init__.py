@@ -29,9 +29,9 @@ _EXPORTS = {
     "aevaluate": "multihop.evaluation.runner",
     "evaluate_all": "multihop.evaluation.runner",
     "compare": "multihop.experiments.comparison",
-    "Budget": "multihop.programs.budget",
+    "Budget": "multihop.experiments.budget",
     "LLMJudge": "multihop.evaluation.metrics",
-    "record_trace": "multihop.evaluation.tracing",
+    "record_trace": "multihop.runtime.tracing",
     "load": "multihop.programs.saved",
     "save": "multihop.programs.saved",
 }

@@ -4,8 +4,6 @@ baselines (under :mod:`.baselines`), saving/loading them, and the registry every
 line here."""
 
 from .base import MultihopProgram, takes_retriever
-from .budget import Budget
-from .building import budget_knobs, cached_index, program_index, program_under_budget, shared_retriever
 from .papers import Paper
 from .registry import PROGRAMS, Method
 
@@ -22,7 +20,6 @@ from .baselines import AdaptiveRAG, FLARE, GenGround, IRCoT, IterRetGen, MetaRAG
 from .distill_presets import DISTILL_PRESETS, register_distill_preset
 from .saved import load, save
 
-__all__ = ["AdaptiveRAG", "Budget", "CIRAG", "ComposeRAG", "CoopRAG", "DISTILL_PRESETS", "DualRAG", "FLARE",
-           "GenGround", "HANRAG", "IRCoT", "IterRetGen", "MetaRAG", "Method", "MultihopProgram", "NoRetrieval",
-           "PROGRAMS", "Paper", "SelfAsk", "SingleStepRAG", "budget_knobs", "cached_index", "load", "program_index",
-           "program_under_budget", "register_distill_preset", "save", "shared_retriever", "takes_retriever"]
+__all__ = ["AdaptiveRAG", "CIRAG", "ComposeRAG", "CoopRAG", "DISTILL_PRESETS", "DualRAG", "FLARE", "GenGround",
+           "HANRAG", "IRCoT", "IterRetGen", "MetaRAG", "Method", "MultihopProgram", "NoRetrieval", "PROGRAMS", "Paper",
+           "SelfAsk", "SingleStepRAG", "load", "register_distill_preset", "save", "takes_retriever"]

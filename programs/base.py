@@ -1,9 +1,9 @@
 """What every multihop program shares (docs/design.md, "The contract every program keeps").
 
-A :class:`MultihopProgram` records a :class:`~multihop.evaluation.tracing.Trace` around each call, and returns the
+A :class:`MultihopProgram` records a :class:`~multihop.runtime.tracing.Trace` around each call, and returns the
 prediction with its stage records (``prediction.stage_trace``) and per-question counts (``prediction.counts``:
 ``llm_calls``, ``retrieval_calls``, ``tokens``, ``passage_ids`` and every event the program counted with
-:func:`multihop.evaluation.tracing.count`). Its constructor settings are its ``__init__`` parameters, read back by
+:func:`multihop.runtime.tracing.count`). Its constructor settings are its ``__init__`` parameters, read back by
 :meth:`~MultihopProgram.config`, so a new switch is one parameter kept as an attribute of the same name. Every
 subclass registers itself by class name (:data:`~.registry.PROGRAMS`; an abstract base says ``register=False``), which
 is how a saved program is rebuilt. It also gives
@@ -34,11 +34,11 @@ from typing import ClassVar
 import dspy
 from dspy.utils.exceptions import AdapterParseError
 
-from multihop.evaluation.parallel import concurrency, fan_out
-from multihop.evaluation.tracing import TracedModule, count
 from multihop.lm.adapter import preferred_adapter
 from multihop.retrievers import Retriever, make_reranker
 from multihop.retrievers.query import Hits, pick
+from multihop.runtime.parallel import concurrency, fan_out
+from multihop.runtime.tracing import TracedModule, count
 
 from .registry import PROGRAMS
 from .switches import typed
@@ -147,9 +147,9 @@ class MultihopProgram(TracedModule):
     def fan_out(self, fn, items) -> list:
         """``[fn(item) for item in items]`` for calls the method makes independently of each other (a judgment per
         passage, an extraction per document), run at once: ``inner_threads`` of them, or by default as many as the
-        LMs take (:func:`multihop.evaluation.parallel.concurrency`: 8 for a served LM, 1 for an in-process engine, which
+        LMs take (:func:`multihop.runtime.parallel.concurrency`: 8 for a served LM, 1 for an in-process engine, which
         runs one call at a time). Results, stage records and counts are those of the serial loop, in its order
-        (:func:`multihop.evaluation.parallel.fan_out`). ``inner_threads`` is not a setting of the method: it changes no
+        (:func:`multihop.runtime.parallel.fan_out`). ``inner_threads`` is not a setting of the method: it changes no
         result, so it is not in :meth:`config`."""
         threads = self.inner_threads
         if threads is None:

@@ -17,9 +17,8 @@ from multihop.cli import app
 from multihop.cli.errors import run
 from multihop.data.folders import RunMismatchError
 from multihop.data.jsonl import read_rows
+from multihop.experiments.budget import Budget, paper_settings
 from multihop.experiments.report import question_anchor
-from multihop.programs.budget import Budget
-from multihop.programs.building import paper_settings
 
 from helpers import field, scripted_lm
 

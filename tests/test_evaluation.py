@@ -7,7 +7,7 @@ from rich.console import Console
 
 from multihop.data.jsonl import read_rows
 from multihop.evaluation.runner import RATES, default_columns, evaluate, render_table
-from multihop.evaluation.tracing import count
+from multihop.runtime.tracing import count
 
 from helpers import Echo, echo_examples, scripted_lm
 

@@ -3,7 +3,8 @@ below it, and no module imports itself back through others (function-level impor
 hide a cycle).
 
 From the bottom: ``data`` (files, question sets, corpora, folders), ``lm`` (models, engines, LM construction, serving),
-``evaluation`` (running any program, metrics, traces, fan-out, shards, Ray), then ``signatures`` and ``retrievers``
+``runtime`` (what every program call runs on: traces, spans, fan-out), ``evaluation`` (running any program, metrics,
+intervals, shards, Ray, MLflow runs), then ``signatures`` and ``retrievers``
 (neither imports the other), ``programs`` (the methods and baselines and their registry), ``optimize`` (compiling,
 gold targets, students), ``experiments`` (the comparison, the demo) and at the top the command line (``multihop.cli``,
 each method's ``cli`` sub-app) and the lazy re-exports of ``multihop/__init__.py``, which may import anything.
@@ -18,7 +19,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE_DIRS = {"multihop": "multihop", "signatures": "multihop.signatures", "retrievers": "multihop.retrievers",
                 "programs": "multihop.programs", "optimize": "multihop.optimize"}
-ORDER = ["data", "lm", "evaluation", "signatures", "retrievers", "programs", "optimize", "experiments", "top"]
+ORDER = ["data", "lm", "runtime", "evaluation", "signatures", "retrievers", "programs", "optimize", "experiments", "top"]
 SIBLINGS = {frozenset({"signatures", "retrievers"})}  # layers at one height that do not import each other
 ALLOWED = {name: {lower for lower in ORDER[:ORDER.index(name) + 1]
                   if lower == name or frozenset({lower, name}) not in SIBLINGS} for name in ORDER}
@@ -90,7 +91,7 @@ def test_the_root_of_the_library_holds_only_its_layers():
     modules_at_root = sorted(path.name for path in (ROOT / "multihop").glob("*.py"))
     assert modules_at_root == ["__init__.py"]
     folders = {path.name for path in (ROOT / "multihop").iterdir() if path.is_dir() and path.name != "__pycache__"}
-    assert folders == {"cli", "data", "lm", "evaluation", "experiments", "students"}
+    assert folders == {"cli", "data", "lm", "runtime", "evaluation", "experiments", "students"}
 
 
 def test_a_module_importing_a_higher_layer_is_found(tmp_path):

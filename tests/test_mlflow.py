@@ -14,12 +14,12 @@ from typer.testing import CliRunner
 from multihop.cli import app
 from multihop.cli.errors import run
 from multihop.data.corpus import Corpus, Passage
-from multihop.evaluation import spans
 from multihop.evaluation.mlflow_runs import key_name, metrics, mlflow_run, params
 from multihop.programs import PROGRAMS
 from multihop.retrievers.query import pick
 from multihop.retrievers.rerankers import RerankStep
 from multihop.retrievers.sparse import BM25Retriever
+from multihop.runtime import spans
 
 from helpers import paris_data, scripted_lm
 

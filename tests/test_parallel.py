@@ -1,4 +1,4 @@
-"""Independent calls run at once: :func:`multihop.evaluation.parallel.fan_out` gives the serial loop's results,
+"""Independent calls run at once: :func:`multihop.runtime.parallel.fan_out` gives the serial loop's results,
 records and counts in its order whatever order the calls end in, and every program with independent calls (HANRAG's
 relevance judgments and compound sub-questions, CIRAG's per-document extraction, DualRAG's per-entity retrieval and
 summaries) answers, traces and counts the same at ``inner_threads`` 4 as at 1 on a scripted LM whose replies come
@@ -14,11 +14,11 @@ import dspy
 import pytest
 
 from multihop.data.corpus import Passage
-from multihop.evaluation.parallel import SERVED_INNER_THREADS, concurrency, fan_out
-from multihop.evaluation.tracing import count, record_trace
 from multihop.lm.backends import make_lm
 from multihop.lm.engines.served import ServedEngine
 from multihop.programs import CIRAG, HANRAG, DualRAG
+from multihop.runtime.parallel import SERVED_INNER_THREADS, concurrency, fan_out
+from multihop.runtime.tracing import count, record_trace
 
 from helpers import StaticRetriever, TypedScript
 

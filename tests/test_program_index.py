@@ -1,5 +1,6 @@
 """The index a program retrieves from when none is given: its pooling, built once for every command that asks
-(programs/building.py, the command line's ``retriever_folder``), its progress bar, and its description."""
+(``multihop.experiments.program_indexes``, the command line's ``retriever_folder``), its progress bar, and its
+description."""
 
 import json
 import os
@@ -7,7 +8,8 @@ import os
 import pytest
 
 from multihop.cli.programs import retriever_folder
-from multihop.programs import CoopRAG, SingleStepRAG, cached_index, program_index, shared_retriever
+from multihop.experiments.program_indexes import cached_index, program_index, program_retriever
+from multihop.programs import CoopRAG, SingleStepRAG
 from multihop.retrievers import BM25Retriever, Encoder, Retriever, describe_index, load_retriever
 from multihop.retrievers.encoder import POOLINGS
 
@@ -52,8 +54,12 @@ def test_every_command_finds_the_same_cached_index_and_encodes_nothing_again(cor
     stamp = (folders["cls"] / "index.faiss").stat().st_mtime_ns
     assert program_index("CoopRAG", corpus_file, "minilm") == folders["cls"]  # eval, compile, ... (the CLI's door)
     assert retriever_folder(None, str(corpus_file), None, "minilm", "CoopRAG") == folders["cls"]
-    assert shared_retriever(corpus_file, "dense", "minilm", pooling="cls")[1] == folders["cls"]  # compare, reproduce
-    assert shared_retriever(corpus_file, "dense", "minilm")[1] == folders["mean"]
+    loaded = {}
+    retriever, folder = program_retriever("CoopRAG", corpus_file, "minilm", loaded=loaded)  # compare, reproduce
+    assert folder == folders["cls"] and retriever.encoder.pooling == "cls"
+    assert program_retriever("SingleStepRAG", corpus_file, "minilm", loaded=loaded)[1] == folders["mean"]
+    assert program_retriever("IRCoT", corpus_file, "minilm", loaded=loaded)[0] is loaded[folders["mean"]]  # shared
+    assert program_retriever("SingleStepRAG", corpus_file, "minilm", pooling="cls")[1] == folders["cls"]  # a row's
     assert retriever_folder(None, str(corpus_file), None, "minilm", "SingleStepRAG") == folders["mean"]
     assert encoded == [] and (folders["cls"] / "index.faiss").stat().st_mtime_ns == stamp
 

@@ -15,10 +15,10 @@ from typer.testing import CliRunner
 import multihop
 from multihop.cli import app as multihop_app
 from multihop.data.corpus import Passage
-from multihop.evaluation.tracing import count
 from multihop.programs import PROGRAMS, Method, MultihopProgram, load, save, takes_retriever
 from multihop.programs.gold_builders import GOLD_BUILDERS, register_gold_builder
 from multihop.programs.papers import reported
+from multihop.runtime.tracing import count
 
 from helpers import StaticRetriever, TypedScript, scripted_lm, tiny_causal_lm
 
@@ -309,8 +309,8 @@ def test_a_scripted_run_yields_an_answer_passage_ids_and_the_declared_counts(nam
 
 @pytest.mark.parametrize("name", DECLARED)
 def test_evaluation_reuses_the_programs_own_trace_with_the_same_counts(name, monkeypatch):
-    from multihop.evaluation import tracing
     from multihop.evaluation.runner import run_question
+    from multihop.runtime import tracing
 
     program = built(name)
     opened = []

@@ -4,8 +4,8 @@ from concurrent.futures import ThreadPoolExecutor
 import dspy
 import pytest
 
-from multihop.evaluation.tracing import count, module_paths, record_trace
 from multihop.programs import MultihopProgram, SingleStepRAG
+from multihop.runtime.tracing import count, module_paths, record_trace
 
 from helpers import scripted_lm
 

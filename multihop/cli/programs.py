@@ -99,11 +99,11 @@ def build_program(name: str, retriever_dir: str | None, corpus: str | None, data
 def retriever_folder(retriever_dir: str | None, corpus: str | None, data: str | None, encoder: str,
                      program: str) -> Path:
     """An index folder: the one given, or the one built for ``program`` (once, then cached:
-    :func:`multihop.programs.building.program_index`, the index ``compare`` and ``reproduce`` use for it too) from
-    --corpus or the questions (a question file's paragraphs form the IRCoT corpus)."""
+    :func:`multihop.experiments.program_indexes.program_index`, the index ``compare`` and ``reproduce`` use for it
+    too) from --corpus or the questions (a question file's paragraphs form the IRCoT corpus)."""
     if retriever_dir:
         return Path(retriever_dir)
-    from multihop.programs import program_index
+    from multihop.experiments.program_indexes import program_index
 
     source = corpus or data
     if source is None:

@@ -162,8 +162,8 @@ def compare_cmd(
     program names as the papers write them work too, e.g. Iter-RetGen): prints the budget and the tables, and writes
     comparison.md/.json, the charts and report.html (every question's answers and stage traces) into --out. A rerun
     resumes."""
+    from multihop.experiments.budget import Budget
     from multihop.experiments.comparison import compare
-    from multihop.programs.budget import Budget
 
     # each program's own rollout id keys its cache entries apart; DSPy warns that it leaves greedy replies the same
     warnings.filterwarnings("ignore", message="rollout_id has no effect", category=UserWarning)

@@ -13,7 +13,7 @@ trace_app = typer.Typer(help="Per-stage traces saved by an evaluation.", no_args
 
 
 def print_trace(records: list[dict]) -> None:
-    from multihop.evaluation.tracing import record_cells
+    from multihop.runtime.tracing import record_cells
 
     table = Table("#", "stage", "kind", "lm", "s", "tokens", "inputs → outputs")
     for i, record in enumerate(records, 1):

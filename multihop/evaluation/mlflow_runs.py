@@ -2,7 +2,7 @@
 
 :func:`mlflow_run` opens a run in the experiment at a tracking URI with MLflow's DSPy tracing on
 (``mlflow.dspy.autolog()``), so each question answered in it is a trace — a span per module and LM call, typed
-retriever and reranker spans with their documents (:mod:`multihop.evaluation.spans`) — linked to the run;
+retriever and reranker spans with their documents (:mod:`multihop.runtime.spans`) — linked to the run;
 :func:`log_outcome` then logs the run manifest as parameters, the summary's numbers as metrics and the output folder
 (rows, traces, summary, report) as artifacts. MLflow is an optional extra: ``pip install 'multihop[mlflow]'``.
 """

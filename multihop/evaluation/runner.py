@@ -51,9 +51,9 @@ from multihop.evaluation.intervals import (
     metric_values,
 )
 from multihop.evaluation.metrics import LLMJudge, answer_scores, recall_at_k
-from multihop.evaluation.tracing import TracedModule, in_worker, jsonable, record_trace
 from multihop.lm.engines.base import LogprobsUnavailable
 from multihop.lm.engines.served import StructuredOutputRefused
+from multihop.runtime.tracing import TracedModule, in_worker, jsonable, record_trace
 
 logger = logging.getLogger(__name__)
 RESULTS = "results.jsonl"
@@ -100,7 +100,7 @@ def run_question(program: dspy.Module, example: dspy.Example, judge: LLMJudge | 
     the program at all — a server that refuses the stages' schemas
     (:class:`~multihop.lm.engines.served.StructuredOutputRefused`), an LM without the token log-probabilities a program
     reads (:class:`~multihop.lm.engines.base.LogprobsUnavailable`) —, which stops the run. A module
-    that traces its own calls (:class:`~multihop.evaluation.tracing.TracedModule`, every multihop program) gives its
+    that traces its own calls (:class:`~multihop.runtime.tracing.TracedModule`, every multihop program) gives its
     stage records and counts with its prediction; any other ``dspy.Module`` is traced here, so it gets them too.
     ``recall@k`` is the recall over every passage the program read (k: its own count on that question). Each of
     ``metrics`` (a user's DSPy metrics, by name) scores the prediction as ``fn(example, prediction)``; one that raises
@@ -344,7 +344,7 @@ async def aevaluate(
     metric: Callable | Mapping[str, Callable] | None = None,
 ) -> dict:
     """:func:`evaluate` for asyncio code (a server that hosts a program): ``in_flight`` questions at once under a
-    semaphore, each awaited as ``program.acall`` awaits a call (:func:`~multihop.evaluation.tracing.in_worker`), with
+    semaphore, each awaited as ``program.acall`` awaits a call (:func:`~multihop.runtime.tracing.in_worker`), with
     the same rows, traces, resumption and stops. The folder's lock, the manifest and the summary are written off the
     event loop."""
     run = EvaluationRun(program, examples, out_dir, progress, name, judge_lm, manifest, keep_errors, metric=metric)

@@ -11,7 +11,7 @@ states so the programs' late-interaction rerankers read them instead of encoding
 program's query markers as special tokens, which no passage contains) or BM25. Each program keeps its own reranker,
 a part of its method.
 
-The budget (:class:`~multihop.programs.budget.Budget`) is recorded with the results. Under the paper's budget
+The budget (:class:`~multihop.experiments.budget.Budget`) is recorded with the results. Under the paper's budget
 (``mode="paper"``, ``--budget paper``) each program runs as its paper ran it: its defaults and the settings its method
 declares (``Method(paper_settings=...)``), recorded per program. Under the shared one (the default) it is applied
 wherever a program has the knob: ``k`` passages per retrieval (every retrieving program's ``k``), ``max_iterations``
@@ -44,7 +44,9 @@ from multihop.data.loaders import load_dataset
 from multihop.data.question_sets import DATASETS, question_file
 from multihop.evaluation.intervals import paired_test, paired_values
 from multihop.evaluation.runner import RESULTS, Evaluation, evaluate_all, run_manifest
+from multihop.experiments.budget import Budget, budget_knobs, paper_settings, program_under_budget
 from multihop.experiments.charts import write_charts
+from multihop.experiments.program_indexes import program_retriever
 from multihop.experiments.report import write_report
 from multihop.experiments.tables import (
     budget_text,
@@ -60,8 +62,7 @@ from multihop.lm.backends import make_lm
 from multihop.lm.models import embedded_notice
 from multihop.lm.options import LMOptions, served_student
 from multihop.optimize.students import use_student
-from multihop.programs import PROGRAMS, Budget, budget_knobs, program_under_budget, shared_retriever, takes_retriever
-from multihop.programs.building import paper_settings
+from multihop.programs import PROGRAMS, takes_retriever
 from multihop.retrievers import CACHED_FIRST_STAGES, load_retriever
 
 
@@ -131,11 +132,8 @@ def compare(
         "datasets": {}, "programs": {}, "runs": [], "rows": [], "paired": {}, "papers": [], "charts": [],
     }
     retrieving = any(takes_retriever(PROGRAMS[name]) for name in names)
-    shared = None  # one index for every dataset: a given retriever folder, or the given corpus indexed once
-    if retrieving and retriever is not None:
-        shared = load_retriever(retriever), Path(retriever)
-    elif retrieving and corpus is not None:
-        shared = shared_retriever(Path(corpus), first_stage, encoder)
+    given = load_retriever(retriever) if retrieving and retriever is not None else None  # every program's index
+    loaded = {}  # index folder → its retriever, shared by the programs (and, over --corpus, datasets) that read it
     runs = []  # (dataset, program name, program, its questions, its question file, its index), in table order
     for key, path in files.items():
         examples = load_dataset(path, limit=limit)
@@ -143,14 +141,16 @@ def compare(
                                        "ids": [str(example.id) for example in examples]}
         indexes = {}  # by pooling: each program reads the index pooled as its class asks (CoopRAG's [CLS])
         for name in names:
+            searched, index = None, None
+            if given is not None:
+                searched, index = given, Path(retriever)
+            elif retrieving:
+                searched, index = program_retriever(name, corpus or path, encoder, first_stage, progress=progress,
+                                                    loaded=loaded)
             pooling = PROGRAMS[name].index_pooling if first_stage == "dense" else "mean"
-            if pooling not in indexes:
-                indexes[pooling] = shared or (shared_retriever(path, first_stage, encoder, pooling, progress)
-                                              if retrieving else (None, None))
-            searched, index = indexes[pooling]
+            indexes.setdefault(pooling, str(index) if index else None)
             runs.append((key, name, program_under_budget(name, searched, budget), examples, path, index))
-        comparison["retriever"]["indexes"][key] = {pooling: str(index) if index else None
-                                                   for pooling, (_, index) in indexes.items()}
+        comparison["retriever"]["indexes"][key] = indexes
 
     evaluations = []
     for key, name, program, examples, path, index in runs:

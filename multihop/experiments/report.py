@@ -18,7 +18,6 @@ from pathlib import Path
 from multihop.data.jsonl import read_rows
 from multihop.data.paths import atomic_write_text, read_json
 from multihop.evaluation.runner import RESULTS, trace_path
-from multihop.evaluation.tracing import record_cells
 from multihop.experiments.tables import (
     INTERVALS_TEXT,
     PAIRED_TEXT,
@@ -33,6 +32,7 @@ from multihop.experiments.tables import (
     knobs_text,
     paired_table,
 )
+from multihop.runtime.tracing import record_cells
 
 REPORT = "report.html"
 TRACE_WIDTH = 240  # characters of a stage's inputs (and of its outputs) shown on its line

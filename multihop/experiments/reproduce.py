@@ -35,6 +35,7 @@ from multihop.evaluation.runner import Evaluation, evaluate_all, run_manifest
 from multihop.experiments.artifact_builds import build_missing, built_artifacts, given_artifacts, paper_artifacts
 from multihop.experiments.charts import write_charts
 from multihop.experiments.comparison import paired_runs, paired_tests, rollout, run_lms
+from multihop.experiments.program_indexes import program_retriever
 from multihop.experiments.report import write_report
 from multihop.experiments.reproduced_tables import console_table, to_markdown
 from multihop.experiments.row_plans import (
@@ -49,7 +50,7 @@ from multihop.experiments.tables import summary_row, write_table
 from multihop.lm.models import embedded_notice
 from multihop.lm.options import LMOptions, served_student
 from multihop.optimize.students import use_student
-from multihop.programs import PROGRAMS, shared_retriever, takes_retriever
+from multihop.programs import PROGRAMS, takes_retriever
 from multihop.programs.papers import MEAN, PaperTable
 from multihop.programs.registry import Method
 from multihop.retrievers import CACHED_FIRST_STAGES as FIRST_STAGES
@@ -242,7 +243,7 @@ def reproduce(
     student_lms = {name: options.student(folder) for name, folder in students.items()}
     planned = [plan for table in chosen for dataset in table_datasets(table, datasets)
                for plan in plan_table(table, dataset, setup)]
-    retrievers: dict[tuple, tuple] = {}
+    retrievers: dict[Path, dspy.Module] = {}  # index folder → its retriever, shared by the rows that read it
     runs: dict[str, dict] = {}  # by identity: the run's folder, evaluation and record
     evaluations = []
     for index, plan in enumerate(planned):
@@ -297,11 +298,8 @@ def build_row(plan: PlannedRow, setup: RunSetup, retrievers: dict, student_lms: 
     record: dict = {"stage_lms": identity["stage_lms"], "artifacts": identity["artifacts"]}
     searched = None
     if takes_retriever(cls):
-        key = (plan.dataset, identity["first_stage"], identity["encoder"], identity["pooling"])
-        if key not in retrievers:
-            retrievers[key] = shared_retriever(question_file(plan.dataset, "dev"), identity["first_stage"],
-                                               identity["encoder"], identity["pooling"] or "mean", progress)
-        searched, index = retrievers[key]
+        searched, index = program_retriever(row.program, question_file(plan.dataset, "dev"), identity["encoder"],
+                                            identity["first_stage"], identity["pooling"], progress, loaded=retrievers)
         record.update(retriever=index.name, **index_record(index), encoder_switches=identity["encoder_switches"])
     program = cls(retriever=searched, **row_settings(row, plan.dataset, setup)) if takes_retriever(cls) \
         else cls(**row_settings(row, plan.dataset, setup))

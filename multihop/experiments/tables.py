@@ -19,7 +19,7 @@ from pathlib import Path
 from rich.table import Table
 
 from multihop.data.paths import atomic_write_text
-from multihop.programs.budget import BUDGET_ITEMS
+from multihop.experiments.budget import BUDGET_ITEMS
 from multihop.programs.papers import PaperResult
 
 TABLE_JSON = "comparison.json"

@@ -23,7 +23,7 @@ from multihop.data.corpus import Corpus, Passage
 from multihop.data.folders import locked
 from multihop.data.jsonl import append_row, read_rows
 from multihop.data.paths import atomic_write_text
-from multihop.evaluation.parallel import fan_out_chunks
+from multihop.runtime.parallel import fan_out_chunks
 
 MANIFEST = "manifest.json"
 

@@ -57,9 +57,9 @@ import dspy
 import numpy as np
 
 from multihop.data.corpus import Passage
-from multihop.evaluation.tracing import count
 from multihop.retrievers import Cosine, RerankStep
 from multihop.retrievers.query import texts_of, titles_of
+from multihop.runtime.tracing import count
 from multihop.signatures.cirag import (
     CASCADE_LEVELS,
     NO_QUESTION,

@@ -43,7 +43,7 @@ from dataclasses import asdict
 
 import dspy
 
-from multihop.evaluation.tracing import count
+from multihop.runtime.tracing import count
 from multihop.signatures.composerag import (
     ABSTENTION,
     DECOMPOSITION_EXAMPLES,

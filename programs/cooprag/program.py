@@ -58,9 +58,9 @@ from __future__ import annotations
 
 import dspy
 
-from multihop.evaluation.tracing import count
 from multihop.retrievers import checked_reranker
 from multihop.retrievers.query import merge_hits, pick
+from multihop.runtime.tracing import count
 from multihop.signatures.cooprag import (
     SPECIAL_TOKENS,
     CompletionAndReasoning,

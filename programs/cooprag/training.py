@@ -56,7 +56,7 @@ from tqdm.auto import tqdm
 from multihop.data.corpus import Passage
 from multihop.data.folders import check_run, locked
 from multihop.data.jsonl import append_row, read_rows
-from multihop.evaluation.parallel import fan_out_chunks
+from multihop.runtime.parallel import fan_out_chunks
 
 from .program import CoopRAG
 

@@ -58,9 +58,9 @@ from dataclasses import dataclass, field
 
 import dspy
 
-from multihop.evaluation.tracing import count
 from multihop.retrievers import checked_reranker
 from multihop.retrievers.query import Hits, titles_of
+from multihop.runtime.tracing import count
 from multihop.signatures.dualrag import (
     EntityIdentifier,
     KnowledgeSummarizer,

@@ -57,7 +57,7 @@ from dataclasses import dataclass
 
 import dspy
 
-from multihop.evaluation.tracing import count
+from multihop.runtime.tracing import count
 from multihop.signatures.hanrag import Aggregate, Answer, Decompose, DirectAnswer, JudgeEnding, JudgeRelevance, Refine
 from multihop.signatures.hanrag import Route as RouteQuestion
 

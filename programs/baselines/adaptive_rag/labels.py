@@ -39,7 +39,7 @@ from tqdm.auto import tqdm
 from multihop.data.corpus import DataFormatError
 from multihop.data.folders import RUN_MANIFEST, check_run, locked
 from multihop.data.jsonl import append_row, read_rows
-from multihop.evaluation.parallel import fan_out_chunks
+from multihop.runtime.parallel import fan_out_chunks
 
 from .complexity import BY_BIAS, LABELS, answered, bias_label, gold_answers, silver_label
 from .sampling import write_sample

@@ -50,7 +50,7 @@ from typing import Literal
 import dspy
 
 from multihop.data.folders import INVENTORY, sha256_file
-from multihop.evaluation.tracing import count
+from multihop.runtime.tracing import count
 from multihop.signatures import AnswerWithReasoning
 from multihop.signatures.adaptive_rag import ClosedBookAnswerWithReasoning
 

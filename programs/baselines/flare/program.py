@@ -49,9 +49,9 @@ from dataclasses import dataclass
 import dspy
 from dspy.utils.exceptions import LMUnsupportedFeatureError
 
-from multihop.evaluation.tracing import count
 from multihop.lm.engines.base import LogprobsUnavailable
 from multihop.retrievers.query import Hits
+from multihop.runtime.tracing import count
 from multihop.signatures.flare import AnswerFromDraft, NextSentence
 
 from ...text import safe_answer, stated_answer, unique

@@ -12,7 +12,7 @@ from typing import Literal
 import dspy
 
 from multihop.evaluation.metrics import f1, normalize_answer
-from multihop.evaluation.tracing import count
+from multihop.runtime.tracing import count
 from multihop.signatures.genground import (
     EMPTY,
     CiteBatch,

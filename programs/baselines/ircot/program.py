@@ -34,8 +34,8 @@ from __future__ import annotations
 
 import dspy
 
-from multihop.evaluation.tracing import count
 from multihop.retrievers.query import merge_hits
+from multihop.runtime.tracing import count
 from multihop.signatures import AnswerFromPassages, AnswerWithReasoning
 from multihop.signatures.ircot import ReasonStep
 

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import dspy
 
-from multihop.evaluation.tracing import count
 from multihop.retrievers.query import merge_hits
+from multihop.runtime.tracing import count
 from multihop.signatures import AnswerWithReasoning
 
 from ...text import safe_answer

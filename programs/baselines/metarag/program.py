@@ -95,7 +95,7 @@ from typing import Literal
 import dspy
 
 from multihop.evaluation.metrics import f1
-from multihop.evaluation.tracing import count
+from multihop.runtime.tracing import count
 from multihop.signatures.metarag import (
     CHECK_FINAL_ANSWER,
     ERROR_TYPES,

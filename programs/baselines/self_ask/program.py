@@ -37,8 +37,8 @@ from typing import Literal
 
 import dspy
 
-from multihop.evaluation.tracing import count
 from multihop.retrievers.query import merge_hits
+from multihop.runtime.tracing import count
 from multihop.signatures.self_ask import (
     ChainedIntermediateAnswer,
     ClosedBookIntermediateAnswer,

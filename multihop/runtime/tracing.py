@@ -10,7 +10,7 @@ first-class. Token counts come from DSPy's usage tracker, so cache hits count ze
 Programs count their own events (a fallback taken, a repair made) with :func:`count`, which adds to every trace
 recorded in the current context; :meth:`Trace.counts` reports them beside the LLM and retrieval counts.
 
-Work a program fans out with :func:`multihop.evaluation.parallel.fan_out` (``MultihopProgram.fan_out``) is recorded into
+Work a program fans out with :func:`multihop.runtime.parallel.fan_out` (``MultihopProgram.fan_out``) is recorded into
 the same trace in the serial order: each call runs in a copy of the caller's context with a :class:`Branch` of its own,
 added in the items' order when all have ended. ``dspy.Parallel`` also records into the trace (DSPy copies its
 settings, callbacks included, into each worker, and deep-copies the usage tracker, whose copy here is the tracker
@@ -128,7 +128,7 @@ class Trace:
         self.current = contextvars.ContextVar(f"multihop_stage_{id(self)}", default=None)
         self.module = contextvars.ContextVar(f"multihop_module_{id(self)}", default=None)
         self.branch = contextvars.ContextVar(f"multihop_branch_{id(self)}", default=None)  # a fanned-out call's
-        # records and events, kept apart until :func:`multihop.evaluation.parallel.fan_out` adds them in the serial
+        # records and events, kept apart until :func:`multihop.runtime.parallel.fan_out` adds them in the serial
         # order
 
     def stage_name(self, instance: Any) -> str:

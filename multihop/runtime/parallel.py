@@ -2,7 +2,7 @@
 
 :func:`fan_out` is ``[fn(item) for item in items]`` on up to ``threads`` threads: each call runs in a copy of the
 caller's context (DSPy's settings, the LM, the traces being recorded), its stage records and counted events are kept
-apart while it runs (a :class:`~multihop.evaluation.tracing.Branch` per trace), and once every call has ended they are
+apart while it runs (a :class:`~multihop.runtime.tracing.Branch` per trace), and once every call has ended they are
 added in the items' order, so ``stage_trace``, ``counts`` and DSPy's own trace (``dspy.settings.trace``, which
 optimizers and trajectory collection read) are exactly the serial loop's. When a call raises, the calls before it keep
 their records, the failing call keeps those it made, later calls not yet started never start, those already running are
@@ -26,7 +26,7 @@ from typing import TypeVar
 
 import dspy
 
-from multihop.evaluation.tracing import Branch, active_traces
+from multihop.runtime.tracing import Branch, active_traces
 
 SERVED_INNER_THREADS = 8  # independent calls of one question sent at once to a served LM
 INNER_THREADS_ENV = "MULTIHOP_INNER_THREADS"
