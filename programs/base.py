@@ -5,9 +5,9 @@ prediction with its stage records (``prediction.stage_trace``) and per-question 
 ``llm_calls``, ``retrieval_calls``, ``tokens``, ``passage_ids`` and every event the program counted with
 :func:`multihop.runtime.tracing.count`). Its constructor settings are its ``__init__`` parameters, read back by
 :meth:`~MultihopProgram.config`, so a new switch is one parameter kept as an attribute of the same name. Every
-subclass registers itself by class name (:data:`~.registry.PROGRAMS`; an abstract base says ``register=False``), which
-is how a saved program is rebuilt. It also gives
-every stage its own LM (``set_stage_lm``) and the retriever lookup that DSPy's own ``Retrieve`` uses (the
+subclass registers itself by class name in :data:`PROGRAM_CLASSES` (an abstract base says ``register=False``), which
+is how a saved program is rebuilt; :data:`~.registry.PROGRAMS` reads it and adds each program's declaration. It also
+gives every stage its own LM (``set_stage_lm``) and the retriever lookup that DSPy's own ``Retrieve`` uses (the
 constructor's, else ``dspy.settings.rm``).
 
 The helpers every method builds on, so no method reaches retrieval, stages or fallbacks its own way:
@@ -40,12 +40,31 @@ from multihop.retrievers.query import Hits, pick
 from multihop.runtime.parallel import concurrency, fan_out
 from multihop.runtime.tracing import TracedModule, count
 
-from .registry import PROGRAMS
 from .switches import typed
 
 logger = logging.getLogger(__name__)
 
 DISPLAYS = ("rate", "mean")
+
+PROGRAM_CLASSES: dict[str, type] = {}
+"""Every registered program class by its name, added as the class is defined (:meth:`MultihopProgram.__init_subclass__`)
+or imported by its path (:meth:`~.registry.ProgramRegistry.imported`); read through :data:`~.registry.PROGRAMS`."""
+
+
+def qualified_name(cls: type) -> str:
+    """``module.QualifiedName`` of a class: two classes of one name are the same program when this is equal (a module
+    imported again, a notebook cell run again)."""
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def add_program_class(cls: type) -> None:
+    """Register a program class by its name in :data:`PROGRAM_CLASSES`; another class of the same name is refused
+    (saved programs and ``--program`` find programs by name)."""
+    known = PROGRAM_CLASSES.get(cls.__name__)
+    if known is not None and qualified_name(known) != qualified_name(cls):
+        raise TypeError(f"a program named {cls.__name__} is registered already ({qualified_name(known)}); saved "
+                        "programs and --program find programs by name: rename the class")
+    PROGRAM_CLASSES[cls.__name__] = cls
 
 
 def takes_retriever(cls: type) -> bool:
@@ -86,7 +105,7 @@ class MultihopProgram(TracedModule):
         if unknown:
             raise TypeError(f"{cls.__name__}.count_display: {unknown} is not one of {', '.join(DISPLAYS)}")
         if register:
-            PROGRAMS.add(cls)
+            add_program_class(cls)
 
     def __init__(self, retriever: dspy.Module | None = None):
         super().__init__()
@@ -264,8 +283,6 @@ class MultihopProgram(TracedModule):
                             "store each setting as self.<name>")
         return {name: getattr(self, name) for name in self.settings()}
 
-
-PROGRAMS.base = MultihopProgram  # a user's plain dspy.Module is registered as a subclass of it
 
 
 class _Searchers:

@@ -25,6 +25,9 @@ import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
+import dspy
+
+from .base import PROGRAM_CLASSES, MultihopProgram, add_program_class, qualified_name
 from .distill_presets import DISTILL_PRESETS, register_distill_preset
 from .papers import Paper, PaperResult, PaperTable
 
@@ -113,10 +116,9 @@ class ProgramRegistry(Mapping):
     declarations of those that declare themselves (:meth:`declaration`, :meth:`declared`)."""
 
     def __init__(self):
-        self._classes: dict[str, type] = {}
+        self._classes = PROGRAM_CLASSES  # filled as each MultihopProgram subclass is defined (programs/base.py)
         self._declarations: dict[str, Method] = {}
         self._imported: dict[str, type] = {}  # an import path → its program class
-        self.base: type | None = None  # MultihopProgram, set where it is defined (programs/base.py)
 
     def __getitem__(self, name: str) -> type:
         return self._classes[name]
@@ -127,20 +129,12 @@ class ProgramRegistry(Mapping):
     def __len__(self) -> int:
         return len(self._classes)
 
-    def add(self, cls: type) -> None:
-        """Register a program class by its name; another class of the same name is refused."""
-        known = self._classes.get(cls.__name__)
-        if known is not None and _qualified(known) != _qualified(cls):
-            raise TypeError(f"a program named {cls.__name__} is registered already ({_qualified(known)}); saved "
-                            "programs and --program find programs by name: rename the class")
-        self._classes[cls.__name__] = cls
-
     def declare(self, method: Method) -> None:
         """Register a program's declaration (and its distillation preset); a second class of the name is refused."""
         known = self._declarations.get(method.name)
         if known is not None and known.program is not method.program:
             raise TypeError(f"a program named {method.name} is declared already ({known.program.__module__})")
-        self.add(method.program)
+        add_program_class(method.program)
         if method.distill_preset is not None:
             register_distill_preset(method.preset, **method.distill_preset)
         self._declarations[method.name] = method
@@ -191,9 +185,6 @@ class ProgramRegistry(Mapping):
         is); a path that names no such class is a one-line ``ValueError``."""
         if path in self._imported:
             return self._imported[path]
-        import dspy
-
-        MultihopProgram = self.base  # noqa: N806 - the class, set by programs/base.py (which imports this module)
         module_name, _, class_name = path.partition(":")
         if not module_name or not class_name:
             raise ValueError(f"program {path!r}: give a program name or package.module:ClassName")
@@ -212,7 +203,7 @@ class ProgramRegistry(Mapping):
         if issubclass(found, MultihopProgram):
             cls = found
             if self._classes.get(cls.__name__) is not cls:
-                self.add(cls)
+                add_program_class(cls)
         else:
             known = self._classes.get(found.__name__)
             if known is not None and getattr(known, "__wrapped_module__", None) is found:
@@ -220,7 +211,7 @@ class ProgramRegistry(Mapping):
             else:
                 if known is not None:
                     raise ValueError(f"program {path!r}: a program named {found.__name__} is registered already "
-                                     f"({_qualified(known)}); rename the class")
+                                     f"({qualified_name(known)}); rename the class")
                 # registered as it is defined (MultihopProgram.__init_subclass__)
                 cls = type(found)(found.__name__, (found, MultihopProgram), {
                     "__module__": found.__module__, "__qualname__": found.__qualname__, "__doc__": found.__doc__,
@@ -236,10 +227,6 @@ class ProgramRegistry(Mapping):
 
 def _spelling(name: str) -> str:
     return "".join(character for character in name.lower() if character.isalnum())
-
-
-def _qualified(cls: type) -> str:
-    return f"{cls.__module__}.{cls.__qualname__}"
 
 
 def import_path(cls: type) -> str | None:

@@ -37,8 +37,8 @@ from multihop.data.folders import locked, verify_inventory, write_inventory
 from multihop.data.paths import atomic_write_text, read_json
 from multihop.evaluation.runner import require_module
 
-from .base import PROGRAMS, MultihopProgram, takes_retriever
-from .registry import import_path
+from .base import MultihopProgram, takes_retriever
+from .registry import PROGRAMS, import_path
 
 STATE, MANIFEST = "program.json", "manifest.json"
 
