@@ -64,7 +64,7 @@ class Method:
         tables: its paper's results tables as data (:class:`~.papers.PaperTable`, declared in its package's
             ``tables.py``): each row the program (or a baseline) that runs it, its settings and the paper's numbers.
             A row may name a baseline declared after the method, so its program and settings are checked by the
-            tests (``tests/test_paper_tables.py``), not here.
+            tests (``tests/programs/test_papers.py``), not here.
     """
 
     program: type

@@ -14,8 +14,10 @@ from dspy.lm15 import Message, Response, TextPart, TokenLogprob, Usage
 
 from multihop.data.corpus import Passage
 from multihop.programs import MultihopProgram
+from multihop.retrievers import BM25Retriever
 from multihop.retrievers.query import Hits
 
+ROOT = Path(__file__).resolve().parent.parent  # the repository
 Reply = dict | Callable[[str], dict]
 
 
@@ -323,3 +325,55 @@ TWO_HOP_MUSIQUE = {
                                {"id": 2, "question": "Who founded #1?", "answer": "Ann Lee",
                                 "paragraph_support_idx": 1}],
 }
+
+
+LOST_GRAVITY = [
+    Passage.make("Lost Gravity", "Lost Gravity is a roller coaster manufactured by Mack Rides."),
+    Passage.make("Mack Rides", "Mack Rides is a company based in Waldkirch, Germany."),
+    Passage.make("Waldkirch", "Waldkirch is a town in Baden-Württemberg."),
+    Passage.make("Xbox", "The Xbox is a console made by Microsoft."),
+]  # a two-hop chain (Lost Gravity → Mack Rides → Germany) and a distractor, for the retrieval loops' tests
+LOST_GRAVITY_QUESTION = "In what country was Lost Gravity manufactured?"
+
+
+class QueryRecordingBM25(BM25Retriever):
+    """BM25 that records each query it was asked, with its k, in ``asked``."""
+
+    def search(self, queries, k):
+        self.asked = [*getattr(self, "asked", []), *((q, k) for q in queries)]
+        return super().search(queries, k)
+
+
+def sentences(*texts: str) -> Callable[[str], dict]:
+    """A ``reason`` stage's replies: each call the next of ``texts`` as IRCoT's next sentence."""
+    replies = iter(texts)
+    return lambda prompt: {"next_sentence": next(replies)}
+
+
+def run_loop(program, **replies):
+    """``program`` asked :data:`LOST_GRAVITY_QUESTION` with each stage answered by ``replies`` (a
+    :class:`StageScript`): the prediction and the script."""
+    script = StageScript(replies, program)
+    with dspy.context(lm=script.lm):
+        return program(question=LOST_GRAVITY_QUESTION), script
+
+
+def gold_stage_rows(program, example) -> dict[str, list[tuple[dict, dict]]]:
+    """The gold rows ``program`` learns from ``example``, as (inputs, outputs) by stage."""
+    from multihop.optimize.gold_targets import gold_targets
+
+    rows: dict[str, list] = {}
+    for target in gold_targets(program, [example]):
+        rows.setdefault(target.stage, []).append((target.inputs, target.outputs))
+    return rows
+
+
+# five linked passages: Nolan, Inception, London, Emma Thomas, Thames
+PASSAGES = [Passage(f"p{i}", title, text) for i, (title, text) in enumerate([
+    ("Nolan", "Christopher Nolan directed Inception. He was born in London in 1970."),
+    ("Inception", "Inception is a 2010 film. It was produced by Emma Thomas."),
+    ("London", "London is the capital of England. It lies on the Thames."),
+    ("Emma Thomas", "Emma Thomas is a British film producer. She married Christopher Nolan."),
+    ("Thames", "The Thames is a river in England. It flows through London."),
+])]
+

@@ -19,7 +19,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE_DIRS = {"multihop": "multihop", "signatures": "multihop.signatures", "retrievers": "multihop.retrievers",
                 "programs": "multihop.programs", "optimize": "multihop.optimize"}
-ORDER = ["data", "lm", "runtime", "evaluation", "signatures", "retrievers", "programs", "optimize", "experiments", "top"]
+ORDER = [
+    "data", "lm", "runtime", "evaluation", "signatures", "retrievers", "programs", "optimize", "experiments", "top"]
 SIBLINGS = {frozenset({"signatures", "retrievers"})}  # layers at one height that do not import each other
 ALLOWED = {name: {lower for lower in ORDER[:ORDER.index(name) + 1]
                   if lower == name or frozenset({lower, name}) not in SIBLINGS} for name in ORDER}

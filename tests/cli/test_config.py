@@ -9,6 +9,8 @@ from typer.testing import CliRunner
 from multihop.cli import app
 from multihop.cli.errors import run
 
+from helpers import ROOT
+
 runner = CliRunner()
 
 
@@ -54,7 +56,6 @@ def test_an_unknown_key_or_a_file_that_is_no_toml_is_one_line(tmp_path, capsys, 
 
 
 def test_the_examples_name_only_options_of_their_commands():
-    from pathlib import Path
 
     import typer
 
@@ -62,7 +63,7 @@ def test_the_examples_name_only_options_of_their_commands():
     from multihop.cli.config import key_of
 
     group = typer.main.get_command(typer_app)
-    for example in sorted((Path(__file__).resolve().parent.parent / "examples").glob("*.toml")):
+    for example in sorted((ROOT / "examples").glob("*.toml")):
         command = group.commands[example.stem]
         keys = {key_of(param) for param in command.params}
         assert set(k.replace("-", "_") for k in tomllib.loads(example.read_text())) <= keys, example.name

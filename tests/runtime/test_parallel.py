@@ -13,14 +13,13 @@ from concurrent.futures import ThreadPoolExecutor
 import dspy
 import pytest
 
-from multihop.data.corpus import Passage
 from multihop.lm.backends import make_lm
 from multihop.lm.engines.served import ServedEngine
 from multihop.programs import CIRAG, HANRAG, DualRAG
 from multihop.runtime.parallel import SERVED_INNER_THREADS, concurrency, fan_out
 from multihop.runtime.tracing import count, record_trace
 
-from helpers import StaticRetriever, TypedScript
+from helpers import PASSAGES, StaticRetriever, TypedScript
 
 
 def test_fan_out_keeps_the_items_order_of_results_records_and_counts():
@@ -94,15 +93,6 @@ class ShuffledScript(TypedScript):
             reply["entities"] = json.dumps([{"entity": name, "queries": [f"{name} facts"]}
                                             for name in ("Nolan", "London", "Thames")])
         return reply
-
-
-PASSAGES = [Passage(f"p{i}", title, text) for i, (title, text) in enumerate([
-    ("Nolan", "Christopher Nolan directed Inception. He was born in London in 1970."),
-    ("Inception", "Inception is a 2010 film. It was produced by Emma Thomas."),
-    ("London", "London is the capital of England. It lies on the Thames."),
-    ("Emma Thomas", "Emma Thomas is a British film producer. She married Christopher Nolan."),
-    ("Thames", "The Thames is a river in England. It flows through London."),
-])]
 
 
 def programs():

@@ -17,7 +17,7 @@ from multihop.evaluation.runner import evaluate, run_manifest
 from multihop.evaluation.sharding import ShardError, merge_shards, parse_shard, shard_manifest, shard_of
 from multihop.programs.base import MultihopProgram
 
-from helpers import Echo, data_root, echo_examples
+from helpers import ROOT, Echo, data_root, echo_examples
 
 
 def timeless(rows: dict) -> dict:
@@ -130,9 +130,9 @@ def search_echo(folder: str):
 @pytest.fixture(scope="module")
 def local_ray():
     ray = pytest.importorskip("ray")
-    tests = str(Path(__file__).parent)
+    here = str(Path(__file__).parent)  # this module and the tests' helpers, for the workers to import
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-             runtime_env={"env_vars": {"PYTHONPATH": ":".join([tests, *sys.path])}})
+             runtime_env={"env_vars": {"PYTHONPATH": ":".join([here, str(ROOT / "tests"), *sys.path])}})
     yield ray
     ray.shutdown()
 

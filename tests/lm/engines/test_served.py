@@ -9,7 +9,6 @@ from pathlib import Path
 
 import dspy
 import pytest
-from test_parallel import PASSAGES
 
 from multihop.cli import app
 from multihop.cli.errors import run
@@ -21,7 +20,7 @@ from multihop.lm.options import LMOptions, served_student
 from multihop.optimize.students import use_student
 from multihop.programs import HANRAG, NoRetrieval, SingleStepRAG
 
-from helpers import StaticRetriever, echo_examples
+from helpers import PASSAGES, StaticRetriever, echo_examples
 
 SHIPPED_STUDENT = "multihop/students/gold-smollm2"
 
