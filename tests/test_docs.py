@@ -80,6 +80,19 @@ def test_the_strict_build_has_a_page_for_every_declared_program_with_its_paper_a
 
 
 @pytest.mark.slow
+def test_the_api_page_shows_aevaluate_with_the_parameters_of_evaluate(site):
+    import inspect
+
+    from multihop.evaluation.runner import aevaluate
+
+    signature = inspect.signature(aevaluate)
+    bare = signature.replace(return_annotation=signature.empty, parameters=[
+        parameter.replace(annotation=parameter.empty) for parameter in signature.parameters.values()])
+    text = re.sub(r"<[^>]+>", "", html.unescape((site / "api" / "evaluation.html").read_text()))
+    assert f"aevaluate{bare}" in re.sub(r"\s+", " ", text)
+
+
+@pytest.mark.slow
 def test_every_program_page_renders_in_headless_chromium_with_its_name(site, tmp_path):
     chromium = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
     if chromium is None:

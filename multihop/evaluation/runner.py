@@ -1,5 +1,6 @@
-"""Resumable, parallel evaluation of any program over a question set (docs/design.md, "Evaluation"; the module is
-``evaluation`` so that the public function ``multihop.evaluate`` is not shadowed by a submodule of that name).
+"""Resumable, parallel evaluation of any program over a question set (docs/design.md, "Evaluation"): :func:`evaluate`,
+its asyncio form :func:`aevaluate` (one signature, the parameters documented once on :func:`evaluate`) and
+:func:`evaluate_all` for several programs through one pool.
 
 Each finished question is appended to ``out_dir/results.jsonl`` at once (flushed and fsynced) and its stage trace is
 written to ``out_dir/traces/<id>.json``; a rerun on the same folder skips the questions already there, so a run that
@@ -15,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import hashlib
+import inspect
 import json
 import logging
 import re
@@ -266,21 +268,61 @@ def evaluate(
 ) -> dict:
     """Evaluate ``program`` on ``examples``, writing rows and traces to ``out_dir`` as they finish; returns the summary.
 
-    ``threads`` questions run at once, each in a copy of the caller's context, so ``dspy.context(...)`` settings and
-    traces stay per question. The folder is locked while the run writes (:func:`multihop.data.folders.locked`) and keeps
-    the run's manifest (``manifest``, default :func:`run_manifest`): rerunning with the same manifest resumes —
-    retrying the questions that ended in an error unless ``keep_errors`` —, rerunning on more questions of the same
-    run (a larger ``--limit``: every recorded question among them, nothing else changed) extends it, keeping the
-    recorded rows and asking only the new questions, and another is refused. When the LM endpoint
-    fails on :data:`MAX_ENDPOINT_FAILURES` questions in a row the run stops (``EndpointDownError``) without recording
-    them, so a rerun retries them. ``judge_lm`` adds LLM Eval to each row. A program that reads more of an example
-    than its question (an oracle's gold label) says so with ``prepare_examples(examples)``, applied first.
-    ``metric`` (a DSPy metric ``fn(example, prediction, trace=None)`` or ``{name: fn}``) is recorded in each row's
-    ``metrics`` under its name and averaged in the summary; its names are part of the run's manifest.
-    :func:`evaluate_all` runs several evaluations through one pool; :func:`aevaluate` is this run for asyncio code.
+    The folder is locked while the run writes (:func:`multihop.data.folders.locked`) and keeps the run's manifest:
+    rerunning with the same manifest resumes, rerunning on more questions of the same run (a larger ``--limit``:
+    every recorded question among them, nothing else changed) extends it, keeping the recorded rows and asking only
+    the new questions, and another is refused. When the LM endpoint fails on :data:`MAX_ENDPOINT_FAILURES` questions
+    in a row the run stops (``EndpointDownError``) without recording them, so a rerun retries them. A program that
+    reads more of an example than its question (an oracle's gold label) says so with ``prepare_examples(examples)``,
+    applied first. :func:`evaluate_all` runs several evaluations through one pool; :func:`aevaluate` is this run for
+    asyncio code, with these parameters.
+
+    Args:
+        program: the program, any ``dspy.Module``.
+        examples: the questions (``dspy.Example`` with an ``id`` and a ``question``, and the gold fields the metrics
+            read).
+        out_dir: the run's folder (``results.jsonl``, ``traces/``, ``summary.json``, the manifest).
+        threads: questions run at once, each in a copy of the caller's context, so ``dspy.context(...)`` settings and
+            traces stay per question.
+        progress: show a progress bar.
+        name: the program's name in the summary and on the bar (default: its class name).
+        console: where the summary's table is printed (None: not printed).
+        judge_lm: an LM that judges each answer (LLM Eval in each row), outside the program's trace.
+        manifest: what the run's rows mean (default: :func:`run_manifest`), compared when the folder is run again.
+        keep_errors: on a rerun, keep the questions that ended in an error instead of retrying them.
+        metric: a DSPy metric ``fn(example, prediction, trace=None)`` or ``{name: fn}``, recorded in each row's
+            ``metrics`` under its name and averaged in the summary; its names are part of the run's manifest.
     """
     evaluation = Evaluation(program, examples, out_dir, name, judge_lm, manifest, keep_errors, metric=metric)
     return _shown(evaluate_all([evaluation], threads, progress)[0], console)
+
+
+def signature_of(function: Callable, **renamed: tuple[str, object]) -> Callable:
+    """A decorator giving the decorated function ``function``'s parameters, those in ``renamed`` (``old=(new,
+    default)``) under another name and default, as the signature ``help()``, IDEs and the docs site show
+    (docs/hooks/docstrings.py reads this decorator). The decorated function names the parameters it takes
+    positionally (the renamed ones among them) and takes the others by keyword as ``**options``, checked against
+    that signature by :func:`bound_options`."""
+    signature = inspect.signature(function)
+
+    def decorate(decorated: Callable) -> Callable:
+        own = inspect.signature(decorated).parameters
+        parameters = [parameter.replace(name=renamed[parameter.name][0], default=renamed[parameter.name][1])
+                      if parameter.name in renamed else parameter if parameter.name in own
+                      else parameter.replace(kind=inspect.Parameter.KEYWORD_ONLY)
+                      for parameter in signature.parameters.values()]
+        decorated.__signature__ = signature.replace(parameters=parameters)
+        return decorated
+
+    return decorate
+
+
+def bound_options(function: Callable, /, **arguments) -> dict:
+    """The ``arguments`` of a call of ``function`` (decorated with :func:`signature_of`) by name, with the defaults of
+    those not given; a name its signature does not take is a ``TypeError``, as in any call."""
+    bound = inspect.signature(function).bind(**arguments)
+    bound.apply_defaults()
+    return bound.arguments
 
 
 def _shown(summary: dict, console: Console | None) -> dict:
@@ -330,24 +372,22 @@ def evaluate_all(evaluations: Sequence[Evaluation], threads: int = 1, progress: 
     return [run.summary for run in runs]
 
 
-async def aevaluate(
-    program: dspy.Module,
-    examples: Sequence[dspy.Example],
-    out_dir: str | Path,
-    in_flight: int = 8,
-    progress: bool = True,
-    name: str | None = None,
-    console: Console | None = None,
-    judge_lm: dspy.BaseLM | None = None,
-    manifest: dict | None = None,
-    keep_errors: bool = False,
-    metric: Callable | Mapping[str, Callable] | None = None,
-) -> dict:
-    """:func:`evaluate` for asyncio code (a server that hosts a program): ``in_flight`` questions at once under a
-    semaphore, each awaited as ``program.acall`` awaits a call (:func:`~multihop.runtime.tracing.in_worker`), with
-    the same rows, traces, resumption and stops. The folder's lock, the manifest and the summary are written off the
-    event loop."""
-    run = EvaluationRun(program, examples, out_dir, progress, name, judge_lm, manifest, keep_errors, metric=metric)
+@signature_of(evaluate, threads=("in_flight", 8))
+async def aevaluate(program: dspy.Module, examples: Sequence[dspy.Example], out_dir: str | Path, in_flight: int = 8,
+                    **options) -> dict:
+    """:func:`evaluate` for asyncio code (a server that hosts a program), with the same parameters, documented there,
+    but ``in_flight`` in place of ``threads`` (the options after it by keyword): ``in_flight`` questions at once
+    under a semaphore, each awaited as ``program.acall`` awaits a call (:func:`~multihop.runtime.tracing.in_worker`),
+    with the same rows, traces, resumption and stops. The folder's lock, the manifest and the summary are written
+    off the event loop.
+
+    Args:
+        in_flight: questions awaited at once.
+    """
+    options = bound_options(aevaluate, program=program, examples=examples, out_dir=out_dir, in_flight=in_flight,
+                            **options)
+    console, in_flight = options.pop("console"), options.pop("in_flight")
+    run = EvaluationRun(**options)
     await asyncio.to_thread(run.__enter__)
     gate = asyncio.Semaphore(max(1, in_flight))
 

@@ -1,3 +1,5 @@
+import asyncio
+import inspect
 import json
 import re
 
@@ -6,7 +8,7 @@ import pytest
 from rich.console import Console
 
 from multihop.data.jsonl import read_rows
-from multihop.evaluation.runner import RATES, default_columns, evaluate, render_table
+from multihop.evaluation.runner import RATES, aevaluate, default_columns, evaluate, render_table
 from multihop.runtime.tracing import count
 
 from helpers import Echo, echo_examples, scripted_lm
@@ -19,6 +21,29 @@ def test_scores_counts_and_files(tmp_path):
     assert set(rows) == {"q0", "q1", "q2", "q3"}
     assert json.loads((tmp_path / "summary.json").read_text())["em"] == 0.5
     assert (tmp_path / "traces" / "q0.json").exists()
+
+
+def test_aevaluate_takes_evaluates_parameters_with_in_flight_for_threads():
+    sync, async_ = inspect.signature(evaluate).parameters, inspect.signature(aevaluate).parameters
+    assert [name if name != "threads" else "in_flight" for name in sync] == list(async_)
+    assert async_["in_flight"].default == 8
+    assert all(async_[name].default == parameter.default for name, parameter in sync.items() if name != "threads")
+    with pytest.raises(TypeError, match="threads"):
+        asyncio.run(aevaluate(Echo(), echo_examples(1), "unused", threads=2))
+
+
+def test_aevaluate_writes_the_rows_evaluate_writes_and_takes_its_options(tmp_path):
+    def first_char(example, prediction, trace=None):
+        return float(prediction.answer[:1] == example.answer[:1])
+
+    summary = asyncio.run(aevaluate(Echo(), echo_examples(4), tmp_path / "async", in_flight=3, progress=False,
+                                    name="echo", metric=first_char))
+    expected = evaluate(Echo(), echo_examples(4), tmp_path / "sync", threads=3, progress=False, name="echo",
+                        metric=first_char)
+    scores = ("questions", "em", "f1", "recall@2", "first_char", "program")
+    assert {key: summary[key] for key in scores} == {key: expected[key] for key in scores}
+    assert summary["program"] == "echo" and summary["first_char"] == 0.5
+    assert set(read_rows(tmp_path / "async" / "results.jsonl")) == {"q0", "q1", "q2", "q3"}
 
 
 def test_an_exception_is_recorded_and_the_run_goes_on(tmp_path):
