@@ -35,7 +35,7 @@ from multihop.lm import models
 from multihop.lm.options import LMOptions
 from multihop.optimize.distill import MANIFEST
 from multihop.optimize.stage_comparison import per_stage, stage_table
-from multihop.optimize.students import trained_stages
+from multihop.optimize.student_stages import trained_stages
 from multihop.programs import ComposeRAG, CoopRAG, SingleStepRAG
 from multihop.retrievers import RaLa, Retriever, build_cached, load_retriever
 

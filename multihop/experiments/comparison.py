@@ -61,7 +61,7 @@ from multihop.experiments.tables import (
 from multihop.lm.backends import make_lm
 from multihop.lm.models import embedded_notice
 from multihop.lm.options import LMOptions, served_student
-from multihop.optimize.students import use_student
+from multihop.optimize.student_stages import use_student
 from multihop.programs import PROGRAMS, takes_retriever
 from multihop.retrievers import CACHED_FIRST_STAGES, load_retriever
 

@@ -43,7 +43,7 @@ def run_demo(out: Path, train: int = 20, dev: int = 20, lm: LMOptions | None = N
     from multihop.evaluation.runner import evaluate, render_table
     from multihop.lm import models
     from multihop.optimize.compile import compile_program
-    from multihop.optimize.students import use_student
+    from multihop.optimize.student_stages import use_student
     from multihop.programs import CoopRAG, NoRetrieval, SingleStepRAG, load, save
     from multihop.retrievers import DenseRetriever, IndexSpec, load_retriever
 

@@ -49,7 +49,7 @@ from multihop.experiments.row_plans import (
 from multihop.experiments.tables import summary_row, write_table
 from multihop.lm.models import embedded_notice
 from multihop.lm.options import LMOptions, served_student
-from multihop.optimize.students import use_student
+from multihop.optimize.student_stages import use_student
 from multihop.programs import PROGRAMS, takes_retriever
 from multihop.programs.papers import MEAN, PaperTable
 from multihop.programs.registry import Method

@@ -9,7 +9,7 @@ from multihop.lm.backends import make_lm
 from multihop.optimize import distill as ds
 from multihop.optimize import truncation as tr
 from multihop.optimize.distill import DistillConfig
-from multihop.optimize.students import trained_stages
+from multihop.optimize.student_stages import trained_stages
 from multihop.optimize.trajectories import EmptyTrajectoriesError
 from multihop.programs import CIRAG, DISTILL_PRESETS, SingleStepRAG, register_distill_preset
 

@@ -311,7 +311,7 @@ def test_a_gold_student_runs_as_its_stage_and_refuses_another_base(tmp_path, mus
     from multihop.data.folders import sha256_file
     from multihop.lm.backends import make_lm
     from multihop.optimize.distill import MANIFEST, DistillConfig, distill
-    from multihop.optimize.students import trained_stages, use_student
+    from multihop.optimize.student_stages import trained_stages, use_student
 
     from helpers import StaticRetriever, scripted_lm, tiny_causal_lm
 
@@ -457,7 +457,7 @@ def test_the_shipped_student_is_smollm2s_learnt_from_train_files_and_reads_dev_q
     from multihop.experiments.demo import SHIPPED_STUDENT
     from multihop.lm.backends import base_checksum, default_adapter, make_lm
     from multihop.optimize.distill import MANIFEST
-    from multihop.optimize.students import use_student
+    from multihop.optimize.student_stages import use_student
 
     trained = json.loads((SHIPPED_STUDENT / MANIFEST).read_text())
     assert trained["base_sha256"] == base_checksum("smollm2")

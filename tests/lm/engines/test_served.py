@@ -17,7 +17,7 @@ from multihop.lm.backends import default_adapter, make_lm
 from multihop.lm.engines.served import ServedEngine, StructuredOutputRefused
 from multihop.lm.loopback import loopback_server, reply_text, schema_value
 from multihop.lm.options import LMOptions, served_student
-from multihop.optimize.students import use_student
+from multihop.optimize.student_stages import use_student
 from multihop.programs import HANRAG, NoRetrieval, SingleStepRAG
 
 from helpers import PASSAGES, StaticRetriever, echo_examples

@@ -1,5 +1,6 @@
-"""Running a trained student: which stages of a program a ``multihop distill`` adapter learnt, and setting them on
-its LM (``set_stage_lm``) while the other stages keep theirs."""
+"""A trained student on a program's stages: which stages of a program a ``multihop distill`` adapter learnt
+(:func:`trained_stages`), and running those stages on the student's LM (:func:`use_student`, by ``set_stage_lm``)
+while the other stages keep theirs."""
 
 from __future__ import annotations
 
