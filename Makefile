@@ -75,7 +75,7 @@ train-gpu: $(STAMP)
 	$(BIN)/multihop estimate $(GPU_OUT)/encoder $(GPU_OUT)/student --params 8e9 --layers 32 --width 4096
 
 # Base LM vs a student (default: the shipped one), per stage and end to end, on the dev files (~40 min).
-BENCH_STUDENT ?= multihop/students/gold-smollm2
+BENCH_STUDENT ?= multihop/student_adapters/gold-smollm2
 bench-students: $(STAMP)
 	$(BIN)/python benchmarks/students.py --student $(BENCH_STUDENT)
 

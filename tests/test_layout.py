@@ -92,7 +92,7 @@ def test_the_root_of_the_library_holds_only_its_layers():
     modules_at_root = sorted(path.name for path in (ROOT / "multihop").glob("*.py"))
     assert modules_at_root == ["__init__.py"]
     folders = {path.name for path in (ROOT / "multihop").iterdir() if path.is_dir() and path.name != "__pycache__"}
-    assert folders == {"cli", "data", "lm", "runtime", "evaluation", "experiments", "students"}
+    assert folders == {"cli", "data", "lm", "runtime", "evaluation", "experiments", "student_adapters"}
 
 
 def test_a_module_importing_a_higher_layer_is_found(tmp_path):

@@ -31,8 +31,8 @@ def tree_files() -> set[str]:
     """Every ``.py`` file under the package folders and every file of the shipped student, by its path in a wheel."""
     files = {f"{installed}/{path.relative_to(ROOT / folder)}" for folder, installed in FOLDERS.items()
              for path in (ROOT / folder).rglob("*.py") if "__pycache__" not in path.parts}
-    students = ROOT / "multihop" / "students"
-    shipped = [path for path in students.rglob("*") if path.is_file() and not path.name.startswith(".")]
+    adapters = ROOT / "multihop" / "student_adapters"
+    shipped = [path for path in adapters.rglob("*") if path.is_file() and not path.name.startswith(".")]
     return files | {f"multihop/{path.relative_to(ROOT / 'multihop')}" for path in shipped}
 
 

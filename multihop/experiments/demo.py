@@ -34,7 +34,7 @@ from multihop.lm.options import LMOptions
 # bootstrapped demo (with its five passages) keeps the compiled prompt near 1,500 tokens.
 DEMO_MAX_TOKENS = 32
 CHAIN_MAX_TOKENS = 256
-SHIPPED_STUDENT = Path(__file__).resolve().parents[1] / "students" / "gold-smollm2"
+SHIPPED_STUDENT = Path(__file__).resolve().parents[1] / "student_adapters" / "gold-smollm2"
 
 
 def run_demo(out: Path, train: int = 20, dev: int = 20, lm: LMOptions | None = None,

@@ -22,7 +22,7 @@ from multihop.programs import HANRAG, NoRetrieval, SingleStepRAG
 
 from helpers import PASSAGES, StaticRetriever, echo_examples
 
-SHIPPED_STUDENT = "multihop/students/gold-smollm2"
+SHIPPED_STUDENT = "multihop/student_adapters/gold-smollm2"
 
 
 @pytest.fixture
