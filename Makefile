@@ -12,7 +12,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: run test test-fast lint setup clean bench-retrieval student bench-students train-gpu browser docs
+.PHONY: run test test-fast lint setup clean bench-retrieval student bench-distillation train-gpu browser docs
 
 setup: $(STAMP)
 
@@ -76,8 +76,8 @@ train-gpu: $(STAMP)
 
 # Base LM vs a student (default: the shipped one), per stage and end to end, on the dev files (~40 min).
 BENCH_STUDENT ?= multihop/student_adapters/gold-smollm2
-bench-students: $(STAMP)
-	$(BIN)/python benchmarks/students.py --student $(BENCH_STUDENT)
+bench-distillation: $(STAMP)
+	$(BIN)/python benchmarks/distillation.py --student $(BENCH_STUDENT)
 
 # Headless Chromium for the slow test of `multihop compare`'s report (it skips without one): Debian's package,
 # installed system-wide only when asked for (root and apt-get); CI does it in .ci/run.

@@ -2,7 +2,7 @@
 each stage's gold inputs (:func:`multihop.optimize.gold_targets.gold_targets`, the same builders that train
 students, here on questions no student saw) are sent to the stage as the program would send them, once per LM, and
 each reply is scored against the gold outputs (:mod:`multihop.optimize.stage_scores`) and counted as a format failure
-when the adapter cannot parse it. ``benchmarks/students.py`` prints it for the shipped student."""
+when the adapter cannot parse it. ``benchmarks/distillation.py`` prints it for the shipped student."""
 
 from __future__ import annotations
 

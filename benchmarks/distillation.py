@@ -1,7 +1,7 @@
-"""Students benchmark: the embedded LM alone vs with its gold-trained LoRA student, per stage and end to end,
+"""What distillation gains: the embedded LM alone vs with its gold-trained LoRA student, per stage and end to end,
 on dev questions no student was trained on.
 
-    python benchmarks/students.py --student DIR [--data musique 2wiki hotpotqa] [--per-stage 8] [--limit 20]
+    python benchmarks/distillation.py --student DIR [--data musique 2wiki hotpotqa] [--per-stage 8] [--limit 20]
 
 Table 1, per program and stage (:mod:`multihop.optimize.stage_comparison`): the dev questions' gold targets
 (:func:`multihop.optimize.gold_targets.gold_targets`, the same builders that trained the student, here on
@@ -15,7 +15,7 @@ the first ``--compose-limit``): EM/F1/Acc/R@5 of SingleStepRAG, CoopRAG and Comp
 student on every stage it was trained for (``set_stage_lm``), with one retriever (MPNet [CLS] + RaLa Eq. 4 over the
 questions' paragraphs, CoopRAG's own retriever). Stages that write only the answer are capped at
 ``--answer-tokens``, the others at ``--max-tokens``. Evaluations resume from ``--out``; LM calls are cached by DSPy.
-The student is any ``multihop distill`` folder (``make bench-students`` measures the shipped one); README "Students
+The student is any ``multihop distill`` folder (``make bench-distillation`` measures the shipped one); README "Students
 from the data" gives the command that builds it and the measured tables."""
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def main() -> None:
     parser.add_argument("--answer-tokens", type=int, default=64, help="generation cap of the answer-only stages")
     parser.add_argument("--programs", nargs="+", default=list(PROGRAMS), choices=list(PROGRAMS))
     parser.add_argument("--skip-e2e", action="store_true", help="the per-stage table only")
-    parser.add_argument("--out", default="runs/bench-students", help="evaluation folders (a rerun resumes)")
+    parser.add_argument("--out", default="runs/bench-distillation", help="evaluation folders (a rerun resumes)")
     args = parser.parse_args()
 
     options = LMOptions.from_args(args)
