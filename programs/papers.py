@@ -2,10 +2,10 @@
 numbers, which ``multihop compare`` shows beside ours, labelled as theirs: each with the LM it was measured with, where
 it was read (the paper by first author and year, and its table: "Ko et al., 2025, Tables 2-3") and how its setting
 differs from ours (their questions, corpus and retriever). Each method declares its paper's numbers with its other
-facts (``Method(papers=reported(...))`` in its package); only numbers read in the papers' text are declared.
+facts (``Declaration(papers=reported(...))`` in its package); only numbers read in the papers' text are declared.
 
 Each method's package also declares its paper's results tables as data (:class:`PaperTable`, ``programs/<method>/
-tables.py``, ``Method(tables=...)``): every row a program here stands for (:class:`TableRow`: the program, its
+tables.py``, ``Declaration(tables=...)``): every row a program here stands for (:class:`TableRow`: the program, its
 settings, the student or stronger LM some of its stages need, whether it can run here) with the paper's number for
 each cell it prints, so that a table can be run again row by row and set beside the paper's.
 
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Paper:
-    """The paper a program rebuilds, as its declaration names it (``Method(paper=Paper(...))``)."""
+    """The paper a program rebuilds, as its declaration names it (``Declaration(paper=Paper(...))``)."""
 
     title: str
     authors: str  # as the paper lists them, "First Author, Second Author, ..."
@@ -205,7 +205,7 @@ class TableRow:
 class PaperTable:
     """One results table (or figure with printed numbers) of a method's paper, as data: its rows, each run by a program
     here (:class:`TableRow`), and the paper's numbers beside them. Declared in the method's package
-    (``programs/<method>/tables.py``) and passed as ``Method(tables=...)``.
+    (``programs/<method>/tables.py``) and passed as ``Declaration(tables=...)``.
 
     Args:
         number: as the paper names it ("Table 2", "Fig. 5", "App. E").

@@ -1,6 +1,6 @@
-"""The registry of programs: every :class:`~.base.MultihopProgram` subclass by its name (which class), and each
-declared program's :class:`Method` (which declaration). Each method's and baseline's package ends with one
-``Method(...)``, and every shared place that lists programs reads :data:`PROGRAMS` — ``multihop programs``,
+"""The registry of programs: every :class:`~.base.MultihopProgram` subclass by its name (which class), and each declared
+program's :class:`Declaration` (its kind, paper, tables, ...). Each method's and baseline's package ends with one
+``Declaration(...)``, and every shared place that lists programs reads :data:`PROGRAMS` — ``multihop programs``,
 ``multihop compare``'s default programs, grouping and loop budget, the papers' numbers beside ours, the command line's
 sub-commands, the distillation presets and the first stage an index is built with for the program. So a new method is
 its own files and one import line in ``programs/__init__.py`` (docs/design.md, "Adding a method").
@@ -35,7 +35,7 @@ KINDS = ("method", "baseline", "custom")  # the five papers' methods, the baseli
 
 
 @dataclass(frozen=True)
-class Method:
+class Declaration:
     """One program's declaration, registered when it is made.
 
     Args:
@@ -117,7 +117,7 @@ class ProgramRegistry(Mapping):
 
     def __init__(self):
         self._classes = PROGRAM_CLASSES  # filled as each MultihopProgram subclass is defined (programs/base.py)
-        self._declarations: dict[str, Method] = {}
+        self._declarations: dict[str, Declaration] = {}
         self._imported: dict[str, type] = {}  # an import path → its program class
 
     def __getitem__(self, name: str) -> type:
@@ -129,24 +129,24 @@ class ProgramRegistry(Mapping):
     def __len__(self) -> int:
         return len(self._classes)
 
-    def declare(self, method: Method) -> None:
+    def declare(self, declaration: Declaration) -> None:
         """Register a program's declaration (and its distillation preset); a second class of the name is refused."""
-        known = self._declarations.get(method.name)
-        if known is not None and known.program is not method.program:
-            raise TypeError(f"a program named {method.name} is declared already ({known.program.__module__})")
-        add_program_class(method.program)
-        if method.distill_preset is not None:
-            register_distill_preset(method.preset, **method.distill_preset)
-        self._declarations[method.name] = method
+        known = self._declarations.get(declaration.name)
+        if known is not None and known.program is not declaration.program:
+            raise TypeError(f"a program named {declaration.name} is declared already ({known.program.__module__})")
+        add_program_class(declaration.program)
+        if declaration.distill_preset is not None:
+            register_distill_preset(declaration.preset, **declaration.distill_preset)
+        self._declarations[declaration.name] = declaration
 
     def remove(self, name: str) -> None:
         """Forget program ``name``, its declaration and its distillation preset (a notebook's or a test's)."""
-        method = self._declarations.pop(name, None)
+        declaration = self._declarations.pop(name, None)
         self._classes.pop(name, None)
-        if method is not None and method.preset is not None:
-            DISTILL_PRESETS.pop(method.preset, None)
+        if declaration is not None and declaration.preset is not None:
+            DISTILL_PRESETS.pop(declaration.preset, None)
 
-    def declaration(self, name: str) -> Method:
+    def declaration(self, name: str) -> Declaration:
         """The declaration of program ``name``, or the defaults for a program class that declares none; an unknown
         name is a ``KeyError`` listing the programs."""
         if name in self._declarations:
@@ -155,12 +155,12 @@ class ProgramRegistry(Mapping):
             raise KeyError(f"unknown program {name!r}; choose from {', '.join(self._classes)}")
         cls = self._classes[name]
         loop = "max_iterations" if "max_iterations" in cls.settings() else None
-        return Method(cls, kind="custom", loop_budget=loop, compare=False, declared=False)
+        return Declaration(cls, kind="custom", loop_budget=loop, compare=False, declared=False)
 
-    def declared(self, kind: str | None = None) -> list[Method]:
+    def declared(self, kind: str | None = None) -> list[Declaration]:
         """The declarations in declaration order (the methods in their papers' order, then the baselines), of one
         ``kind`` when given."""
-        return [method for method in self._declarations.values() if kind is None or method.kind == kind]
+        return [declaration for declaration in self._declarations.values() if kind is None or declaration.kind == kind]
 
     def reported_by(self, name: str) -> list[str]:
         """The methods whose papers report program ``name`` as a baseline."""
@@ -222,7 +222,7 @@ class ProgramRegistry(Mapping):
 
     def compared_by_default(self) -> list[str]:
         """The programs ``multihop compare`` runs when none are named, in declaration order."""
-        return [method.name for method in self.declared() if method.compare]
+        return [declaration.name for declaration in self.declared() if declaration.compare]
 
 
 def _spelling(name: str) -> str:

@@ -36,7 +36,7 @@ def _cached_bm25(corpus: Corpus, encoder: str, special_tokens: Sequence[str], po
 
 # name → builder(corpus, encoder, special_tokens, pooling, token_layers, token_states, progress) of the folder, built
 # once under MULTIHOP_HOME/indexes; a first stage registered here is one a method can declare
-# (``Method(first_stage=...)``)
+# (``Declaration(first_stage=...)``)
 CACHED_FIRST_STAGES: dict[str, Callable[..., Path]] = {"dense": _cached_dense, "bm25": _cached_bm25}
 
 

@@ -40,7 +40,7 @@ def modules() -> dict[str, Path]:
 def layer(name: str) -> str:
     """The layer of module ``name``: the subpackage of ``multihop`` it lies in."""
     if re.fullmatch(r"multihop\.programs\.(\w+\.)*\w+\.cli", name):
-        return "top"  # a method's command-line sub-app (``Method(cli=...)``): orchestration, read by the CLI only
+        return "top"  # a method's command-line sub-app (``Declaration(cli=...)``): orchestration, read by the CLI only
     if name == "multihop" or name == "multihop.cli" or name.startswith("multihop.cli."):
         return "top"
     sub = name.split(".")[1]

@@ -1,8 +1,8 @@
 """MkDocs hook: the pages written from the library itself at build time, never committed.
 
 - ``programs/index.md`` and one page per declared program (``programs/<name>.md``), from its declaration
-  (:class:`multihop.programs.Method`: paper, tables, baselines, settings) and its docstrings (the class's, its module's,
-  and each stage's signature, the prompt);
+  (:class:`multihop.programs.Declaration`: paper, tables, baselines, settings) and its docstrings (the class's, its
+  module's, and each stage's signature, the prompt);
 - ``papers.md``: the papers the programs rebuild, from the declarations' ``Paper``;
 - ``cli.md``: every command of the ``multihop`` Typer app with its help, usage and options.
 
@@ -107,7 +107,8 @@ def program_index(programs) -> str:
     lines = ["# Programs", "",
              "Every program the library declares — the five methods, then the baselines their papers report — with "
              "its paper (`multihop programs` prints the same list). Each page is written from the program's "
-             "declaration (`Method(...)` at the end of its package) and its docstrings when the site is built.", "",
+             "declaration (`Declaration(...)` at the end of its package) and its docstrings when the site is "
+             "built.", "",
              "| program | kind | paper | stages (at its defaults) | reported by |", "|---|---|---|---|---|"]
     for method, program in programs:
         paper = method.paper.short() if method.paper else "the papers' own baseline"
@@ -296,7 +297,7 @@ def program_page(method, program, programs) -> str:
 
 def papers_page(programs) -> str:
     lines = ["# Papers", "",
-             "The papers the programs rebuild, from the programs' declarations (`Method(paper=Paper(...))`). "
+             "The papers the programs rebuild, from the programs' declarations (`Declaration(paper=Paper(...))`). "
              "`multihop cite` prints their BibTeX (`multihop cite PROGRAM` one paper's). To cite this library, see "
              "`CITATION.cff` at the repository's root.", ""]
     cited = [method for method, _ in programs if method.paper]

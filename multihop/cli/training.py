@@ -1,6 +1,6 @@
 """Commands that train: compile a program with a DSPy optimizer, record teacher trajectories, distill a LoRA student and
 fine-tune the retriever's encoder. A method's own offline step is its package's command-line module, declared with the
-method (``Method(cli=...)``)."""
+method (``Declaration(cli=...)``)."""
 
 from __future__ import annotations
 

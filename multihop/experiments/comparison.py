@@ -13,12 +13,12 @@ a part of its method.
 
 The budget (:class:`~multihop.experiments.budget.Budget`) is recorded with the results. Under the paper's budget
 (``mode="paper"``, ``--budget paper``) each program runs as its paper ran it: its defaults and the settings its method
-declares (``Method(paper_settings=...)``), recorded per program. Under the shared one (the default) it is applied
+declares (``Declaration(paper_settings=...)``), recorded per program. Under the shared one (the default) it is applied
 wherever a program has the knob: ``k`` passages per retrieval (every retrieving program's ``k``), ``max_iterations``
-(the setting each method declares as its loop budget, ``Method(loop_budget=...)``; a program that declares none does
-not loop) and ``max_tokens`` per LM call (the LM's cap, so every stage of every program). A program's ``student`` (a
-``multihop distill`` folder) runs the stages it learnt. Each program's LM has a rollout id of its own, so no program is
-served another's replies from the cache and its tokens and seconds are its own.
+(the setting each method declares as its loop budget, ``Declaration(loop_budget=...)``; a program that declares none
+does not loop) and ``max_tokens`` per LM call (the LM's cap, so every stage of every program). A program's ``student``
+(a ``multihop distill`` folder) runs the stages it learnt. Each program's LM has a rollout id of its own, so no program
+is served another's replies from the cache and its tokens and seconds are its own.
 
 Each dataset's programs are then tested against one reference program (the first row of its table, or the one named)
 on the same questions, one paired test per metric (:func:`paired_runs`). Then the table (``comparison.json``,

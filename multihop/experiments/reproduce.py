@@ -52,7 +52,7 @@ from multihop.lm.options import LMOptions, served_student
 from multihop.optimize.student_stages import use_student
 from multihop.programs import PROGRAMS, takes_retriever
 from multihop.programs.papers import MEAN, PaperTable
-from multihop.programs.registry import Method
+from multihop.programs.registry import Declaration
 from multihop.retrievers import CACHED_FIRST_STAGES as FIRST_STAGES
 from multihop.retrievers import describe_index
 
@@ -60,7 +60,7 @@ SUMMARY_COLUMNS = {"em", "f1", "acc", "cover_em", "llm_eval", "recall@2", "recal
 SETUP_KEYS = ("k", "n", "rerank", "max_steps", "max_iterations", "max_sentences")  # shown in each table's header
 
 
-def paper_of(name: str) -> Method:
+def paper_of(name: str) -> Declaration:
     """The declaration of the method whose paper ``name`` is (its program's name, as the papers spell it)."""
     method = PROGRAMS.declaration(PROGRAMS.named(name)) if PROGRAMS.named(name) in PROGRAMS else None
     if method is None or method.kind != "method" or not method.tables:
@@ -80,7 +80,7 @@ def row_slug(label: str) -> str:
     return re.sub(r"[^\w.+=-]+", "-", label).strip("-")[:80]
 
 
-def select_tables(method: Method, wanted: Sequence[str] | None) -> list[PaperTable]:
+def select_tables(method: Declaration, wanted: Sequence[str] | None) -> list[PaperTable]:
     """The tables of ``method``'s paper named by ``wanted`` (``2``, ``Table 2``, ``Fig. 5``, ``App. E``; all when
     None), in the paper's order."""
     if not wanted:
@@ -134,7 +134,7 @@ def row_state(plan: PlannedRow, setup: RunSetup) -> str:
     return waiting_state(plan.table, plan.row, plan.dataset, setup)
 
 
-def describe_tables(methods: Sequence[Method], setup: RunSetup | None = None) -> list[dict]:
+def describe_tables(methods: Sequence[Declaration], setup: RunSetup | None = None) -> list[dict]:
     """What ``reproduce --list`` shows: each paper's tables with their rows as they would run (on the table's first
     dataset) with what ``setup`` gives (default: nothing), each row's state (:func:`row_state`) and why."""
     setup = setup or RunSetup(lm="your LM")
@@ -338,7 +338,7 @@ def interval(summary: dict, metric: str, table: PaperTable) -> list[float] | Non
                 None)
 
 
-def method_row(method: Method, plans: Sequence[PlannedRow]) -> PlannedRow | None:
+def method_row(method: Declaration, plans: Sequence[PlannedRow]) -> PlannedRow | None:
     """The row the others of a table are tested against, of those that run: the one labelled with the method's name
     (an ablation table's full method), else its first row of the method's program, else its first row."""
     running = [plan for plan in plans if plan.identity is not None]
@@ -346,7 +346,7 @@ def method_row(method: Method, plans: Sequence[PlannedRow]) -> PlannedRow | None
                 next((plan for plan in running if plan.row.program == method.name), running[0] if running else None))
 
 
-def table_result(method: Method, table: PaperTable, plans: list[PlannedRow], runs: dict, setup: RunSetup,
+def table_result(method: Declaration, table: PaperTable, plans: list[PlannedRow], runs: dict, setup: RunSetup,
                  judge: str | None, examples: dict, skipped: dict[str, str]) -> dict:
     """One reproduced table as data: what ran beside the paper's setting (:func:`setting_ran`), its columns, and
     for every row (the declared ones, then the stand-ins) each cell's paper number, ours with its 95 % interval,

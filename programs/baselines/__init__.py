@@ -1,6 +1,6 @@
 """The baselines the five papers compare against, each rebuilt from its own paper and released code: the papers'
 "Direct" and "NativeRAG" (:mod:`.single_step`), IRCoT, Iter-RetGen, FLARE, Self-Ask, Adaptive-RAG, MetaRAG and
-GenGround. Each declares itself ``Method(..., kind="baseline")``; ``PROGRAMS.reported_by(name)``
+GenGround. Each declares itself ``Declaration(..., kind="baseline")``; ``PROGRAMS.reported_by(name)``
 (:meth:`~multihop.programs.registry.ProgramRegistry.reported_by`) tells which of the five papers report it."""
 
 # isort: off

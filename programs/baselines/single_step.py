@@ -14,7 +14,7 @@ from multihop.signatures import AnswerFromPassages, DirectAnswer
 
 from ..base import MultihopProgram
 from ..gold_builders import GoldContext, Pairs, reader_pairs, register_gold_builder, register_no_gold
-from ..registry import Method
+from ..registry import Declaration
 from ..text import safe_answer
 from .rerankable import RerankableBaseline
 
@@ -74,5 +74,5 @@ register_no_gold("NoRetrieval", "answer", "a closed-book answer has no evidence 
                  "train answers would only memorise them")
 
 
-Method(NoRetrieval, kind="baseline")  # the papers' "Direct" row
-Method(SingleStepRAG, kind="baseline")  # the papers' "NativeRAG" / "Single-step Approach" row
+Declaration(NoRetrieval, kind="baseline")  # the papers' "Direct" row
+Declaration(SingleStepRAG, kind="baseline")  # the papers' "NativeRAG" / "Single-step Approach" row

@@ -7,14 +7,14 @@ distill --preset cirag`` trains the integrator on them (Eq. 8)."""
 from multihop.programs.papers import reported
 
 from ..papers import Paper
-from ..registry import Method
+from ..registry import Declaration
 from . import gold  # noqa: F401 - registers the integrator's gold targets
 from .program import CIRAG
 from .tables import TABLES
 
 __all__ = ["CIRAG"]
 
-Method(
+Declaration(
     CIRAG,
     kind="method",
     paper=Paper("CIRAG: Construction-Integration Retrieval and Adaptive Generation for Multi-hop Question Answering",

@@ -5,14 +5,14 @@
 from multihop.programs.papers import reported
 
 from ..papers import Paper
-from ..registry import Method
+from ..registry import Declaration
 from . import gold  # noqa: F401 - registers ComposeRAG's gold stage targets
 from .program import ComposeRAG
 from .tables import TABLES
 
 __all__ = ["ComposeRAG"]
 
-Method(
+Declaration(
     ComposeRAG,
     kind="method",
     paper=Paper("ComposeRAG: A Modular and Composable RAG for Corpus-Grounded Multi-Hop Question Answering",

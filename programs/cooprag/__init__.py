@@ -6,14 +6,14 @@ gold rows its students train on (:mod:`.gold`)."""
 from multihop.programs.papers import reported
 
 from ..papers import Paper
-from ..registry import Method
+from ..registry import Declaration
 from . import gold  # noqa: F401 - registers CoopRAG's gold stage targets
 from .program import CoopRAG
 from .tables import TABLES
 
 __all__ = ["CoopRAG"]
 
-Method(
+Declaration(
     CoopRAG,
     kind="method",
     paper=Paper("Cooperative Retrieval-Augmented Generation for Question Answering: Mutual Information Exchange and "

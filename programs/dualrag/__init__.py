@@ -5,14 +5,14 @@
 from multihop.programs.papers import reported
 
 from ..papers import Paper
-from ..registry import Method
+from ..registry import Declaration
 from . import gold  # noqa: F401 - registers DualRAG's gold stage targets
 from .program import DualRAG
 from .tables import TABLES
 
 __all__ = ["DualRAG"]
 
-Method(
+Declaration(
     DualRAG,
     kind="method",
     paper=Paper("DualRAG: A Dual-Process Approach to Integrate Reasoning and Retrieval for Multi-Hop Question "

@@ -5,7 +5,7 @@ revelator-data`` in :mod:`.cli`)."""
 from multihop.programs.papers import reported
 
 from ..papers import Paper
-from ..registry import Method
+from ..registry import Declaration
 from . import gold  # noqa: F401 - registers the Revelator's gold stage targets
 from .program import HANRAG, REVELATOR_STAGES
 from .routes import gold_route, with_gold_routes
@@ -13,7 +13,7 @@ from .tables import TABLES
 
 __all__ = ["HANRAG", "REVELATOR_STAGES", "gold_route", "with_gold_routes"]
 
-Method(
+Declaration(
     HANRAG,
     kind="method",
     paper=Paper("HANRAG: Heuristic Accurate Noise-resistant Retrieval-Augmented Generation for Multi-hop Question "

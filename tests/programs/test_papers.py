@@ -1,6 +1,6 @@
-"""The papers' results tables declared as data (``Method(tables=...)``, each method's ``tables.py``): every row names a
-registered program and settings it has, a runnable row's program is built with its settings, every table holds some
-of its paper's numbers in declared columns, and each method declares at least the tables its benchmark ran."""
+"""The papers' results tables declared as data (``Declaration(tables=...)``, each method's ``tables.py``): every row
+names a registered program and settings it has, a runnable row's program is built with its settings, every table holds
+some of its paper's numbers in declared columns, and each method declares at least the tables its benchmark ran."""
 
 import inspect
 

@@ -1,5 +1,5 @@
 """One declaration per method: a toy seventh method declared inside this test — signature, program,
-gold builder, ``Method(...)`` — is seen by ``eval`` (its first stage, ``--set``), ``compare`` (by default, its loop
+gold builder, ``Declaration(...)`` — is seen by ``eval`` (its first stage, ``--set``), ``compare`` (by default, its loop
 budget, its paper's numbers), save/load, ``trajectories --gold``, ``distill --preset`` and the command line (its
 sub-app), with no shared file touched; and a contract every registered program keeps."""
 
@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 import multihop
 from multihop.cli import app as multihop_app
 from multihop.data.corpus import Passage
-from multihop.programs import PROGRAMS, Method, MultihopProgram, load, save, takes_retriever
+from multihop.programs import PROGRAMS, Declaration, MultihopProgram, load, save, takes_retriever
 from multihop.programs.gold_builders import GOLD_BUILDERS, register_gold_builder
 from multihop.programs.papers import reported
 from multihop.runtime.tracing import count
@@ -24,7 +24,7 @@ from helpers import StaticRetriever, TypedScript, scripted_lm, tiny_causal_lm
 
 runner = CliRunner()
 
-# the toy method's offline step: ``multihop toyrag prepare`` (``Method(cli=__name__)`` names this module)
+# the toy method's offline step: ``multihop toyrag prepare`` (``Declaration(cli=__name__)`` names this module)
 app = typer.Typer(help="ToyRAG's offline step.", no_args_is_help=True)
 
 
@@ -81,7 +81,7 @@ def toy():
         return [({"passages": [f"{example.question} {example.answer}"], "question": example.question},
                  {"answer": example.answer})]
 
-    Method(ToyRAG, papers=reported("Toy-LM", "toy paper, Table 1", "its own corpus", {"musique": {"em": 42.0}}),
+    Declaration(ToyRAG, papers=reported("Toy-LM", "toy paper, Table 1", "its own corpus", {"musique": {"em": 42.0}}),
            distill_preset={"epochs": 3, "lr": 1e-3}, loop_budget="max_rounds", cli=__name__, first_stage="bm25")
     yield ToyRAG
     PROGRAMS.remove("ToyRAG"), GOLD_BUILDERS.pop("ToyRAG")
@@ -204,7 +204,7 @@ def test_a_declaration_names_a_loop_budget_the_program_has():
             self.k = k
 
     with pytest.raises(TypeError, match="loop budget 'max_steps' is none of its settings"):
-        Method(Unbudgeted, loop_budget="max_steps")
+        Declaration(Unbudgeted, loop_budget="max_steps")
     assert "Unbudgeted" not in {method.name for method in PROGRAMS.declared()}
     assert PROGRAMS.declaration("Unbudgeted").compare is False and PROGRAMS.declaration("Unbudgeted").kind == "custom"
     PROGRAMS.remove("Unbudgeted")

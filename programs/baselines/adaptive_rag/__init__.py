@@ -4,7 +4,7 @@ sample of train questions it labels (:mod:`.sampling`), the classifier that repl
 (:mod:`.classifier`) and ``multihop adaptiverag labels|train`` (:mod:`.cli`)."""
 
 from ...papers import Paper
-from ...registry import Method
+from ...registry import Declaration
 from . import gold  # noqa: F401 - records that its strategies' stages take their own programs' gold rows
 from .classifier import ComplexityClassifier, TrainingSettings, train_classifier
 from .complexity import LABELS, silver_label
@@ -16,7 +16,7 @@ __all__ = ["LABELS", "AdaptiveRAG", "ComplexityClassifier", "TrainingSettings", 
            "label_questions", "read_labels", "sampled_questions", "silver_label", "train_classifier",
            "with_bias_labels", "with_gold_complexity"]
 
-Method(
+Declaration(
     AdaptiveRAG,
     kind="baseline",
     paper=Paper("Adaptive-RAG: Learning to Adapt Retrieval-Augmented Large Language Models through Question "

@@ -2,14 +2,14 @@
 (:mod:`.program`), the token confidence it reads from the LM (:mod:`.tokens`) and its gold rows (:mod:`.gold`)."""
 
 from ...papers import Paper
-from ...registry import Method
+from ...registry import Declaration
 from . import gold  # noqa: F401 - registers FLARE's gold stage targets
 from .program import FLARE
 from .tokens import Piece, field_pieces, low_confidence, masked_query
 
 __all__ = ["FLARE", "Piece", "field_pieces", "low_confidence", "masked_query"]
 
-Method(
+Declaration(
     FLARE,
     kind="baseline",
     paper=Paper("Active Retrieval Augmented Generation", "Zhengbao Jiang, Frank F. Xu, Luyu Gao, Zhiqing Sun, "

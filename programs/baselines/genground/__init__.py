@@ -2,13 +2,13 @@
 Answering"), a baseline DualRAG reports: the program (:mod:`.program`) and its gold rows (:mod:`.gold`)."""
 
 from ...papers import Paper
-from ...registry import Method
+from ...registry import Declaration
 from . import gold  # noqa: F401 - registers GenGround's gold stage targets
 from .program import GenGround, cited_index, render_round
 
 __all__ = ["GenGround", "cited_index", "render_round"]
 
-Method(
+Declaration(
     GenGround,
     kind="baseline",
     paper=Paper("Generate-then-Ground in Retrieval-Augmented Generation for Multi-hop Question Answering",

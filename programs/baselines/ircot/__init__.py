@@ -2,13 +2,13 @@
 the program (:mod:`.program`) and its gold rows (:mod:`.gold`)."""
 
 from ...papers import Paper
-from ...registry import Method
+from ...registry import Declaration
 from . import gold  # noqa: F401 - registers IRCoT's gold stage targets
 from .program import IRCoT
 
 __all__ = ["IRCoT"]
 
-Method(
+Declaration(
     IRCoT,
     kind="baseline",
     paper=Paper("Interleaving Retrieval with Chain-of-Thought Reasoning for Knowledge-Intensive Multi-Step Questions",

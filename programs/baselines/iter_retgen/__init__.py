@@ -2,14 +2,14 @@
 the program (:mod:`.program`) and its gold rows (:mod:`.gold`)."""
 
 from ...papers import Paper
-from ...registry import Method
+from ...registry import Declaration
 from . import gold  # noqa: F401 - registers Iter-RetGen's gold stage targets
 from .program import IterRetGen, next_query
 
 __all__ = ["IterRetGen", "next_query"]
 
 
-Method(
+Declaration(
     IterRetGen,
     kind="baseline",
     paper=Paper("Enhancing Retrieval-Augmented Large Language Models with Iterative Retrieval-Generation Synergy",

@@ -3,13 +3,13 @@ CIRAG report: the program (:mod:`.program`), the authors' reading of free-text r
 gold rows (:mod:`.gold`)."""
 
 from ...papers import Paper
-from ...registry import Method
+from ...registry import Declaration
 from . import gold  # noqa: F401 - registers MetaRAG's gold stage targets
 from .program import MetaRAG, condition
 
 __all__ = ["MetaRAG", "condition"]
 
-Method(
+Declaration(
     MetaRAG,
     kind="baseline",
     paper=Paper("Metacognitive Retrieval-Augmented Large Language Models", "Yujia Zhou, Zheng Liu, Jiajie Jin, "

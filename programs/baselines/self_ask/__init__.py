@@ -4,14 +4,14 @@ RQ-RAG and Search-o1 rows: the program (:mod:`.program`) and its gold rows from 
 decomposition, 2Wiki's evidences; :mod:`.gold`)."""
 
 from ...papers import Paper
-from ...registry import Method
+from ...registry import Declaration
 from . import gold  # noqa: F401 - registers Self-Ask's gold stage targets
 from .program import SelfAsk, follow_up_line
 
 __all__ = ["SelfAsk", "follow_up_line"]
 
 
-Method(
+Declaration(
     SelfAsk,
     kind="baseline",
     paper=Paper("Measuring and Narrowing the Compositionality Gap in Language Models", "Ofir Press, Muru Zhang, "
