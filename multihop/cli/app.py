@@ -1,6 +1,6 @@
 """The ``multihop`` app: ``--verbose``, the command groups and the commands, each defined in the module of its job
 (resources, training, runs, traces, demo), and each method's own offline step (``multihop cirag extract``, ...), the
-Typer app its declaration names (``Method(cli=...)``), found in the registry when the command line asks for it."""
+Typer app its declaration names (``Declaration(cli=...)``), found in the registry when the command line asks for it."""
 
 from __future__ import annotations
 
