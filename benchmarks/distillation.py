@@ -37,7 +37,7 @@ from multihop.optimize.distill import MANIFEST
 from multihop.optimize.stage_comparison import per_stage, stage_table
 from multihop.optimize.student_stages import trained_stages
 from multihop.programs import ComposeRAG, CoopRAG, SingleStepRAG
-from multihop.retrievers import RaLa, Retriever, build_cached, load_retriever
+from multihop.retrievers import RaLa, RerankedRetriever, build_cached, load_retriever
 
 console = Console(width=160)
 PROGRAMS = {"SingleStepRAG": SingleStepRAG, "CoopRAG": CoopRAG, "ComposeRAG": ComposeRAG}
@@ -97,7 +97,7 @@ def main() -> None:
     examples, corpus = questions_with_corpus("musique", limit=args.limit)
     first = load_retriever(build_cached(corpus, token_layers=(), special_tokens=CoopRAG.special_tokens,
                                         pooling=CoopRAG.index_pooling))
-    retriever = Retriever(first, RaLa("eq4"), n=20, k=5)
+    retriever = RerankedRetriever(first, RaLa("eq4"), n=20, k=5)
     summaries = {}
     for name in args.programs:
         questions = examples[: args.compose_limit] if name == "ComposeRAG" else examples

@@ -39,7 +39,7 @@ from multihop.retrievers import (
     HybridRetriever,
     MaxSim,
     RaLa,
-    Retriever,
+    RerankedRetriever,
 )
 
 console = Console(width=150)
@@ -82,9 +82,9 @@ def percentiles(values: list[float]) -> str:
     return f"{ms(np.percentile(values, 50))} / {ms(np.percentile(values, 95))}"
 
 
-def stage_latency(retriever: Retriever, examples) -> dict[str, list[float]]:
-    """Time the parts of a reranked query, as :meth:`Retriever.search` runs them when the dense first stage and the
-    reranker share the encoder: query encoding (one pass), FAISS search, rerank of the top-n."""
+def stage_latency(retriever: RerankedRetriever, examples) -> dict[str, list[float]]:
+    """Time the parts of a reranked query, as :meth:`RerankedRetriever.search` runs them when the dense first stage
+    and the reranker share the encoder: query encoding (one pass), FAISS search, rerank of the top-n."""
     times: dict[str, list[float]] = {"encode": [], "search": [], "rerank": []}
     for example in examples:
         t0 = time.perf_counter()
@@ -166,10 +166,10 @@ def main() -> None:
         ("Dense MiniLM", minilm),
         ("Dense MPNet (mean pooling)", dense),
         ("Dense MPNet [CLS] (Eq. 2)", cls),
-        ("MPNet + MaxSim rerank", Retriever(dense, MaxSim(), n=args.n)),
-        ("MPNet + RaLa Eq. 4", Retriever(dense, RaLa("eq4"), n=args.n)),
-        ("MPNet [CLS] + RaLa Eq. 4", Retriever(cls, RaLa("eq4"), n=args.n)),
-        ("MPNet + RaLa Eq. 3", Retriever(dense, eq3, n=args.n)),
+        ("MPNet + MaxSim rerank", RerankedRetriever(dense, MaxSim(), n=args.n)),
+        ("MPNet + RaLa Eq. 4", RerankedRetriever(dense, RaLa("eq4"), n=args.n)),
+        ("MPNet [CLS] + RaLa Eq. 4", RerankedRetriever(cls, RaLa("eq4"), n=args.n)),
+        ("MPNet + RaLa Eq. 3", RerankedRetriever(dense, eq3, n=args.n)),
     ]
     seeds = range(4)
     variants = [("MPNet + RaLa Eq. 4, ω floored, layers 1..L−1 (seeds 0–3)", RaLa),
@@ -183,8 +183,8 @@ def main() -> None:
         tuned_cls = DenseRetriever.build(corpus, encoder=Encoder(args.finetuned, pooling="cls"),
                                          work_dir=work / f"{Path(args.finetuned).name}-cls", token_layers=())
         systems += [(f"Fine-tuned {base}", tuned),
-                    (f"Fine-tuned {base} + RaLa Eq. 4", Retriever(tuned, RaLa("eq4"), n=args.n)),
-                    (f"Fine-tuned {base} [CLS] + RaLa Eq. 4", Retriever(tuned_cls, RaLa("eq4"), n=args.n))]
+                    (f"Fine-tuned {base} + RaLa Eq. 4", RerankedRetriever(tuned, RaLa("eq4"), n=args.n)),
+                    (f"Fine-tuned {base} [CLS] + RaLa Eq. 4", RerankedRetriever(tuned_cls, RaLa("eq4"), n=args.n))]
 
     name = question_file(args.data).name
     table = Table(title=f"Recall on {name} ({len(examples)} questions, {len(corpus)} passages)")
@@ -193,12 +193,12 @@ def main() -> None:
     for name, retriever in systems:
         table.add_row(*recall_row(name, retriever, examples))
     for name, make in variants:
-        table.add_row(*mean_row(name, [Retriever(dense, make(scoring="eq4", seed=seed), n=args.n) for seed in seeds],
-                                examples))
+        reranked = [RerankedRetriever(dense, make(scoring="eq4", seed=seed), n=args.n) for seed in seeds]
+        table.add_row(*mean_row(name, reranked, examples))
     console.print(table)
 
-    cached = stage_latency(Retriever(dense, RaLa("eq4"), n=args.n), examples)
-    recomputed = stage_latency(Retriever(dense, RaLa("eq4", cache=False), n=args.n), examples[:5])
+    cached = stage_latency(RerankedRetriever(dense, RaLa("eq4"), n=args.n), examples)
+    recomputed = stage_latency(RerankedRetriever(dense, RaLa("eq4", cache=False), n=args.n), examples[:5])
     speed = Table(title="MPNet speed")
     speed.add_column("measure")
     speed.add_column("value", justify="right")

@@ -118,7 +118,7 @@ def faiss_rows(args) -> list[dict]:
 def token_rows(args) -> list[dict]:
     from multihop.data.loaders import questions_with_corpus
     from multihop.evaluation.metrics import recall_at_k
-    from multihop.retrievers import DenseRetriever, Encoder, MaxSim, RaLa, Retriever
+    from multihop.retrievers import DenseRetriever, Encoder, MaxSim, RaLa, RerankedRetriever
     from multihop.retrievers.dense import IndexSpec
     from multihop.retrievers.index import encode_corpus
     from multihop.retrievers.token_codecs import TOKEN_STATES
@@ -140,7 +140,7 @@ def token_rows(args) -> list[dict]:
         folder_bytes = sum(path.stat().st_size for path in (work / form).rglob("*")) if tokens else 0
         row = {"form": form, "bytes/token": per_token, "bytes/passage": round(folder_bytes / len(corpus))}
         for name, reranker in (("rala-eq4", RaLa()), ("maxsim", MaxSim())):
-            retriever = Retriever(dense, reranker, n=20, k=5)
+            retriever = RerankedRetriever(dense, reranker, n=20, k=5)
             r2, r5, latency = [], [], []
             for example in examples:
                 states = encoder.states([example.question])

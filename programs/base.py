@@ -35,7 +35,7 @@ import dspy
 from dspy.utils.exceptions import AdapterParseError
 
 from multihop.lm.adapter import preferred_adapter
-from multihop.retrievers import Retriever, make_reranker
+from multihop.retrievers import RerankedRetriever, make_reranker
 from multihop.retrievers.query import Hits, pick
 from multihop.runtime.parallel import concurrency, fan_out
 from multihop.runtime.tracing import TracedModule, count
@@ -195,13 +195,13 @@ class MultihopProgram(TracedModule):
     def first_stage_search(self, query: str, k: int) -> Hits:
         """The top ``k`` of the first stage alone (for a program that merges several searches before reranking)."""
         searcher = self.searcher()
-        return (searcher.first_stage if isinstance(searcher, Retriever) else searcher)(query, k=k)
+        return (searcher.first_stage if isinstance(searcher, RerankedRetriever) else searcher)(query, k=k)
 
     def rerank_hits(self, anchor: str, hits: dspy.Prediction, k: int) -> Hits:
         """``hits`` reranked against ``anchor`` by the program's reranker to the top ``k`` (a traced ``rerank``
         step); without a reranker, or no hits to rerank, the first ``k`` as they are."""
         searcher = self.searcher()
-        if not hits.ids or not isinstance(searcher, Retriever) or searcher.rerank is None:
+        if not hits.ids or not isinstance(searcher, RerankedRetriever) or searcher.rerank is None:
             first = range(min(k, len(hits.ids)))
             return pick(hits, first, [hits.scores[i] for i in first] if hits.get("scores") else [0.0] * len(first))
         return searcher.rerank(anchor, hits, k)
@@ -220,11 +220,11 @@ class MultihopProgram(TracedModule):
     def build_searcher(self, retriever: dspy.Module) -> dspy.Module:
         if "rerank" not in self.settings():
             return retriever
-        first_stage = retriever.first_stage if isinstance(retriever, Retriever) else retriever
+        first_stage = retriever.first_stage if isinstance(retriever, RerankedRetriever) else retriever
         if self.rerank is None:
             return first_stage
         reranker = make_reranker(self.rerank, **self.reranker_options())
-        searcher = Retriever(first_stage, reranker, n=self.n, k=self.k)
+        searcher = RerankedRetriever(first_stage, reranker, n=self.n, k=self.k)
         searcher.trace_stage = "search"  # its records' stage name
         return searcher
 

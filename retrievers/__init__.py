@@ -10,8 +10,8 @@ from .late_interaction import MaxSim
 from .module import RetrieverModule, describe_index, load_retriever
 from .query import Hits
 from .rala import RaLa
+from .reranked import RerankedRetriever
 from .rerankers import RERANKERS, Reranker, RerankStep, checked_reranker, load_reranker, make_reranker
-from .retriever import Retriever
 from .sparse import BM25Retriever
 from .storage import CACHED_FIRST_STAGES, build_cached, build_retriever, remove_build_files
 from .token_codecs import TOKEN_STATES
@@ -32,8 +32,8 @@ __all__ = [
     "MaxSim",
     "RaLa",
     "RerankStep",
+    "RerankedRetriever",
     "Reranker",
-    "Retriever",
     "RetrieverModule",
     "build_cached",
     "build_retriever",

@@ -4,7 +4,7 @@ share, and MaxSim itself.
 A late-interaction reranker encodes the query and each candidate text with its encoder and scores every pair from
 their token states; only the score differs between :class:`MaxSim` and :class:`~.rala.RaLa`. It ranks any candidate
 texts — passages, sentences, triples — from the texts alone. Its encoder is the one it is given, else the first
-stage's once it is bound to one (:meth:`LateInteraction.bind`, which :class:`~.retriever.Retriever` calls), else
+stage's once it is bound to one (:meth:`LateInteraction.bind`, which :class:`~.reranked.RerankedRetriever` calls), else
 MPNet. Bound to a first stage whose encoder is the same model with the same special tokens, it takes that encoder
 (so a retriever encodes a query once for the search and the rerank) and that first stage's token cache: a
 candidate's states are read from the cache when the candidate is the passage at a row of the corpus the cache

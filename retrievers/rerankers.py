@@ -6,7 +6,7 @@ candidate texts (``passages``) and their ``ids`` and returns the top ``k`` as :c
 ``ids``, ``scores``, best first) with the ids of all the ``candidates``. It works from the candidate texts alone, so
 it ranks passages, sentences or triples alike; ``config()`` is what a manifest stores to rebuild it, its registry
 name under ``"reranker"``. A reranker that draws on its first stage (an encoder, a token cache) also defines
-``bind(first_stage)``, returning itself set up for that first stage; :class:`~.retriever.Retriever` calls it.
+``bind(first_stage)``, returning itself set up for that first stage; :class:`~.reranked.RerankedRetriever` calls it.
 """
 
 from __future__ import annotations

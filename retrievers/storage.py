@@ -14,8 +14,8 @@ from .dense import DenseRetriever
 from .encoder import Encoder
 from .hybrid import HybridRetriever
 from .module import RetrieverModule
+from .reranked import RerankedRetriever
 from .rerankers import make_reranker
-from .retriever import Retriever
 from .sparse import BM25Retriever
 from .token_codecs import DEFAULT_TOKEN_STATES, check_form
 
@@ -95,7 +95,7 @@ def build_retriever(
         stage = BM25Retriever(corpus, k=k)
     else:
         stage = HybridRetriever(dense(), BM25Retriever(corpus, k=k), k=k)
-    return Retriever(stage, reranker, n=n, k=k) if reranker else stage
+    return RerankedRetriever(stage, reranker, n=n, k=k) if reranker else stage
 
 
 def remove_build_files(retriever) -> None:

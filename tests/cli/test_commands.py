@@ -146,7 +146,7 @@ def test_data_list_without_data_says_where_to_point(monkeypatch, capsys):
 
 
 def test_index_build_writes_any_retriever_kind(tmp_path):
-    from multihop.retrievers import BM25Retriever, RaLa, Retriever, load_retriever
+    from multihop.retrievers import BM25Retriever, RaLa, RerankedRetriever, load_retriever
 
     corpus = tmp_path / "corpus.jsonl"
     topics = ["volcano", "violin", "glacier", "penguin", "saffron", "lighthouse", "chess", "comet", "bamboo",
@@ -161,7 +161,7 @@ def test_index_build_writes_any_retriever_kind(tmp_path):
                                    "--rerank", "rala-eq3", "--buckets", "2", "--seed", "7", "--n", "6", "--k", "3"])
     assert reranked.exit_code == 0, reranked.output
     loaded = load_retriever(tmp_path / "rr")
-    assert isinstance(loaded, Retriever) and loaded.n == 6 and loaded.k == 3
+    assert isinstance(loaded, RerankedRetriever) and loaded.n == 6 and loaded.k == 3
     assert loaded.reranker.config() == RaLa("eq3", buckets=2, seed=7).bind(loaded.first_stage).config()
     assert loaded.reranker.encoder is loaded.first_stage.encoder and loaded.reranker.tokens is loaded.first_stage.tokens
     assert loaded.first_stage.tokens.layers == RaLa("eq3", buckets=2, seed=7).candidate_layers(6)
@@ -169,7 +169,7 @@ def test_index_build_writes_any_retriever_kind(tmp_path):
 
 
 def test_index_build_takes_the_registry_names_and_the_markers(tmp_path):
-    from multihop.retrievers import RERANKERS, DenseRetriever, MaxSim, Retriever, load_retriever
+    from multihop.retrievers import RERANKERS, DenseRetriever, MaxSim, RerankedRetriever, load_retriever
     from multihop.signatures.cooprag import SPECIAL_TOKENS
 
     help_text = " ".join(runner.invoke(app, ["index", "build", "--help"]).output.split())
@@ -180,7 +180,7 @@ def test_index_build_takes_the_registry_names_and_the_markers(tmp_path):
                                 "--rerank", "maxsim", "--n", "4", "--k", "2", "--markers", "CoopRAG"])
     assert built.exit_code == 0, built.output
     loaded = load_retriever(tmp_path / "m")
-    assert isinstance(loaded, Retriever) and type(loaded.reranker) is MaxSim
+    assert isinstance(loaded, RerankedRetriever) and type(loaded.reranker) is MaxSim
     assert isinstance(loaded.first_stage, DenseRetriever)
     assert loaded.first_stage.encoder.special_tokens == SPECIAL_TOKENS
     assert loaded.first_stage.encoder.pooling == "cls"  # an index for CoopRAG pools as its Eq. 2

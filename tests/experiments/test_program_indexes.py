@@ -10,7 +10,7 @@ import pytest
 from multihop.cli.programs import retriever_folder
 from multihop.experiments.program_indexes import cached_index, program_index, program_retriever
 from multihop.programs import CoopRAG, SingleStepRAG
-from multihop.retrievers import BM25Retriever, Encoder, Retriever, describe_index, load_retriever
+from multihop.retrievers import BM25Retriever, Encoder, RerankedRetriever, describe_index, load_retriever
 from multihop.retrievers.encoder import POOLINGS
 
 
@@ -87,5 +87,5 @@ def test_an_index_describes_its_encoder_pooling_first_stage_and_passages(corpus_
     assert describe_index(bm25) == {**described, "first_stage": "bm25", "encoder": None, "encoder_sha256": None,
                                     "encoder_fine_tuned": None, "pooling": None, "special_tokens": [],
                                     "token_states": "none"}
-    Retriever(BM25Retriever(load_retriever(bm25).corpus), n=4, k=2).save(tmp_path / "reranked")
+    RerankedRetriever(BM25Retriever(load_retriever(bm25).corpus), n=4, k=2).save(tmp_path / "reranked")
     assert describe_index(tmp_path / "reranked") == describe_index(bm25)

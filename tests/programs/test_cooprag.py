@@ -12,7 +12,7 @@ from multihop.optimize.compile import compile_program
 from multihop.programs import CoopRAG, load, save
 from multihop.programs.cooprag.chain import normalize_chain, repair_fill, unrolled_query
 from multihop.programs.cooprag.training import read_unrolled, unroll_questions
-from multihop.retrievers import DenseRetriever, Encoder, Hits, MaxSim, RaLa, Retriever
+from multihop.retrievers import DenseRetriever, Encoder, Hits, MaxSim, RaLa, RerankedRetriever
 from multihop.signatures.cooprag import SPECIAL_TOKENS
 
 from helpers import StageScript, StaticRetriever, TypedScript, data_root, example, scripted_lm
@@ -148,7 +148,8 @@ RALA = {"buckets": 2, "omega": True, "seed": None}
 def test_rerank_switches_choose_the_reranker_of_the_registry(cached_retriever, rerank, config):
     program = CoopRAG(retriever=cached_retriever, rerank=rerank, buckets=2, n=10, k=3)
     search = program.searcher()
-    assert isinstance(search, Retriever) and search.first_stage is cached_retriever and program.searcher() is search
+    assert isinstance(search, RerankedRetriever) and search.first_stage is cached_retriever
+    assert program.searcher() is search
     reranker = search.reranker
     assert type(reranker) is (MaxSim if rerank == "maxsim" else RaLa)
     assert {key: reranker.config()[key] for key in config} == config and reranker.config()["reranker"] == rerank
@@ -284,7 +285,7 @@ def test_a_program_over_dspy_settings_rm_builds_its_reranked_search_once(cached_
     first = program.searcher()
     program(question=musique_dev[0].question)
     assert program.searcher() is first and first.first_stage is cached_retriever
-    dspy.configure(rm=Retriever(cached_retriever, None))
+    dspy.configure(rm=RerankedRetriever(cached_retriever, None))
     assert program.searcher() is not first  # another rm: another search
 
 

@@ -89,10 +89,10 @@ def test_state_and_whole_program_round_trip(name, bm25, tmp_path):
 
 @pytest.mark.parametrize("rerank", [None, "maxsim", "rala-eq4"])
 def test_dense_retriever_pickles_with_index_token_states_and_reranker(rerank, dense, tmp_path):
+    from multihop.retrievers.reranked import RerankedRetriever
     from multihop.retrievers.rerankers import make_reranker
-    from multihop.retrievers.retriever import Retriever
 
-    retriever = dense if rerank is None else Retriever(dense, make_reranker(rerank), n=8, k=3)
+    retriever = dense if rerank is None else RerankedRetriever(dense, make_reranker(rerank), n=8, k=3)
     program = build("SingleStepRAG", retriever)
     script = TypedScript(program, garbled=0.0)
     expected, hits = answer(program, script), retriever("river 2 film")

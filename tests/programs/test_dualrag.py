@@ -15,7 +15,7 @@ from multihop.programs import DualRAG, SingleStepRAG, load, save
 from multihop.programs.dualrag.gold import gold_rounds
 from multihop.programs.dualrag.outline import Outline, link_entities, merge_by_score
 from multihop.programs.dualrag.sft import gold_knowledge, link_to_titles, sft_rows
-from multihop.retrievers import RERANKERS, BM25Retriever, Hits, Retriever, make_reranker
+from multihop.retrievers import RERANKERS, BM25Retriever, Hits, RerankedRetriever, make_reranker
 
 from helpers import StageScript, data_root, field
 
@@ -335,7 +335,7 @@ def test_native_rag_reranks_the_first_stages_top_n_to_k_only_when_given_a_rerank
         SingleStepRAG(rerank="bge")
 
     by_length.clear()
-    own = Retriever(retriever(), make_reranker("by-length"), n=3, k=2)  # a retriever that reranks on its own
+    own = RerankedRetriever(retriever(), make_reranker("by-length"), n=3, k=2)  # a retriever that reranks on its own
     run(SingleStepRAG(retriever=own, k=2), StageScript({"answer": {"answer": "x"}}, plain))
     assert len(by_length) == 1 and len(by_length[0][1]) == 3  # kept as it is without a reranker of the program's
 

@@ -8,8 +8,8 @@ from multihop.retrievers import (
     Hits,
     MaxSim,
     RaLa,
+    RerankedRetriever,
     Reranker,
-    Retriever,
     load_reranker,
     make_reranker,
 )
@@ -130,8 +130,8 @@ def test_seeds_draw_different_layers_and_more_buckets_than_layers_take_every_pre
 
 @pytest.mark.parametrize("scoring", ["eq4", "eq3"])
 def test_cached_and_recomputed_token_states_give_the_same_scores(cached_retriever, musique_dev, scoring):
-    cached = Retriever(cached_retriever, RaLa(scoring=scoring, buckets=2), n=10, k=10)
-    recomputed = Retriever(cached_retriever, RaLa(scoring=scoring, buckets=2, cache=False), n=10, k=10)
+    cached = RerankedRetriever(cached_retriever, RaLa(scoring=scoring, buckets=2), n=10, k=10)
+    recomputed = RerankedRetriever(cached_retriever, RaLa(scoring=scoring, buckets=2, cache=False), n=10, k=10)
     assert cached.reranker.tokens is cached_retriever.tokens and recomputed.reranker.tokens is None
     for example in musique_dev[:3]:
         a, b = cached(example.question), recomputed(example.question)
@@ -142,7 +142,7 @@ def test_cached_and_recomputed_token_states_give_the_same_scores(cached_retrieve
 def test_reranking_reorders_the_first_stage_and_saves_with_its_settings(cached_retriever, musique_dev, tmp_path):
     from multihop.retrievers import load_retriever
 
-    retriever = Retriever(cached_retriever, RaLa(), n=20, k=5)
+    retriever = RerankedRetriever(cached_retriever, RaLa(), n=20, k=5)
     question = musique_dev[1].question
     first = cached_retriever(question, k=20)
     reranked = retriever(question)
@@ -150,7 +150,7 @@ def test_reranking_reorders_the_first_stage_and_saves_with_its_settings(cached_r
     assert reranked.scores == sorted(reranked.scores, reverse=True)
     retriever.save(tmp_path / "r")
     loaded = load_retriever(tmp_path / "r")
-    assert isinstance(loaded, Retriever) and loaded.reranker.config() == retriever.reranker.config()
+    assert isinstance(loaded, RerankedRetriever) and loaded.reranker.config() == retriever.reranker.config()
     assert loaded(question).ids == reranked.ids and loaded.first_stage.tokens is not None
     assert loaded.reranker.encoder is loaded.first_stage.encoder and loaded.reranker.tokens is loaded.first_stage.tokens
     batch = retriever([question, musique_dev[2].question])
@@ -160,7 +160,7 @@ def test_reranking_reorders_the_first_stage_and_saves_with_its_settings(cached_r
 def test_program_copies_share_the_retriever_and_copy_the_predictors(cached_retriever):
     from multihop.programs import CoopRAG, SingleStepRAG
 
-    reranked = Retriever(cached_retriever, RaLa(buckets=2), n=6, k=3)
+    reranked = RerankedRetriever(cached_retriever, RaLa(buckets=2), n=6, k=3)
     for program in (SingleStepRAG(retriever=reranked), CoopRAG(retriever=reranked)):
         for copied in (program.deepcopy(), program.reset_copy()):
             assert copied.retriever is reranked and copied.retriever.first_stage is cached_retriever
@@ -221,15 +221,16 @@ def test_the_token_cache_serves_only_candidates_that_are_rows_of_its_corpus(cach
 
 
 def test_a_reranker_shares_the_first_stage_encoder_only_when_it_encodes_alike(cached_retriever):
-    shared = Retriever(cached_retriever, RaLa(buckets=2), n=10, k=3)
-    by_name = Retriever(cached_retriever, MaxSim(encoder="minilm"), n=10, k=3)
+    shared = RerankedRetriever(cached_retriever, RaLa(buckets=2), n=10, k=3)
+    by_name = RerankedRetriever(cached_retriever, MaxSim(encoder="minilm"), n=10, k=3)
     for retriever in (shared, by_name):
         assert retriever.reranker.encoder is cached_retriever.encoder and retriever.encodes_once
         assert retriever.reranker.tokens is cached_retriever.tokens
-    marked = Retriever(cached_retriever, RaLa(buckets=2, special_tokens=SPECIAL_TOKENS), n=10, k=3)
+    marked = RerankedRetriever(cached_retriever, RaLa(buckets=2, special_tokens=SPECIAL_TOKENS), n=10, k=3)
     assert marked.reranker.encoder.name == "minilm" and marked.reranker.encoder.special_tokens == SPECIAL_TOKENS
     assert marked.reranker.tokens is None and not marked.encodes_once
-    bm25 = Retriever(BM25Retriever(cached_retriever.corpus), MaxSim(encoder=cached_retriever.encoder), n=10, k=3)
+    bm25 = RerankedRetriever(BM25Retriever(cached_retriever.corpus), MaxSim(encoder=cached_retriever.encoder), n=10,
+                             k=3)
     assert not bm25.encodes_once and bm25.reranker.tokens is None
     with pytest.raises(ValueError, match="lacks the special tokens"):
         MaxSim(encoder=cached_retriever.encoder, special_tokens=SPECIAL_TOKENS)
@@ -243,17 +244,18 @@ def test_a_shared_encoder_encodes_the_query_once_and_reads_the_candidates_from_t
         monkeypatch.setattr(encoder, method, lambda texts, *args, _real=real, _name=method, **kwargs:
                             calls.append((_name, list(texts))) or _real(texts, *args, **kwargs))
     questions = [example.question for example in musique_dev[:2]]
-    Retriever(cached_retriever, RaLa(buckets=2), n=10, k=3)(questions)
+    RerankedRetriever(cached_retriever, RaLa(buckets=2), n=10, k=3)(questions)
     assert calls == [("states", questions)]
     calls.clear()
-    Retriever(cached_retriever, RaLa(buckets=2, cache=False), n=10, k=3)(questions[0])
+    RerankedRetriever(cached_retriever, RaLa(buckets=2, cache=False), n=10, k=3)(questions[0])
     assert [name for name, _ in calls] == ["states", "states"] and calls[0][1] == questions[:1]
     assert len(calls[1][1]) == 10  # the candidates, encoded
 
 
 def test_a_retriever_reranks_any_retriever_module_not_only_a_multihop_index(static_retriever, cached_retriever):
     reranker = MaxSim(encoder=cached_retriever.encoder)
-    retriever = Retriever(static_retriever, reranker, n=6, k=3)  # a plain dspy.Module first stage: no corpus, no batch
+    # a plain dspy.Module first stage: no corpus, no batch
+    retriever = RerankedRetriever(static_retriever, reranker, n=6, k=3)
     hits = retriever("text 4")
     assert static_retriever.calls == [("text 4", 6)]
     assert hits.candidates == [p.id for p in static_retriever.passages[:6]]

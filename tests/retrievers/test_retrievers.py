@@ -17,7 +17,7 @@ from multihop.retrievers import (
     IndexMismatchError,
     MaxSim,
     RaLa,
-    Retriever,
+    RerankedRetriever,
     RetrieverModule,
     load_retriever,
 )
@@ -227,8 +227,8 @@ def test_every_kind_answers_a_list_of_queries_as_it_answers_each_query(small_ret
                                                                         musique_dev):
     bm25 = BM25Retriever(small_retriever.corpus)
     kinds = [small_retriever, bm25, HybridRetriever(small_retriever, bm25),
-             Retriever(cached_retriever, RaLa(buckets=2), n=8, k=3),
-             Retriever(bm25, MaxSim(encoder=cached_retriever.encoder), n=8, k=3)]
+             RerankedRetriever(cached_retriever, RaLa(buckets=2), n=8, k=3),
+             RerankedRetriever(bm25, MaxSim(encoder=cached_retriever.encoder), n=8, k=3)]
     questions = [example.question for example in musique_dev[:3]]
     for retriever in kinds:
         batch, singles = retriever(questions, k=3), [retriever(question, k=3) for question in questions]

@@ -14,7 +14,7 @@ from multihop.retrievers import (
     IndexSpec,
     MaxSim,
     RaLa,
-    Retriever,
+    RerankedRetriever,
     build_retriever,
     remove_build_files,
 )
@@ -84,7 +84,7 @@ def test_compact_forms_rank_a_real_question_s_candidates_as_full_does(encoded, c
     for form in ("full", "int8", "pq"):
         dense = DenseRetriever.from_encoding(corpus, encoder, encoded, IndexSpec(token_layers=(), token_states=form),
                                              tmp_path / form)
-        retrievers[form] = Retriever(dense, RaLa(buckets=2), n=20, k=5)
+        retrievers[form] = RerankedRetriever(dense, RaLa(buckets=2), n=20, k=5)
     agree = {"int8": [], "pq": []}
     for example in musique_dev[:5]:
         ref = retrievers["full"](example.question)
@@ -110,8 +110,8 @@ def test_none_encodes_the_candidates_and_equals_full_and_says_so_once(encoded, c
     for reranker in (RaLa(buckets=2), MaxSim()):
         with caplog.at_level(logging.WARNING, logger="multihop.retrievers.late_interaction"):
             for example in musique_dev[:3]:
-                ref = Retriever(full, reranker, n=10, k=5)(example.question)
-                got = Retriever(bare, reranker, n=10, k=5)(example.question)
+                ref = RerankedRetriever(full, reranker, n=10, k=5)(example.question)
+                got = RerankedRetriever(bare, reranker, n=10, k=5)(example.question)
                 assert got.ids == ref.ids
                 np.testing.assert_allclose(got.scores, ref.scores, atol=1e-5)
     told = [r for r in caplog.records if "keeps no token states" in r.getMessage()]
@@ -127,13 +127,13 @@ def test_an_index_keeps_only_the_cls_layers_its_reranker_reads(corpus, musique_d
     tokens = retriever.first_stage.tokens
     assert tokens.form == "int8" and tokens.cls_layers == tuple(sorted(layers)) and tokens.layers == ()
     retriever.save(tmp_path / "idx")
-    loaded = Retriever.load(tmp_path / "idx")
+    loaded = RerankedRetriever.load(tmp_path / "idx")
     encoded = []
     monkeypatch.setattr(Encoder, "states", lambda self, texts, layers=(): encoded.append(len(texts)) or
                         Encoder._states_batch(self, list(texts), tuple(layers)))
     assert loaded(musique_dev[0].question).ids == retriever(musique_dev[0].question).ids
     assert encoded == [1, 1]  # each query alone: the candidates' states came from the cache
-    other = Retriever(loaded.first_stage, RaLa(buckets=4), n=10, k=5)  # other layers: encoded, not misread
+    other = RerankedRetriever(loaded.first_stage, RaLa(buckets=4), n=10, k=5)  # other layers: encoded, not misread
     encoded.clear()
     other(musique_dev[0].question)
     assert encoded == [1, 10]
@@ -205,7 +205,7 @@ def test_a_build_links_its_token_cache_into_the_saved_index_and_then_removes_its
     remove_build_files(retriever)
     assert saved.stat().st_nlink == 1
     assert not [path for path in (tmp_path / "home" / "shards").iterdir() if not path.name.startswith(".")]
-    loaded = Retriever.load(tmp_path / "idx")
+    loaded = RerankedRetriever.load(tmp_path / "idx")
     assert loaded.first_stage.tokens.form == "int8" and loaded(corpus[2].render()).ids[0] == corpus[2].id
 
 

@@ -58,7 +58,7 @@ def test_a_failing_retriever_is_recorded_with_its_error():
 
 
 class Reranking(dspy.Module):
-    """A retriever that calls another retriever module for its candidates (as ``Retriever`` over BM25 does)."""
+    """A retriever that calls another retriever module for its candidates (as ``RerankedRetriever`` over BM25 does)."""
 
     def __init__(self, first_stage):
         super().__init__()

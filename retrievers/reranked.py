@@ -1,6 +1,6 @@
-"""The retriever every program uses: a first stage and an optional reranker (CoopRAG §3.3–3.4, Fig. 1 (2)–(3)).
+"""A first stage and an optional reranker as one retriever (CoopRAG §3.3–3.4, Fig. 1 (2)–(3)).
 
-``Retriever(first_stage, reranker, n=20, k=5)`` takes the first stage's top ``n`` (dense, BM25, hybrid or any
+``RerankedRetriever(first_stage, reranker, n=20, k=5)`` takes the first stage's top ``n`` (dense, BM25, hybrid or any
 retriever module) and reranks them to the top ``k`` with any :class:`~.rerankers.Reranker` — RaLa, MaxSim, or a
 method's own. A reranker that can draw on its first stage is bound to it when the retriever is built (for the
 late-interaction rerankers: the first stage's encoder and token cache, see :mod:`.late_interaction`). When a dense
@@ -27,7 +27,11 @@ from .query import Hits
 from .rerankers import Reranker, RerankStep, load_reranker
 
 
-class Retriever(RetrieverModule):
+class RerankedRetriever(RetrieverModule):
+    """A first stage's top ``n`` reranked to the top ``k`` (no reranker: the first stage's top ``k``); saved as the
+    kind ``"reranked"``: its first stage under ``first_stage/``, the reranker's config, ``n`` and ``k`` in the
+    manifest."""
+
     kind = "reranked"
 
     def __init__(self, first_stage: dspy.Module, reranker: Reranker | None = None, n: int = 20, k: int = 5):
@@ -80,7 +84,7 @@ class Retriever(RetrieverModule):
         return {**describe_index(directory / "first_stage"), "reranker": reranker["reranker"] if reranker else None}
 
     @classmethod
-    def load(cls, directory: str | Path, k: int | None = None) -> Retriever:
+    def load(cls, directory: str | Path, k: int | None = None) -> RerankedRetriever:
         directory = Path(directory)
         manifest = read_manifest(directory, {"retriever": cls.kind})
         reranker = load_reranker(manifest["reranker"]) if manifest["reranker"] else None
