@@ -19,13 +19,12 @@ accumulated (``micro_batch``); on a CUDA GPU bf16 (fp16 where the GPU lacks it),
 in one forward pass, a 4-bit base (QLoRA, bitsandbytes), and several GPUs under ``accelerate launch`` (``batch_size``
 rows a step over all of them; only the main process writes). Padding-free packing of a forward pass's rows
 (``packing``) runs on flash attention's kernels where flash-attn is installed (a CUDA GPU, bf16 or fp16), elsewhere on
-a mask that transformers builds from the rows' position ids (a CPU too), which saves little. What is ours: the loss
-is the mean over a step's rows of each row's mean completion-token loss, as in the hand-written loop this replaced, from
-the logits of the positions that predict a completion token only
-(:class:`~.student_trainer.StudentTrainer`; TRL's own weighs every completion token alike, so long completions
-outweigh short ones in a multi-task step), AdamW's weight decay 0.01 and no gradient clipping (that loop's settings),
-and the checkpoint's identity. Checkpoints (adapter, optimizer, scheduler, RNG,
-trainer state) are the Trainer's, every ``checkpoint_every`` steps, loaded back with ``weights_only=True``; a
+a mask that transformers builds from the rows' position ids (a CPU too), which saves little. What is ours: the loss is
+the mean over a step's rows of each row's mean completion-token loss, from the logits of the positions that predict a
+completion token only (:class:`~.student_trainer.StudentTrainer`; TRL's own weighs every completion token alike, so long
+completions outweigh short ones in a multi-task step), AdamW's weight decay 0.01 (torch's default) and no gradient
+clipping, and the checkpoint's identity. Checkpoints (adapter, optimizer, scheduler, RNG, trainer state) are the
+Trainer's, every ``checkpoint_every`` steps, loaded back with ``weights_only=True``; a
 checkpoint written for another base, config or row files is refused. The output folder is a ``peft`` adapter plus
 ``distill.json`` (base model and checksum, a Hub base's commit, stages, trajectory files with checksums, config, loss
 per step, truncation) and ``files.json``; use it with ``make_lm("local:smollm2", adapter=DIR)`` and
@@ -77,7 +76,7 @@ class DistillConfig:
             mask over the concatenation, which saves little).
         load_in_4bit: QLoRA: the base quantised to 4-bit NF4 (needs bitsandbytes and a CUDA GPU).
         micro_batch: rows a forward pass of a process; a step accumulates the gradients of ``batch_size`` rows. None:
-            1 on a CPU (no padding, as the hand-written loop this replaced), a step's rows of the process on a GPU.
+            1 on a CPU (no padding), a step's rows of the process on a GPU.
     """
 
     base: str = "smollm2"
@@ -250,7 +249,7 @@ def student_trainer(config: DistillConfig, tokenizer, encoded: list[tuple[list[i
         per_device_train_batch_size=setup["micro_batch"], gradient_accumulation_steps=setup["accumulation"],
         learning_rate=config.lr,
         lr_scheduler_type=config.scheduler, warmup_steps=int(config.warmup * steps),
-        weight_decay=0.01, max_grad_norm=0.0,  # torch AdamW's default decay and no clipping: the loop replaced
+        weight_decay=0.01, max_grad_norm=0.0,  # torch AdamW's default decay, and no clipping
         bf16=setup["precision"] == "bf16", fp16=setup["precision"] == "fp16",
         activation_checkpointing=setup["gradient_checkpointing"], padding_free=config.packing,
         use_cpu=not setup["cuda"], dataloader_pin_memory=setup["cuda"],  # several CPU processes: DDP on gloo

@@ -1,5 +1,5 @@
-"""The trainer of :func:`~.distill.distill`: TRL's ``SFTTrainer`` with the loss of the hand-written loop it replaced
-(ours; imported when a student is trained: TRL takes seconds to import)."""
+"""The trainer of :func:`~.distill.distill`: TRL's ``SFTTrainer`` with our loss, each row's mean completion-token loss
+averaged over a step's rows (imported when a student is trained: TRL takes seconds to import)."""
 
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ Declaration(
                 "ACL"),
     compare=False,  # of our five papers only DualRAG reports it
     loop_budget="max_iterations",
-    # k: the paper's §5.4 (top 10 documents a sub-question, batches of 3; as read before, not re-read here), where the
+    # k: the paper's §5.4 (top 10 documents a sub-question, batches of 3; as this library reads it), where the
     # authors' code (run.py's --n_docs, src/genground.py) defaults to 9; max_iterations: the authors' code's
     # range(1, 8), at most 7 deductions (the paper states no cap)
     paper_settings={"k": 10, "max_iterations": 7},

@@ -89,7 +89,7 @@ class GenGround(RerankableBaseline):
     tenth document and the three cited, so a fourth ``cite`` call reads the tenth with two of them and the revision
     the rest (at the authors' ``n_docs=9``, three batches and a revision over what they cited).
 
-    ``batch_revision="first_cited"`` (the paper's §3.3 text, as read earlier and not re-read here): each batch in
+    ``batch_revision="first_cited"`` (the paper's §3.3 text as this library reads it): each batch in
     rank order is a ``ground`` call that sees the sub-question, the immediate answer and the batch (Eq. 3 grounds the
     question–answer pair); the first batch whose content it cites revises the answer and ends the grounding, an
     "Empty" batch passes to the next, and when no batch is cited the immediate answer is kept as the backup.
@@ -115,7 +115,7 @@ class GenGround(RerankableBaseline):
     empty (``final_empty``), the answer is the last revised answer (the authors' code answers "NO ANSWER" at its
     cap); the evidence a round's grounding cited is shown with its sub-question and answer to the next deduction and
     immediate answer (the authors' code shows the sub-question and answer only); ``grounding_inputs="with_question"``
-    (this library's earlier grounding, kept for comparison) shows every
+    (a variant of ours, for comparison) shows every
     grounding call the complex question as well, and a ``filtered`` batch the candidate answer too (each batch and
     the final revision then one ``ground`` stage, :class:`GroundWithQuestion`; no ``cite`` stage); the optional
     ``rerank``/``n`` switches give the top-``n`` → reranker → top-``k`` search of DualRAG's App. H.4, which runs

