@@ -30,7 +30,6 @@ from multihop.data.loaders import questions_with_corpus
 from multihop.data.paths import home
 from multihop.data.question_sets import question_file
 from multihop.evaluation.metrics import recall_at_k
-from multihop.lm.models import FINETUNED_STAMP
 from multihop.retrievers import (
     BM25Retriever,
     DenseRetriever,
@@ -41,6 +40,7 @@ from multihop.retrievers import (
     RaLa,
     RerankedRetriever,
 )
+from multihop.retrievers.encoder import FINETUNED_STAMP
 
 console = Console(width=150)
 

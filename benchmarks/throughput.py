@@ -46,7 +46,8 @@ from multihop.data.loaders import load_dataset
 from multihop.data.paths import atomic_write_text
 from multihop.data.question_sets import question_file
 from multihop.experiments.program_indexes import program_retriever
-from multihop.lm.backends import default_adapter, make_lm
+from multihop.lm.adapter import default_adapter
+from multihop.lm.backends import make_lm
 from multihop.programs import PROGRAMS, takes_retriever
 from multihop.runtime.parallel import fan_out
 

@@ -34,7 +34,7 @@ from typing import ClassVar
 import dspy
 from dspy.utils.exceptions import AdapterParseError
 
-from multihop.lm.adapter import preferred_adapter
+from multihop.lm.adapter import default_adapter
 from multihop.retrievers import RerankedRetriever, make_reranker
 from multihop.retrievers.query import Hits, pick
 from multihop.runtime.parallel import concurrency, fan_out
@@ -73,13 +73,15 @@ def takes_retriever(cls: type) -> bool:
 
 
 def stage_adapter(predictor: dspy.Module):
-    """A context in which ``predictor`` runs under its LM's preferred adapter when no adapter is configured
-    (:func:`multihop.lm.adapter.preferred_adapter`); otherwise, or for another LM, a context that changes nothing."""
+    """A context in which ``predictor`` runs under its LM's default adapter
+    (:func:`multihop.lm.adapter.default_adapter`) when no adapter is configured; a context that changes nothing when
+    one is, or when that default is DSPy's own ``ChatAdapter``, which DSPy runs an unconfigured predictor under
+    anyway."""
     if dspy.settings.adapter is not None:
         return contextlib.nullcontext()
     lm = next((p.lm for _, p in predictor.named_predictors() if p.lm is not None), None) or dspy.settings.lm
-    adapter = preferred_adapter(lm)
-    return dspy.context(adapter=adapter) if adapter is not None else contextlib.nullcontext()
+    adapter = default_adapter(lm)
+    return contextlib.nullcontext() if type(adapter) is dspy.ChatAdapter else dspy.context(adapter=adapter)
 
 
 class MultihopProgram(TracedModule):
@@ -144,9 +146,9 @@ class MultihopProgram(TracedModule):
         with ``failed=True`` instead of crashing the question; the trace records each error (``stage_errors``).
         Every call counts ``<stage>.fallback`` (1 when the fallback was taken, else 0, so the count is there for
         every stage that ran) and each fallback taken adds to ``fallbacks``. With no adapter configured
-        (``dspy.configure(lm=multihop.make_lm(...))`` alone), a stage on a multihop LM runs under the adapter that LM
-        decodes best with (:func:`multihop.lm.adapter.preferred_adapter`: its engine then decodes under the stage's
-        schema from the first attempt) instead of DSPy's ChatAdapter."""
+        (``dspy.configure(lm=multihop.make_lm(...))`` alone), a stage on a multihop LM runs under that LM's default
+        adapter (:func:`stage_adapter`: its engine then decodes under the stage's schema from the first attempt)
+        instead of DSPy's ChatAdapter."""
         stage = self.stage_name(predictor)
         for attempt in range(retries + 1):
             config = {"rollout_id": attempt, "temperature": 1.0} if attempt else {}

@@ -1,11 +1,11 @@
 """Sentence encoders over the offline models, with the layer-wise states RaLa needs (CoopRAG §3.3–3.4).
 
-``Encoder("mpnet")`` resolves a registry name through :mod:`multihop.lm.models` (checksum verified); any other value
-is a path to a sentence-transformers folder (for example one written by ``multihop retriever train``) or, when no
-such path exists, a Hugging Face Hub id (``BAAI/bge-base-en-v1.5``, ``org/name@revision``) found in or downloaded to
-huggingface_hub's cache; the commit it resolved to is the encoder's :attr:`~Encoder.revision`, recorded by
-:meth:`Encoder.config`. Embeddings are L2-normalised so an inner-product index ranks by cosine similarity. Runs on
-CUDA when present.
+``Encoder("mpnet")`` resolves its name with :func:`resolve_encoder`: a registry name through
+:mod:`multihop.lm.models` (checksum verified); any other value is a path to a sentence-transformers folder (for
+example one written by ``multihop retriever train``) or, when no such path exists, a Hugging Face Hub id
+(``BAAI/bge-base-en-v1.5``, ``org/name@revision``) found in or downloaded to huggingface_hub's cache; the commit it
+resolved to is the encoder's :attr:`~Encoder.revision`, recorded by :meth:`Encoder.config`. Embeddings are
+L2-normalised so an inner-product index ranks by cosine similarity. Runs on CUDA when present.
 
 Besides the pooled embedding used for first-stage search, :meth:`Encoder.states` returns in one forward pass the
 L2-normalised token states of the last layer (Eq. 2), the ``[CLS]`` state of every layer (the gap-aware weight of
@@ -54,6 +54,7 @@ POOLINGS = ("mean", "cls")
 PRECISIONS = ("auto", "fp32", "fp16", "bf16")
 TORCH_DTYPES = {"fp16": "float16", "bf16": "bfloat16"}
 CPU_BATCH = 8  # texts a CPU forward pass (benchmarks/scale.py encoding, MPNet, 2 cores: 16 was 10 % faster, 32 slower)
+FINETUNED_STAMP = "multihop-encoder.json"  # what `multihop retriever train` writes beside a fine-tuned encoder
 
 logger = logging.getLogger(__name__)
 
@@ -160,7 +161,7 @@ class Encoder:
         self.requested_precision = precision
         self.name, self.pooling = str(name), pooling
         pinned = revision and models.is_hub_id(self.name)
-        self.path = models.resolve_encoder(f"{self.name.partition('@')[0]}@{revision}" if pinned else self.name)
+        self.path = resolve_encoder(f"{self.name.partition('@')[0]}@{revision}" if pinned else self.name)
         self.revision = models.snapshot_revision(self.path)  # the commit of a Hub model, else None
         verify_inventory(self.path)  # a fine-tuned folder: every file as it was saved
         self.special_tokens = tuple(dict.fromkeys((*trained_special_tokens(self.path), *special_tokens)))
@@ -381,21 +382,40 @@ def batch_for_memory(free_bytes: int, hidden: int, layers: int, bytes_per_value:
     return int(min(512, max(8, share * free_bytes // per_text)))
 
 
+def resolve_encoder(name_or_path: str | Path) -> Path:
+    """A sentence-transformers folder: a registry encoder by name (:func:`multihop.lm.models.resolve`), a folder on
+    disk, or a Hugging Face Hub model (:func:`multihop.lm.models.hub_snapshot`), in that order. A folder written by
+    ``multihop retriever train`` carries its weights' sha256 in its :data:`FINETUNED_STAMP`, checked here like a
+    registry model's."""
+    spec = models.REGISTRY.get(str(name_or_path))
+    if spec is not None and spec.kind == "encoder":
+        return models.resolve(spec.name)
+    folder = models.hub_snapshot(str(name_or_path))[0] if models.is_hub_id(name_or_path) else Path(name_or_path)
+    if not (folder / "modules.json").exists() and not (folder / "config.json").exists():
+        known = ", ".join(name for name, s in models.REGISTRY.items() if s.kind == "encoder")
+        raise FileNotFoundError(f"{name_or_path!r} is neither a known encoder ({known}), a model folder nor a "
+                                "Hugging Face Hub model (org/name)")
+    stamp = folder / FINETUNED_STAMP
+    if stamp.exists():
+        models.verify(folder / "model.safetensors", json.loads(stamp.read_text())["sha256"])
+    return folder
+
+
 def fine_tuned(folder: Path) -> bool:
     """Whether ``folder`` holds an encoder written by ``multihop retriever train`` (it carries the training stamp)."""
-    return (Path(folder) / models.FINETUNED_STAMP).exists()
+    return (Path(folder) / FINETUNED_STAMP).exists()
 
 
 def trained_special_tokens(folder: Path) -> tuple[str, ...]:
     """The special tokens a folder written by ``multihop retriever train`` was trained with (none for other models)."""
-    stamp = folder / models.FINETUNED_STAMP
+    stamp = folder / FINETUNED_STAMP
     return tuple(json.loads(stamp.read_text()).get("special_tokens", ())) if stamp.exists() else ()
 
 
 def trained_layers(folder: Path) -> tuple[tuple[int, ...], dict] | None:
     """The RaLa candidate layers a folder written by ``multihop retriever train`` was trained with, and its training
     config (None for other models)."""
-    stamp = folder / models.FINETUNED_STAMP
+    stamp = folder / FINETUNED_STAMP
     if not stamp.exists():
         return None
     info = json.loads(stamp.read_text())

@@ -49,9 +49,8 @@ from transformers import TrainerCallback
 from multihop.data.checkpoints import TrainingRecord, device_name, resume_point, show_loss_progress, step_losses
 from multihop.data.folders import locked, sha256_file, write_inventory
 from multihop.data.paths import atomic_write_text
-from multihop.lm.models import FINETUNED_STAMP
 
-from .encoder import Encoder
+from .encoder import FINETUNED_STAMP, Encoder
 from .rala import SCORINGS, RaLa
 from .rala_loss import LOSSES, RECIPES, RaLaLoss, label_row
 

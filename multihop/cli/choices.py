@@ -17,13 +17,13 @@ def _programs() -> list[str]:
 
 
 def _engines() -> list[str]:
-    from multihop.lm.models import LOCAL_ENGINES
+    from multihop.lm.defaults import LOCAL_ENGINES
 
     return list(LOCAL_ENGINES)
 
 
 def _structured() -> list[str]:
-    from multihop.lm.models import STRUCTURED
+    from multihop.lm.defaults import STRUCTURED
 
     return list(STRUCTURED)
 

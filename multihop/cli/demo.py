@@ -9,7 +9,8 @@ import typer
 from multihop.cli.console import console
 from multihop.cli.options import lm_options
 from multihop.experiments.demo import DEMO_MAX_TOKENS, SHIPPED_STUDENT, run_demo
-from multihop.lm.options import DEFAULT_LM, LMOptions
+from multihop.lm.defaults import DEFAULT_LM
+from multihop.lm.options import LMOptions
 
 
 @lm_options(max_tokens=DEMO_MAX_TOKENS)

@@ -14,15 +14,13 @@ from pathlib import Path
 import typer
 
 from multihop.data.question_sets import DATASETS, question_file
+from multihop.lm.defaults import API_KEY_ENV, DEFAULT_ENGINE, DEFAULT_LM, DEFAULT_STRUCTURED, LM_TIMEOUT_ENV
 from multihop.lm.options import (
     ADAPTER_HELP,
     API_BASE_HELP,
-    API_KEY_ENV,
     API_KEY_HELP,
-    DEFAULT_LM,
     ENGINE_HELP,
     LM_HELP,
-    LM_TIMEOUT_ENV,
     MAX_TOKENS_HELP,
     STRUCTURED_HELP,
     TIMEOUT_HELP,
@@ -98,10 +96,11 @@ def lm_options(*names: str, help: str = LM_HELP, max_tokens: int | None = None) 
         "adapter": (str | None, typer.Option(None, "--adapter", help=ADAPTER_HELP, rich_help_panel=LM_PANEL)),
         "max_tokens": (int | None, typer.Option(max_tokens, "--max-tokens", min=1, help=MAX_TOKENS_HELP,
                                                 rich_help_panel=LM_PANEL)),
-        "engine": (str, typer.Option("auto", "--engine", help=ENGINE_HELP, rich_help_panel=LM_PANEL)),
+        "engine": (str, typer.Option(DEFAULT_ENGINE, "--engine", help=ENGINE_HELP, rich_help_panel=LM_PANEL)),
         "timeout": (float | None, typer.Option(None, "--lm-timeout", envvar=LM_TIMEOUT_ENV, min=1.0,
                                                help=TIMEOUT_HELP, rich_help_panel=LM_PANEL)),
-        "structured": (str, typer.Option("auto", "--structured", help=STRUCTURED_HELP, rich_help_panel=LM_PANEL)),
+        "structured": (str, typer.Option(DEFAULT_STRUCTURED, "--structured", help=STRUCTURED_HELP,
+                                         rich_help_panel=LM_PANEL)),
     }, CommandLM)
 
 

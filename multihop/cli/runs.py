@@ -106,7 +106,7 @@ def eval_cmd(
 def worker_program(lm: LMOptions, spec: ProgramOptions, data_file: Path, load: Path | None) -> tuple:
     """What a Ray actor of ``eval --ray`` answers with: the program the driver evaluates, built in the actor (a
     compiled folder loaded, or the program and its index from the options), and its LM's DSPy settings."""
-    from multihop.lm.backends import default_adapter
+    from multihop.lm.adapter import default_adapter
 
     if load:
         from multihop.programs import load as load_program

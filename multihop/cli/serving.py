@@ -7,8 +7,7 @@ from pathlib import Path
 import typer
 
 from multihop.cli.console import console
-from multihop.lm.models import DEFAULT_LM
-from multihop.lm.options import API_KEY_ENV
+from multihop.lm.defaults import API_KEY_ENV, DEFAULT_LM
 
 
 def serve_cmd(

@@ -45,7 +45,7 @@ def measured_run(folder: Path) -> dict:
     tokens and seconds a step, the mean tokens a text, and the trained model's shape (:func:`shape`). A folder that
     is no finished training, or was trained before runs recorded these, is a ``ValueError``."""
     from multihop.lm.backends import STUDENT_MANIFEST, resolve_local
-    from multihop.lm.models import FINETUNED_STAMP
+    from multihop.retrievers.encoder import FINETUNED_STAMP
 
     folder = Path(folder)
     student, encoder = folder / STUDENT_MANIFEST, folder / FINETUNED_STAMP

@@ -29,10 +29,9 @@ from dspy.clients.capabilities import with_capability_planning
 from dspy.utils.callback import with_callbacks
 from dspy.utils.exceptions import AdapterParseError
 
+from multihop.lm.defaults import DEFAULT_MAX_TOKENS
 from multihop.lm.engines.base import LocalEngine
 from multihop.lm.engines.schema import SCHEMA_FORMS, decoding_plan, wire_response_format
-
-DEFAULT_MAX_TOKENS = 384  # a call's budget when neither the call nor the LM sets one
 
 
 def plans_itself(lm) -> bool:
@@ -231,15 +230,23 @@ class BoundedJSONAdapter(StageJSONAdapter):
         raise AssertionError("unreachable")
 
 
-_JSON = StageJSONAdapter()
+def choose_adapter(local_model: bool, decodes_schemas: bool) -> dspy.Adapter:
+    """The adapter an LM runs its stages under when its caller names none: the one place multihop chooses it, from
+    what the LM is (:func:`default_adapter` reads it from a built LM, :func:`multihop.lm.backends.spec_adapter` from
+    an LM spec). A local model (``local_model``, served by ``multihop serve`` or not) gets DSPy's ``JSONAdapter`` (a
+    new :class:`StageJSONAdapter`): SmolLM2-135M degenerates on the ChatAdapter's ``[[ ## field ## ]]`` markers
+    (measured: it repeats the header line until ``max_tokens``) but writes JSON objects, so the ChatAdapter's first
+    attempt would be a wasted generation on every call. An LM decoding under its stages' schemas
+    (``decodes_schemas``) gets it too: it is what sends the schema. Any other LM gets a new ``dspy.ChatAdapter``, the
+    adapter DSPy runs a predictor under when none is configured."""
+    return StageJSONAdapter() if local_model or decodes_schemas else dspy.ChatAdapter()
 
 
-def preferred_adapter(lm) -> dspy.Adapter | None:
-    """The adapter a multihop LM decodes its stages under when none is configured (``dspy.configure(lm=lm)`` alone):
-    ``JSONAdapter`` (:class:`StageJSONAdapter`, which sends what it does) for an LM on one of multihop's engines that
-    decodes under schemas or runs a local model (the engine bounds the schema it sends); None for any other LM (DSPy's
-    own default, the ``ChatAdapter``, applies)."""
+def default_adapter(lm: dspy.BaseLM | None) -> dspy.Adapter:
+    """:func:`choose_adapter` for a built LM: an LM on one of multihop's engines (:func:`multihop.lm.backends.make_lm`)
+    runs a local model when its model string starts ``local/`` and decodes under schemas when its engine is
+    constrained; any other LM (or None) neither."""
     engine = getattr(lm, "engine", None)
-    if isinstance(engine, LocalEngine) and (engine.constrained or str(lm.model).startswith("local/")):
-        return _JSON
-    return None
+    ours = isinstance(engine, LocalEngine)
+    return choose_adapter(local_model=ours and str(lm.model).startswith("local/"),
+                          decodes_schemas=ours and engine.constrained)

@@ -14,7 +14,7 @@
   owns the request cache (an identical request is never generated twice), retries, history, callbacks and usage
   tracking; the model string ``local/<name>[@<commit>][-llamacpp]-<checksum>[-lora<checksum>][-json<policy>]`` keys the
   cache by the engine, the decoding and the exact weights (a Hub model's commit) and adapter. Generation is capped at
-  ``LOCAL_MAX_TOKENS`` (128) unless ``max_tokens`` is given.
+  :data:`~multihop.lm.defaults.LOCAL_MAX_TOKENS` (128) unless ``max_tokens`` is given.
 - ``local:<name>`` with ``api_base``: that model as ``multihop serve`` runs it there (:mod:`multihop.lm.serving`; a
   server running another model is refused), decoded as the in-process llama.cpp engine decodes it
   (:class:`~multihop.lm.engines.served.ServedEngine`).
@@ -24,15 +24,17 @@
   the OpenAI chat API by :class:`~multihop.lm.engines.served.ServedEngine`, which sends every stage's bounded JSON
   schema (``json_schema``, the form vLLM and SGLang take; ``json_object``, llama-cpp-python's), so served replies
   parse and end within their budget as local ones do; the model string ``<spec>-<form><policy>`` keys DSPy's cache
-  by the decoding. Without them, DSPy's own LiteLLM/native engine decodes freely.
+  by the decoding. Without them, DSPy's own LiteLLM/native engine decodes freely. Generation is capped at
+  :data:`~multihop.lm.defaults.DEFAULT_MAX_TOKENS` (384) unless ``max_tokens`` is given.
 
 The same decoding without ``make_lm``: any ``dspy.LM`` on an OpenAI-compatible server under
 ``multihop.BoundedJSONAdapter`` (:mod:`multihop.lm.adapter`) sends the same bounded schemas from the adapter, with the
 same caps, retry and raised budgets; ``make_lm``/``configure_lm`` are the conveniences that pick the engine, the
-model string that keys the cache, the timeout and retries, and the adapter (:func:`default_adapter`). An LM on one of
-our engines configured without an adapter still runs a program's stages under the adapter it prefers
-(:func:`multihop.lm.adapter.preferred_adapter`, used by ``MultihopProgram.run_stage``); a stage reaching a constrained
-engine in the ChatAdapter's format anyway warns once.
+model string that keys the cache, the timeout and retries, and the adapter
+(:func:`multihop.lm.adapter.default_adapter`; :func:`spec_adapter` tells it from a spec without building the LM). An
+LM on one of our engines configured without an adapter still runs a program's stages under that adapter
+(``MultihopProgram.run_stage``); a stage reaching a constrained engine in the ChatAdapter's format anyway warns once.
+The defaults (the LM, the caps, the engine, the decoding, the timeout) are :mod:`multihop.lm.defaults`'.
 
 Every LM built on one of our engines also has its async twin (``async_engine``), so ``await lm.acall(...)`` and
 ``await program.acall(...)`` reach the same engine.
@@ -54,15 +56,24 @@ from dspy.lm15 import Config, Message, Request
 
 from multihop.data.folders import verify_inventory
 from multihop.lm import models
-from multihop.lm.adapter import BoundedJSONAdapter, StageJSONAdapter, preferred_adapter  # noqa: F401 - re-exported
+from multihop.lm.adapter import choose_adapter, default_adapter
+from multihop.lm.defaults import (
+    DEFAULT_ENGINE,
+    DEFAULT_LM,
+    DEFAULT_LM_TIMEOUT,
+    DEFAULT_MAX_TOKENS,
+    DEFAULT_STRUCTURED,
+    LM_TIMEOUT_ENV,
+    LOCAL_ENGINES,
+    LOCAL_MAX_TOKENS,
+    STRUCTURED,
+)
 from multihop.lm.engines import LlamaCppEngine, ServedEngine, TransformersEngine, llama_cpp_available
-from multihop.lm.engines.base import LOCAL_MAX_TOKENS, AsyncEngine, LocalEngine
+from multihop.lm.engines.base import AsyncEngine, LocalEngine
 from multihop.lm.engines.lora import gguf_lora
 from multihop.lm.engines.schema import POLICY
 from multihop.lm.engines.served import served_model
-from multihop.lm.models import DEFAULT_LM, DEFAULT_LM_TIMEOUT, LM_TIMEOUT_ENV, LOCAL_ENGINES, STRUCTURED
 
-DEFAULT_MAX_TOKENS = 384
 RETRIES = 2  # retries of a served LM's request that timed out or got HTTP 429/5xx (DSPy backs off between them)
 CONFIG_FIELDS = frozenset(field.name for field in dataclasses.fields(Config))
 WEIGHT_FILES = ("model.safetensors", "adapter_model.safetensors", "multihop.json")
@@ -194,17 +205,17 @@ def make_lm(
     max_tokens: int | None = None,
     temperature: float = 0.0,
     cache: bool = True,
-    engine: str = "auto",
+    engine: str = DEFAULT_ENGINE,
     constrained: bool = True,
     timeout: float | None = None,
-    structured: str = "auto",
+    structured: str = DEFAULT_STRUCTURED,
     **kwargs,
 ) -> dspy.LM:
     """Build an LM from a spec: ``local:smollm2``, ``local:<path>``, or any ``dspy.LM`` model string. ``engine``
     (``auto``, ``llamacpp``, ``transformers``) and ``constrained`` (decode under the signature's JSON schema) apply to
     local models. ``structured`` says how replies are constrained (:func:`schema_form`): ``auto``, ``json_schema``,
     ``json_object`` or ``off`` (free decoding, also for a local model). A served LM's request may take ``timeout``
-    seconds (default ``$MULTIHOP_LM_TIMEOUT`` or :data:`~multihop.lm.models.DEFAULT_LM_TIMEOUT`) and is retried
+    seconds (default ``$MULTIHOP_LM_TIMEOUT`` or :data:`~multihop.lm.defaults.DEFAULT_LM_TIMEOUT`) and is retried
     :data:`RETRIES` times on a timeout, HTTP 429 or 5xx, so one call gives up within about
     ``timeout × (RETRIES + 1)`` plus DSPy's backoff."""
     if timeout is None:
@@ -230,7 +241,7 @@ def make_lm(
                          settings)
     if adapter:
         raise ValueError("adapter= applies to local models only")
-    if engine != "auto":
+    if engine != DEFAULT_ENGINE:
         raise ValueError(f"engine={engine!r} applies to local models only")
     settings = {"max_tokens": max_tokens or DEFAULT_MAX_TOKENS, "temperature": temperature, "cache": cache, **kwargs}
     if form is not None:
@@ -239,7 +250,7 @@ def make_lm(
     return dspy.LM(spec, timeout=timeout, num_retries=RETRIES, **extra, **settings)
 
 
-def schema_form(spec: str, api_base: str | None, structured: str = "auto") -> str | None:
+def schema_form(spec: str, api_base: str | None, structured: str = DEFAULT_STRUCTURED) -> str | None:
     """The form in which ``spec``'s calls send each stage's bounded schema (``json_schema`` or ``json_object``), or
     None for free decoding. ``auto``: a local model's own (``json_object``, what ``multihop serve`` takes; the
     in-process engines decode under the schema itself), ``json_schema`` for ``hosted_vllm/`` and for ``openai/``
@@ -360,21 +371,18 @@ def chat_request(lm: dspy.LM, messages: list[dict], **config) -> Request:
     return Request(model=lm.model, system=system, messages=turns, config=Config(**{**settings, **config}))
 
 
-def default_adapter(lm: str | dspy.BaseLM, api_base: str | None = None, structured: str = "auto") -> dspy.Adapter:
-    """The adapter an LM (or a spec) runs best with. Local models get DSPy's ``JSONAdapter``: SmolLM2-135M degenerates
-    on the ChatAdapter's ``[[ ## field ## ]]`` markers (measured: it repeats the header line until ``max_tokens``) but
-    writes JSON objects, so the ChatAdapter's first attempt would be a wasted generation on every call. A served LM
-    decoding under its stages' schemas gets it too (it is what sends the schema); any other the ``ChatAdapter``. A spec
-    is read with the ``api_base`` and ``structured`` it is made with (:func:`schema_form`)."""
-    if isinstance(lm, str):
-        return StageJSONAdapter() if schema_form(lm, api_base, structured) or lm.startswith("local:") else \
-            dspy.ChatAdapter()
-    # a local model (served or not), or one decoding under schemas: what a program's stages use unconfigured too
-    return StageJSONAdapter() if preferred_adapter(lm) is not None else dspy.ChatAdapter()
+def spec_adapter(spec: str, api_base: str | None = None, structured: str = DEFAULT_STRUCTURED) -> dspy.Adapter:
+    """The adapter :func:`multihop.lm.adapter.default_adapter` gives the LM that ``make_lm(spec, api_base=api_base,
+    structured=structured)`` builds, told from the spec without building it (no weights load, no server is asked):
+    :func:`~multihop.lm.adapter.choose_adapter` for a local model (``local:``) or one whose calls send schemas
+    (:func:`schema_form`)."""
+    return choose_adapter(local_model=spec.startswith("local:"),
+                          decodes_schemas=schema_form(spec, api_base, structured) is not None)
 
 
 def configure_lm(spec: str = DEFAULT_LM, **kwargs) -> dspy.LM:
-    """``make_lm(spec, **kwargs)`` and ``dspy.configure`` it with its default adapter."""
+    """``make_lm(spec, **kwargs)`` and ``dspy.configure`` it with its default adapter
+    (:func:`multihop.lm.adapter.default_adapter`)."""
     lm = make_lm(spec, **kwargs)
     dspy.configure(lm=lm, adapter=default_adapter(lm))
     return lm

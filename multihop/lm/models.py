@@ -30,11 +30,6 @@ from multihop.data.paths import atomic_write_text, home
 
 logger = logging.getLogger(__name__)
 
-# the LM spec (multihop.lm.backends.make_lm) used unless one is given: the embedded SmolLM2
-DEFAULT_LM = "local:smollm2"
-LM_TIMEOUT_ENV, DEFAULT_LM_TIMEOUT = "MULTIHOP_LM_TIMEOUT", 120.0  # seconds a served LM's request may take
-LOCAL_ENGINES = ("auto", "llamacpp", "transformers")  # the engines a local LM runs on (multihop.lm.backends.make_lm)
-STRUCTURED = ("auto", "json_schema", "json_object", "off")  # how stage replies are constrained (multihop.lm.backends)
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+(@[\w./-]+)?")  # org/name[@revision] on the Hugging Face Hub
 # files of a Hub model that torch never loads (other frameworks' weights, GGUF quantisations): not downloaded
 HUB_IGNORED = ("*.onnx", "onnx/*", "openvino/*", "coreml/*", "*.h5", "*.msgpack", "*.ot", "*.tflite", "*.gguf")
@@ -306,27 +301,6 @@ def snapshot_revision(folder: Path) -> str | None:
     folder = Path(folder)
     in_cache = folder.parent.name == "snapshots" and folder.parent.parent.name.startswith("models--")
     return folder.name if in_cache else None
-
-
-FINETUNED_STAMP = "multihop-encoder.json"
-
-
-def resolve_encoder(name_or_path: str | Path) -> Path:
-    """A sentence-transformers folder: a registry encoder by name, a folder on disk, or a Hugging Face Hub model
-    (:func:`hub_snapshot`), in that order. A folder written by ``multihop retriever train`` carries its weights'
-    sha256 in ``multihop-encoder.json``, checked here like a registry model's."""
-    spec = REGISTRY.get(str(name_or_path))
-    if spec is not None and spec.kind == "encoder":
-        return resolve(spec.name)
-    folder = hub_snapshot(str(name_or_path))[0] if is_hub_id(name_or_path) else Path(name_or_path)
-    if not (folder / "modules.json").exists() and not (folder / "config.json").exists():
-        known = ", ".join(name for name, s in REGISTRY.items() if s.kind == "encoder")
-        raise FileNotFoundError(f"{name_or_path!r} is neither a known encoder ({known}), a model folder nor a "
-                                "Hugging Face Hub model (org/name)")
-    stamp = folder / FINETUNED_STAMP
-    if stamp.exists():
-        verify(folder / "model.safetensors", json.loads(stamp.read_text())["sha256"])
-    return folder
 
 
 def hf_folder(name_or_gguf: str | Path) -> Path:

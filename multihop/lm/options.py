@@ -12,9 +12,19 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from multihop.lm.models import DEFAULT_LM, DEFAULT_LM_TIMEOUT, LM_TIMEOUT_ENV, LOCAL_ENGINES, STRUCTURED
+from multihop.lm.defaults import (
+    API_KEY_ENV,
+    DEFAULT_ENGINE,
+    DEFAULT_LM,
+    DEFAULT_LM_TIMEOUT,
+    DEFAULT_MAX_TOKENS,
+    DEFAULT_STRUCTURED,
+    LM_TIMEOUT_ENV,
+    LOCAL_ENGINES,
+    LOCAL_MAX_TOKENS,
+    STRUCTURED,
+)
 
-API_KEY_ENV = "MULTIHOP_API_KEY"
 LM_HELP = ("local:smollm2, local:<HF folder | .gguf>, local:<org/name> (a Hugging Face Hub model, downloaded to its "
            "cache when online), or a dspy.LM model string (openai/<model>, ollama_chat/<model>)")
 API_BASE_HELP = ("base URL of an OpenAI-compatible server; with a local:<model> spec, the server `multihop serve` "
@@ -22,7 +32,8 @@ API_BASE_HELP = ("base URL of an OpenAI-compatible server; with a local:<model> 
 API_KEY_HELP = (f"API key of the server (default: ${API_KEY_ENV}); provider variables such as OPENAI_API_KEY also "
                 "work, through LiteLLM")
 ADAPTER_HELP = "LoRA adapter folder for a local LM (from `multihop distill`)"
-MAX_TOKENS_HELP = "generation cap per LM call (default: 128 for a local LM, 384 for a served one)"
+MAX_TOKENS_HELP = (f"generation cap per LM call (default: {LOCAL_MAX_TOKENS} for a local LM, {DEFAULT_MAX_TOKENS} "
+                   "for a served one)")
 TIMEOUT_HELP = (f"seconds one LM request may take before it is retried (twice, with backoff, as are HTTP 429 and 5xx "
                 f"answers); default ${LM_TIMEOUT_ENV} or {DEFAULT_LM_TIMEOUT:g}, for a served LM")
 STRUCTURED_HELP = ("how stage replies are constrained: auto (a local model's schema; json_schema for hosted_vllm/ and "
@@ -57,17 +68,17 @@ class LMOptions:
     """The LM a run uses: its spec (``lm``), server (``api_base``, ``api_key``), LoRA ``adapter`` and ``engine``
     (local LMs), generation cap (``max_tokens``; None: the backend's default), the time a served LM's request may
     take (``timeout``; None: ``$MULTIHOP_LM_TIMEOUT`` or 120 s) and how replies are constrained (``structured``,
-    :func:`multihop.lm.backends.schema_form`). Other LMs of the run (a teacher, a judge, a prompt writer) share the
-    server and key, and the engine and decoding choices."""
+    :func:`multihop.lm.backends.schema_form`); each default is :mod:`multihop.lm.defaults`'. Other LMs of the run (a
+    teacher, a judge, a prompt writer) share the server and key, and the engine and decoding choices."""
 
     lm: str = DEFAULT_LM
     api_base: str | None = None
     api_key: str | None = None
     adapter: str | None = None
     max_tokens: int | None = None
-    engine: str = "auto"
+    engine: str = DEFAULT_ENGINE
     timeout: float | None = None
-    structured: str = "auto"
+    structured: str = DEFAULT_STRUCTURED
 
     def make(self, spec: str | None = None, max_tokens: int | None = None):
         """``spec`` (default: this LM, with its adapter and cap) as a ``dspy.LM``; ``max_tokens`` replaces the cap."""
@@ -104,11 +115,11 @@ class LMOptions:
         return dataclasses.replace(self, adapter=str(student)).make(), weights
 
     def default_adapter(self):
-        """The adapter this LM runs best with (:func:`multihop.lm.backends.default_adapter`), without building it: the
-        one a student's rows are rendered with, as its LM will be prompted."""
-        from multihop.lm.backends import default_adapter
+        """The adapter this LM runs under (:func:`multihop.lm.backends.spec_adapter`), without building it: the one a
+        student's rows are rendered with, as its LM will be prompted."""
+        from multihop.lm.backends import spec_adapter
 
-        return default_adapter(self.lm, self.api_base, self.structured)
+        return spec_adapter(self.lm, self.api_base, self.structured)
 
     @staticmethod
     def add_arguments(parser: argparse.ArgumentParser, max_tokens: int | None = None) -> None:
@@ -118,10 +129,10 @@ class LMOptions:
         parser.add_argument("--api-key", default=os.environ.get(API_KEY_ENV), help=API_KEY_HELP)
         parser.add_argument("--adapter", default=None, help=ADAPTER_HELP)
         parser.add_argument("--max-tokens", type=int, default=max_tokens, help=MAX_TOKENS_HELP)
-        parser.add_argument("--engine", default="auto", choices=LOCAL_ENGINES,
+        parser.add_argument("--engine", default=DEFAULT_ENGINE, choices=LOCAL_ENGINES,
                             help=ENGINE_HELP)
         parser.add_argument("--lm-timeout", type=float, default=None, help=TIMEOUT_HELP)
-        parser.add_argument("--structured", default="auto", choices=STRUCTURED, help=STRUCTURED_HELP)
+        parser.add_argument("--structured", default=DEFAULT_STRUCTURED, choices=STRUCTURED, help=STRUCTURED_HELP)
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> LMOptions:

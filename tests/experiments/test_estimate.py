@@ -16,7 +16,7 @@ from multihop.experiments.estimate import (
     markdown,
     measured_run,
 )
-from multihop.lm.models import FINETUNED_STAMP
+from multihop.retrievers.encoder import FINETUNED_STAMP
 
 
 @pytest.fixture

@@ -19,7 +19,8 @@ from multihop.experiments.reproduce import (
     table_slug,
 )
 from multihop.experiments.reproduced_tables import cell_text, paired_lines
-from multihop.lm.backends import default_adapter, make_lm
+from multihop.lm.adapter import default_adapter
+from multihop.lm.backends import make_lm
 from multihop.lm.loopback import loopback_server
 from multihop.programs import PROGRAMS
 from multihop.programs.hanrag.program import REVELATOR_STAGES

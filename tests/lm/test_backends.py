@@ -1,7 +1,8 @@
 import dspy
 import pytest
 
-from multihop.lm.backends import default_adapter, make_lm
+from multihop.lm.adapter import default_adapter
+from multihop.lm.backends import make_lm, spec_adapter
 from multihop.lm.engines import LlamaCppEngine, TransformersEngine
 from multihop.signatures import AnswerFromPassages
 
@@ -17,8 +18,20 @@ def test_remote_spec_builds_a_plain_dspy_lm_when_it_decodes_freely():
     lm = make_lm("openai/some-model", api_base="http://127.0.0.1:9/v1", api_key="x", structured="off")
     assert isinstance(lm, dspy.LM) and lm.model == "openai/some-model" and lm.engine == "auto"
     assert lm.kwargs["temperature"] == 0.0
-    assert isinstance(default_adapter("local:smollm2"), dspy.JSONAdapter)
-    assert type(default_adapter("openai/x")) is dspy.ChatAdapter
+    assert isinstance(spec_adapter("local:smollm2"), dspy.JSONAdapter)
+    assert type(spec_adapter("openai/x")) is dspy.ChatAdapter
+
+
+@pytest.mark.parametrize(("spec", "structured"), [("openai/x", "auto"), ("openai/x", "json_object"),
+                                                  ("hosted_vllm/m", "auto"), ("hosted_vllm/m", "off")])
+def test_a_spec_tells_the_adapter_its_built_lm_gets(spec, structured):
+    api_base = "http://127.0.0.1:9/v1"  # nothing listens: no served LM is asked anything when it is built
+    lm = make_lm(spec, api_base=api_base, api_key="x", structured=structured)
+    told, built = spec_adapter(spec, api_base, structured), default_adapter(lm)
+    assert type(told) is type(built)
+    assert isinstance(built, dspy.JSONAdapter) == (structured != "off")
+    hosted = make_lm("openai/x", api_key="x", structured=structured)  # OpenAI's own API
+    assert type(spec_adapter("openai/x", None, structured)) is type(default_adapter(hosted))
 
 
 @pytest.mark.slow
@@ -32,7 +45,7 @@ def test_smollm2_answers_counts_tokens_and_caches(monkeypatch, name):
     generated = []
     real = engine.complete
     monkeypatch.setattr(engine, "complete", lambda request: generated.append(1) or real(request))
-    dspy.configure(lm=lm, adapter=default_adapter("local:smollm2"))
+    dspy.configure(lm=lm, adapter=spec_adapter("local:smollm2"))
     predict = dspy.Predict(AnswerFromPassages)
     passages = [
         "My Fair Lady: The film stars Audrey Hepburn as Eliza Doolittle and Rex Harrison as Henry Higgins.",

@@ -20,6 +20,7 @@ from multihop.lm import models
 from multihop.lm.backends import base_checksum, base_revision, chat_request, local_gguf, make_lm, resolve_local
 from multihop.lm.engines import TransformersEngine
 from multihop.retrievers import DenseRetriever, Encoder
+from multihop.retrievers.encoder import resolve_encoder
 
 REVISION = "0123456789abcdef0123456789abcdef01234567"
 HUB_ENCODER = "sentence-transformers/all-MiniLM-L6-v2"
@@ -145,13 +146,13 @@ def test_a_model_not_on_the_hub_is_one_line(hub, capsys, tmp_path):
 
 
 def test_registry_names_and_existing_paths_win_over_the_hub(hub, tmp_path):
-    assert models.resolve_encoder("minilm") == models.resolve("minilm")
+    assert resolve_encoder("minilm") == models.resolve("minilm")
     assert Encoder("minilm").revision is None
     assert resolve_local("smollm2") == models.hf_folder("smollm2")
     assert local_gguf("smollm2") == models.resolve("smollm2")
     local = tmp_path / HUB_ENCODER  # a folder named like the Hub id, relative to the working folder
     local.parent.mkdir()
     local.symlink_to(models.resolve("minilm"), target_is_directory=True)
-    assert models.resolve_encoder(HUB_ENCODER) == local.relative_to(tmp_path)
+    assert resolve_encoder(HUB_ENCODER) == local.relative_to(tmp_path)
     assert not models.is_hub_id(HUB_ENCODER) and models.is_hub_id(HUB_LM)
     assert hub.calls == []

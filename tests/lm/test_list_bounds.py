@@ -7,8 +7,8 @@ import pytest
 from pydantic import BaseModel
 
 import multihop
-from multihop.lm.adapter import item_bounds, response_model, stage_schema, with_item_bounds
-from multihop.lm.backends import default_adapter, make_lm
+from multihop.lm.adapter import default_adapter, item_bounds, response_model, stage_schema, with_item_bounds
+from multihop.lm.backends import make_lm
 from multihop.lm.loopback import loopback_server
 from multihop.programs import PROGRAMS
 from multihop.signatures.cooprag import QuestionUnrolling

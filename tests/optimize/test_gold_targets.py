@@ -455,7 +455,7 @@ def test_the_shipped_student_is_smollm2s_learnt_from_train_files_and_reads_dev_q
     from multihop.data.question_sets import question_file
     from multihop.evaluation.metrics import f1
     from multihop.experiments.demo import SHIPPED_STUDENT
-    from multihop.lm.backends import base_checksum, default_adapter, make_lm
+    from multihop.lm.backends import base_checksum, make_lm, spec_adapter
     from multihop.optimize.distill import MANIFEST
     from multihop.optimize.student_stages import use_student
 
@@ -467,7 +467,7 @@ def test_the_shipped_student_is_smollm2s_learnt_from_train_files_and_reads_dev_q
     program = SingleStepRAG()
     assert use_student(program, lm, SHIPPED_STUDENT) == ["answer"]
     targets = list(gold_targets(program, load_questions("2wiki", limit=3)))
-    with dspy.context(adapter=default_adapter("local:smollm2")):
+    with dspy.context(adapter=spec_adapter("local:smollm2")):
         answers = [program.answer(**target.inputs).answer for target in targets]
     assert len(lm.history) == 3 and all(answers)  # one call each, every reply parsed
     assert sum(f1(answer, target.outputs["answer"]) for answer, target in zip(answers, targets, strict=True)) > 0

@@ -11,6 +11,7 @@ from multihop.lm import models
 from multihop.programs.cooprag import training as coop
 from multihop.retrievers import Encoder, scoring
 from multihop.retrievers import finetune as ft
+from multihop.retrievers.encoder import FINETUNED_STAMP, resolve_encoder
 from multihop.retrievers.finetune import TrainConfig, TrainingSample
 from multihop.retrievers.rala_loss import (
     RaLaLoss,
@@ -410,7 +411,7 @@ def test_training_resumes_as_if_uninterrupted(musique_dev, tiny_encoder, tiny_en
     ft.train(batches, tmp_path / "a", TrainConfig(**{**vars(config), "checkpoint_every": 2}), questions=8)
     assert len(calls) == 1  # the first two steps came from the checkpoint (another interval resumes it too)
     ft.train(batches, tmp_path / "b", config, questions=8)  # uninterrupted
-    resumed, uninterrupted = (json.loads((tmp_path / run / models.FINETUNED_STAMP).read_text()) for run in "ab")
+    resumed, uninterrupted = (json.loads((tmp_path / run / FINETUNED_STAMP).read_text()) for run in "ab")
     assert resumed["sha256"] == uninterrupted["sha256"] and resumed["loss"] == uninterrupted["loss"]
     assert resumed["temperature"] == uninterrupted["temperature"]
     assert len(resumed["loss"]) == 3 and resumed["steps"] == 3 and resumed["questions"] == 8
@@ -421,9 +422,9 @@ def test_a_trained_folder_is_checked_and_keeps_its_markers_and_layers(musique_de
     config = TrainConfig(encoder=tiny_encoder, batch_size=4, micro_batch=4, epochs=1, max_steps=1, buckets=3,
                          special_tokens=SPECIAL_TOKENS)
     folder = coop.fine_tune(coop.training_questions(musique_dev[:8]), tmp_path, config)
-    stamp = json.loads((folder / models.FINETUNED_STAMP).read_text())
+    stamp = json.loads((folder / FINETUNED_STAMP).read_text())
     assert stamp["temperature"] == 0.05 and stamp["config"]["recipe"] == "paper" and stamp["questions"] == 8
-    assert models.resolve_encoder(str(folder)) == folder
+    assert resolve_encoder(str(folder)) == folder
     tuned = Encoder(str(folder))  # keeps the special tokens it was trained with, without being asked
     assert tuned.encode(["a question"]).shape == (1, 32)
     assert stamp["special_tokens"] == list(SPECIAL_TOKENS) and tuned.special_tokens == SPECIAL_TOKENS
@@ -442,7 +443,7 @@ def test_a_trained_folder_is_checked_and_keeps_its_markers_and_layers(musique_de
         RaLa(encoder=str(folder), buckets=2, seed=0).layers(tuned.num_layers)
     (folder / "model.safetensors").write_bytes(b"tampered")
     with pytest.raises(models.ChecksumMismatchError):
-        models.resolve_encoder(str(folder))
+        resolve_encoder(str(folder))
 
 
 @pytest.mark.slow
@@ -454,7 +455,7 @@ def test_a_released_training_learns_its_temperature_and_reranks_as_the_released_
                                     lr=1e-3)
     questions = coop.training_questions(musique_dev[:8], recipe="released")
     coop.fine_tune(questions, tmp_path, config)
-    stamp = json.loads((tmp_path / models.FINETUNED_STAMP).read_text())
+    stamp = json.loads((tmp_path / FINETUNED_STAMP).read_text())
     assert stamp["layers"] == [0, 4, 7, 11] and stamp["config"]["recipe"] == "released"
     assert stamp["steps"] == len(questions) // 4 * 2 and stamp["temperature"] != pytest.approx(0.05, abs=1e-6)
     candidates = Hits(passages=["a tower in paris.", "bananas, yellow", "paris is in france"], ids=["0", "1", "2"],
@@ -485,10 +486,10 @@ def test_the_command_trains_either_recipe_and_refuses_what_contradicts_it(tiny_e
         assert err.startswith("error: ") and "\n" not in err and f"drop {wrong} or use --recipe paper" in err
     assert run(app, [*base, "--out", str(tmp_path / "r"), "--recipe", "released"]) == 0
     assert "8 training questions of 8 (released recipe)" in capsys.readouterr().out
-    stamp = json.loads((tmp_path / "r" / models.FINETUNED_STAMP).read_text())
+    stamp = json.loads((tmp_path / "r" / FINETUNED_STAMP).read_text())
     assert stamp["config"]["recipe"] == "released" and stamp["config"]["lr"] == 1e-6 and stamp["steps"] == 1
     assert run(app, [*base, "--out", str(tmp_path / "p"), "--epochs", "3"]) == 0
-    config = json.loads((tmp_path / "p" / models.FINETUNED_STAMP).read_text())["config"]
+    config = json.loads((tmp_path / "p" / FINETUNED_STAMP).read_text())["config"]
     assert (config["recipe"], config["lr"], config["epochs"], config["buckets"]) == ("paper", 2e-5, 3, 4)
 
 

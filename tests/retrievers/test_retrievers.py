@@ -6,7 +6,6 @@ import torch
 
 from multihop.data.corpus import Corpus, Passage
 from multihop.data.loaders import build_corpus
-from multihop.lm import models
 from multihop.retrievers import (
     BM25Retriever,
     DenseRetriever,
@@ -21,6 +20,7 @@ from multihop.retrievers import (
     RetrieverModule,
     load_retriever,
 )
+from multihop.retrievers.encoder import resolve_encoder
 from multihop.retrievers.index import encode_corpus
 from multihop.retrievers.module import RETRIEVER_KINDS
 from multihop.signatures.cooprag import SPECIAL_TOKENS
@@ -220,7 +220,7 @@ def test_an_index_records_its_special_tokens_and_refuses_a_query_encoder_with_ot
 
 def test_unknown_encoder_is_a_clear_error():
     with pytest.raises(FileNotFoundError, match="neither a known encoder"):
-        models.resolve_encoder("no-such-encoder")
+        resolve_encoder("no-such-encoder")
 
 
 def test_every_kind_answers_a_list_of_queries_as_it_answers_each_query(small_retriever, cached_retriever,

@@ -14,12 +14,13 @@ from typing import NamedTuple
 from dspy.lm15 import Message, Response, TextPart, TokenLogprob, Usage, response_to_events
 from dspy.utils.exceptions import LMUnsupportedFeatureError
 
+from multihop.lm.defaults import LOCAL_MAX_TOKENS
+
 from .schema import decoding_plan
 
 # KV states a local engine keeps for its stages' prompt prefixes: SmolLM2-135M's take ~23 kB a token on llama.cpp
 # (~40 prompts of 1k tokens), ~46 kB in fp32 on transformers
 PREFIX_CACHE_BYTES = 1 << 30
-LOCAL_MAX_TOKENS = 128  # a local engine's generation cap when neither the LM nor the request sets one
 CHAT_ADAPTER_MARK = "[[ ## completed ## ]]"  # in every prompt DSPy's ChatAdapter writes
 logger = logging.getLogger(__name__)
 REQUEST_PARAMS = frozenset({"temperature", "max_tokens", "top_p", "top_k", "stop", "seed", "logprobs"})

@@ -7,6 +7,7 @@ import pytest
 from dspy.lm15 import Config, Message, Request
 
 from multihop.lm import backends as lms
+from multihop.lm.adapter import default_adapter
 from multihop.lm.backends import make_lm
 from multihop.lm.engines import LlamaCppEngine, TransformersEngine
 from multihop.lm.engines.base import Generation, LocalEngine, reusable_prefix
@@ -191,7 +192,7 @@ def test_real_stage_signatures_parse_under_constraints(musique_dev):
     from multihop.signatures.cooprag import QuestionUnrolling
 
     lm = llama_lm(max_tokens=384)
-    dspy.configure(lm=lm, adapter=lms.default_adapter(lm))  # the project's: the schema keeps the lists' bounds
+    dspy.configure(lm=lm, adapter=default_adapter(lm))  # the project's: the schema keeps the lists' bounds
     unrolled = dspy.Predict(QuestionUnrolling)(question=musique_dev[0].question)
     assert isinstance(unrolled.hop_count, int) and isinstance(unrolled.sub_questions, list)
     assert all(isinstance(row, list) for row in unrolled.reasoning_chain)
@@ -396,7 +397,7 @@ def test_chat_request_keeps_the_lms_settings_unless_overridden():
 def test_every_stage_of_every_program_fits_its_budget_at_the_default_local_cap():
     from dspy.adapters.json_adapter import _get_structured_outputs_response_format
 
-    from multihop.lm.engines.base import LOCAL_MAX_TOKENS
+    from multihop.lm.defaults import LOCAL_MAX_TOKENS
     from multihop.lm.engines.schema import decoding_plan, tokens_needed
     from multihop.programs import PROGRAMS
 

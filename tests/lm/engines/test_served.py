@@ -13,7 +13,8 @@ import pytest
 from multihop.cli import app
 from multihop.cli.errors import run
 from multihop.evaluation.runner import evaluate
-from multihop.lm.backends import default_adapter, make_lm
+from multihop.lm.adapter import default_adapter
+from multihop.lm.backends import make_lm
 from multihop.lm.engines.served import ServedEngine, StructuredOutputRefused
 from multihop.lm.loopback import loopback_server, reply_text, schema_value
 from multihop.lm.options import LMOptions, served_student
