@@ -28,8 +28,8 @@ from multihop.data.folders import locked
 from multihop.data.jsonl import rows_text
 from multihop.data.paths import atomic_write_text
 from multihop.evaluation.metrics import dspy_metric
-from multihop.evaluation.parallel import fan_out_chunks
-from multihop.evaluation.tracing import jsonable
+from multihop.runtime.parallel import fan_out_chunks
+from multihop.runtime.tracing import jsonable
 
 MANIFEST = "manifest.json"
 

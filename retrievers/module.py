@@ -16,7 +16,7 @@ from typing import ClassVar
 import dspy
 
 from multihop.data.folders import verify_inventory
-from multihop.evaluation.spans import RETRIEVER, traced
+from multihop.runtime.spans import RETRIEVER, traced
 
 from .index import read_manifest
 from .query import Hits, check_queries

@@ -18,7 +18,7 @@ from typing import Protocol, runtime_checkable
 
 import dspy
 
-from multihop.evaluation.spans import RERANKER, traced
+from multihop.runtime.spans import RERANKER, traced
 
 from .cosine import Cosine
 from .late_interaction import MaxSim
