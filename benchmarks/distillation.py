@@ -15,8 +15,9 @@ the first ``--compose-limit``): EM/F1/Acc/R@5 of SingleStepRAG, CoopRAG and Comp
 student on every stage it was trained for (``set_stage_lm``), with one retriever (MPNet [CLS] + RaLa Eq. 4 over the
 questions' paragraphs, CoopRAG's own retriever). Stages that write only the answer are capped at
 ``--answer-tokens``, the others at ``--max-tokens``. Evaluations resume from ``--out``; LM calls are cached by DSPy.
-The student is any ``multihop distill`` folder (``make bench-distillation`` measures the shipped one); README "Students
-from the data" gives the command that builds it and the measured tables."""
+The student is any ``multihop distill`` folder (``make bench-distillation`` measures the shipped one); "The shipped
+student" in docs/concepts/students.md gives the command that builds it, and in docs/measurements.md the measured
+tables."""
 
 from __future__ import annotations
 

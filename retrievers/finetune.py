@@ -147,7 +147,7 @@ def train(batches: list[list[TrainingSample]], out_dir: str | Path, config: Trai
     """Fine-tune ``config.encoder`` on ``batches`` (the first ``max_steps``; the schedule spans them all) and save a
     sentence-transformers folder in ``out_dir`` with ``multihop-encoder.json``, which records ``questions`` (how many
     the samples were drawn from), ``epoch_steps`` (the steps one pass over them takes) and the tokens, texts and
-    seconds trained (what ``benchmarks/train_estimate.py`` scales to a GPU). Resumes from ``out_dir/checkpoints``
+    seconds trained (what ``multihop estimate`` scales to a GPU). Resumes from ``out_dir/checkpoints``
     when they were written with the same config and samples."""
     config = config or TrainConfig()
     out_dir = Path(out_dir)

@@ -1,5 +1,5 @@
 """``multihop estimate``: the GPU time a training epoch should take, scaled from finished training folders
-(:mod:`multihop.experiments.estimate`; README "Training on a GPU")."""
+(:mod:`multihop.experiments.estimate`; docs/measurements.md, "Training on a GPU")."""
 
 from __future__ import annotations
 

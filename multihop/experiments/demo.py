@@ -7,9 +7,9 @@
 3. compile ``SingleStepRAG`` with BootstrapFewShot on the train questions and save it (one bootstrapped demo);
 4. evaluate the compiled ``SingleStepRAG``, ``NoRetrieval`` and ``CoopRAG`` (unroll → RaLa-reranked retrieval of the
    unrolled query → chain completion → answer; three LLM calls) on the dev questions (resumable), and
-   ``SingleStepRAG`` with the shipped gold-trained student as its reader (:data:`SHIPPED_STUDENT`; README "Students
-   from the data" measures it: of the stages it learnt, the reader is the one that lifts end-to-end F1 on MuSiQue
-   dev; ``--student DIR`` another, ``--no-student`` none);
+   ``SingleStepRAG`` with the shipped gold-trained student as its reader (:data:`SHIPPED_STUDENT`; docs/measurements.md,
+   "The shipped student", measures it: of the stages it learnt, the reader is the one that lifts end-to-end F1 on
+   MuSiQue dev; ``--student DIR`` another, ``--no-student`` none);
 5. print one metrics table and where the rows and traces are.
 
 The embedded LM runs on llama.cpp when it is built, decoding every stage under its signature's JSON schema, so the

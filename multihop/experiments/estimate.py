@@ -1,5 +1,5 @@
-"""Expected GPU time a training epoch, from a training run measured on this machine (README "Training on a GPU";
-``multihop estimate``).
+"""Expected GPU time a training epoch, from a training run measured on this machine (docs/measurements.md,
+"Training on a GPU"; ``multihop estimate``).
 
 A finished ``multihop distill`` folder (``distill.json``) or ``multihop retriever train`` folder
 (``multihop-encoder.json``) records the device, the tokens it trained on, its steps, the steps an epoch (for the

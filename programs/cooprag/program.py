@@ -27,13 +27,13 @@ the same model with them and encodes the candidates.
 
 KeyExtract (App. H.4, Tables 12–13; the paper's iterative variant against IRCoT): after retrieving with U, the
 ``key_extract`` stage (Fig. 15's prompt) selects the most helpful of the retrieved documents, copies its key sentence
-and gives the answer when the documents determine it, else False. While it answers False, the key sentence is
-appended to the query and the retrieval runs again, at most ``key_extract_rounds`` times. The paper gives neither the
-number of rounds nor which documents the later stages read; our reading: the rounds are a setting (0, off, by
-default; ``benchmarks/cooprag.py`` uses 3), the loop also stops when the key sentence is empty or already in the query,
+and gives the answer when the documents determine it, else False. While it answers False, the key sentence is appended
+to the query and the retrieval runs again, at most ``key_extract_rounds`` times. The paper gives neither the number of
+rounds nor which documents the later stages read; our reading: the rounds are a setting (0, off, by default; the paper's
+KeyExtract rows in :mod:`.tables` run 3), the loop also stops when the key sentence is empty or already in the query,
 and the documents are the ones selected in the rounds, in order, then the last retrieval's, without repeats, cut at
-``k`` (each keeps the score of the retrieval that found it, so scores of different rounds are not comparable). The
-paper prompts with three shots, which are not printed: the stage has no demos until an optimizer gives it some.
+``k`` (each keeps the score of the retrieval that found it, so scores of different rounds are not comparable). The paper
+prompts with three shots, which are not printed: the stage has no demos until an optimizer gives it some.
 Fig. 15's "Beam Retrieval framework" wording and ``(Title: …)`` layout are dropped (documents are numbered
 ``Document [i]: title: text``).
 Its answer only ends the loop: the completion and reasoning stages answer as without it. Counted:
