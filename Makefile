@@ -66,7 +66,7 @@ BASE    ?= smollm2
 MICRO   ?= 64
 train-gpu: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[gpu]'
-	$(BIN)/multihop retriever train hotpotqa 2wiki --recipe released --epochs 6 --micro-batch $(MICRO) \
+	$(BIN)/multihop cooprag train hotpotqa 2wiki --recipe released --epochs 6 --micro-batch $(MICRO) \
 		--markers CoopRAG --out $(GPU_OUT)/encoder $(if $(UNROLLED),--unrolled $(UNROLLED),)
 	$(GOLD) --program SingleStepRAG --data hotpotqa --limit 100 --out $(GPU_OUT)/rows/reader_hotpotqa
 	$(GOLD) --program SingleStepRAG --data 2wiki --limit 500 --out $(GPU_OUT)/rows/reader_2wiki

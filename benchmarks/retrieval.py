@@ -4,7 +4,7 @@
 
 The corpus is the union of the questions' paragraphs and the raw question is the query. One table lists BM25,
 hybrid, dense MiniLM, dense MPNet (mean pooling and Eq. 2's [CLS]), MPNet + MaxSim, MPNet + RaLa Eq. 4 and Eq. 3
-(top-20 reranked to top-5), and, with ``--finetuned DIR`` (from ``multihop retriever train``), the fine-tuned MPNet
+(top-20 reranked to top-5), and, with ``--finetuned DIR`` (from ``multihop cooprag train``), the fine-tuned MPNet
 alone and with RaLa Eq. 4. Three rows set our readings of CoopRAG against the alternatives: RaLa Eq. 4 with ω
 floored against the bare product a negative ω reverses, and the candidate layers drawn from 1..L−1 against the
 earlier draw from 0..L−1 (which can pick the embedding output), each averaged over the layer-draw seeds 0–3.

@@ -1,14 +1,17 @@
 """A program's switches typed by its ``__init__`` annotations: ``--set`` values and saved configs are coerced to the
 annotated type (pydantic's lax validation: ``"3"`` → 3, ``"yes"`` → True, a list → a tuple), and a value that does
 not fit is a :class:`SwitchTypeError` naming the switch and its type (``DualRAG's max_iterations is an integer``).
-Ranges (``≥ 1``) stay the constructor's own checks."""
+Ranges (``≥ 1``) stay the constructor's own checks. The values of ``--set key=value``, the option of every command
+that builds a program, are read here too (:func:`parse_settings`)."""
 
 from __future__ import annotations
 
 import inspect
+import json
 import types
 import typing
 
+import typer
 from pydantic import PydanticSchemaGenerationError, TypeAdapter, ValidationError
 
 NAMES = {int: "an integer", float: "a number", bool: "true or false", str: "a text", type(None): "null"}
@@ -69,3 +72,18 @@ def typed(cls: type, settings: dict) -> dict:
         except ValidationError:
             raise SwitchTypeError(cls.__name__, name, hint) from None
     return coerced
+
+
+def parse_settings(pairs: list[str]) -> dict:
+    """``--set key=value`` constructor switches; values are read as JSON (false, 3, null, "x"), else as text; a pair
+    without ``=`` is a ``typer.BadParameter`` (one line on the command line)."""
+    settings = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise typer.BadParameter(f"--set takes key=value, got {pair!r}")
+        try:
+            settings[key] = json.loads(value)
+        except json.JSONDecodeError:
+            settings[key] = value
+    return settings

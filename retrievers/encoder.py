@@ -2,7 +2,7 @@
 
 ``Encoder("mpnet")`` resolves its name with :func:`resolve_encoder`: a registry name through
 :mod:`multihop.lm.models` (checksum verified); any other value is a path to a sentence-transformers folder (for
-example one written by ``multihop retriever train``) or, when no such path exists, a Hugging Face Hub id
+example one written by ``multihop cooprag train``) or, when no such path exists, a Hugging Face Hub id
 (``BAAI/bge-base-en-v1.5``, ``org/name@revision``) found in or downloaded to huggingface_hub's cache; the commit it
 resolved to is the encoder's :attr:`~Encoder.revision`, recorded by :meth:`Encoder.config`. Embeddings are
 L2-normalised so an inner-product index ranks by cosine similarity. Runs on CUDA when present.
@@ -18,7 +18,7 @@ encoder that pools otherwise.
 ``special_tokens`` are markers a method writes into its queries (CoopRAG's unrolling placeholders, for one), added
 to the tokenizer so a query never splits them into word pieces. None are added by default. Their new embedding
 rows start as the mean of the existing rows (deterministic, unlike transformers' sampled mean-resizing); a folder
-written by ``multihop retriever train`` records the ones it was trained with (``special_tokens`` in
+written by ``multihop cooprag train`` records the ones it was trained with (``special_tokens`` in
 ``multihop-encoder.json``) and keeps them, trained, whatever is asked. The special tokens change what a text
 encodes to, so an index records them with the encoder (:meth:`Encoder.config`) and refuses a query encoder with
 other ones. Texts are cut at 512 tokens; :attr:`Encoder.truncated` counts the cut ones.
@@ -54,7 +54,7 @@ POOLINGS = ("mean", "cls")
 PRECISIONS = ("auto", "fp32", "fp16", "bf16")
 TORCH_DTYPES = {"fp16": "float16", "bf16": "bfloat16"}
 CPU_BATCH = 8  # texts a CPU forward pass (benchmarks/scale.py encoding, MPNet, 2 cores: 16 was 10 % faster, 32 slower)
-FINETUNED_STAMP = "multihop-encoder.json"  # what `multihop retriever train` writes beside a fine-tuned encoder
+FINETUNED_STAMP = "multihop-encoder.json"  # what `multihop cooprag train` writes beside a fine-tuned encoder
 
 logger = logging.getLogger(__name__)
 
@@ -385,7 +385,7 @@ def batch_for_memory(free_bytes: int, hidden: int, layers: int, bytes_per_value:
 def resolve_encoder(name_or_path: str | Path) -> Path:
     """A sentence-transformers folder: a registry encoder by name (:func:`multihop.lm.models.resolve`), a folder on
     disk, or a Hugging Face Hub model (:func:`multihop.lm.models.hub_snapshot`), in that order. A folder written by
-    ``multihop retriever train`` carries its weights' sha256 in its :data:`FINETUNED_STAMP`, checked here like a
+    ``multihop cooprag train`` carries its weights' sha256 in its :data:`FINETUNED_STAMP`, checked here like a
     registry model's."""
     spec = models.REGISTRY.get(str(name_or_path))
     if spec is not None and spec.kind == "encoder":
@@ -402,18 +402,18 @@ def resolve_encoder(name_or_path: str | Path) -> Path:
 
 
 def fine_tuned(folder: Path) -> bool:
-    """Whether ``folder`` holds an encoder written by ``multihop retriever train`` (it carries the training stamp)."""
+    """Whether ``folder`` holds an encoder written by ``multihop cooprag train`` (it carries the training stamp)."""
     return (Path(folder) / FINETUNED_STAMP).exists()
 
 
 def trained_special_tokens(folder: Path) -> tuple[str, ...]:
-    """The special tokens a folder written by ``multihop retriever train`` was trained with (none for other models)."""
+    """The special tokens a folder written by ``multihop cooprag train`` was trained with (none for other models)."""
     stamp = folder / FINETUNED_STAMP
     return tuple(json.loads(stamp.read_text()).get("special_tokens", ())) if stamp.exists() else ()
 
 
 def trained_layers(folder: Path) -> tuple[tuple[int, ...], dict] | None:
-    """The RaLa candidate layers a folder written by ``multihop retriever train`` was trained with, and its training
+    """The RaLa candidate layers a folder written by ``multihop cooprag train`` was trained with, and its training
     config (None for other models)."""
     stamp = folder / FINETUNED_STAMP
     if not stamp.exists():

@@ -1,8 +1,9 @@
-"""Fine-tuning an encoder with RaLa's loss on sentence-transformers' trainer (CoopRAG §3.6, App. A, F; the authors'
-released RaLa/trainer.py and config.py).
+"""The training loop that fine-tunes an encoder with RaLa's loss on sentence-transformers' trainer (CoopRAG §3.6, App.
+A, F; the authors' released RaLa/trainer.py and config.py), on whatever samples a method draws: the method's own part —
+which questions, which query, which positives and negatives, the difficulty each weighs — is the method's
+(:mod:`multihop.programs.cooprag.training` draws CoopRAG's, ``multihop cooprag train`` runs it).
 
-:func:`train` takes the batches of :class:`TrainingSample` a recipe drew (``multihop.programs.cooprag.training``
-draws CoopRAG's, from unrolled training questions) and trains on them, in their order, with
+:func:`train` takes the batches of :class:`TrainingSample` a recipe drew and trains on them, in their order, with
 ``SentenceTransformerTrainer`` and :class:`~.rala_loss.RaLaLoss`, whose GradCache makes a batch of 40 questions and
 their documents fit a CPU's memory. The trainer brings the optimizer (AdamW; weight decay on every parameter, as
 torch's AdamW and the released code apply it), the learning-rate schedule, gradient clipping, fp16 autocast on a GPU,

@@ -94,7 +94,7 @@ def describe_index(directory: str | Path) -> dict:
     """What the retriever saved in ``directory`` is, from its manifests alone (nothing is loaded): ``first_stage``
     (dense, bm25, hybrid or another kind), ``reranker`` (its registry name, or None), ``passages`` and
     ``corpus_sha256``, and of its dense index, if any: ``encoder`` (a name or a folder), ``encoder_sha256`` (its
-    weights' checksum), ``encoder_fine_tuned`` (a folder ``multihop retriever train`` wrote), ``pooling`` (mean or
+    weights' checksum), ``encoder_fine_tuned`` (a folder ``multihop cooprag train`` wrote), ``pooling`` (mean or
     cls), ``special_tokens`` (the query markers kept whole) and ``token_states`` (the form they are kept in, or
     none)."""
     directory = Path(directory)

@@ -13,7 +13,7 @@ are those the encoder was fine-tuned with (its ``multihop-encoder.json``), else 
 encoder contrasts the layers training did; given ones that draw other layers are refused. The encoder, the token
 cache and the ranking of candidate texts are those of every late-interaction reranker (:mod:`.late_interaction`).
 
-An encoder fine-tuned with the authors' released recipe (``multihop retriever train --recipe released``: its
+An encoder fine-tuned with the authors' released recipe (``multihop cooprag train --recipe released``: its
 ``multihop-encoder.json`` records the recipe and the fixed layers [0, 4, 7, 11]) is reranked as the released code
 reranks (RaLa/eval.py, predictor.py ``calc_avg_maxsim``): by MaxSim on the final layer, averaged over the query's
 tokens — no ω and no punctuation filter, which that code applies in training only. A RaLa over such an encoder is

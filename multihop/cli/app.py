@@ -1,10 +1,15 @@
 """The ``multihop`` app: ``--verbose``, the command groups and the commands, each defined in the module of its job
-(resources, training, runs, traces, demo), and each method's own offline step (``multihop cirag extract``, ...), the
-Typer app its declaration names (``Declaration(cli=...)``), found in the registry when the command line asks for it."""
+(resources, training, runs, traces, demo), and each method's own commands (``multihop cooprag train``, ``multihop cirag
+extract``, ...), the Typer app its declaration names (``Declaration(cli=...)``), found in the registry when the command
+line asks for it and mounted with what its commands ask of the command line (:mod:`multihop.programs.command_kit`: a
+:class:`~multihop.programs.command_kit.CommandKit` parameter filled, ``--config`` where a command takes it)."""
 
 from __future__ import annotations
 
+import functools
+import inspect
 import logging
+from collections.abc import Callable
 from importlib import import_module
 
 import click
@@ -12,6 +17,7 @@ import typer
 from typer.core import TyperGroup
 
 from multihop.cli import choices, demo, estimate, listing, resources, runs, serving, traces, training
+from multihop.cli.config import configurable
 
 
 class MethodCommands(TyperGroup):
@@ -42,7 +48,62 @@ def method_apps() -> dict[str, typer.Typer]:
     """The Typer app of every declared method that has one, by its command name."""
     from multihop.programs import PROGRAMS
 
-    return {method.command: import_module(method.cli).app for method in PROGRAMS.declared() if method.cli}
+    return {method.command: mounted(import_module(method.cli).app) for method in PROGRAMS.declared() if method.cli}
+
+
+def mounted(app: typer.Typer) -> typer.Typer:
+    """A method's ``app`` with what its commands ask of the command line (:func:`provided`), once per app."""
+    if not getattr(app, "_mounted", False):
+        for info in app.registered_commands:
+            info.callback = provided(info.callback)
+        for group in app.registered_groups:
+            mounted(group.typer_instance)
+        app._mounted = True
+    return app
+
+
+def provided(command: Callable) -> Callable:
+    """``command`` given what it declares (:mod:`multihop.programs.command_kit`): its parameters annotated
+    :class:`~multihop.programs.command_kit.CommandKit` receive :func:`method_kit` (and are no options), those whose
+    default is a :class:`~multihop.programs.command_kit.SharedOption` take that shared option
+    (:data:`multihop.cli.shared_options.SHARED_OPTIONS`), and ``--config`` where it asked for it with
+    :func:`~multihop.programs.command_kit.takes_config`."""
+    from multihop.cli.shared_options import SHARED_OPTIONS
+    from multihop.programs.command_kit import CONFIG_REQUEST, CommandKit, SharedOption
+
+    signature = inspect.signature(command, eval_str=True)
+    kits = [p.name for p in signature.parameters.values() if p.annotation is CommandKit]
+    params = []
+    for param in signature.parameters.values():
+        if isinstance(param.default, SharedOption):
+            if param.default.flag not in SHARED_OPTIONS:
+                raise TypeError(f"{command.__name__}: no shared option {param.default.flag}; the shared options: "
+                                f"{', '.join(SHARED_OPTIONS)}")
+            param = param.replace(default=SHARED_OPTIONS[param.default.flag])
+        if param.name not in kits:
+            params.append(param)
+
+    @functools.wraps(command)
+    def run(**kwargs):
+        return command(**(dict.fromkeys(kits, method_kit()) if kits else {}), **kwargs)
+
+    run.__signature__ = signature.replace(parameters=params)
+    run.__annotations__ = {p.name: p.annotation for p in params}
+    request = getattr(command, CONFIG_REQUEST, None)
+    return configurable(**request)(run) if request else run
+
+
+def method_kit():
+    """The :class:`~multihop.programs.command_kit.CommandKit` a method's command receives: the functions of the
+    experiments and optimize layers the shared commands call."""
+    from multihop.cli.programs import retriever_folder
+    from multihop.optimize.gold_targets import gold_trajectories
+    from multihop.optimize.trajectories import read_collection, refuse_held_apart, render_call, write_trajectories
+    from multihop.programs.command_kit import CommandKit
+
+    return CommandKit(retriever_folder=retriever_folder, gold_trajectories=gold_trajectories,
+                      read_collection=read_collection, render_call=render_call, write_trajectories=write_trajectories,
+                      refuse_held_apart=refuse_held_apart)
 
 
 app = typer.Typer(cls=MethodCommands, help="Multi-hop RAG methods as DSPy programs.", no_args_is_help=True,
@@ -67,7 +128,6 @@ app.add_typer(resources.models_app, name="models")
 app.add_typer(resources.data_app, name="data")
 app.add_typer(resources.index_app, name="index")
 app.add_typer(traces.trace_app, name="trace")
-app.add_typer(training.retriever_app, name="retriever")
 app.command("programs")(listing.programs_cmd)
 app.command("cite")(listing.cite_cmd)
 app.command("eval")(runs.eval_cmd)

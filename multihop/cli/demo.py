@@ -1,4 +1,5 @@
-"""``multihop demo`` (``make run``): the main job on the embedded defaults (:mod:`multihop.experiments.demo`)."""
+"""``multihop demo`` (``make run``): the main job on the embedded defaults; the command over the job itself,
+:mod:`multihop.experiments.demo`."""
 
 from __future__ import annotations
 
@@ -6,11 +7,10 @@ from pathlib import Path
 
 import typer
 
-from multihop.cli.console import console
-from multihop.cli.options import lm_options
 from multihop.experiments.demo import DEMO_MAX_TOKENS, SHIPPED_STUDENT, run_demo
 from multihop.lm.defaults import DEFAULT_LM
-from multihop.lm.options import LMOptions
+from multihop.lm.options import LMOptions, lm_options
+from multihop.runtime.console import console
 
 
 @lm_options(max_tokens=DEMO_MAX_TOKENS)

@@ -1,5 +1,5 @@
-"""``multihop estimate``: the GPU time a training epoch should take, scaled from finished training folders
-(:mod:`multihop.experiments.estimate`; docs/measurements.md, "Training on a GPU")."""
+"""``multihop estimate``: the GPU time a training epoch should take, scaled from finished training folders; the
+command over the estimate itself, :mod:`multihop.experiments.estimate` (docs/measurements.md, "Training on a GPU")."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ GPUS = "h100-sxm, h100-pcie, h200, a100, l40s, a10g"
 
 def estimate_cmd(
     folders: list[Path] = typer.Argument(..., exists=True, file_okay=False,
-                                         help="finished `multihop distill` / `multihop retriever train` folders"),
+                                         help="finished `multihop distill` / `multihop cooprag train` folders"),
     gpu: str = typer.Option("h100-sxm", help=f"the GPU whose dense fp16/bf16 peak scales the estimate: {GPUS}"),
     mfu: float = typer.Option(0.35, min=0.01, max=1.0, help="model-FLOPs utilisation assumed on the GPU"),
     params: float = typer.Option(None, min=1, help="also estimate a student of this many parameters on the same rows "

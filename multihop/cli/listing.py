@@ -11,7 +11,7 @@ from enum import Enum
 import typer
 from rich.table import Table
 
-from multihop.cli.console import console
+from multihop.runtime.console import console
 
 
 def program_facts(kind: str | None = None) -> list[dict]:

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import typer
 
-from multihop.cli.console import console
-from multihop.cli.options import SET_OPT, option_group, parse_settings
+from multihop.cli.shared_options import SET_OPT
+from multihop.lm.options import option_group
+from multihop.runtime.console import console
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,7 @@ def build_program(name: str, retriever_dir: str | None, corpus: str | None, data
                   encoder: str, settings: list[str] | None = None, index: bool = True):
     """``(program, retriever folder or None)``; ``index=False`` builds a retrieving program without its index."""
     from multihop.programs import PROGRAMS, takes_retriever
-    from multihop.programs.switches import SwitchTypeError
+    from multihop.programs.switches import SwitchTypeError, parse_settings
 
     try:
         name = PROGRAMS.named(name)  # a user's package.module:ClassName is imported here

@@ -9,8 +9,8 @@ import typer
 from rich.table import Table
 
 from multihop.cli.config import configurable
-from multihop.cli.console import console
-from multihop.cli.options import MARKERS_OPT, program_index_pooling, program_special_tokens
+from multihop.cli.shared_options import MARKERS_OPT, program_index_pooling
+from multihop.runtime.console import console
 
 models_app = typer.Typer(help="Offline models from the package registry.", no_args_is_help=True)
 data_app = typer.Typer(help="Benchmark files in MULTIHOP_DATA.", no_args_is_help=True)
@@ -92,6 +92,7 @@ def index_build(
     from multihop.data.folders import locked
     from multihop.data.loaders import load_corpus
     from multihop.data.question_sets import question_file
+    from multihop.programs.command_kit import program_special_tokens
     from multihop.retrievers import build_retriever, remove_build_files
 
     passages = load_corpus(corpus if Path(corpus).exists() else question_file(corpus, "dev"))  # or under MULTIHOP_DATA

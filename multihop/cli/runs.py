@@ -13,13 +13,13 @@ from pathlib import Path
 import typer
 
 from multihop.cli.config import configurable
-from multihop.cli.console import console
-from multihop.cli.options import DEV_QUESTIONS, MlflowOptions, lm_options, mlflow_options, question_path
 from multihop.cli.programs import ProgramOptions, program_options
+from multihop.cli.shared_options import MlflowOptions, mlflow_options
 from multihop.cli.traces import print_trace
-from multihop.data.question_sets import DATASETS
+from multihop.data.question_sets import DATASETS, DEV_QUESTIONS, question_path
 from multihop.lm.models import embedded_notice
-from multihop.lm.options import LMOptions
+from multihop.lm.options import LMOptions, lm_options
+from multihop.runtime.console import console
 
 
 @configurable()

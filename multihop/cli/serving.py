@@ -1,4 +1,5 @@
-"""``multihop serve``: one local model behind an OpenAI-compatible server on loopback."""
+"""``multihop serve``: one local model behind an OpenAI-compatible server on loopback; the command over the server
+itself, :mod:`multihop.lm.serving`."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ from pathlib import Path
 
 import typer
 
-from multihop.cli.console import console
 from multihop.lm.defaults import API_KEY_ENV, DEFAULT_LM
+from multihop.runtime.console import console
 
 
 def serve_cmd(

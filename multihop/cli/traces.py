@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from multihop.cli.console import console
+from multihop.runtime.console import console
 
 trace_app = typer.Typer(help="Per-stage traces saved by an evaluation.", no_args_is_help=True)
 

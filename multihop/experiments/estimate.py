@@ -1,7 +1,7 @@
 """Expected GPU time a training epoch, from a training run measured on this machine (docs/measurements.md,
 "Training on a GPU"; ``multihop estimate``).
 
-A finished ``multihop distill`` folder (``distill.json``) or ``multihop retriever train`` folder
+A finished ``multihop distill`` folder (``distill.json``) or ``multihop cooprag train`` folder
 (``multihop-encoder.json``) records the device, the tokens it trained on, its steps, the steps an epoch (for the
 released encoder recipe, its schedule's epoch: the questions over the batch) and its seconds. An epoch costs
 ``tokens × FLOPs a token``, with the FLOPs a token of Kaplan et al. (2020): ``2·N`` for a forward pass over a
@@ -17,6 +17,9 @@ names) is given beside it.
 
 ``params`` also estimates a student of another size on the same rows (the papers' 7–8B students: ``params=7e9,
 layers=32, width=4096``); its tokenizer would cut the rows into a similar number of tokens (an approximation, said).
+
+This module is the estimate; :mod:`multihop.cli.estimate` is its command (``multihop estimate``), the command line's
+layer over it.
 """
 
 from __future__ import annotations
@@ -50,7 +53,7 @@ def measured_run(folder: Path) -> dict:
     folder = Path(folder)
     student, encoder = folder / STUDENT_MANIFEST, folder / FINETUNED_STAMP
     if not student.exists() and not encoder.exists():
-        raise ValueError(f"{folder} is no finished `multihop distill` or `multihop retriever train` folder")
+        raise ValueError(f"{folder} is no finished `multihop distill` or `multihop cooprag train` folder")
     info = json.loads((student if student.exists() else encoder).read_text())
     device = info.get("training", {}).get("device") if student.exists() else info.get("device")
     if any(info.get(key) is None for key in ("tokens", "sequences", "seconds", "epoch_steps")) or device is None:

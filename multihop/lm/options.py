@@ -1,6 +1,8 @@
 """The LM a run uses, as every command and benchmark takes it: the spec, its server and key, a LoRA adapter, the
-engine, the generation cap, the request timeout and the decoding (:class:`LMOptions`), with the help texts and the
-argparse arguments that set them.
+engine, the generation cap, the request timeout and the decoding (:class:`LMOptions`), with the help texts, the
+argparse arguments that set them and the Typer options every command takes them as, the shared commands' and each
+method's own (:func:`lm_options`, received as one :class:`CommandLM`; :func:`option_group`, the mechanism, also gives
+the command line its other option groups).
 
 Imports stay light (the LM modules load inside the methods), so the command line starts at once."""
 
@@ -8,9 +10,15 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
+import inspect
 import os
+from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+import typer
 
 from multihop.lm.defaults import (
     API_KEY_ENV,
@@ -39,6 +47,7 @@ TIMEOUT_HELP = (f"seconds one LM request may take before it is retried (twice, w
 STRUCTURED_HELP = ("how stage replies are constrained: auto (a local model's schema; json_schema for hosted_vllm/ and "
                    "for openai/ with --api-base), json_schema (vLLM, SGLang), json_object (llama-cpp-python's "
                    "server), off (free decoding)")
+LM_PANEL = "LM options"  # the LM options in their own panel of --help
 ENGINE_HELP = ("local LM engine: auto (llama.cpp for a GGUF model when llama-cpp-python is installed, a LoRA adapter "
                "converted to GGUF; else transformers), llamacpp or transformers")
 
@@ -138,3 +147,72 @@ class LMOptions:
     def from_args(cls, args: argparse.Namespace) -> LMOptions:
         return cls(args.lm, args.api_base, args.api_key, args.adapter, args.max_tokens, args.engine, args.lm_timeout,
                    args.structured)
+
+
+class CommandLM(LMOptions):
+    """:class:`LMOptions` whose bad values (an unknown model, a missing adapter folder) end the command with one line
+    naming the options to change."""
+
+    def make(self, spec: str | None = None, max_tokens: int | None = None):
+        with _lm_errors():
+            return super().make(spec, max_tokens)
+
+    def configure(self, spec: str | None = None, max_tokens: int | None = None):
+        with _lm_errors():
+            return super().configure(spec, max_tokens)
+
+
+@contextmanager
+def _lm_errors():
+    try:
+        yield
+    except (FileNotFoundError, ValueError) as exc:
+        raise typer.BadParameter(str(exc), param_hint="the LM options (--lm, --adapter, --engine, --structured)"
+                                 ) from exc
+
+
+def option_group(param: str, options: dict[str, tuple[type, typer.models.OptionInfo]],
+                 build: Callable[..., object]) -> Callable:
+    """Give a command a group of options defined once: typer sees each of ``options`` (name → (type, option)) as a
+    parameter of its own, through the signature this sets on the command (``__signature__``), and the command
+    receives them together as its one parameter ``param``, ``build(**values)``."""
+
+    def decorate(command: Callable) -> Callable:
+        signature = inspect.signature(command, eval_str=True)
+        if param not in signature.parameters:
+            raise TypeError(f"{command.__name__} takes no `{param}` parameter for its {param} options")
+        kept = [p for p in signature.parameters.values() if p.name != param]
+        added = [inspect.Parameter(f"{param}_{name}", inspect.Parameter.KEYWORD_ONLY, default=default,
+                                   annotation=kind) for name, (kind, default) in options.items()]
+
+        @functools.wraps(command)
+        def run(**kwargs):
+            group = build(**{name: kwargs.pop(f"{param}_{name}") for name in options})
+            return command(**{param: group}, **kwargs)
+
+        run.__signature__ = signature.replace(parameters=[*kept, *added])
+        run.__annotations__ = {p.name: p.annotation for p in run.__signature__.parameters.values()}
+        return run
+
+    return decorate
+
+
+def lm_options(*names: str, help: str = LM_HELP, max_tokens: int | None = None) -> Callable:
+    """Give a command the LM options: the LM (``--lm``, or the option ``names``), ``--api-base``, ``--api-key``
+    (default: ``$MULTIHOP_API_KEY``), ``--adapter``, ``--max-tokens`` (default ``max_tokens``), ``--engine``,
+    ``--lm-timeout`` and ``--structured``. The command declares one parameter ``lm`` and receives them in it as a
+    :class:`CommandLM`."""
+    return option_group("lm", {
+        "lm": (str, typer.Option(DEFAULT_LM, *(names or ("--lm",)), help=help, rich_help_panel=LM_PANEL)),
+        "api_base": (str | None, typer.Option(None, "--api-base", help=API_BASE_HELP, rich_help_panel=LM_PANEL)),
+        "api_key": (str | None, typer.Option(None, "--api-key", envvar=API_KEY_ENV, show_envvar=False,
+                                             help=API_KEY_HELP, rich_help_panel=LM_PANEL)),
+        "adapter": (str | None, typer.Option(None, "--adapter", help=ADAPTER_HELP, rich_help_panel=LM_PANEL)),
+        "max_tokens": (int | None, typer.Option(max_tokens, "--max-tokens", min=1, help=MAX_TOKENS_HELP,
+                                                rich_help_panel=LM_PANEL)),
+        "engine": (str, typer.Option(DEFAULT_ENGINE, "--engine", help=ENGINE_HELP, rich_help_panel=LM_PANEL)),
+        "timeout": (float | None, typer.Option(None, "--lm-timeout", envvar=LM_TIMEOUT_ENV, min=1.0,
+                                               help=TIMEOUT_HELP, rich_help_panel=LM_PANEL)),
+        "structured": (str, typer.Option(DEFAULT_STRUCTURED, "--structured", help=STRUCTURED_HELP,
+                                         rich_help_panel=LM_PANEL)),
+    }, CommandLM)

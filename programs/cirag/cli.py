@@ -7,9 +7,8 @@ from pathlib import Path
 
 import typer
 
-from multihop.cli.console import console
-from multihop.cli.options import lm_options
-from multihop.lm.options import LMOptions
+from multihop.lm.options import LMOptions, lm_options
+from multihop.runtime.console import console
 
 app = typer.Typer(help="CIRAG's offline triple cache (§4.3).", no_args_is_help=True)
 

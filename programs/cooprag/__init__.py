@@ -1,6 +1,6 @@
 """CoopRAG (Ko et al., 2025): the program (:mod:`.program`), its reasoning chains and unrolled query (:mod:`.chain`),
 its training loop — unrolling the train questions (``multihop cooprag unroll`` in :mod:`.cli`), then fine-tuning the
-encoder on them under the paper's or the released recipe (:mod:`.training`, ``multihop retriever train``) —, and the
+encoder on them under the paper's or the released recipe (:mod:`.training`, ``multihop cooprag train``) —, and the
 gold rows its students train on (:mod:`.gold`)."""
 
 from multihop.programs.papers import reported

@@ -3,7 +3,7 @@
 Every CoopRAG row runs on CoopRAG's own retriever: an MPNet index pooled by ``[CLS]`` with the unrolling markers
 (``multihop index build --markers CoopRAG``), its top n = 20 reranked by RaLa Eq. 4 to k = 5 (the program's
 defaults; the paper gives neither number). The paper's encoder is MPNet fine-tuned with RaLa's loss on each dataset's
-train questions (App. A: ``multihop retriever train --markers CoopRAG``); the ablations of its training (Tables 5,
+train questions (App. A: ``multihop cooprag train --markers CoopRAG``); the ablations of its training (Tables 5,
 17, 19, 20, 23) each need an encoder trained with their switch (``needs``: :mod:`.artifacts`), and their reference
 row the encoder of the paper's own training, so that every row of such a table runs on an encoder trained the same
 way but for its switch; the other tables run on that encoder when it is given or built (``PaperTable.encoder``), else

@@ -1,9 +1,12 @@
 """CoopRAG's training loop (§3.6): unroll the train questions once with a chosen LM and keep the result (step 1), then
-fine-tune the encoder on the unrolled questions (step 2).
+fine-tune the encoder on the unrolled questions (step 2). This module holds what is CoopRAG's own — the unrolling
+file, which questions train and on what query, α's count, the samples each recipe draws —; its commands are
+``multihop cooprag unroll`` and ``multihop cooprag train`` (:mod:`.cli`), and the training loop that fits an encoder to
+the drawn batches, any method's, is the shared :mod:`multihop.retrievers.finetune`.
 
 §3.6 fine-tunes the retriever on unrolled queries U (Eq. 1), weighting each question by α = log(1 + |S|) (Eq. 6).
 :func:`unroll_questions` writes one JSON line per question — ``{id, question, unrolled, sub_questions, reasoning_chain,
-hop_count, reasoning_structure, fallback}`` — that ``multihop retriever train --unrolled FILE``
+hop_count, reasoning_structure, fallback}`` — that ``multihop cooprag train --unrolled FILE``
 (:func:`read_unrolled`) reads. Rows are durable as they are written and a rerun skips the
 ids already in the file, so an interrupted run resumes; the file is locked while a run writes it, and a rerun with
 another program setting or LM is refused (``<file>.run.json``). A question whose unrolling failed keeps the raw question

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import typer
 
-from multihop.cli.console import console
-from multihop.cli.options import TRAIN_QUESTIONS, file_info, lm_options, question_path
-from multihop.lm.options import LMOptions
+from multihop.data.question_sets import TRAIN_QUESTIONS, file_info, question_path
+from multihop.lm.options import LMOptions, lm_options
+from multihop.programs.command_kit import CommandKit
+from multihop.runtime.console import console
 
 app = typer.Typer(help="DualRAG-FT's training sets (§3.2).", no_args_is_help=True)
 
@@ -18,6 +19,7 @@ app = typer.Typer(help="DualRAG-FT's training sets (§3.2).", no_args_is_help=Tr
 @lm_options(help="the student's LM: the rows are rendered as its adapter prompts it (local:smollm2 by default)")
 def dualrag_sft(
     lm: LMOptions,
+    kit: CommandKit,
     teachers: list[Path] = typer.Argument(None, exists=True, file_okay=False,
                                           help="teacher trajectory folders (`multihop trajectories --program DualRAG "
                                           "--teacher-lm ...`); none with --gold"),
@@ -38,21 +40,19 @@ def dualrag_sft(
     import dspy
 
     from multihop.data.loaders import held_apart_ids, load_dataset
-    from multihop.optimize.trajectories import read_collection, refuse_held_apart, render_call, write_trajectories
     from multihop.programs import DualRAG
 
     data_file = question_path(data, "train")
     examples = load_dataset(data_file, limit=limit)
-    refuse_held_apart(examples, held_apart_ids())
+    kit.refuse_held_apart(examples, held_apart_ids())
     if gold == bool(teachers):
         raise typer.BadParameter("give teacher trajectory folders, or --gold and none")
     student_adapter = lm.default_adapter()  # every row is rendered as the student's LM will be prompted
     if gold:
-        from multihop.optimize.gold_targets import gold_trajectories
         from multihop.programs.gold_builders import GoldContext
 
         with dspy.context(adapter=student_adapter):
-            manifest = gold_trajectories(DualRAG(k=k), examples, out, GoldContext(seed=seed),
+            manifest = kit.gold_trajectories(DualRAG(k=k), examples, out, GoldContext(seed=seed),
                                          data=file_info(data_file, examples))
         console.print(f"gold rows from {manifest['kept']} of {manifest['questions']} questions; rows per stage "
                       f"{manifest['stages']} → {out}")
@@ -62,7 +62,7 @@ def dualrag_sft(
 
     rows, teacher_names = {}, []
     for folder in teachers:
-        collection, manifest = read_collection(folder)
+        collection, manifest = kit.read_collection(folder)
         if manifest.get("program") != "DualRAG":
             raise typer.BadParameter(f"{folder} holds {manifest.get('program')!r} trajectories, not DualRAG's")
         teacher_names.append(manifest.get("teacher"))
@@ -71,13 +71,13 @@ def dualrag_sft(
     predictors = dict(DualRAG().named_predictors())
 
     def render(row: dict, inputs: dict, outputs: dict) -> dict:
-        return render_call(predictors[row["stage"]], inputs, outputs, student_adapter)
+        return kit.render_call(predictors[row["stage"]], inputs, outputs, student_adapter)
 
     built, stats = sft_rows(rows, {str(e.id): e for e in examples}, encoder_similarity(Encoder(encoder)), render,
                             threshold=threshold, min_score=min_score)
     if not built:
         raise typer.BadParameter("no teacher row is left: none of the teacher's questions is in --data or scored "
                                  f"at least {min_score}")
-    manifest = write_trajectories(out, built, {"program": "DualRAG", "teacher": ",".join(map(str, teacher_names)),
+    manifest = kit.write_trajectories(out, built, {"program": "DualRAG", "teacher": ",".join(map(str, teacher_names)),
                                                "processing": dict(stats), "data": file_info(data_file, examples)})
     console.print(f"rows per stage {manifest['stages']}; {json.dumps(dict(stats))} → {out}")

@@ -6,9 +6,10 @@ from pathlib import Path
 
 import typer
 
-from multihop.cli.console import console
-from multihop.cli.options import DATASETS, TRAIN_QUESTIONS, file_info, lm_options, question_path
-from multihop.lm.options import LMOptions
+from multihop.data.question_sets import DATASETS, TRAIN_QUESTIONS, file_info, question_path
+from multihop.lm.options import LMOptions, lm_options
+from multihop.programs.command_kit import CommandKit
+from multihop.runtime.console import console
 
 app = typer.Typer(help="HANRAG's Revelator training data (§4.2, App. B).", no_args_is_help=True)
 
@@ -17,6 +18,7 @@ app = typer.Typer(help="HANRAG's Revelator training data (§4.2, App. B).", no_a
 @lm_options(help="the Revelator's LM: the rows are rendered as its adapter prompts it (local:smollm2 by default)")
 def hanrag_revelator_data(
     lm: LMOptions,
+    kit: CommandKit,
     data: list[str] = typer.Option(["musique", "2wiki", "hotpotqa"], help=f"train questions: {TRAIN_QUESTIONS}; "
                                    "repeat the option for several files"),
     out: Path = typer.Option(..., help="folder for one sub-folder of JSON-lines files (one per stage) per --data"),
@@ -31,7 +33,6 @@ def hanrag_revelator_data(
     import dspy
 
     from multihop.data.loaders import held_apart_ids, load_dataset
-    from multihop.optimize.gold_targets import gold_trajectories
     from multihop.programs import HANRAG
     from multihop.programs.gold_builders import GoldContext
 
@@ -41,7 +42,7 @@ def hanrag_revelator_data(
         examples = load_dataset(data_file, limit=limit)
         folder = out / (source if source in DATASETS else data_file.stem)
         with dspy.context(adapter=lm.default_adapter()):
-            manifest = gold_trajectories(program, examples, folder, GoldContext(seed=seed), held_apart=held_apart,
+            manifest = kit.gold_trajectories(program, examples, folder, GoldContext(seed=seed), held_apart=held_apart,
                                          data=file_info(data_file, examples))
         console.print(f"{source}: rows from {manifest['kept']} of {manifest['questions']} questions; rows per stage "
                       f"{manifest['stages']} → {folder}")

@@ -23,7 +23,7 @@ def counting_artifact(calls: list) -> Artifact:
         calls.append((dataset, limit))
         (folder / "weights").write_text(f"{dataset} {limit}")
 
-    return Artifact("encoder-no-alpha", "encoder", "multihop retriever train DATA --no-alpha --out DIR",
+    return Artifact("encoder-no-alpha", "encoder", "multihop cooprag train DATA --no-alpha --out DIR",
                     switches=("--no-alpha",), build=build)
 
 

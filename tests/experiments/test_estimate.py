@@ -21,7 +21,7 @@ from multihop.retrievers.encoder import FINETUNED_STAMP
 
 @pytest.fixture
 def encoder_run(tmp_path):
-    """A finished encoder run: a tiny BERT's config and the stamp ``multihop retriever train`` writes."""
+    """A finished encoder run: a tiny BERT's config and the stamp ``multihop cooprag train`` writes."""
     from transformers import BertConfig
 
     folder = tmp_path / "encoder"

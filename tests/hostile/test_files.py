@@ -35,7 +35,7 @@ def broken(tmp_path):
         "trace show": (["trace", "show", empty], f"{empty}"),
         "eval --load": (["eval", "--load", empty, "--data", "musique", "--out", out], f"{empty}"),
         "cirag extract": (["cirag", "extract", jsonl, "--out", out], f"{jsonl}"),
-        "retriever train": (["retriever", "train", jsonl, "--out", out], f"{jsonl}"),
+        "cooprag train": (["cooprag", "train", jsonl, "--out", out], f"{jsonl}"),
         "eval --program module:Class": (["eval", "--program", "no_such_module:Program", "--data", "musique", "--out",
                                          out], "no_such_module"),
         "eval --mlflow": (["eval", "--program", "NoRetrieval", "--data", "musique", "--out", out, "--mlflow",
@@ -48,7 +48,7 @@ def broken(tmp_path):
 
 
 CASES = ["eval --data", "compare --datasets", "reproduce --config", "compare --config", "index build",
-         "adaptiverag train", "distill", "merge", "trace show", "eval --load", "cirag extract", "retriever train",
+         "adaptiverag train", "distill", "merge", "trace show", "eval --load", "cirag extract", "cooprag train",
          "eval --program module:Class", "eval --mlflow", "index build --encoder Hub id", "eval --lm local:Hub id"]
 
 

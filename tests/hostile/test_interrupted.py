@@ -52,7 +52,7 @@ def commands(server) -> dict[str, tuple[list[str], str, str]]:
         "distill": (["distill", "ROWS", "--base", "STUDENT", "--r", "4", "--epochs", "1", "--batch-size", "1",
                      "--checkpoint-every", "10", "--out", "OUT"], "checkpoints/checkpoint-10/trainer_state.json",
                     "adapter_model.safetensors"),
-        "retriever train": (["retriever", "train", "musique", "--out", "OUT", "--encoder", "ENCODER", "--batch-size",
+        "cooprag train": (["cooprag", "train", "musique", "--out", "OUT", "--encoder", "ENCODER", "--batch-size",
                              "2", "--micro-batch", "4", "--epochs", "8", "--max-steps", "20", "--checkpoint-every",
                              "5", "--lr", "1e-3"], "checkpoints/checkpoint-5/trainer_state.json",
                             "model.safetensors"),
@@ -135,7 +135,7 @@ def under_way(progress: str, out: Path, home: Path) -> bool:
 
 SIGNALS = {"kill-9": signal.SIGKILL, "ctrl-c": signal.SIGINT}
 COMMANDS = ("eval --threads", "compare --threads", "reproduce", "cirag extract --threads", "adaptiverag labels",
-            "distill", "retriever train", *(f"index build --token-states {form}" for form in TOKEN_STATE_FORMS))
+            "distill", "cooprag train", *(f"index build --token-states {form}" for form in TOKEN_STATE_FORMS))
 
 
 def cut_when_under_way(cuts: dict[str, subprocess.Popen], progress: str, tmp_path: Path, homes: dict) -> dict:

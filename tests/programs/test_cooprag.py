@@ -265,7 +265,7 @@ def test_a_threaded_unrolling_writes_the_serial_file(tmp_path):
     assert 0 < sum(row["fallback"] for row in serial.values()) < 12
 
 
-def test_cli_unroll_writes_the_file_retriever_train_reads(tmp_path, monkeypatch):
+def test_cli_unroll_writes_the_file_cooprag_train_reads(tmp_path, monkeypatch):
     from multihop.lm.options import LMOptions
 
     script = cooprag_script()

@@ -477,7 +477,7 @@ def test_the_command_trains_either_recipe_and_refuses_what_contradicts_it(tiny_e
     from helpers import data_root
 
     data = str(data_root() / "musique/dev/musique_qa_100.json")
-    base = ["retriever", "train", data, "--limit", "8", "--encoder", tiny_encoder_12, "--batch-size", "4",
+    base = ["cooprag", "train", data, "--limit", "8", "--encoder", tiny_encoder_12, "--batch-size", "4",
             "--micro-batch", "4", "--max-steps", "1"]
     for extra, wrong in ((["--loss", "bce"], "--loss"), (["--buckets", "3"], "--buckets"),
                          (["--score", "eq3"], "--score"), (["--alpha-from", "chain"], "--alpha-from")):

@@ -12,12 +12,14 @@ from pathlib import Path
 
 import typer
 
-from multihop.cli.console import console
-from multihop.cli.options import SET_OPT, TRAIN_QUESTIONS, lm_options, parse_settings, question_path
-from multihop.lm.options import LMOptions
+from multihop.data.question_sets import TRAIN_QUESTIONS, question_path
+from multihop.lm.options import LMOptions, lm_options
 from multihop.programs.baselines.adaptive_rag.classifier import TrainingSettings
 from multihop.programs.baselines.adaptive_rag.complexity import BY_BIAS, DATASET_BIAS, LABELS
 from multihop.programs.baselines.adaptive_rag.sampling import SAMPLE_SEED, SAMPLE_SIZE
+from multihop.programs.command_kit import CommandKit, SharedOption
+from multihop.programs.switches import parse_settings
+from multihop.runtime.console import console
 
 app = typer.Typer(help="Adaptive-RAG's query-complexity classifier (§3.2).", no_args_is_help=True)
 
@@ -31,6 +33,7 @@ BIAS_LIMIT = 400  # the authors' bias questions a dataset (preprocess_binary_tra
 @lm_options(help="the LM the strategies answer with (local:smollm2 by default): the labels are this LM's")
 def adaptiverag_labels(
     lm: LMOptions,
+    kit: CommandKit,
     dataset: str = typer.Option(..., "--dataset", help=f"the questions: {TRAIN_QUESTIONS}"),
     out: Path = typer.Option(..., help="labels folder (a rerun resumes it; with --sample 0 a larger --limit extends "
                              "it)"),
@@ -47,13 +50,12 @@ def adaptiverag_labels(
     retriever: str = typer.Option(None, help="a saved retriever folder (default: a BM25 index of the question "
                                   "file's paragraphs, the method's first stage)"),
     corpus: str = typer.Option(None, help="a corpus file to index instead of the question file's paragraphs"),
-    settings: list[str] = SET_OPT,
+    settings: list[str] = SharedOption("--set"),
     threads: int = typer.Option(1, min=1, help="questions labelled at once (for a served LM; the rows are the same)"),
 ):
     """Silver labels: each question of a held-out sample of the train file (the authors' 500 of each dataset) answered
     with no retrieval (A), single-step retrieval (B) and IRCoT (C), simplest first; its label is the simplest strategy
     that answers it correctly, else its dataset's inductive bias."""
-    from multihop.cli.programs import retriever_folder
     from multihop.data.folders import sha256_file
     from multihop.data.loaders import load_dataset
     from multihop.programs import AdaptiveRAG
@@ -79,7 +81,7 @@ def adaptiverag_labels(
     size = (SAMPLE_SIZE if split == "train" else 0) if sample is None else sample
     if size:
         examples = held_out_sample(examples, size, seed)
-    folder = retriever_folder(retriever, corpus, str(data_file), "mpnet", "AdaptiveRAG")
+    folder = kit.retriever_folder(retriever, corpus, str(data_file), "mpnet", "AdaptiveRAG")
     rm = load_retriever(folder)
     try:
         strategies = {label: AdaptiveRAG(retriever=rm, route=label, **switches) for label in LABELS}
@@ -105,6 +107,7 @@ def adaptiverag_labels(
 
 @app.command("train")
 def adaptiverag_train(
+    kit: CommandKit,
     labels: list[Path] = typer.Argument(..., exists=True, help="labels folders, or their labels.jsonl files "
                                         "(`multihop adaptiverag labels`)"),
     out: Path = typer.Option(..., help="the classifier folder to write (a classifier there is replaced)"),
@@ -139,7 +142,6 @@ def adaptiverag_train(
     give its folder to Adaptive-RAG with `--set classifier=DIR`."""
     from multihop.data.folders import RUN_MANIFEST, sha256_file
     from multihop.data.loaders import held_apart_ids
-    from multihop.optimize.trajectories import HeldApartError, refuse_held_apart
     from multihop.programs.baselines.adaptive_rag.classifier import train_classifier
     from multihop.programs.baselines.adaptive_rag.labels import (
         LABELS_FILE,
@@ -170,8 +172,8 @@ def adaptiverag_train(
     bias_labelled, bias_files = bias_labels(sources, bias_limit, held)
     rows = with_bias_labels(silver, bias_labelled)
     try:
-        refuse_held_apart(rows, held_apart_ids())
-    except HeldApartError as exc:
+        kit.refuse_held_apart(rows, held_apart_ids())
+    except ValueError as exc:  # a question held apart for measuring
         raise typer.BadParameter(str(exc), param_hint="--bias-data" if bias_labelled else "LABELS") from exc
     classifier, record = train_classifier([row["question"] for row in rows], [row["label"] for row in rows],
                                           Encoder(encoder), settings)
@@ -206,8 +208,6 @@ def bias_sources(bias_data: list[str] | None, jobs: list[dict], bias: str | None
     """The train files whose questions take their dataset's bias label, each with the bias given for a dataset
     without a known one: ``--bias-data`` (with ``--bias``), else the question files the labels jobs read (with the
     bias each job was given); a file once."""
-    from multihop.cli.options import question_path
-
     if bias_data:
         sources = [(question_path(data, "train"), bias) for data in bias_data]
     else:
