@@ -15,6 +15,8 @@
 The embedded LM runs on llama.cpp when it is built, decoding every stage under its signature's JSON schema, so the
 replies parse and end when their fields are written. The baselines write one short answer (``--max-tokens``, 32 by
 default); CoopRAG's unrolling writes sub-questions and a triple chain, so its stages get :data:`CHAIN_MAX_TOKENS`.
+
+This module is the job; :mod:`multihop.cli.demo` is its command (``multihop demo``), the command line's layer over it.
 """
 
 from __future__ import annotations
@@ -44,9 +46,10 @@ def run_demo(out: Path, train: int = 20, dev: int = 20, lm: LMOptions | None = N
     from multihop.lm import models
     from multihop.optimize.compile import compile_program
     from multihop.optimize.student_stages import use_student
-    from multihop.programs import CoopRAG, NoRetrieval, SingleStepRAG, load, save
+    from multihop.programs import PROGRAMS, load, save
     from multihop.retrievers import DenseRetriever, IndexSpec, load_retriever
 
+    CoopRAG, NoRetrieval, SingleStepRAG = (PROGRAMS[name] for name in ("CoopRAG", "NoRetrieval", "SingleStepRAG"))
     lm = lm or LMOptions(max_tokens=DEMO_MAX_TOKENS)
     console = console or Console()
     started = time.perf_counter()
