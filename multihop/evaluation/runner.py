@@ -53,7 +53,7 @@ from multihop.evaluation.intervals import (
     metric_values,
 )
 from multihop.evaluation.metrics import LLMJudge, answer_scores, recall_at_k
-from multihop.lm.engines.base import LogprobsUnavailable
+from multihop.lm.engines.local_engine import LogprobsUnavailable
 from multihop.lm.engines.served import StructuredOutputRefused
 from multihop.runtime.tracing import TracedModule, in_worker, jsonable, record_trace
 
@@ -101,7 +101,7 @@ def run_question(program: dspy.Module, example: dspy.Example, judge: LLMJudge | 
     """Answer one question and score it (and judge it, given a judge); never raises but for an LM that cannot serve
     the program at all — a server that refuses the stages' schemas
     (:class:`~multihop.lm.engines.served.StructuredOutputRefused`), an LM without the token log-probabilities a program
-    reads (:class:`~multihop.lm.engines.base.LogprobsUnavailable`) —, which stops the run. A module
+    reads (:class:`~multihop.lm.engines.local_engine.LogprobsUnavailable`) —, which stops the run. A module
     that traces its own calls (:class:`~multihop.runtime.tracing.TracedModule`, every multihop program) gives its
     stage records and counts with its prediction; any other ``dspy.Module`` is traced here, so it gets them too.
     ``recall@k`` is the recall over every passage the program read (k: its own count on that question). Each of

@@ -30,7 +30,7 @@ from dspy.utils.callback import with_callbacks
 from dspy.utils.exceptions import AdapterParseError
 
 from multihop.lm.defaults import DEFAULT_MAX_TOKENS
-from multihop.lm.engines.base import LocalEngine
+from multihop.lm.engines.local_engine import LocalEngine
 from multihop.lm.engines.schema import SCHEMA_FORMS, decoding_plan, wire_response_format
 
 

@@ -69,7 +69,7 @@ from multihop.lm.defaults import (
     STRUCTURED,
 )
 from multihop.lm.engines import LlamaCppEngine, ServedEngine, TransformersEngine, llama_cpp_available
-from multihop.lm.engines.base import AsyncEngine, LocalEngine
+from multihop.lm.engines.local_engine import AsyncEngine, LocalEngine
 from multihop.lm.engines.lora import gguf_lora
 from multihop.lm.engines.schema import POLICY
 from multihop.lm.engines.served import served_model

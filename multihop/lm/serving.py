@@ -11,6 +11,9 @@ workaround. The model's name on the server carries its weights' checksum (and it
 cache by the exact weights. llama-cpp-python's server settings also read environment variables (``N_GPU_LAYERS``...);
 the model, context, threads and adapter set here take precedence, and ``CONFIG_FILE``, which would replace them, is
 refused.
+
+This module is the server; :mod:`multihop.cli.serving` is its command (``multihop serve``), the command line's layer
+over it.
 """
 
 from __future__ import annotations

@@ -132,7 +132,7 @@ def test_a_multihop_lm_configured_without_an_adapter_decodes_stages_under_their_
 
 def test_a_stage_in_chat_format_on_a_constrained_engine_warns_once(tiny, caplog):
     lm = multihop.make_lm(f"local:{tiny}", engine="transformers", max_tokens=8, cache=False)
-    with caplog.at_level(logging.WARNING, logger="multihop.lm.engines.base"):
+    with caplog.at_level(logging.WARNING, logger="multihop.lm.engines.local_engine"):
         with dspy.context(lm=lm, adapter=dspy.ChatAdapter()):
             for question in ("a?", "b?"):
                 try:

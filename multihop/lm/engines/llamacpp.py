@@ -40,7 +40,7 @@ from pathlib import Path
 import numpy as np
 from dspy.lm15 import TokenLogprob
 
-from .base import PREFIX_CACHE_BYTES, Generation, LocalEngine, reusable_prefix, spelling
+from .local_engine import PREFIX_CACHE_BYTES, Generation, LocalEngine, reusable_prefix, spelling
 
 logger = logging.getLogger(__name__)
 _LOADING = threading.Lock()

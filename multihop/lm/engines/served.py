@@ -40,8 +40,8 @@ from dspy.utils.exceptions import (
     LMUnsupportedFeatureError,
 )
 
-from .base import Generation, LocalEngine, LogprobsUnavailable, chat_messages
 from .llamacpp import completion_options
+from .local_engine import Generation, LocalEngine, LogprobsUnavailable, chat_messages
 from .schema import SCHEMA_FORMS, wire_response_format
 
 OTHER_FORM = {"json_schema": " or --structured json_object (llama-cpp-python's form)",

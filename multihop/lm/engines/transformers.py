@@ -9,7 +9,7 @@ from pathlib import Path
 
 from dspy.lm15 import TokenLogprob
 
-from .base import PREFIX_CACHE_BYTES, Generation, LocalEngine, reusable_prefix, spelling, text_pieces
+from .local_engine import PREFIX_CACHE_BYTES, Generation, LocalEngine, reusable_prefix, spelling, text_pieces
 
 
 class TransformersEngine(LocalEngine):

@@ -31,10 +31,11 @@ sentence is the query, the paper's unmasked ablation), ``max_sentences``, ``max_
 every baseline with; default off).
 
 The generator must report token log-probabilities: an in-process engine (``local:...``), a vLLM or SGLang server, or an
-API that returns them. A reply without them raises :class:`~multihop.lm.engines.base.LogprobsUnavailable`, naming what
-to run instead. A server may compute them after its own grammar mask (vLLM's structured outputs, by our reading of its
-sampler), over the tokens the schema allows, where the in-process engines report them before it: the same θ then
-retrieves less often there; ``--structured off`` judges the model's own probabilities.
+API that returns them. A reply without them raises
+:class:`~multihop.lm.engines.local_engine.LogprobsUnavailable`, naming what to run instead. A server may compute them
+after its own grammar mask (vLLM's structured outputs, by our reading of its sampler), over the tokens the schema
+allows, where the in-process engines report them before it: the same θ then retrieves less often there;
+``--structured off`` judges the model's own probabilities.
 
 Counted per question: ``sentences`` (kept), ``retrievals`` (searches, the question's included), ``low_confidence``
 (look-aheads with a token below θ), ``stated`` (the answer is the one the text states), ``capped`` (the loop ended at a
@@ -49,7 +50,7 @@ from dataclasses import dataclass
 import dspy
 from dspy.utils.exceptions import LMUnsupportedFeatureError
 
-from multihop.lm.engines.base import LogprobsUnavailable
+from multihop.lm.engines.local_engine import LogprobsUnavailable
 from multihop.retrievers.query import Hits
 from multihop.runtime.tracing import count
 from multihop.signatures.flare import AnswerFromDraft, NextSentence

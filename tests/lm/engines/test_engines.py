@@ -10,7 +10,7 @@ from multihop.lm import backends as lms
 from multihop.lm.adapter import default_adapter
 from multihop.lm.backends import make_lm
 from multihop.lm.engines import LlamaCppEngine, TransformersEngine
-from multihop.lm.engines.base import Generation, LocalEngine, reusable_prefix
+from multihop.lm.engines.local_engine import Generation, LocalEngine, reusable_prefix
 from multihop.lm.engines.schema import (
     CHARS_PER_TOKEN,
     LIST_CAP,

@@ -14,7 +14,7 @@ from dspy.lm15 import Config, Message, Request
 
 from multihop.data.corpus import Corpus, Passage
 from multihop.evaluation.runner import evaluate
-from multihop.lm.engines.base import LogprobsUnavailable
+from multihop.lm.engines.local_engine import LogprobsUnavailable
 from multihop.lm.engines.served import ServedEngine
 from multihop.optimize.gold_targets import gold_targets
 from multihop.programs import FLARE

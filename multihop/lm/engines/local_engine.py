@@ -1,6 +1,7 @@
-"""What the local engines share: the chat messages of a DSPy request, decoding under its bounded JSON schema, the
-response with its token usage and, when the request asks for them (``Config.logprobs``), its tokens'
-log-probabilities, and streaming."""
+"""The local engine every in-process and served engine is (:class:`LocalEngine`, with :class:`AsyncEngine` over it)
+and what the engines share: the chat messages of a DSPy request, decoding under its bounded JSON schema, the response
+with its token usage and, when the request asks for them (``Config.logprobs``), its tokens' log-probabilities, and
+streaming."""
 
 from __future__ import annotations
 
