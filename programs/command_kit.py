@@ -1,5 +1,5 @@
-"""What a method's command-line sub-app (its package's ``cli`` module, declared with ``Method(cli=...)`` and mounted as
-``multihop <method>``) takes from outside its package.
+"""What a method's command-line sub-app (its package's ``cli`` module, declared with ``Declaration(cli=...)`` and
+mounted as ``multihop <method>``) takes from outside its package.
 
 The sub-app lies in its method's package, in the programs layer: under the layers that index a corpus for a program
 (experiments) and write trajectory and gold rows (optimize), and under the command line that mounts it. So a command

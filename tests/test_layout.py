@@ -3,8 +3,8 @@ below it, and no module imports itself back through others (function-level impor
 hide a cycle).
 
 From the bottom: ``data`` (files, question sets, corpora, folders), ``lm`` (models, engines, LM construction, serving),
-``runtime`` (what every program call runs on: traces, spans, fan-out; the console), ``evaluation`` (running any program, metrics,
-intervals, shards, Ray, MLflow runs), then ``signatures`` and ``retrievers``
+``runtime`` (what every program call runs on: traces, spans, fan-out; the console), ``evaluation`` (running any
+program, metrics, intervals, shards, Ray, MLflow runs), then ``signatures`` and ``retrievers``
 (neither imports the other), ``programs`` (the methods and baselines, each with its own command-line sub-app, and their
 registry), ``optimize`` (compiling, gold targets, students), ``experiments`` (the comparison, the demo) and at the top
 the command line (``multihop.cli``) and the lazy re-exports of ``multihop/__init__.py``, which may import anything. A
