@@ -11,6 +11,7 @@ import inspect
 import logging
 from collections.abc import Callable
 from importlib import import_module
+from typing import TYPE_CHECKING
 
 import click
 import typer
@@ -18,6 +19,9 @@ from typer.core import TyperGroup
 
 from multihop.cli import choices, demo, estimate, listing, resources, runs, serving, traces, training
 from multihop.cli.config import configurable
+
+if TYPE_CHECKING:  # the programs load when a method's command is asked for
+    from multihop.programs.command_kit import CommandKit
 
 
 class MethodCommands(TyperGroup):
@@ -93,7 +97,7 @@ def provided(command: Callable) -> Callable:
     return configurable(**request)(run) if request else run
 
 
-def method_kit():
+def method_kit() -> CommandKit:
     """The :class:`~multihop.programs.command_kit.CommandKit` a method's command receives: the functions of the
     experiments and optimize layers the shared commands call."""
     from multihop.cli.programs import retriever_folder
