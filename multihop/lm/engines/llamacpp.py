@@ -4,21 +4,21 @@
 needs it, and :func:`llama_cpp_available` tells whether it is there (:func:`multihop.lm.backends.make_lm` falls back to
 the ``transformers`` engine, with a warning, when it is not).
 
-The engine decodes under the request's bounded JSON schema (:class:`~.base.LocalEngine`) with the grammar llama.cpp
-derives from it; greedily, it asks the grammar about the likeliest tokens before the whole vocabulary
+The engine decodes under the request's bounded JSON schema (:class:`~.local_engine.LocalEngine`) with the grammar
+llama.cpp derives from it; greedily, it asks the grammar about the likeliest tokens before the whole vocabulary
 (:mod:`~.llamacpp_greedy`: the same tokens as llama-cpp-python's sampler chain, a fraction of its sampling time). The
-model runs on the physical cores, with a context of :data:`MAX_CONTEXT` tokens (SmolLM2's
-training context), greedily unless the request asks for a temperature, one call at a time (a lock). A LoRA student
-runs from its GGUF conversion (:mod:`~.lora`).
+model runs on the physical cores, with a context of :data:`MAX_CONTEXT` tokens (SmolLM2's training context), greedily
+unless the request asks for a temperature, one call at a time (a lock). A LoRA student runs from its GGUF conversion
+(:mod:`~.lora`).
 
 Each stage's fixed part — its instructions, field descriptions and demos, which DSPy's adapters write before the
-question's own inputs — is evaluated once, not once a call: the engine keeps the KV state after each of its last
-calls in a prefix cache (:func:`prefix_cache_class`: llama-cpp-python's ``LlamaRAMCache``, keyed by the tokens
-evaluated: a completion's, or with ``prompt_gguf`` a prompt's, :mod:`~.llamacpp_prompt`), and a prompt starts from
-the state with which it shares the longest prefix, whichever stage ran last. A program whose stages alternate
-evaluates each call's own suffix only. The key is the tokens themselves, so a changed prompt (other demos or
-instructions after compiling) never reuses a stale state; the cache holds at most ``prefix_cache_bytes`` of KV states
-(default :data:`~.base.PREFIX_CACHE_BYTES`), the least recently used dropped first.
+question's own inputs — is evaluated once, not once a call: the engine keeps the KV state after each of its last calls
+in a prefix cache (:func:`prefix_cache_class`: llama-cpp-python's ``LlamaRAMCache``, keyed by the tokens evaluated: a
+completion's, or with ``prompt_gguf`` a prompt's, :mod:`~.llamacpp_prompt`), and a prompt starts from the state with
+which it shares the longest prefix, whichever stage ran last. A program whose stages alternate evaluates each call's own
+suffix only. The key is the tokens themselves, so a changed prompt (other demos or instructions after compiling) never
+reuses a stale state; the cache holds at most ``prefix_cache_bytes`` of KV states (default
+:data:`~.local_engine.PREFIX_CACHE_BYTES`), the least recently used dropped first.
 
 Asked for log-probabilities, the engine records each step of the decode (:class:`StepRecorder`) instead of building
 the model with ``logits_all`` (llama-cpp-python's own way, which keeps the logits of every prompt token too: 1.6 GB

@@ -1,7 +1,7 @@
 """The served engine: a model another process serves over the OpenAI chat API — ``multihop serve`` (llama-cpp-python's
-server), vLLM, SGLang or any OpenAI-compatible endpoint — reached over HTTP, with the in-process engines' bounded
-schema decoding (:class:`~.base.LocalEngine`: every stage's schema bounded to its budget, one retry under tighter
-caps, the budget raised to what the schema needs).
+server), vLLM, SGLang or any OpenAI-compatible endpoint — reached over HTTP, with the in-process engines' bounded schema
+decoding (:class:`~.local_engine.LocalEngine`: every stage's schema bounded to its budget, one retry under tighter caps,
+the budget raised to what the schema needs).
 
 Servers take a schema in one of two forms (``schema_form``):
 
@@ -14,11 +14,11 @@ Servers take a schema in one of two forms (``schema_form``):
   ends its replies as the in-process engine does.
 
 A server that refuses the schema (HTTP 400, 422 or 500 naming the response format or the grammar) raises
-:class:`StructuredOutputRefused`, one line naming ``--structured off``. A request that asks for token
-log-probabilities (``Config.logprobs``) sends the OpenAI ``logprobs`` (and ``top_logprobs``) options and hands on the
-``logprobs.content`` the server answers (vLLM and SGLang give them; a server that refuses them raises
-:class:`~.base.LogprobsUnavailable`, one that ignores them gives a response without them). Servers do not report the
-prompt tokens they reused, so served calls count none. Calls are safe from many threads (one ``httpx`` client,
+:class:`StructuredOutputRefused`, one line naming ``--structured off``. A request that asks for token log-probabilities
+(``Config.logprobs``) sends the OpenAI ``logprobs`` (and ``top_logprobs``) options and hands on the ``logprobs.content``
+the server answers (vLLM and SGLang give them; a server that refuses them raises
+:class:`~.local_engine.LogprobsUnavailable`, one that ignores them gives a response without them). Servers do not report
+the prompt tokens they reused, so served calls count none. Calls are safe from many threads (one ``httpx`` client,
 pooled) and from asyncio (:meth:`ServedEngine.acomplete`, one async client per event loop).
 """
 
@@ -174,8 +174,8 @@ class ServedEngine(LocalEngine):
         return LMTransportError(f"the model server at {self.api_base} is unreachable ({exc})", model=self.name)
 
     def generation(self, response: httpx.Response, schema: dict | None, logprobs: bool = False) -> Generation:
-        """A server's answer as a :class:`~.base.Generation` (with the token log-probabilities it gives when they were
-        asked for), or the LM error it means."""
+        """A server's answer as a :class:`~.local_engine.Generation` (with the token log-probabilities it gives when
+        they were asked for), or the LM error it means."""
         if response.is_error:
             text = response.text[:500]
             if logprobs and response.status_code in (400, 422, 500) and "logprobs" in text.lower():

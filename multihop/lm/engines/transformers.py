@@ -17,14 +17,14 @@ class TransformersEngine(LocalEngine):
 
     Applies the model's chat template, decodes greedily unless a positive temperature is asked for, honours
     ``max_tokens`` and stop strings, reports token usage, and with ``constrained`` decodes under the request's bounded
-    JSON schema (:class:`~.base.LocalEngine`, :mod:`~.grammar`). The KV caches of its recent calls are kept (at most
-    ``prefix_cache_bytes`` of them, the least recently used dropped first; 0: the last call's only), and a prompt
+    JSON schema (:class:`~.local_engine.LocalEngine`, :mod:`~.grammar`). The KV caches of its recent calls are kept (at
+    most ``prefix_cache_bytes`` of them, the least recently used dropped first; 0: the last call's only), and a prompt
     continues the one with which it shares the longest prefix (a stage's instructions and demos, whichever stage ran
     last), evaluating only the tokens after it; that cache is cut back to the prefix, extended by the call and kept
-    again under the call's tokens, so a changed prompt never reads a stale state. Generation holds a
-    lock: one model, one call at a time, so threads may share the engine safely. Runs on CUDA when present. Asked for
-    log-probabilities, it reports each reply token's under the model's raw logits at its step (those before the
-    grammar, the temperature and the top-p cut), its text the piece of the reply it adds (:func:`~.base.text_pieces`).
+    again under the call's tokens, so a changed prompt never reads a stale state. Generation holds a lock: one model,
+    one call at a time, so threads may share the engine safely. Runs on CUDA when present. Asked for log-probabilities,
+    it reports each reply token's under the model's raw logits at its step (those before the grammar, the temperature
+    and the top-p cut), its text the piece of the reply it adds (:func:`~.local_engine.text_pieces`).
     """
 
     def __init__(self, path: str | Path, adapter: str | Path | None = None, device: str | None = None,
