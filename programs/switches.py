@@ -1,8 +1,9 @@
 """A program's switches typed by its ``__init__`` annotations: ``--set`` values and saved configs are coerced to the
 annotated type (pydantic's lax validation: ``"3"`` → 3, ``"yes"`` → True, a list → a tuple), and a value that does
 not fit is a :class:`SwitchTypeError` naming the switch and its type (``DualRAG's max_iterations is an integer``).
-Ranges (``≥ 1``) stay the constructor's own checks. The values of ``--set key=value``, the option of every command
-that builds a program, are read here too (:func:`parse_settings`)."""
+A switch that takes None takes it written ``none`` (any case: ``None``, ``NONE``) or ``null`` (:data:`NONE_WORDS`),
+and ``false`` too when it takes no boolean. Ranges (``≥ 1``) stay the constructor's own checks. The values of
+``--set key=value``, the option of every command that builds a program, are read here too (:func:`parse_settings`)."""
 
 from __future__ import annotations
 
@@ -14,19 +15,32 @@ import typing
 import typer
 from pydantic import PydanticSchemaGenerationError, TypeAdapter, ValidationError
 
-NAMES = {int: "an integer", float: "a number", bool: "true or false", str: "a text", type(None): "null"}
+NAMES = {int: "an integer", float: "a number", bool: "true or false", str: "a text", type(None): "none"}
+NONE_WORDS = frozenset({"none", "null"})  # what a switch that takes None reads as None, in any case
 
 
 class SwitchTypeError(ValueError):
-    """A switch value that does not fit the switch's annotated type."""
+    """A switch value that does not fit the switch's annotated type; for a switch that takes None the message says
+    how to write it (``DualRAG's max_iterations is an integer or none (write none or null)``)."""
 
     def __init__(self, program: str, switch: str, annotation):
-        super().__init__(f"{program}'s {switch} is {describe(annotation)}")
+        how = " (write none or null)" if takes_none(annotation) else ""
+        super().__init__(f"{program}'s {switch} is {describe(annotation)}{how}")
         self.switch = switch
 
 
+def takes_none(annotation) -> bool:
+    """Whether an annotation admits None (``str | None``, ``Optional[int]``)."""
+    return annotation is type(None) or type(None) in typing.get_args(annotation)
+
+
+def means_none(value) -> bool:
+    """Whether a switch value is a written None: ``none`` in any case, or ``null``."""
+    return isinstance(value, str) and value.strip().lower() in NONE_WORDS
+
+
 def describe(annotation) -> str:
-    """An annotation in words: ``int`` → "an integer", ``str | None`` → "a text or null", ``Literal["a", "b"]`` →
+    """An annotation in words: ``int`` → "an integer", ``str | None`` → "a text or none", ``Literal["a", "b"]`` →
     "one of a, b", ``tuple[str, ...]`` → "a list of texts"."""
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
     if origin in (typing.Union, types.UnionType):
@@ -53,12 +67,13 @@ def annotations(cls: type) -> dict:
 
 def typed(cls: type, settings: dict) -> dict:
     """``settings`` coerced to the annotations of ``cls.__init__``; a switch without an annotation (or one pydantic
-    cannot check) is kept as it is, and ``false`` for an optional switch means none (``--set rerank=false``)."""
+    cannot check) is kept as it is. For a switch that takes None, ``none`` (any case) and ``null`` are None, and so is
+    ``false`` when it takes no boolean (``--set rerank=none``, ``rerank=None``, ``rerank=null``, ``rerank=false``)."""
     hints = annotations(cls)
     coerced = {}
     for name, value in settings.items():
         hint = hints.get(name)
-        if value is False and type(None) in typing.get_args(hint) and bool not in typing.get_args(hint):
+        if takes_none(hint) and (means_none(value) or value is False and bool not in typing.get_args(hint)):
             value = None
         try:
             adapter = TypeAdapter(hint) if hint is not None else None
@@ -75,8 +90,9 @@ def typed(cls: type, settings: dict) -> dict:
 
 
 def parse_settings(pairs: list[str]) -> dict:
-    """``--set key=value`` constructor switches; values are read as JSON (false, 3, null, "x"), else as text; a pair
-    without ``=`` is a ``typer.BadParameter`` (one line on the command line)."""
+    """``--set key=value`` constructor switches; values are read as JSON (false, 3, null, "x"), else as text (``none``
+    stays the text until :func:`typed` reads it as None for a switch that takes None); a pair without ``=`` is a
+    ``typer.BadParameter`` (one line on the command line)."""
     settings = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")

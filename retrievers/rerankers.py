@@ -75,12 +75,14 @@ RERANKERS: dict[str, Callable[..., Reranker]] = {
 
 
 def checked_reranker(name: str | None) -> str | None:
-    """A program's ``rerank`` switch checked: a registered name, or None (False, as a ``--set rerank=false`` gives it,
-    is None too); anything else is a ``ValueError`` naming the choices."""
-    if not name:
+    """A program's ``rerank`` switch checked: a registered name, or None (no reranking), which is also written
+    ``none`` in any case, ``null`` or False (as ``--set rerank=none``, ``rerank=null`` and ``rerank=false`` give it);
+    anything else is a ``ValueError`` naming the choices and how to write None."""
+    if not name or isinstance(name, str) and name.strip().lower() in ("none", "null"):
         return None
     if name not in RERANKERS:
-        raise ValueError(f"unknown rerank {name!r}; choose None (no reranking) or one of {', '.join(RERANKERS)}")
+        raise ValueError(f"unknown rerank {name!r}; choose one of {', '.join(RERANKERS)}, or None for no reranking "
+                         "(--set rerank=none or rerank=null on the command line)")
     return name
 
 

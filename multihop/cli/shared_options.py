@@ -15,7 +15,8 @@ import typer
 
 from multihop.lm.options import option_group
 
-SET_OPT = typer.Option(None, "--set", help="a constructor switch as key=value (repeatable), e.g. simple_qa=false")
+SET_OPT = typer.Option(None, "--set", help="a constructor switch as key=value (repeatable), e.g. simple_qa=false; "
+                       "none (any case) or null is None, e.g. rerank=none")
 MARKERS_OPT = typer.Option(None, "--markers", help="a program (e.g. CoopRAG) whose query markers the encoder keeps "
                            "whole as special tokens")
 SHARED_OPTIONS = {"--set": SET_OPT, "--markers": MARKERS_OPT}  # by flag, for a method's command that names one

@@ -159,7 +159,8 @@ def test_rerank_switches_choose_the_reranker_of_the_registry(cached_retriever, r
     assert CoopRAG(retriever=search, rerank=None).searcher() is cached_retriever
     assert CoopRAG(retriever=cached_retriever, rerank="rala-eq4", omega=False).searcher().reranker.omega is False
     assert CoopRAG().rerank == "rala-eq4" and CoopRAG(rerank=False).rerank is None
-    with pytest.raises(ValueError, match="unknown rerank 'rala_eq4'; choose None .* or one of maxsim, rala-eq4"):
+    with pytest.raises(ValueError, match="unknown rerank 'rala_eq4'; choose one of maxsim, rala-eq4.*, or None for "
+                       r"no reranking \(--set rerank=none or rerank=null on the command line\)"):
         CoopRAG(rerank="rala_eq4")
 
 

@@ -4,6 +4,7 @@ that does not fit names the switch and its type in one line."""
 from typing import Literal
 
 import pytest
+import typer
 
 from multihop.cli import app
 from multihop.cli.errors import run
@@ -22,7 +23,7 @@ class Typed(MultihopProgram):
 def test_each_annotation_is_described_in_words():
     assert [describe(t) for t in (int, float, bool, str, str | None, Literal["fast", "slow"], tuple[str, ...],
                                   list[int])] == ["an integer", "a number", "true or false", "a text",
-                                                  "a text or null", "one of fast, slow", "a list of texts",
+                                                  "a text or none", "one of fast, slow", "a list of texts",
                                                   "a list of integers"]
 
 
@@ -31,9 +32,18 @@ def test_values_are_coerced_to_the_annotations_and_a_misfit_names_its_switch():
                          "name": None}) == {"rounds": 3, "share": 1.0, "on": False, "mode": "slow",
                                             "levels": ("a", "b"), "name": None}
     assert typed(Typed, {"name": False}) == {"name": None}  # false: none, for an optional switch (rerank=false)
+
+
+def test_none_in_any_case_and_null_are_none_for_a_switch_that_takes_none():
+    for written in ("none", "None", "NONE", " none ", "null", "Null"):
+        assert typed(Typed, {"name": written}) == {"name": None}
+    assert typed(Typed, {"mode": "fast", "levels": ["none"]}) == {"mode": "fast", "levels": ("none",)}
+    with pytest.raises(SwitchTypeError, match="^Typed's rounds is an integer$"):  # a switch that takes no None
+        typed(Typed, {"rounds": "none"})
     for switch, value, words in [("rounds", "abc", "an integer"), ("share", "half", "a number"),
                                  ("on", "maybe", "true or false"), ("mode", "medium", "one of fast, slow"),
-                                 ("levels", 3, "a list of texts"), ("name", 5, "a text or null")]:
+                                 ("levels", 3, "a list of texts"),
+                                 ("name", 5, r"a text or none \(write none or null\)")]:
         with pytest.raises(SwitchTypeError, match=f"^Typed's {switch} is {words}$"):
             typed(Typed, {switch: value})
 
@@ -49,3 +59,12 @@ def test_set_values_are_typed_on_the_command_line(questions, tmp_path, capsys):
                                ['granularities=["triple", "passage"]', "max_iterations=2", "reranker=no"],
                                index=False)
     assert (program.granularities, program.max_iterations, program.reranker) == (["triple", "passage"], 2, False)
+
+
+def test_set_says_none_as_none_in_any_case_or_null():
+    for name in ("DualRAG", "CoopRAG", "IRCoT"):
+        for written in ("None", "none", "NONE", "null", "false"):
+            program, _ = build_program(name, None, None, None, None, "mpnet", [f"rerank={written}"], index=False)
+            assert program.rerank is None
+    with pytest.raises(typer.BadParameter, match=r"or None for no reranking \(--set rerank=none or rerank=null"):
+        build_program("DualRAG", None, None, None, None, "mpnet", ["rerank=nothing"], index=False)
