@@ -3,6 +3,8 @@
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.multihop-installed
+TORCH  := torch==2.13.0
+DOCS_VENV := .venv-docs
 MODELS := mpnet minilm smollm2
 
 # The real data: MULTIHOP_DATA when set, else ../shared/data when that folder exists.
@@ -19,8 +21,8 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || python3 -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet torch==2.13.0
-	$(BIN)/python -m pip install --quiet -e '.[dev,ray,docs,mlflow]'
+	$(BIN)/python -m pip install --quiet $(TORCH)
+	$(BIN)/python -m pip install --quiet -e '.[dev,train,report,ray,docs,mlflow]'
 	@echo "building llama-cpp-python from source (several minutes, once per virtualenv; pip caches the wheel)"
 	$(BIN)/python -m pip install --progress-bar on -e '.[llamacpp]' || \
 		echo "llama-cpp-python did not build: local LMs run on the transformers engine (slower decoding, no served mode)"
@@ -86,13 +88,17 @@ browser:
 		apt-get update -qq && apt-get install -y -qq chromium; } || \
 		echo "Chromium not installed (needs root and apt-get): the report's rendering test will be skipped"
 
-# The documentation site into build/site (program pages, papers and CLI reference written from the code); `mkdocs
-# serve` serves it while you edit.
-docs: $(STAMP)
-	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+# The documentation site into build/site (program pages, papers and CLI reference written from the code), built in
+# a virtualenv of its own holding the package and its `docs` extra alone (no llama.cpp build, no models, no extras);
+# `mkdocs serve` serves it while you edit.
+docs:
+	test -x $(DOCS_VENV)/bin/python || python3 -m venv $(DOCS_VENV)
+	$(DOCS_VENV)/bin/python -m pip install --quiet $(TORCH)
+	$(DOCS_VENV)/bin/python -m pip install --quiet '.[docs]'
+	NO_MKDOCS_2_WARNING=1 $(DOCS_VENV)/bin/mkdocs build --strict
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) $(DOCS_VENV) .pytest_cache

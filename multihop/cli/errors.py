@@ -19,6 +19,10 @@ INTERRUPTED = 130
 # something missing (a file, a model not installed), a file that changed on disk.
 INPUT_ERRORS = (ValueError, FileNotFoundError, NotADirectoryError, IsADirectoryError, ModelNotInstalledError,
                 ChecksumMismatchError)
+# The modules an extra installs (pyproject.toml's optional dependencies), by the name they are imported as: a command
+# that needs one says which extra to install.
+EXTRAS = {"trl": "train", "datasets": "train", "matplotlib": "report", "llama_cpp": "llamacpp", "uvicorn": "llamacpp",
+          "ray": "ray", "mlflow": "mlflow", "bitsandbytes": "gpu"}
 
 
 def debugging(argv: list[str]) -> bool:
@@ -41,6 +45,11 @@ def run(app, argv: list[str] | None = None) -> int:
         return report(message_, BAD_INPUT, argv) if message_ else BAD_INPUT  # no message: the help was shown
     except INPUT_ERRORS as exc:
         return report(message(exc), BAD_INPUT, argv)
+    except ModuleNotFoundError as exc:
+        extra = EXTRAS.get((exc.name or "").partition(".")[0])
+        if extra is None:
+            return report(message(exc), FAILURE, argv)
+        return report(f"{message(exc)}: this command needs pip install 'multihop[{extra}]'", BAD_INPUT, argv)
     except Exception as exc:  # noqa: BLE001 - the last resort: one line, the traceback with --debug
         return report(message(exc), FAILURE, argv)
     if code == INTERRUPTED:

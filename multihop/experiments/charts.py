@@ -2,14 +2,22 @@
 seconds per question (one point per program and dataset: the cost/quality frontier), and recall@2/@5 per program.
 
 Drawn on matplotlib's ``Figure`` with no pyplot state, so charts can be made from any thread and no display is needed.
+matplotlib comes with the ``report`` extra (``pip install 'multihop[report]'``); without it the tables and the report
+are written and the charts are not, said once in the log.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
+from importlib.util import find_spec
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from matplotlib.figure import Figure
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+logger = logging.getLogger(__name__)
 
 CHART_FILES = {"f1_vs_llm_calls": "f1_vs_llm_calls.png", "f1_vs_seconds": "f1_vs_seconds.png",
                "recall": "recall_at_k.png"}
@@ -18,7 +26,10 @@ MARKERS = "osD^vP*X"
 
 def write_charts(out_dir: str | Path, rows: Sequence[dict]) -> list[Path]:
     """Draw the three charts of our ``rows`` (:func:`multihop.experiments.tables.summary_row`) into ``out_dir``; rows
-    with no question are left out. Returns the files, in :data:`CHART_FILES` order."""
+    with no question are left out. Returns the files, in :data:`CHART_FILES` order; none without matplotlib."""
+    if find_spec("matplotlib") is None:
+        logger.warning("no charts: matplotlib is not installed (pip install 'multihop[report]')")
+        return []
     out = Path(out_dir)
     rows = [row for row in rows if row.get("questions")]
     programs = list(dict.fromkeys(row["program"] for row in rows))
@@ -33,6 +44,8 @@ def write_charts(out_dir: str | Path, rows: Sequence[dict]) -> list[Path]:
 def frontier(rows: Sequence[dict], programs: list[str], datasets: list[str], cost: str, label: str) -> Figure:
     """F1 (%) against ``cost`` per question: a colour per program, a marker per dataset; a log axis when the costs
     span ten times or more."""
+    from matplotlib.figure import Figure
+
     figure = Figure(figsize=(7.5, 5), layout="constrained")
     axes = figure.add_subplot()
     colours = figure_colours(len(programs))
@@ -61,6 +74,8 @@ def frontier(rows: Sequence[dict], programs: list[str], datasets: list[str], cos
 def recall_bars(rows: Sequence[dict], programs: list[str], datasets: list[str]) -> Figure:
     """Recall@2 and @5 (%) over the passages each program used, one panel per dataset; a program that never
     retrieved has no bar."""
+    from matplotlib.figure import Figure
+
     figure = Figure(figsize=(max(6.0, 3.2 * len(datasets)), 4.5), layout="constrained")
     panels = figure.subplots(1, max(1, len(datasets)), squeeze=False)[0]
     for axes, dataset in zip(panels, datasets or ["(no data)"], strict=False):

@@ -99,3 +99,14 @@ def test_model_metadata_is_read_from_dspys_snapshot_with_no_network_call(monkeyp
     monkeypatch.setattr(urllib.request, "urlopen", lambda *args, **kwargs: pytest.fail("a network call"))
     assert model_metadata._load() and model_metadata.source_info()["source"] == "local"
     assert "refresh failed" not in capfd.readouterr().err  # DSPy's own logger writes to stderr
+
+
+def test_a_command_whose_extra_is_not_installed_names_the_extra(capsys, monkeypatch, tmp_path):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "trl", None)  # what `import trl` meets where the train extra is not installed
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(json.dumps({"stage": "answer", "question_id": "q1", "call": 0,
+                                "messages": [{"role": "user", "content": "Seven?"}], "completion": "seven"}) + "\n")
+    err = fails(["distill", str(rows), "--out", str(tmp_path / "student")], capsys)
+    assert err.endswith("this command needs pip install 'multihop[train]'"), err
