@@ -1,5 +1,7 @@
 """How the command line ends on an error: one line ``error: …`` on stderr naming what to change, exit code 2 for bad
-input or arguments and 1 for a failure at run time, the traceback only with ``--debug`` (or ``MULTIHOP_DEBUG=1``)."""
+input or arguments and 1 for a failure at run time, the traceback only with ``--debug`` (or ``MULTIHOP_DEBUG=1``).
+A run that finished with questions ended in an error exits 3, or 4 when every question did
+(:func:`multihop.cli.runs.exit_on_errors`)."""
 
 from __future__ import annotations
 
@@ -14,6 +16,8 @@ from multihop.lm.models import ModelNotInstalledError
 
 BAD_INPUT = 2  # exit code: the command line, a file or a folder given is wrong
 FAILURE = 1  # exit code: the run failed (an endpoint, the disk, a bug)
+ERRORED = 3  # exit code: the run finished and some of its questions ended in an error (--allow-errors: 0)
+ALL_ERRORED = 4  # exit code: the run finished and every question ended in an error (--allow-errors: 0)
 INTERRUPTED = 130
 # Exceptions that mean the input is wrong: a bad value or file (ValueError: DataFormatError, IndexMismatchError...),
 # something missing (a file, a model not installed), a file that changed on disk.

@@ -45,10 +45,13 @@ def eval_cmd(
     metric: list[str] = typer.Option(None, "--metric", help="module:function, a DSPy metric fn(example, prediction, "
                                      "trace=None) importable from the current folder, recorded beside the built-in "
                                      "metrics (repeatable)"),
+    allow_errors: bool = typer.Option(False, help="exit 0 even when questions ended in an error (their count and "
+                                      "the first error are still printed)"),
 ):
     """Evaluate a program on a question file; prints the metrics table and saves rows, traces and summary. A rerun
     into the same folder resumes the same run (another program, LM, data or limit is refused) and retries the
-    questions that ended in an error."""
+    questions that ended in an error. Exits 3 when some questions ended in an error and 4 when every one did, with a
+    line counting them by type and the first one's message (--allow-errors: 0)."""
     from multihop.data.loaders import load_dataset
     from multihop.evaluation.runner import evaluate, render_table, run_manifest
     from multihop.evaluation.sharding import parse_shard, shard_manifest, shard_of
@@ -101,6 +104,7 @@ def eval_cmd(
 
             log_outcome(manifest, summary, out)
     console.print(f"rows: {out / 'results.jsonl'}  traces: {out / 'traces'}")
+    exit_on_errors({summary.get("program", str(out)): summary}, allow_errors)
 
 
 def worker_program(lm: LMOptions, spec: ProgramOptions, data_file: Path, load: Path | None) -> tuple:
@@ -156,12 +160,15 @@ def compare_cmd(
                                      "metrics (repeatable)"),
     reference: str = typer.Option(None, help="the program every other is tested against on the same questions (the "
                                   "paired tests; default: the first row of each dataset's table)"),
+    allow_errors: bool = typer.Option(False, help="exit 0 even when questions ended in an error (their count and "
+                                      "the first error are still printed)"),
 ):
     """Compare programs on the same dev sets, retriever, LM and budget (--k, --max-iterations and --max-tokens, the
     cap of every LM call; --budget paper: each program's own paper's settings instead of --k and --max-iterations;
     program names as the papers write them work too, e.g. Iter-RetGen): prints the budget and the tables, and writes
     comparison.md/.json, the charts and report.html (every question's answers and stage traces) into --out. A rerun
-    resumes."""
+    resumes. Exits 3 when questions of some run ended in an error and 4 when every question did (--allow-errors:
+    0)."""
     from multihop.experiments.budget import Budget
     from multihop.experiments.comparison import compare
 
@@ -182,6 +189,7 @@ def compare_cmd(
 
             settings = {key: comparison[key] for key in ("budget", "lm", "judge", "retriever", "programs")}
             log_outcome(settings, {f"{row['dataset']}.{row['program']}": row for row in comparison["rows"]}, out)
+    exit_on_errors(run_summaries(out), allow_errors)
 
 
 @configurable()
@@ -222,11 +230,14 @@ def reproduce_cmd(
                                     "the paper's scale wants a GPU)"),
     first_stage: str = typer.Option(None, help="dense or bm25 for every row that does not name its own first stage "
                                     "(default: each table's)"),
+    allow_errors: bool = typer.Option(False, help="exit 0 even when questions ended in an error (their count and "
+                                      "the first error are still printed)"),
 ):
     """Run a paper's results tables again: every declared row a program here runs, with the settings the paper gave
     it, on the dev sets the table reports; prints and writes each table as the paper prints it, ours beside the
     paper's number in every cell (and the difference). Rows that need what cannot run here show the paper's number
-    alone, with the reason. A rerun resumes."""
+    alone, with the reason. A rerun resumes. Exits 3 when questions of some row ended in an error and 4 when every
+    question did (--allow-errors: 0)."""
     from multihop.experiments.reproduce import describe_tables, paper_of, reproduce, select_tables
     from multihop.programs import PROGRAMS
 
@@ -259,6 +270,67 @@ def reproduce_cmd(
               lm_for=key_values(lm_for, "--lm-for", "PAPER_LM=SPEC"),
               artifacts=key_values(artifact, "--artifact", "NAME[@DATASET]=DIR"), build=build, build_limit=build_limit,
               first_stage=first_stage)
+    exit_on_errors(reproduced_summaries(out), allow_errors)
+
+
+def reproduced_summaries(out: Path) -> dict[str, dict]:
+    """The summaries of the rows that ran in the tables ``out/reproduce.json`` lists, by run."""
+    index = out / "reproduce.json"
+    tables = json.loads(index.read_text(encoding="utf-8"))["tables"] if index.is_file() else []
+    summaries: dict[str, dict] = {}
+    for table in tables:
+        summaries.update(run_summaries(out / Path(table["report"]).parent))
+    return summaries
+
+
+def run_summaries(folder: Path) -> dict[str, dict]:
+    """The summaries of the runs a comparison in ``folder`` lists (its ``comparison.json``), by run folder; a run
+    without a summary is left out."""
+    from multihop.evaluation.runner import SUMMARY
+    from multihop.experiments.tables import TABLE_JSON
+
+    table = Path(folder) / TABLE_JSON
+    if not table.is_file():
+        return {}
+    summaries = {}
+    for run in json.loads(table.read_text(encoding="utf-8")).get("runs", []):
+        path = (Path(folder) / run["folder"]).resolve()
+        if (path / SUMMARY).is_file():
+            summaries[f"{run['dataset']}/{run['program']}"] = json.loads((path / SUMMARY).read_text(encoding="utf-8"))
+    return summaries
+
+
+def exit_on_errors(summaries: dict[str, dict], allow_errors: bool = False) -> None:
+    """End a command whose runs (their summaries, by name) finished with errored questions: one line on stderr
+    counting the errors by type with the first one's message, and exit code :data:`~multihop.cli.errors.ERRORED`
+    (some questions) or :data:`~multihop.cli.errors.ALL_ERRORED` (every question); with ``allow_errors`` the line is
+    a warning and the command exits 0. Runs without errors: nothing."""
+    import sys
+
+    from multihop.cli.errors import ALL_ERRORED, ERRORED
+
+    errored = {name: summary for name, summary in summaries.items() if summary.get("errors")}
+    if not errored:
+        return
+    questions = sum(summary.get("questions", 0) for summary in summaries.values())
+    errors = sum(summary["errors"] for summary in errored.values())
+    kinds: Counter = Counter()
+    for summary in errored.values():
+        kinds.update(summary.get("error_types") or {})
+    name, summary = next(iter(errored.items()))
+    first = " ".join(str(summary.get("first_error") or "").split())
+    first = first if len(first) <= MAX_ERROR_CHARS else first[:MAX_ERROR_CHARS - 1] + "…"
+    where = f"{name} " if len(summaries) > 1 else ""
+    text = (f"{errors} of {questions} questions ended in an error ("
+            + ", ".join(f"{kind}: {count}" for kind, count in kinds.most_common()) + f"); the first: {where}{first}")
+    if allow_errors:
+        print(f"warning: {text}", file=sys.stderr)
+        return
+    print(f"error: {text} (--allow-errors exits 0)", file=sys.stderr)
+    raise typer.Exit(ALL_ERRORED if errors == questions else ERRORED)
+
+
+MAX_ERROR_CHARS = 300  # of the first error's message on the errors' line
 
 
 def import_metrics(specs: list[str] | None) -> dict:

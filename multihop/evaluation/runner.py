@@ -22,6 +22,7 @@ import logging
 import re
 import time
 import traceback
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import ExitStack
@@ -154,10 +155,16 @@ def summarize(rows: Sequence[dict], count_display: dict[str, str] | None = None,
     (its events too) per question (each question's value: :func:`multihop.evaluation.intervals.question_values`).
     ``intervals`` holds the 95% bootstrap interval ``[low, high]`` of each of these means (None where fewer than two
     questions have a value; :func:`multihop.evaluation.intervals.bootstrap_interval`). The program's
-    ``count_display`` (how tables show its counts) is kept as the summary's."""
+    ``count_display`` (how tables show its counts) is kept as the summary's. A run with errored questions also
+    counts them by exception type (``error_types``, the most frequent first) and keeps the first one's
+    ``"<id>: <Type>: <message>"`` (``first_error``)."""
     n = len(rows)
-    summary: dict = {"questions": n, "errors": sum(1 for r in rows if r.get("error")),
-                     "count_display": dict(count_display or {})}
+    errored = [r for r in rows if r.get("error")]
+    summary: dict = {"questions": n, "errors": len(errored), "count_display": dict(count_display or {})}
+    if errored:
+        kinds = Counter(r["error"].partition(":")[0] for r in errored)
+        summary["error_types"] = dict(kinds.most_common())
+        summary["first_error"] = f"{errored[0]['id']}: {errored[0]['error']}"
     if metric_names:
         summary["metrics"] = list(metric_names)
     if not n:

@@ -121,3 +121,25 @@ def test_retry_after_is_read_as_seconds_or_a_date_and_capped():
     assert 25 < retry_after_seconds(soon) <= 30
     assert retry_after_seconds("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0  # a date gone: at once
     assert retry_after_seconds(None) is None and retry_after_seconds("-1") is None  # DSPy's backoff then
+
+
+def test_an_eval_whose_every_question_failed_at_the_endpoint_exits_4_with_the_first_error(endpoint, tmp_path, capsys):
+    from multihop.cli import app
+    from multihop.cli.errors import ALL_ERRORED, run
+
+    questions = tmp_path / "questions.jsonl"
+    questions.write_text("".join(json.dumps({"id": f"q{i}", "question": f"Capital {i}?", "answers": ["Paris"]}) + "\n"
+                                 for i in range(2)))
+    lm = ["--lm", "openai/stub", "--api-base", f"http://127.0.0.1:{endpoint.server_port}/v1", "--api-key", "k"]
+    endpoint.mode = "500"
+    eval_ = ["eval", "--program", "NoRetrieval", "--data", str(questions), *lm]
+    assert run(app, [*eval_, "--out", str(tmp_path / "down")]) == ALL_ERRORED == 4
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("error: 2 of 2 questions ended in an error (LMServerError: 2); the first: q0: "
+                          "LMServerError: ")
+    assert "answered 500" in err and err.endswith("(--allow-errors exits 0)")
+    assert run(app, [*eval_, "--out", str(tmp_path / "allowed"), "--allow-errors"]) == 0
+    assert capsys.readouterr().err.strip().splitlines()[-1].startswith("warning: 2 of 2 questions ended in an error")
+    endpoint.mode = "ok"
+    assert run(app, [*eval_, "--out", str(tmp_path / "down")]) == 0  # the rerun retries them, and all answer
+    assert "error" not in capsys.readouterr().err
