@@ -3,8 +3,8 @@ questions, both by scipy and seeded, so the same rows always give the same numbe
 
 Each question's value of a metric follows the rules of the evaluation summary's means (its means are computed from
 :func:`metric_values`), so an interval is an interval around the very mean printed: EM, F1, Acc and Cover-EM count every
-question, an errored one as 0; recall and LLM Eval only the questions that have them; a user's metric every question,
-an errored one as 0, but not one whose metric raised; a count every question, 0 where it is absent.
+question, an errored one as 0; recall, nDCG, MRR and LLM Eval only the questions that have them; a user's metric every
+question, an errored one as 0, but not one whose metric raised; a count every question, 0 where it is absent.
 
 Intervals are percentile bootstrap intervals (``scipy.stats.bootstrap(method="percentile")``). BCa corrects for skew
 but is undefined where every value is equal (all questions right, or all wrong: common on a few questions) and returns
@@ -25,7 +25,7 @@ RESAMPLES = 1000  # bootstrap resamples of an interval
 PERMUTATIONS = 9999  # sign flips of a paired test; the test is exact where 2**n is no more
 BATCH = 1000  # resamples evaluated at once: bounds the memory on thousands of questions
 ANSWER_METRICS = ("em", "f1", "acc", "cover_em")  # every question; an errored one scores 0
-GRADED_METRICS = ("recall@2", "recall@5", "recall@k", "llm_eval")  # only the questions that have one
+GRADED_METRICS = ("recall@2", "recall@5", "recall@k", "ndcg@10", "mrr", "llm_eval")  # the questions that have one
 DEFAULT_COUNTS = ("llm_calls", "retrieval_calls", "tokens", "stage_errors")  # counted even where no row has them
 
 

@@ -9,6 +9,10 @@
   Evaluation records recall@2 and recall@5 (the papers' cut-offs) and ``recall@k``: the recall over every passage
   the program read on the question (k is the program's own count there, so programs that read different numbers of
   passages are each measured on what they read; compare it with their retrieval counts).
+- ``ndcg_at_k`` and ``reciprocal_rank``: the ranking measures of IR toolkits, with binary relevance (a gold passage
+  id is relevant, any other is not), as ``ranx`` computes ``ndcg@k`` and ``mrr`` for one query (the tests check them
+  against ``ranx.evaluate``). Evaluation records ``ndcg@10`` and ``mrr`` over the passages in the order the program
+  read them; :mod:`multihop.evaluation.results` writes them as a TREC run file for ``ranx`` or ``trec_eval``.
 - ``LLMJudge``: ComposeRAG's "LLM Eval" (§5.1, App. D's evaluation prompt as the ``LLMEvaluation`` signature) over any
   LM: true when the answer aligns in meaning with a gold answer and keeps its key details. DualRAG's Acc judge asks
   the same question of a judge LM, so one judge serves both.
@@ -17,6 +21,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import re
 import string
 from collections import Counter
@@ -95,6 +100,33 @@ def recall_at_k(ids: Sequence[str], gold_ids: Sequence[str], k: int) -> float | 
     return len(gold & set(list(ids)[:k])) / len(gold)
 
 
+def _ranked_once(ids: Sequence[str]) -> list[str]:
+    """``ids`` with each id at its first rank only (a run file, as ``ranx`` keys it, holds a document once)."""
+    return list(dict.fromkeys(ids))
+
+
+def ndcg_at_k(ids: Sequence[str], gold_ids: Sequence[str], k: int) -> float | None:
+    """nDCG@k with binary relevance: the DCG of the first ``k`` of ``ids`` (a gold id at rank r adds 1 / log2(r + 1))
+    over the DCG of a ranking with every gold id first (min(k, gold) of them); an id repeated counts at its first rank
+    only. None when the question has no gold passages."""
+    gold = set(gold_ids)
+    if not gold:
+        return None
+    dcg = sum(1 / math.log2(rank + 1) for rank, pid in enumerate(_ranked_once(ids)[:k], 1) if pid in gold)
+    ideal = sum(1 / math.log2(rank + 1) for rank in range(1, min(k, len(gold)) + 1))
+    return dcg / ideal
+
+
+def reciprocal_rank(ids: Sequence[str], gold_ids: Sequence[str], k: int | None = None) -> float | None:
+    """1 / the rank of the first gold id among ``ids`` (its first ``k`` when given; a repeated id counts at its first
+    rank), 0 when none is there; None when the question has no gold passages. Its mean over questions is the MRR."""
+    gold = set(gold_ids)
+    if not gold:
+        return None
+    ranked = _ranked_once(ids)
+    return next((1 / rank for rank, pid in enumerate(ranked[:k] if k else ranked, 1) if pid in gold), 0.0)
+
+
 ANSWER_METRICS: dict[str, Callable[[str, Sequence[str]], float]] = {
     "em": exact_match,
     "f1": f1,
@@ -149,10 +181,10 @@ class LLMJudge:
 
 def dspy_metric(name: str, judge_lm: dspy.BaseLM | None = None) -> Callable:
     """A DSPy metric ``(example, prediction, trace=None) -> float`` by name: em, f1, acc, cover_em, recall@K (a number),
-    recall@k (over every passage the prediction read), or llm_eval (which needs ``judge_lm``).
+    recall@k (over every passage the prediction read), ndcg@K, mrr, or llm_eval (which needs ``judge_lm``).
 
-    Answer metrics compare ``prediction.answer`` with ``example.answers``; ``recall@k`` compares the prediction's
-    passage ids (``prediction.passage_ids`` or ``prediction.ids``) with ``example.gold_passage_ids``.
+    Answer metrics compare ``prediction.answer`` with ``example.answers``; the retrieval metrics compare the
+    prediction's passage ids (``prediction.passage_ids`` or ``prediction.ids``) with ``example.gold_passage_ids``.
     """
     if name == "llm_eval":
         if judge_lm is None:
@@ -175,8 +207,17 @@ def dspy_metric(name: str, judge_lm: dspy.BaseLM | None = None) -> Callable:
             ids = prediction.get("passage_ids") or prediction.get("ids") or []
             return recall_at_k(ids, example.gold_passage_ids, len(ids) if k is None else k) or 0.0
 
+    elif match := re.fullmatch(r"ndcg@(\d+)|mrr", name):
+        cutoff = int(match.group(1)) if match.group(1) else None
+
+        def metric(example, prediction, trace=None):
+            ids = prediction.get("passage_ids") or prediction.get("ids") or []
+            if cutoff is None:
+                return reciprocal_rank(ids, example.gold_passage_ids) or 0.0
+            return ndcg_at_k(ids, example.gold_passage_ids, cutoff) or 0.0
+
     else:
-        raise ValueError(f"unknown metric {name!r}; use one of {', '.join(ANSWER_METRICS)}, llm_eval, recall@K or "
-                         "recall@k")
+        raise ValueError(f"unknown metric {name!r}; use one of {', '.join(ANSWER_METRICS)}, llm_eval, recall@K, "
+                         "recall@k, ndcg@K or mrr")
     metric.__name__ = name
     return metric

@@ -53,7 +53,7 @@ from multihop.evaluation.intervals import (
     metric_interval,
     metric_values,
 )
-from multihop.evaluation.metrics import LLMJudge, answer_scores, recall_at_k
+from multihop.evaluation.metrics import LLMJudge, answer_scores, ndcg_at_k, recall_at_k, reciprocal_rank
 from multihop.lm.engines.local_engine import LogprobsUnavailable
 from multihop.lm.engines.served import StructuredOutputRefused
 from multihop.runtime.tracing import TracedModule, in_worker, jsonable, record_trace
@@ -64,12 +64,14 @@ MAX_ENDPOINT_FAILURES = 10  # questions in a row whose LM endpoint failed: the r
 ENDPOINT_ERRORS = (LMTransportError, LMTimeoutError, LMServerError, LMRateLimitError, LMAuthError, LMBillingError)
 SUMMARY = "summary.json"
 METRIC_COLUMNS = [("em", "EM"), ("f1", "F1"), ("acc", "Acc"), ("cover_em", "Cover-EM"), ("llm_eval", "LLM Eval"),
-                  ("recall@2", "R@2"), ("recall@5", "R@5"), ("recall@k", "R@k")]
+                  ("recall@2", "R@2"), ("recall@5", "R@5"), ("recall@k", "R@k"), ("ndcg@10", "nDCG@10"),
+                  ("mrr", "MRR")]
 COST_COLUMNS = [("llm_calls", "LLM calls/q"), ("retrieval_calls", "retrievals/q"), ("tokens", "tokens/q"),
                 ("cached_prompt_tokens", "prefill saved/q"), ("seconds", "s/q")]
 RATES = {"em", "f1", "acc", "cover_em", "llm_eval"}  # and every recall@k: shares of questions, shown in percent
+RANKING = {"ndcg@10", "mrr"}  # scores in [0, 1], shown ×100 as recall is
 OPTIONAL = {"llm_eval"}  # shown only when some summary has it
-BUILT_IN = {"em", "f1", "acc", "cover_em", "llm_eval", "recall@2", "recall@5", "recall@k"}
+BUILT_IN = {"em", "f1", "acc", "cover_em", "llm_eval", "recall@2", "recall@5", "recall@k", "ndcg@10", "mrr"}
 
 
 def metric_functions(metric: Callable | Mapping[str, Callable] | None) -> dict[str, Callable]:
@@ -105,7 +107,9 @@ def run_question(program: dspy.Module, example: dspy.Example, judge: LLMJudge | 
     reads (:class:`~multihop.lm.engines.local_engine.LogprobsUnavailable`) —, which stops the run. A module
     that traces its own calls (:class:`~multihop.runtime.tracing.TracedModule`, every multihop program) gives its
     stage records and counts with its prediction; any other ``dspy.Module`` is traced here, so it gets them too.
-    ``recall@k`` is the recall over every passage the program read (k: its own count on that question). Each of
+    ``recall@k`` is the recall over every passage the program read (k: its own count on that question); ``ndcg@10``
+    and ``mrr`` rank those passages in the order it read them (:func:`~multihop.evaluation.metrics.ndcg_at_k`,
+    :func:`~multihop.evaluation.metrics.reciprocal_rank`). Each of
     ``metrics`` (a user's DSPy metrics, by name) scores the prediction as ``fn(example, prediction)``; one that raises
     records None and its error under ``metric_errors``, and the run goes on."""
     start = time.perf_counter()
@@ -128,6 +132,8 @@ def run_question(program: dspy.Module, example: dspy.Example, judge: LLMJudge | 
         retrieved = bool(ids or counts.get("retrieval_calls"))  # a program that never retrieves has no recall
         row["metrics"].update({f"recall@{k}": recall_at_k(ids, gold, k) if retrieved else None for k in (2, 5)})
         row["metrics"]["recall@k"] = recall_at_k(ids, gold, len(ids)) if retrieved else None
+        row["metrics"]["ndcg@10"] = ndcg_at_k(ids, gold, 10) if retrieved else None
+        row["metrics"]["mrr"] = reciprocal_rank(ids, gold) if retrieved else None
         if judge is not None:
             row["metrics"]["llm_eval"] = judge(example.question, row["prediction"], example.answers)
         for name, fn in (metrics or {}).items():
@@ -151,8 +157,9 @@ def summarize(rows: Sequence[dict], count_display: dict[str, str] | None = None,
               metric_names: Sequence[str] = ()) -> dict:
     """Averages over questions: errored questions score 0 on answer metrics and on each user metric of
     ``metric_names`` (listed as the summary's ``metrics``; a question whose metric raised is left out of its mean);
-    recall only over questions with gold, LLM Eval only over judged questions; every numeric count a program reports
-    (its events too) per question (each question's value: :func:`multihop.evaluation.intervals.question_values`).
+    recall, nDCG@10 and MRR only over questions with gold, LLM Eval only over judged questions; every numeric count
+    a program reports (its events too) per question (each question's value:
+    :func:`multihop.evaluation.intervals.question_values`).
     ``intervals`` holds the 95% bootstrap interval ``[low, high]`` of each of these means (None where fewer than two
     questions have a value; :func:`multihop.evaluation.intervals.bootstrap_interval`). The program's
     ``count_display`` (how tables show its counts) is kept as the summary's. A run with errored questions also
@@ -200,12 +207,12 @@ def default_columns(summaries: Sequence[dict]) -> list[tuple[str, str]]:
 
 def render_table(summaries: dict[str, dict], title: str = "multihop evaluation",
                  columns: Sequence[tuple[str, str]] | None = None, label: str = "program") -> Table:
-    """One row per summary; metric rates and the counts a program declares a rate in percent; an optional column
-    only when some summary has it. ``columns`` (key, header) default to :func:`default_columns`."""
+    """One row per summary; metric rates, recall, nDCG and MRR and the counts a program declares a rate in percent;
+    an optional column only when some summary has it. ``columns`` (key, header) default to :func:`default_columns`."""
     rates = RATES | declared_rates(summaries.values())
     users = set(user_metrics(list(summaries.values())))
     columns = default_columns(list(summaries.values())) if columns is None else columns
-    table = Table(title=title)
+    table = Table(title=title, padding=0)  # the rules keep the cells apart: a 150-column log keeps every header
     table.add_column(label)
     table.add_column("n", justify="right")
     columns = [(key, header) for key, header in columns
@@ -220,7 +227,7 @@ def render_table(summaries: dict[str, dict], title: str = "multihop evaluation",
                 cells.append("–")
             elif key in users:
                 cells.append(f"{value:.3f}")
-            elif key in rates or key.startswith("recall@"):
+            elif key in rates or key in RANKING or key.startswith("recall@"):
                 cells.append(f"{100 * value:.1f}")
             else:
                 cells.append(f"{value:.1f}" if key != "seconds" else f"{value:.2f}")

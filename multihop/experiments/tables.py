@@ -25,12 +25,14 @@ from multihop.programs.papers import PaperResult
 TABLE_JSON = "comparison.json"
 TABLE_MARKDOWN = "comparison.md"
 COLUMNS = [("em", "EM"), ("f1", "F1"), ("acc", "Acc"), ("cover_em", "Cover-EM"), ("llm_eval", "LLM Eval"),
-           ("recall@2", "R@2"), ("recall@5", "R@5"), ("recall@k", "R@k"), ("llm_calls", "LLM calls/q"),
+           ("recall@2", "R@2"), ("recall@5", "R@5"), ("recall@k", "R@k"), ("ndcg@10", "nDCG@10"), ("mrr", "MRR"),
+           ("llm_calls", "LLM calls/q"),
            ("retrieval_calls", "retrieval steps/q"), ("prompt_tokens", "input tokens/q"),
            ("completion_tokens", "output tokens/q"), ("seconds", "s/q"), ("errors", "errors/q"),
            ("fallbacks", "fallbacks/q")]
-PERCENT = {"em", "f1", "acc", "cover_em", "llm_eval", "recall@2", "recall@5", "recall@k"}  # shares, in percent
-OPTIONAL = {"llm_eval", "recall@k"}  # a column only when some row (ours or theirs) has it
+PERCENT = {"em", "f1", "acc", "cover_em", "llm_eval", "recall@2", "recall@5", "recall@k",  # shares, in percent
+           "ndcg@10", "mrr"}  # and the ranking scores in [0, 1], ×100 as recall is
+OPTIONAL = {"llm_eval", "recall@k", "ndcg@10", "mrr"}  # a column only when some row (ours or theirs) has it
 KNOWN = {key for key, _ in COLUMNS}  # any other column is a user metric
 GROUPS = {"method": "methods", "baseline": "baselines", "custom": "other programs"}  # the tables' groups, in order
 FEW_QUESTIONS = 50  # a dataset of fewer questions says its intervals are wide

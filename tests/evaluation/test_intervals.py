@@ -99,8 +99,9 @@ def test_the_summarys_means_are_the_means_of_the_values_its_intervals_resample()
         assert intervals[key][0] <= summary[key] <= intervals[key][1]
     assert intervals["llm_eval"] is None and intervals["recall@5"] is None  # one value, none
     assert intervals["cover_em"] == [0.0, 0.0]
-    assert set(intervals) == {"mine", "em", "f1", "acc", "cover_em", "recall@2", "recall@5", "recall@k", "llm_eval",
-                              "llm_calls", "retrieval_calls", "tokens", "stage_errors", "fallbacks", "seconds"}
+    assert set(intervals) == {"mine", "em", "f1", "acc", "cover_em", "recall@2", "recall@5", "recall@k", "ndcg@10",
+                              "mrr", "llm_eval", "llm_calls", "retrieval_calls", "tokens", "stage_errors",
+                              "fallbacks", "seconds"}
     assert "intervals" not in summarize([])
 
 

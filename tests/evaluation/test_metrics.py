@@ -1,6 +1,19 @@
+import math
+import random
+
 import pytest
 
-from multihop.evaluation.metrics import accuracy, cover_em, dspy_metric, exact_match, f1, normalize_answer, recall_at_k
+from multihop.evaluation.metrics import (
+    accuracy,
+    cover_em,
+    dspy_metric,
+    exact_match,
+    f1,
+    ndcg_at_k,
+    normalize_answer,
+    recall_at_k,
+    reciprocal_rank,
+)
 
 
 def test_normalize_answer_follows_squad():
@@ -48,5 +61,43 @@ def test_dspy_metric_wrappers():
     prediction = dspy.Prediction(answer="paris", passage_ids=["p2", "x", "p1"])
     assert dspy_metric("em")(example, prediction) == 1.0
     assert dspy_metric("recall@2")(example, prediction) == 0.5
+    assert dspy_metric("mrr")(example, prediction) == 1.0
+    assert dspy_metric("ndcg@2")(example, prediction) == pytest.approx(1 / (1 + 1 / math.log2(3)))
     with pytest.raises(ValueError, match="unknown metric"):
         dspy_metric("bleu")
+
+
+def test_ndcg_hand_computed():
+    # gold at ranks 2 and 3: DCG = 1/log2(3) + 1/log2(4); ideal (both first) = 1 + 1/log2(3)
+    assert ndcg_at_k(["a", "g1", "g2"], ["g1", "g2"], 10) == pytest.approx(
+        (1 / math.log2(3) + 1 / 2) / (1 + 1 / math.log2(3)))
+    assert ndcg_at_k(["g1", "a"], ["g1", "g2", "g3"], 2) == pytest.approx(1 / (1 + 1 / math.log2(3)))
+    assert ndcg_at_k(["a", "b", "g1"], ["g1"], 2) == 0.0  # beyond the cut-off
+    assert ndcg_at_k(["g1", "g1", "g2"], ["g1", "g2"], 10) == 1.0  # a repeat counts at its first rank
+    assert ndcg_at_k(["a"], [], 10) is None
+
+
+def test_reciprocal_rank_hand_computed():
+    assert reciprocal_rank(["a", "b", "g"], ["g", "h"]) == pytest.approx(1 / 3)
+    assert reciprocal_rank(["a", "a", "g"], ["g"]) == 0.5  # ranks count each id once
+    assert reciprocal_rank(["a", "b", "g"], ["g"], k=2) == 0.0
+    assert reciprocal_rank([], ["g"]) == 0.0
+    assert reciprocal_rank(["g"], []) is None
+
+
+def test_ranking_measures_equal_ranx():
+    ranx = pytest.importorskip("ranx")
+    rng = random.Random(0)
+    runs, gold = {}, {}
+    for q in range(40):
+        pool = [f"d{i}" for i in range(30)]
+        gold[f"q{q}"] = rng.sample(pool, rng.randint(1, 4))
+        runs[f"q{q}"] = rng.sample(pool, rng.randint(1, 15))
+    runs["q0"] = [gold["q0"][0]]  # a perfect single hit
+    qrels = ranx.Qrels({qid: dict.fromkeys(ids, 1) for qid, ids in gold.items()})
+    run = ranx.Run({qid: {pid: float(len(ids) - rank) for rank, pid in enumerate(ids)} for qid, ids in runs.items()})
+    ranx.evaluate(qrels, run, ["ndcg@10", "mrr", "recall@5"])  # keeps each query's score in run.scores
+    for qid in runs:
+        assert ndcg_at_k(runs[qid], gold[qid], 10) == pytest.approx(run.scores["ndcg@10"][qid])
+        assert reciprocal_rank(runs[qid], gold[qid]) == pytest.approx(run.scores["mrr"][qid])
+        assert recall_at_k(runs[qid], gold[qid], 5) == pytest.approx(run.scores["recall@5"][qid])

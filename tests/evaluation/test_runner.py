@@ -1,6 +1,7 @@
 import asyncio
 import inspect
 import json
+import math
 import re
 
 import dspy
@@ -21,6 +22,15 @@ def test_scores_counts_and_files(tmp_path):
     assert set(rows) == {"q0", "q1", "q2", "q3"}
     assert json.loads((tmp_path / "summary.json").read_text())["em"] == 0.5
     assert (tmp_path / "traces" / "q0.json").exists()
+
+
+def test_ranking_measures_are_recorded_per_question_and_shown_beside_recall(tmp_path):
+    summary = evaluate(Echo(), echo_examples(2), tmp_path, progress=False)  # reads g1 then n1; gold g1, g2
+    row = read_rows(tmp_path / "results.jsonl")["q0"]
+    assert row["metrics"]["ndcg@10"] == pytest.approx(1 / (1 + 1 / math.log2(3))) and row["metrics"]["mrr"] == 1.0
+    assert summary["ndcg@10"] == pytest.approx(0.6131, abs=1e-4) and summary["intervals"]["mrr"] == [1.0, 1.0]
+    [cells] = table_cells({"echo": summary})
+    assert (cells["R@2"], cells["nDCG@10"], cells["MRR"]) == ("50.0", "61.3", "100.0")
 
 
 def test_aevaluate_takes_evaluates_parameters_with_in_flight_for_threads():

@@ -97,8 +97,9 @@ def test_three_programs_on_three_questions_write_the_table_the_charts_and_the_re
 
     markdown = (out / "comparison.md").read_text()
     table = [line for line in markdown.split("## Paired tests")[0].splitlines() if line.startswith("| ")]
-    assert table[0].startswith("| program | n | EM | F1 | Acc | Cover-EM | R@2 | R@5 | R@k | LLM calls/q | "
-                               "retrieval steps/q | input tokens/q | output tokens/q | s/q | errors/q | fallbacks/q |")
+    assert table[0].startswith("| program | n | EM | F1 | Acc | Cover-EM | R@2 | R@5 | R@k | nDCG@10 | MRR | "
+                               "LLM calls/q | retrieval steps/q | input tokens/q | output tokens/q | s/q | errors/q | "
+                               "fallbacks/q |")
     # the methods first, then the baselines, each group under its name; then the papers' numbers
     assert [line.split(" | ")[0].rstrip(" |") for line in table[1:]] == [
         "| **methods**", "| HANRAG", "| **baselines**", "| NoRetrieval", "| SingleStepRAG",
@@ -259,7 +260,7 @@ def test_each_program_is_tested_against_the_reference_on_the_same_questions(musi
     out = tmp_path / "cmp"
     paired = compare(out)["paired"]["musique"]
     assert paired["reference"] == "HANRAG"  # the table's first row: the method
-    assert paired["metrics"] == ["em", "f1", "acc", "cover_em", "recall@2", "recall@5", "recall@k"]
+    assert paired["metrics"] == ["em", "f1", "acc", "cover_em", "recall@2", "recall@5", "recall@k", "ndcg@10", "mrr"]
     closed_book = paired["programs"]["NoRetrieval"]
     # wrong where HANRAG is right on all 3 questions: 2 of the 2**3 sign flips are as far from 0
     assert closed_book["em"] == {"difference": -1.0, "interval": [-1.0, -1.0], "p_value": 0.25, "n": 3}
