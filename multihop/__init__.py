@@ -28,6 +28,7 @@ _EXPORTS = {
     "evaluate": "multihop.evaluation.runner",
     "aevaluate": "multihop.evaluation.runner",
     "evaluate_all": "multihop.evaluation.runner",
+    "results": "multihop.evaluation.results",
     "compare": "multihop.experiments.comparison",
     "Budget": "multihop.experiments.budget",
     "LLMJudge": "multihop.evaluation.metrics",

@@ -42,6 +42,9 @@ def eval_cmd(
                               "split over machines; `multihop merge` joins the n folders"),
     ray: str = typer.Option(None, help="answer the questions on Ray actors (`--threads` of them): auto (RAY_ADDRESS's "
                             "cluster, else a local one) or a cluster address; needs pip install 'multihop[ray]'"),
+    trec_run: Path = typer.Option(None, "--trec-run", help="write the run's retrievals to this file as a TREC run "
+                                  "(qid Q0 docid rank score tag: the passages each question read, in order), and the "
+                                  "questions' gold passages beside it as TREC qrels (.qrels), for ranx or trec_eval"),
     metric: list[str] = typer.Option(None, "--metric", help="module:function, a DSPy metric fn(example, prediction, "
                                      "trace=None) importable from the current folder, recorded beside the built-in "
                                      "metrics (repeatable)"),
@@ -104,6 +107,11 @@ def eval_cmd(
 
             log_outcome(manifest, summary, out)
     console.print(f"rows: {out / 'results.jsonl'}  traces: {out / 'traces'}")
+    if trec_run:
+        from multihop.evaluation.results import write_trec_files
+
+        run_file, qrels = write_trec_files(out, examples, trec_run, tag=type(instance).__name__)
+        console.print(f"TREC run: {run_file}  qrels: {qrels}")
     exit_on_errors({summary.get("program", str(out)): summary}, allow_errors)
 
 

@@ -289,3 +289,24 @@ def test_the_command_line_and_every_program_import_without_torch():
     code = "import sys, multihop.cli.app, multihop.programs; print('torch' in sys.modules)"
     completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert completed.stdout.strip() == "False"  # loaded by the first encoder or reranker score, not by a command
+
+
+def test_eval_writes_a_trec_run_and_qrels_that_ranx_reads(built_lms, tmp_path):
+    ranx = pytest.importorskip("ranx")
+    data = tmp_path / "questions.jsonl"
+    paragraphs = [{"title": "France", "text": "Paris is the capital of France.", "is_supporting": True},
+                  {"title": "Italy", "text": "Rome is the capital of Italy."}]
+    data.write_text(json.dumps({"id": "q1", "question": "Capital of France?", "answers": ["Paris"],
+                                "paragraphs": paragraphs}) + "\n")
+    assert runner.invoke(app, ["index", "build", str(data), "--out", str(tmp_path / "bm25"),
+                               "--first-stage", "bm25"]).exit_code == 0
+    result = runner.invoke(app, ["eval", "--program", "SingleStepRAG", "--data", str(data), "--retriever",
+                                 str(tmp_path / "bm25"), "--k", "2", "--out", str(tmp_path / "run"), "--lm",
+                                 "openai/x", "--trec-run", str(tmp_path / "run.trec")], terminal_width=300)
+    assert result.exit_code == 0, result.output
+    assert "nDCG@10" in result.output and "MRR" in result.output and f"{tmp_path / 'run.qrels'}" in result.output
+    run, qrels = (ranx.Run.from_file(str(tmp_path / name), kind="trec") if name.endswith("trec")
+                  else ranx.Qrels.from_file(str(tmp_path / name), kind="trec") for name in ("run.trec", "run.qrels"))
+    assert run.name == "SingleStepRAG" and len(run.to_dict()["q1"]) == 2 and len(qrels.to_dict()["q1"]) == 1
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert ranx.evaluate(qrels, run, "ndcg@10") == pytest.approx(summary["ndcg@10"])
