@@ -1,7 +1,9 @@
-"""The throughput benchmark's pure helpers against hand-computed values: a question's sequential LM rounds from its
-trace, and the ideal wall time of questions run through a fixed number of slots."""
+"""The benchmarks' helpers against hand-computed values: the throughput benchmark's sequential LM rounds of a
+question's trace and ideal wall time of questions run through a fixed number of slots, and the retrieval benchmark's
+ranking measures (by ranx) of a retriever's top passages."""
 
 import importlib.util
+import math
 from pathlib import Path
 
 import pytest
@@ -35,3 +37,29 @@ def test_lm_rounds_count_calls_that_do_not_overlap_and_each_retry():
         {"kind": "lm", "start_s": 0.8, "latency_s": 0.6, "lm_requests": 2},  # retried: two rounds
     ]
     assert throughput.lm_rounds(trace) == 4
+
+
+def benchmark(name: str):
+    spec = importlib.util.spec_from_file_location(f"{name}_benchmark",
+                                                  Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_retrieval_benchmark_scores_each_retrievers_top_passages_with_ranx():
+    pytest.importorskip("ranx")
+    from multihop.data.corpus import Passage
+
+    from helpers import StaticRetriever, example
+
+    retrieval = benchmark("retrieval")
+    passages = [Passage.make(title, f"{title} text.") for title in ("A", "B", "C")]
+    a, b, c = (passage.id for passage in passages)
+    questions = [example(0, gold_passage_ids=[b]), example(1, gold_passage_ids=[a, c]), example(2)]  # q2: no gold
+    row = retrieval.recall_row("static", StaticRetriever(passages), questions)  # A, B, C for every question
+    # q0: B at rank 2 (R@2 1, nDCG 1/log2 3, RR 1/2); q1: A at 1, C at 3 (R@2 1/2, nDCG 1.5 / (1 + 1/log2 3), RR 1)
+    ndcg = (1 / math.log2(3) + 1.5 / (1 + 1 / math.log2(3))) / 2
+    assert row[:5] == ["static", "75.0", "100.0", f"{100 * ndcg:.1f}", "75.0"]
+    scores = retrieval.ranking_scores({"q0": [b], "q1": []}, questions)  # q1 found nothing: 0
+    assert scores == {"recall@2": 0.5, "recall@5": 0.5, "ndcg@10": 0.5, "mrr": 0.5}

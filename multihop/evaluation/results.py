@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -204,14 +204,17 @@ def _written(path: str | Path, lines: Sequence[str]) -> Path:
     return path
 
 
-def ranx_run(run_dir: str | Path, name: str | None = None):
-    """The run folder's retrievals as a ``ranx.Run`` (scored as :func:`write_trec_run` scores them), named ``name``
-    (default: the run's program)."""
+def ranx_run(source: str | Path | Mapping[str, Sequence[str]], name: str | None = None):
+    """A run folder's retrievals (:func:`ranking`), or rankings given as question id → passage ids in order, as a
+    ``ranx.Run`` scored as :func:`write_trec_run` scores them, named ``name`` (default: the run's program)."""
     import ranx
 
-    scored = {qid: {pid: float(len(ids) - rank) for rank, pid in enumerate(ids)}
-              for qid, ids in ranking(run_dir).items()}
-    return ranx.Run(scored, name=name or program_name(Path(run_dir)))
+    if isinstance(source, Mapping):
+        ranked = {str(qid): list(dict.fromkeys(ids)) for qid, ids in source.items() if ids}
+    else:
+        ranked, name = ranking(source), name or program_name(Path(source))
+    scored = {qid: {pid: float(len(ids) - rank) for rank, pid in enumerate(ids)} for qid, ids in ranked.items()}
+    return ranx.Run(scored, name=name)
 
 
 def ranx_qrels(examples: Iterable):
