@@ -8,7 +8,8 @@ prediction with its stage records (``prediction.stage_trace``) and per-question 
 subclass registers itself by class name in :data:`PROGRAM_CLASSES` (an abstract base says ``register=False``), which
 is how a saved program is rebuilt; :data:`~.registry.PROGRAMS` reads it and adds each program's declaration. It also
 gives every stage its own LM (``set_stage_lm``) and the retriever lookup that DSPy's own ``Retrieve`` uses (the
-constructor's, else ``dspy.settings.rm``).
+constructor's, else ``dspy.settings.rm``): a multihop retriever, or a DSPy one or any function returning passages,
+searched through its adapter (:func:`multihop.retrievers.as_retriever`).
 
 The helpers every method builds on, so no method reaches retrieval, stages or fallbacks its own way:
 
@@ -35,7 +36,7 @@ import dspy
 from dspy.utils.exceptions import AdapterParseError
 
 from multihop.lm.adapter import default_adapter
-from multihop.retrievers import RerankedRetriever, make_reranker
+from multihop.retrievers import RerankedRetriever, as_retriever, make_reranker
 from multihop.retrievers.query import Hits, pick
 from multihop.runtime.parallel import concurrency, fan_out
 from multihop.runtime.tracing import TracedModule, count
@@ -211,13 +212,24 @@ class MultihopProgram(TracedModule):
     def searcher(self) -> dspy.Module:
         """The module :meth:`search` calls, built once per retriever (a reranker may load an encoder): the retriever
         itself for a program with no ``rerank`` switch, else its first stage with this program's reranker, taking
-        the program's ``n`` candidates and keeping ``k`` (a program with a ``rerank`` switch has both settings)."""
+        the program's ``n`` candidates and keeping ``k`` (a program with a ``rerank`` switch has both settings). A
+        retriever that is not a multihop one (a DSPy retriever, a function) is searched through its adapter
+        (:meth:`adapted`)."""
         rm = self.rm
         with self._searchers.lock:
             built = self._searchers.by_retriever.get(id(rm))
             if built is None or built[0] is not rm:
-                built = self._searchers.by_retriever[id(rm)] = (rm, self.build_searcher(rm))
+                built = self._searchers.by_retriever[id(rm)] = (rm, self.build_searcher(self.adapted(rm)))
         return built[1]
+
+    def adapted(self, retriever) -> dspy.Module:
+        """``retriever`` as a multihop retriever (:func:`multihop.retrievers.as_retriever`: DSPy's retrievers and any
+        callable returning passages are wrapped, answering ``Hits``), its searches recorded under the stage name the
+        retriever itself has in the program's trace (``retriever``, or ``rm`` for ``dspy.settings.rm``)."""
+        wrapped = as_retriever(retriever)
+        if wrapped is not retriever:
+            wrapped.trace_stage = "retriever" if retriever is self.retriever else "rm"
+        return wrapped
 
     def build_searcher(self, retriever: dspy.Module) -> dspy.Module:
         if "rerank" not in self.settings():

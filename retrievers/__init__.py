@@ -1,8 +1,10 @@
 """Retrievers shared by every program: encoders, FAISS and BM25 indexes, rerankers behind one protocol (RaLa, MaxSim)
-and the DSPy modules."""
+and the DSPy modules; DSPy's own retrievers, and any function that returns passages, wrapped as one of them
+(:func:`as_retriever`)."""
 
 from .cosine import Cosine
 from .dense import DenseRetriever, IndexSpec
+from .dspy_retrievers import DSPyRetriever, as_retriever
 from .encoder import Encoder
 from .hybrid import HybridRetriever
 from .index import FaissIndex, IndexMismatchError
@@ -22,6 +24,7 @@ __all__ = [
     "TOKEN_STATES",
     "BM25Retriever",
     "Cosine",
+    "DSPyRetriever",
     "DenseRetriever",
     "Encoder",
     "FaissIndex",
@@ -35,6 +38,7 @@ __all__ = [
     "RerankedRetriever",
     "Reranker",
     "RetrieverModule",
+    "as_retriever",
     "build_cached",
     "build_retriever",
     "checked_reranker",
