@@ -4,12 +4,13 @@ A :class:`MultihopProgram` records a :class:`~multihop.runtime.tracing.Trace` ar
 prediction with its stage records (``prediction.stage_trace``) and per-question counts (``prediction.counts``:
 ``llm_calls``, ``retrieval_calls``, ``tokens``, ``passage_ids`` and every event the program counted with
 :func:`multihop.runtime.tracing.count`). Its constructor settings are its ``__init__`` parameters, read back by
-:meth:`~MultihopProgram.config`, so a new switch is one parameter kept as an attribute of the same name. Every
-subclass registers itself by class name in :data:`PROGRAM_CLASSES` (an abstract base says ``register=False``), which
-is how a saved program is rebuilt; :data:`~.registry.PROGRAMS` reads it and adds each program's declaration. It also
-gives every stage its own LM (``set_stage_lm``) and the retriever lookup that DSPy's own ``Retrieve`` uses (the
-constructor's, else ``dspy.settings.rm``): a multihop retriever, or a DSPy one or any function returning passages,
-searched through its adapter (:func:`multihop.retrievers.as_retriever`).
+:meth:`~MultihopProgram.config` from the attributes of the same names, or, for one kept as no attribute, from the
+constructor call (every program records it), so a new switch is one parameter. Every subclass registers itself by
+class name in :data:`PROGRAM_CLASSES` (an abstract base says ``register=False``), which is how a saved program is
+rebuilt; :data:`~.registry.PROGRAMS` reads it and adds each program's declaration. It also gives every stage its own
+LM (``set_stage_lm``) and the retriever lookup that DSPy's own ``Retrieve`` uses (the constructor's, else
+``dspy.settings.rm``): a multihop retriever, or a DSPy one or any function returning passages, searched through its
+adapter (:func:`multihop.retrievers.as_retriever`).
 
 The helpers every method builds on, so no method reaches retrieval, stages or fallbacks its own way:
 
@@ -85,7 +86,35 @@ def stage_adapter(predictor: dspy.Module):
     return contextlib.nullcontext() if type(adapter) is dspy.ChatAdapter else dspy.context(adapter=adapter)
 
 
-class MultihopProgram(TracedModule):
+class ConstructorCall:
+    """The settings a program was built with, as its constructor was called (each of
+    :meth:`MultihopProgram.settings` with its default when the call left it out). Not a dict, so DSPy's walks of a
+    module (its predictors, its state) pass it by."""
+
+    __slots__ = ("arguments",)
+
+    def __init__(self, arguments: dict):
+        self.arguments = arguments
+
+
+class RecordedConstruction(type(dspy.Module)):
+    """DSPy's metaclass of modules, also keeping each program's constructor call (:class:`ConstructorCall`) as its
+    ``constructed_with``, which :meth:`MultihopProgram.config` reads for a setting kept as no attribute."""
+
+    def __call__(cls, *args, **kwargs):
+        program = super().__call__(*args, **kwargs)
+        try:
+            bound = inspect.signature(cls.__init__).bind(program, *args, **kwargs)
+        except TypeError:  # a constructor that takes more than its signature says: nothing recorded
+            return program
+        bound.apply_defaults()
+        settings = set(cls.settings())
+        program.__dict__.setdefault("constructed_with", ConstructorCall(
+            {name: value for name, value in bound.arguments.items() if name in settings}))
+        return program
+
+
+class MultihopProgram(TracedModule, metaclass=RecordedConstruction):
     """Base class of the five methods and the baselines.
 
     ``count_display`` maps an event the program counts to how evaluation tables show it: ``"rate"`` (a share of
@@ -289,13 +318,16 @@ class MultihopProgram(TracedModule):
                 for name in cls.settings()}
 
     def config(self) -> dict:
-        """The constructor settings of this program, read from the attributes named like the parameters (saved next
-        to a compiled program's state, and compared when it is loaded)."""
-        missing = [name for name in self.settings() if not hasattr(self, name)]
+        """The constructor settings of this program (saved next to a compiled program's state, and compared when it
+        is loaded): each read from the attribute named like its parameter, else as the constructor was called
+        (``constructed_with``)."""
+        called = self.__dict__.get("constructed_with")
+        given = called.arguments if called is not None else {}
+        missing = [name for name in self.settings() if not hasattr(self, name) and name not in given]
         if missing:
-            raise TypeError(f"{type(self).__name__} keeps no attribute for its constructor setting(s) {missing}: "
-                            "store each setting as self.<name>")
-        return {name: getattr(self, name) for name in self.settings()}
+            raise TypeError(f"{type(self).__name__} keeps no attribute for its constructor setting(s) {missing} and "
+                            "its constructor call was not recorded: store each setting as self.<name>")
+        return {name: getattr(self, name) if hasattr(self, name) else given[name] for name in self.settings()}
 
 
 

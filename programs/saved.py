@@ -27,6 +27,7 @@ Which way to save, when:
 from __future__ import annotations
 
 import copy
+import inspect
 import json
 from pathlib import Path
 
@@ -37,7 +38,7 @@ from multihop.data.folders import locked, verify_inventory, write_inventory
 from multihop.data.paths import atomic_write_text, read_json
 from multihop.evaluation.runner import require_module
 
-from .base import MultihopProgram, takes_retriever
+from .base import MultihopProgram, qualified_name, takes_retriever
 from .registry import PROGRAMS, import_path
 
 STATE, MANIFEST = "program.json", "manifest.json"
@@ -60,10 +61,14 @@ def trim_demos(program: dspy.Module) -> dspy.Module:
 
 def trimmed_state(program: dspy.Module) -> dict:
     """``program.dump_state()`` with each predictor's demos trimmed (:func:`trimmed_demos`), the program untouched,
-    plus DSPy's ``metadata`` (its dependency versions), as ``Module.save`` writes it."""
+    plus DSPy's ``metadata`` (its dependency versions), as ``Module.save`` writes it. Each parameter's state is its
+    ``dump_state(json_mode=True)``, or its ``dump_state()`` where it takes no ``json_mode``: ``dspy.Retrieve``'s, which
+    ``program.dump_state()`` passes one and fails on (DSPy 3.4's ``Retrieve.dump_state``)."""
     from dspy.utils.saving import get_dependency_versions
 
-    state = program.dump_state()
+    state = {name: parameter.dump_state(json_mode=True)
+             if "json_mode" in inspect.signature(parameter.dump_state).parameters else parameter.dump_state()
+             for name, parameter in program.named_parameters()}
     for name, predictor in program.named_predictors():
         twin = copy.copy(predictor)  # a shallow copy: its demos are serialised as the predictor's own would be
         twin.demos = trimmed_demos(predictor)
@@ -72,26 +77,66 @@ def trimmed_state(program: dspy.Module) -> dict:
     return state
 
 
-def save(program: MultihopProgram, directory: str | Path, **manifest) -> Path:
+def save(program: dspy.Module, directory: str | Path, **manifest) -> Path:
     """Save ``program``'s state (its demos trimmed to what a prompt shows, the program itself unchanged:
     :func:`trimmed_state`) and a manifest (class, config, plus any keyword given here, such as the ``retriever``
     folder :func:`load` rebuilds the retriever from, kept as an absolute path so the folder loads from anywhere); a
     user's program records its ``import_path`` (:func:`~.registry.import_path`), which :func:`load` imports when no
-    program of its name is registered."""
+    program of its name is registered. ``program`` is a multihop program or any ``dspy.Module`` whose class can be
+    imported again (:func:`module_config` says what of a plain module's constructor settings is recorded); another is
+    refused in one line before anything is written."""
     require_module(program, "save")
+    if not isinstance(program, MultihopProgram):
+        refuse_unloadable(type(program))
+    config, unrecorded = module_config(program)
     directory = Path(directory)
     with locked(directory):
         state = orjson.dumps(trimmed_state(program), option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
         atomic_write_text(directory / STATE, state.decode())
         if manifest.get("retriever") is not None and Path(manifest["retriever"]).exists():
             manifest = {**manifest, "retriever": str(Path(manifest["retriever"]).resolve())}
-        info = {"program": type(program).__name__, "config": program.config(), **manifest}
+        info = {"program": type(program).__name__, "config": config, **manifest}
+        if unrecorded:
+            info["unrecorded_settings"] = unrecorded
         path = import_path(type(program))
         if path:  # a user's program: load imports it again
             info["import_path"] = path
         atomic_write_text(directory / MANIFEST, json.dumps(info, indent=2))
         write_inventory(directory)
         return directory
+
+
+def refuse_unloadable(cls: type) -> None:
+    """Refuse, in one line, to save a plain ``dspy.Module`` that :func:`load` could not rebuild: its class cannot be
+    imported again (one of ``__main__``, or defined in a function), or another registered program has its name."""
+    if import_path(cls) is None:
+        raise TypeError(f"save: {cls.__qualname__} is defined in {cls.__module__}, which load cannot import again: "
+                        "define it in a module (package.module:ClassName), or save its state alone with "
+                        "program.save(path)")
+    known = PROGRAMS[cls.__name__] if cls.__name__ in PROGRAMS else None
+    if known is not None and getattr(known, "__wrapped_module__", None) is not cls:
+        raise TypeError(f"save: a program named {cls.__name__} is registered already ({qualified_name(known)}); "
+                        "rename the class")
+
+
+def module_config(program: dspy.Module) -> tuple[dict, list[str]]:
+    """The constructor settings of ``program`` that :func:`save` records, and those it could not: a multihop
+    program's :meth:`~.base.MultihopProgram.config` (each setting read from its attribute or its recorded constructor
+    call), nothing left out. A plain ``dspy.Module``, built with no call multihop saw, records each ``__init__``
+    parameter from the attribute of its name, else its default, which is then listed as unrecorded (a setting DSPy
+    keeps in the state, such as a ``dspy.Retrieve``'s ``k``, is restored with it on load); a setting with neither
+    attribute nor default is a one-line ``TypeError``."""
+    if isinstance(program, MultihopProgram):
+        return program.config(), []
+    cls = type(program)
+    parameters = [p for p in inspect.signature(cls.__init__).parameters.values() if p.name not in ("self", "retriever")
+                  and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    missing = [p.name for p in parameters if not hasattr(program, p.name) and p.default is p.empty]
+    if missing:
+        raise TypeError(f"save: {cls.__name__} keeps no attribute for its constructor setting(s) {missing}, which "
+                        "have no default: store each as self.<name>")
+    config = {p.name: getattr(program, p.name) if hasattr(program, p.name) else p.default for p in parameters}
+    return config, [p.name for p in parameters if not hasattr(program, p.name)]
 
 
 def read_manifest(directory: str | Path) -> dict:
@@ -101,9 +146,11 @@ def read_manifest(directory: str | Path) -> dict:
     return read_json(path)
 
 
-def load(directory: str | Path, program: MultihopProgram | None = None, retriever: dspy.Module | None = None):
+def load(directory: str | Path, program: dspy.Module | None = None, retriever: dspy.Module | None = None):
     """Rebuild a saved program (or load the state into ``program``, which must be of the saved class and config).
-    The retriever is ``retriever``, else the folder the manifest names."""
+    The retriever is ``retriever``, else the folder the manifest names. A plain ``dspy.Module`` saved by its import
+    path comes back as a multihop program of its class (:meth:`~.registry.ProgramRegistry.imported`: traced, its
+    ``forward`` its own), built with the recorded settings (an unrecorded one at its default) and the saved state."""
     directory = Path(directory)
     info = read_manifest(directory)
     verify_inventory(directory)
@@ -126,10 +173,11 @@ def load(directory: str | Path, program: MultihopProgram | None = None, retrieve
                 retriever = load_retriever(info["retriever"])
             kwargs["retriever"] = retriever
         program = cls(**kwargs)
-    if type(program).__name__ != info["program"] or program.config() != saved:
+    config = module_config(program)[0]
+    if type(program).__name__ != info["program"] or config != saved:
         raise ValueError(
             f"{directory} holds a {info['program']} with config {info.get('config')}; it cannot be loaded into a "
-            f"{type(program).__name__} with config {program.config()}"
+            f"{type(program).__name__} with config {config}"
         )
     program.load(str(directory / STATE))
     return program

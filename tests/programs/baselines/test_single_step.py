@@ -77,8 +77,12 @@ def test_config_is_read_from_the_constructor_and_the_registry_knows_every_progra
         def __init__(self, retriever=None, k=5, depth=2):
             super().__init__(retriever=retriever, k=k)
 
+    # a setting kept as no attribute is read from the constructor call, its default when the call left it out
+    assert Forgetful(depth=3).config() == {"k": 5, "depth": 3} and Forgetful().config() == {"k": 5, "depth": 2}
+    forgotten = Forgetful(depth=3)
+    del forgotten.__dict__["constructed_with"]  # a program built by no call: nothing to read it from
     with pytest.raises(TypeError, match="depth"):
-        Forgetful().config()
+        forgotten.config()
 
 
 def test_a_second_program_of_the_same_name_is_refused():
