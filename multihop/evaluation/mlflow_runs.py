@@ -4,7 +4,10 @@
 (``mlflow.dspy.autolog()``), so each question answered in it is a trace — a span per module and LM call, typed
 retriever and reranker spans with their documents (:mod:`multihop.runtime.spans`) — linked to the run;
 :func:`log_outcome` then logs the run manifest as parameters, the summary's numbers as metrics and the output folder
-(rows, traces, summary, report) as artifacts. MLflow is an optional extra: ``pip install 'multihop[mlflow]'``.
+(rows, traces, summary, report) as artifacts. An experiment it creates on a local database (``sqlite:///DIR/x.db``)
+keeps its artifacts (the output folders, the traces' data) beside the database, in ``DIR/mlartifacts/<experiment>``
+(:func:`artifact_location`), not in ``./mlruns`` of the current folder, MLflow's own default; a tracking server keeps
+them where it is configured to. MLflow is an optional extra: ``pip install 'multihop[mlflow]'``.
 """
 
 from __future__ import annotations
@@ -53,13 +56,43 @@ def check_tracking_uri(uri: str, timeout: float = CONNECT_TIMEOUT) -> None:
             from None
 
 
+def artifact_location(uri: str, experiment: str) -> str | None:
+    """Where a new ``experiment`` at tracking ``uri`` keeps its artifacts: for a local SQLite database, the folder
+    ``mlartifacts/<experiment>`` beside it (as a ``file://`` URI); for any other store (a server, another database),
+    None: the store's own choice."""
+    if not uri.startswith("sqlite:///"):
+        return None
+    database = uri.removeprefix("sqlite:///").partition("?")[0]
+    if not database or database == ":memory:":
+        return None
+    folder = re.sub(r"[^\w.-]", "_", experiment).strip(".") or "experiment"
+    return (Path(database).resolve().parent / "mlartifacts" / folder).as_uri()
+
+
+def use_experiment(mlflow, experiment: str, uri: str, artifacts: str | Path | None = None) -> None:
+    """Make ``experiment`` the active one, creating it — its artifacts in ``artifacts``, else at
+    :func:`artifact_location` — when it does not exist yet; an existing experiment keeps its own location."""
+    if mlflow.get_experiment_by_name(experiment) is None:
+        location = Path(artifacts).resolve().as_uri() if artifacts else artifact_location(uri, experiment)
+        if location is not None:
+            try:
+                mlflow.create_experiment(experiment, artifact_location=location)
+            except mlflow.exceptions.MlflowException:
+                if mlflow.get_experiment_by_name(experiment) is None:  # not another process creating it first
+                    raise
+    mlflow.set_experiment(experiment)
+
+
 @contextmanager
-def mlflow_run(uri: str, experiment: str | None = None, run_name: str | None = None) -> Iterator[Any]:
+def mlflow_run(uri: str, experiment: str | None = None, run_name: str | None = None,
+               artifacts: str | Path | None = None) -> Iterator[Any]:
     """An active MLflow run in ``experiment`` (default ``multihop``) at tracking ``uri``, with DSPy tracing on while
-    it lasts; traces still being written are flushed before it ends."""
+    it lasts; traces still being written are flushed when it ends (``mlflow.flush_trace_async_logging()``), so a
+    search after it finds them all. An experiment it creates keeps its artifacts in ``artifacts`` if given, else
+    beside a local database (:func:`artifact_location`)."""
     mlflow = require_mlflow()
     mlflow.set_tracking_uri(uri)
-    mlflow.set_experiment(experiment or DEFAULT_EXPERIMENT)
+    use_experiment(mlflow, experiment or DEFAULT_EXPERIMENT, uri, artifacts)
     mlflow.dspy.autolog(log_traces=True, log_traces_from_compile=False, log_traces_from_eval=True, silent=True)
     try:
         with mlflow.start_run(run_name=run_name) as run:

@@ -54,6 +54,7 @@ from multihop.evaluation.intervals import (
     metric_values,
 )
 from multihop.evaluation.metrics import LLMJudge, answer_scores, ndcg_at_k, recall_at_k, reciprocal_rank
+from multihop.lm.backends import lm_api_base
 from multihop.lm.engines.local_engine import LogprobsUnavailable
 from multihop.lm.engines.served import StructuredOutputRefused
 from multihop.runtime.tracing import TracedModule, in_worker, jsonable, record_trace
@@ -246,13 +247,15 @@ GROWING = frozenset({"questions", "count", "limit"})  # what a rerun over a supe
 def run_manifest(program: dspy.Module, examples: Sequence[dspy.Example], judge_lm: dspy.BaseLM | None = None,
                  **extra) -> dict:
     """What makes an evaluation folder's rows mean something: the program and its settings, the LM (its model
-    string keys the engine, decoding and weights), the judge, the questions (their ids, so a limit counts), and what
+    string keys the engine, decoding and weights; ``lm_settings`` its cap, temperature and the server it is reached at,
+    :func:`~multihop.lm.backends.lm_api_base`), the judge, the questions (their ids, so a limit counts), and what
     the caller adds (``extra``: a data file's checksum, a compiled program's, a retriever's); and the checksums of the
     files its settings name (``program.setting_files()``: a classifier folder, labels), when it has any, so a file
     rewritten under the same name is another run; a user's program given by its import path records it
     (``import_path``)."""
     lm = dspy.settings.lm
-    settings = {key: lm.kwargs.get(key) for key in ("max_tokens", "temperature", "api_base")} if lm else None
+    settings = {"max_tokens": lm.kwargs.get("max_tokens"), "temperature": lm.kwargs.get("temperature"),
+                "api_base": lm_api_base(lm)} if lm else None
     files = program.setting_files() if hasattr(program, "setting_files") else {}
     path = type(program).__dict__.get("_import_path")  # a user's program, given as package.module:ClassName
     imported = {"import_path": path} if path else {}

@@ -380,6 +380,14 @@ def spec_adapter(spec: str, api_base: str | None = None, structured: str = DEFAU
                           decodes_schemas=schema_form(spec, api_base, structured) is not None)
 
 
+def lm_api_base(lm: dspy.BaseLM | None) -> str | None:
+    """The server an LM is reached at: its ``api_base`` setting (an LM LiteLLM calls), else its engine's (a served
+    LM of :func:`make_lm`: :class:`~multihop.lm.engines.served.ServedEngine`), else None (a local or hosted LM)."""
+    if lm is None:
+        return None
+    return getattr(lm, "kwargs", {}).get("api_base") or getattr(getattr(lm, "engine", None), "api_base", None)
+
+
 def configure_lm(spec: str = DEFAULT_LM, **kwargs) -> dspy.LM:
     """``make_lm(spec, **kwargs)`` and ``dspy.configure`` it with its default adapter
     (:func:`multihop.lm.adapter.default_adapter`)."""

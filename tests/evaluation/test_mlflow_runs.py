@@ -5,7 +5,9 @@ traces; a missing MLflow or a tracking server that does not answer is one line b
 a SQLite store in its own folder: nothing leaves the machine. Also ``dspy.inspect_history()`` after a program call."""
 
 import json
+import re
 import sys
+from pathlib import Path
 
 import dspy
 import pytest
@@ -21,7 +23,7 @@ from multihop.retrievers.rerankers import RerankStep
 from multihop.retrievers.sparse import BM25Retriever
 from multihop.runtime import spans
 
-from helpers import paris_data, scripted_lm
+from helpers import data_root, paris_data, scripted_lm
 
 mlflow = pytest.importorskip("mlflow", reason="pip install 'multihop[mlflow]'")
 runner = CliRunner()
@@ -39,8 +41,8 @@ def database(tmp_path_factory):
 
 @pytest.fixture
 def store(database, monkeypatch):
-    """The module's tracking URI (artifacts go to ./mlruns: the test runs in the store's folder); MLflow's global
-    state is put back after the test."""
+    """The module's tracking URI, the test running in the store's folder; MLflow's global state is put back after the
+    test."""
     monkeypatch.chdir(database)
     yield f"sqlite:///{database / 'mlflow.db'}"
     mlflow.dspy.autolog(disable=True, silent=True)
@@ -150,6 +152,75 @@ def test_compare_mlflow_logs_every_dataset_and_program(tmp_path, store, monkeypa
     assert run.data.metrics["musique.NoRetrieval.em"] == 1.0 and run.data.metrics["musique.SingleStepRAG.em"] == 1.0
     assert run.data.params["budget.k"] == "5" and run.data.params["programs.SingleStepRAG.config.k"] == "5"
     assert len(traces_of(store, "multihop", run_id=run.info.run_id)) == 2
+
+
+def test_an_experiment_mlflow_run_creates_on_a_local_database_keeps_its_artifacts_beside_it(tmp_path, monkeypatch):
+    from multihop.evaluation.mlflow_runs import artifact_location
+
+    monkeypatch.chdir(tmp_path)  # a folder other than the database's: nothing may land in its ./mlruns
+    database = tmp_path / "store" / "mlflow.db"
+    database.parent.mkdir()
+    uri = f"sqlite:///{database}"
+    assert artifact_location(uri, "my runs") == (tmp_path / "store" / "mlartifacts" / "my_runs").as_uri()
+    assert artifact_location("http://host:5000", "x") is None and artifact_location("sqlite:///:memory:", "x") is None
+    (tmp_path / "rows.txt").write_text("rows")
+    try:
+        with mlflow_run(uri, "my runs") as run:
+            mlflow.log_artifact(str(tmp_path / "rows.txt"))
+        assert run.info.artifact_uri.startswith((tmp_path / "store" / "mlartifacts" / "my_runs").as_uri())
+        assert (tmp_path / "store" / "mlartifacts" / "my_runs" / run.info.run_id / "artifacts" / "rows.txt").exists()
+        with mlflow_run(uri, "my runs") as again:  # the experiment exists: the same place
+            pass
+        assert again.info.artifact_uri.startswith((tmp_path / "store" / "mlartifacts" / "my_runs").as_uri())
+        with mlflow_run(uri, "elsewhere", artifacts=tmp_path / "kept") as chosen:
+            pass
+        assert chosen.info.artifact_uri.startswith((tmp_path / "kept").as_uri())
+        assert not (tmp_path / "mlruns").exists()
+    finally:
+        mlflow.set_tracking_uri(None)
+
+
+def docs_mlflow_blocks() -> str:
+    """The Python blocks of the traces page's MLflow section, in order, as one script."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "concepts" / "traces.md").read_text()
+    section = page.split("\n## MLflow and DSPy's history\n", 1)[1].split("\n## ", 1)[0]
+    return "\n".join(re.findall(r"```python\n(.*?)```", section, re.S))
+
+
+def run_docs_mlflow_blocks(folder: Path, prelude: str = "") -> str:
+    """Run the blocks (after ``prelude``) in a fresh Python in ``folder``, an empty one, and check what they left:
+    the spans printed, the traces of the evaluation, and where MLflow put the artifacts."""
+    import os
+    import subprocess
+
+    env = {key: value for key, value in os.environ.items() if not key.startswith("MLFLOW_")}  # set_experiment sets some
+    env.update(MULTIHOP_DATA=str(data_root()), HF_HUB_OFFLINE="1", DSPY_CACHEDIR=str(folder / "cache"))
+    result = subprocess.run([sys.executable, "-c", prelude + docs_mlflow_blocks()], cwd=folder, env=env,
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = result.stdout.strip().splitlines()
+    assert "SingleStepRAG.forward" in lines[0] and "BM25Retriever.search" in lines[0], result.stdout
+    assert lines[1].startswith("2 file://") and "/mlartifacts/rag/" in lines[1], result.stdout
+    assert (folder / "runs" / "rag" / "manifest.json").exists()
+    assert (folder / "runs" / "rag-eval" / "summary.json").exists()
+    run_id = lines[1].split("/mlartifacts/rag/")[1].split("/")[0]
+    assert (folder / "mlartifacts" / "rag" / run_id / "artifacts" / "summary.json").exists()  # beside the database
+
+
+def test_the_traces_pages_mlflow_snippets_run(tmp_path):
+    """The page's blocks as written, but for the LM: ``configure_lm`` configures a scripted one (the slow test below
+    runs them on the embedded LM)."""
+    tests = Path(__file__).resolve().parents[1]
+    run_docs_mlflow_blocks(tmp_path, prelude=(
+        f"import sys; sys.path.insert(0, {str(tests)!r})\n"
+        "import dspy, multihop\nfrom helpers import scripted_lm\n"
+        "multihop.configure_lm = lambda *args, **kwargs: dspy.configure(lm=scripted_lm(\n"
+        "    lambda prompt: {'reasoning': 'r', 'answer': 'Paris'})[0])\n"))
+
+
+@pytest.mark.slow
+def test_the_traces_pages_mlflow_snippets_run_as_written_from_an_empty_folder(tmp_path):
+    run_docs_mlflow_blocks(tmp_path)
 
 
 def test_a_tracking_server_that_does_not_answer_is_one_line_before_any_work(tmp_path, questions, capsys):

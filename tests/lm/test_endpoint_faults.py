@@ -138,6 +138,8 @@ def test_an_eval_whose_every_question_failed_at_the_endpoint_exits_4_with_the_fi
     assert err.startswith("error: 2 of 2 questions ended in an error (LMServerError: 2); the first: q0: "
                           "LMServerError: ")
     assert "answered 500" in err and err.endswith("(--allow-errors exits 0)")
+    manifest = json.loads((tmp_path / "down" / "run.json").read_text())
+    assert manifest["lm_settings"]["api_base"] == f"http://127.0.0.1:{endpoint.server_port}/v1"  # the served LM's
     assert run(app, [*eval_, "--out", str(tmp_path / "allowed"), "--allow-errors"]) == 0
     assert capsys.readouterr().err.strip().splitlines()[-1].startswith("warning: 2 of 2 questions ended in an error")
     endpoint.mode = "ok"
