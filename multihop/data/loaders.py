@@ -16,15 +16,25 @@ Generic JSONL format (one question per line)::
 
 A corpus file is a JSON list or JSON lines of ``{"title", "text"}`` (an ``id`` is optional), or a JSON object
 mapping titles to a text or a list of sentences (HippoRAG's HotpotQA corpus).
+
+Questions also come from the Hugging Face Hub and from memory (:func:`load_dataset`): ``hf://org/name@REVISION``
+(``hf://datasets/org/name@REVISION/path/in/repo`` as ``huggingface_hub``'s file system writes it) is a dataset
+repository at a pinned revision, downloaded by ``huggingface_hub`` into its cache, whose JSON, JSON-lines or Parquet
+files of the split are read; a ``datasets.Dataset`` (or a ``DatasetDict``, a pandas DataFrame, a list of dicts) is read
+row by row. Either holds records of the formats above, in the Arrow layout the Hub's copies use too: a column of
+records stored as a record of columns (HotpotQA's ``context`` as ``{"title": [...], "sentences": [[...]]}``,
+``supporting_facts`` as ``{"title": [...], "sent_id": [...]}``, a ``paragraphs`` column as ``{"title": [...], "text":
+[...]}``) and ``id`` for ``_id``; a field missing is an error naming it and the row.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import itertools
 import json
 import logging
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -125,12 +135,15 @@ def detect_format(rec: Any, where: str = "") -> str:
     if "paragraphs" in rec and "question_decomposition" in rec:
         return "musique"
     if "context" in rec and "supporting_facts" in rec:
-        is_2wiki = (isinstance(rec.get("type"), str) and rec["type"] in _2WIKI_TYPES) or "evidences" in rec or \
-            "qa_pairs" in rec
+        is_2wiki = "evidences" in rec or "qa_pairs" in rec or (  # HotpotQA's comparison questions have a level
+            isinstance(rec.get("type"), str) and rec["type"] in _2WIKI_TYPES and "level" not in rec)
         return "2wiki" if is_2wiki else "hotpotqa"
     if "question" in rec and ("answers" in rec or "answer" in rec):
         return "jsonl"
-    raise DataFormatError(f"{at}cannot detect the format of a record with fields {sorted(rec)}")
+    missing = "'question'" if "question" not in rec else "'answers' (or 'answer')"
+    raise DataFormatError(f"{at}field {missing} is missing: cannot detect the format of a record with fields "
+                          f"{sorted(rec)} (a question record holds 'question' and 'answers', or is a MuSiQue, HotpotQA "
+                          "or 2Wiki record)")
 
 
 def _example(**fields: Any) -> dspy.Example:
@@ -261,26 +274,44 @@ def _generic(rec: dict, where: str) -> dspy.Example:
 _PARSERS = {"musique": _musique, "hotpotqa": _hotpotqa, "2wiki": _2wiki, "jsonl": _generic}
 
 
-def load_dataset(path: str | Path, format: str | None = None, limit: int | None = None, split: str = "dev"
+def load_dataset(path: str | Path | Any, format: str | None = None, limit: int | None = None, split: str = "dev"
                  ) -> list[dspy.Example]:
-    """Load a question file as ``dspy.Example``s with ``question`` as the input. ``path`` is a file, a path relative
-    to ``MULTIHOP_DATA`` (``"musique/dev/musique_qa_100.json"``), or a dataset name (``"musique"``, ``"hotpotqa"``,
-    ``"2wiki"``: its ``split`` file, dev or train), as the command line takes them
-    (:func:`multihop.data.question_sets.question_file`).
+    """Load questions as ``dspy.Example``\\ s with ``question`` as the input. ``path`` is one of:
+
+    - a file, a path relative to ``MULTIHOP_DATA`` (``"musique/dev/musique_qa_100.json"``), or a dataset name
+      (``"musique"``, ``"hotpotqa"``, ``"2wiki"``: its ``split`` file, dev or train), as the command line takes them
+      (:func:`multihop.data.question_sets.question_file`);
+    - a Hugging Face Hub dataset at a pinned revision, ``"hf://org/name@REVISION"`` (a commit hash pins it; a tag or
+      branch is read at the commit it names now), optionally with a path in the repository after it (a file, or the
+      folder of one configuration: ``"hf://hotpotqa/hotpot_qa@<commit>/distractor"``); ``hf://datasets/org/name@...``
+      is the same. The ``split``'s JSON, JSON-lines or Parquet files (those whose path names it: dev is also
+      ``validation`` or ``val``) are downloaded by ``huggingface_hub`` into its cache (offline: read from there) and
+      read in order (:func:`hub_files`);
+    - a ``datasets.Dataset`` (a ``DatasetDict``: its ``split``), a pandas DataFrame or a list of dicts, read row by
+      row.
 
     ``format`` is one of ``musique``, ``hotpotqa``, ``2wiki``, ``jsonl``; detected from the first record when None.
+    Records may be in the Hub's Arrow layout (the module docstring); a field a format needs and a record lacks is a
+    ``DataFormatError`` naming the field and where (``file:line N``, ``hf://...:record N``, ``dataset row N``).
     Duplicate question ids are refused. Empty paragraphs are dropped from each example and counted in a log line.
     """
     if format is not None and format not in FORMATS:
         raise ValueError(f"unknown format {format!r}; use one of {', '.join(FORMATS)}")
-    path = question_file(path, split)
+    if isinstance(path, str) and path.startswith(HUB):
+        source, records = path, hub_records(path, split)
+    elif isinstance(path, str | Path):
+        source = question_file(path, split)
+        records = read_records(source)
+    else:
+        source, records = "dataset", memory_records(path, split)
     examples: list[dspy.Example] = []
     seen: dict[str, str] = {}
     empty = 0
-    for where, rec in read_records(path):
+    for where, rec in records:
         if isinstance(rec, tuple):
-            raise DataFormatError(f"{path}: a {{title: text}} map is a corpus, not questions; a question file holds "
+            raise DataFormatError(f"{source}: a {{title: text}} map is a corpus, not questions; a question file holds "
                                   "JSON objects with a 'question', one per line or in a list")
+        rec = arrow_native(rec)
         format = format or detect_format(rec, where)
         example = _PARSERS[format](rec, where)
         if example.id in seen:
@@ -299,8 +330,156 @@ def load_dataset(path: str | Path, format: str | None = None, limit: int | None 
         if limit is not None and len(examples) >= limit:
             break
     if empty:
-        logger.warning("%s: skipped %d empty paragraphs", path, empty)
+        logger.warning("%s: skipped %d empty paragraphs", source, empty)
     return examples
+
+
+HUB = "hf://"
+HUB_SOURCE = re.compile(r"hf://(?:datasets/)?(?P<repo>[\w.-]+/[\w.-]+)(?:@(?P<revision>[^/]+))?(?:/(?P<path>.*))?")
+SPLIT_NAMES = {"dev": ("dev", "validation", "val"), "train": ("train",)}  # how a Hub repository names a split's files
+HUB_SUFFIXES = (".jsonl", ".json", ".parquet")
+
+
+class HubDatasetError(ValueError):
+    """A Hub dataset that cannot be read: no revision given, not on the Hub, not cached offline, no file of the
+    split, or files of several configurations."""
+
+
+def hub_files(source: str, split: str = "dev") -> tuple[list[Path], str]:
+    """The files of ``split`` of the Hub dataset ``source`` (``hf://org/name@REVISION[/path]``), downloaded by
+    ``huggingface_hub.snapshot_download`` at that revision into its cache (only the files matched), and the commit
+    they are at. A path naming a data file is that file; otherwise the split's files under the path (or the whole
+    repository), which must lie in one folder (one configuration). Every failure is a :class:`HubDatasetError` of one
+    line."""
+    match = HUB_SOURCE.fullmatch(source)
+    if match is None:
+        raise HubDatasetError(f"{source!r}: write a Hub dataset as hf://org/name@REVISION, with a path in the "
+                              "repository after it if needed (hf://org/name@REVISION/folder/file.parquet)")
+    repo, revision, inside = match["repo"], match["revision"], (match["path"] or "").strip("/")
+    if not revision:
+        raise HubDatasetError(f"{source}: pin the dataset's revision, hf://{repo}@<commit> (the commit hash on the "
+                              f"Hub page's history; a tag or branch is read at its commit of today)")
+    if split not in SPLIT_NAMES:
+        raise ValueError(f"unknown split {split!r}; use one of {', '.join(SPLIT_NAMES)}")
+    if inside.endswith(HUB_SUFFIXES):
+        patterns = [inside]
+    else:
+        prefix = f"{inside}/" if inside else ""
+        patterns = [f"{prefix}*{name}*{suffix}" for name in SPLIT_NAMES[split] for suffix in HUB_SUFFIXES]
+    folder = _snapshot(source, repo, revision, patterns)
+    files = sorted(path for path in folder.rglob("*") if path.is_file()
+                   and any(fnmatch.fnmatch(path.relative_to(folder).as_posix(), pattern) for pattern in patterns))
+    if not files:
+        raise HubDatasetError(f"{source}: no {split} file ({', '.join(patterns)}) at revision {folder.name}; name "
+                              f"one after the revision: hf://{repo}@{revision}/<path>")
+    configs = sorted({path.parent.relative_to(folder).as_posix() for path in files})
+    if len(configs) > 1:
+        raise HubDatasetError(f"{source}: {split} files in {len(configs)} folders ({', '.join(configs)}): name one "
+                              f"after the revision, e.g. hf://{repo}@{revision}/{configs[0]}")
+    logger.info("%s: %d %s file(s) at commit %s", source, len(files), split, folder.name)
+    return files, folder.name
+
+
+def _snapshot(source: str, repo: str, revision: str, patterns: list[str]) -> Path:
+    """``huggingface_hub.snapshot_download`` of the files of ``patterns`` in dataset ``repo`` at ``revision``."""
+    import huggingface_hub
+    from huggingface_hub.errors import (
+        GatedRepoError,
+        LocalEntryNotFoundError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
+
+    try:
+        return Path(huggingface_hub.snapshot_download(repo, repo_type="dataset", revision=revision,
+                                                      allow_patterns=patterns))
+    except LocalEntryNotFoundError:
+        raise HubDatasetError(f"{source}: not in the Hugging Face cache, and the Hub cannot be reached (HF_HUB_OFFLINE "
+                              f"is set or there is no network): download it while online, with HF_HUB_OFFLINE unset: "
+                              f"`hf download {repo} --repo-type dataset --revision {revision}`") from None
+    except GatedRepoError:
+        raise HubDatasetError(f"{source}: the dataset is gated on the Hugging Face Hub: accept its terms on its page "
+                              "and log in with `hf auth login`") from None
+    except RevisionNotFoundError:
+        raise HubDatasetError(f"{source}: the dataset {repo!r} has no revision {revision!r}") from None
+    except RepositoryNotFoundError:
+        raise HubDatasetError(f"{source}: no dataset {repo!r} on the Hugging Face Hub (a private one needs `hf auth "
+                              "login`)") from None
+
+
+def hub_records(source: str, split: str) -> Iterator[tuple[str, Any]]:
+    """``(where, record)`` of every file of :func:`hub_files`, in order; ``where`` names the file in ``source``."""
+    files, _ = hub_files(source, split)
+    for path in files:
+        if path.suffix == ".parquet":
+            yield from ((f"{source}:{path.name}:record {i}", rec) for i, rec in enumerate(parquet_records(path), 1))
+        else:
+            yield from read_records(path)
+
+
+def parquet_records(path: Path) -> list[dict]:
+    """The rows of a Parquet file as plain Python records (pandas reads it, with pyarrow)."""
+    import pandas
+
+    return [plain(rec) for rec in pandas.read_parquet(path).to_dict("records")]
+
+
+def memory_records(data: Any, split: str) -> Iterator[tuple[str, Any]]:
+    """``(where, record)`` of a ``datasets.Dataset``, a ``DatasetDict`` (its ``split``, dev also as validation or
+    val), a pandas DataFrame or a list of dicts; ``where`` is ``dataset row N``."""
+    if isinstance(data, Mapping):  # a DatasetDict: its splits by name
+        name = next((name for name in SPLIT_NAMES.get(split, (split,)) if name in data), None)
+        if name is None:
+            raise ValueError(f"the dataset has no {split} split: it has {', '.join(map(str, data))}; pass one split")
+        data = data[name]
+    if hasattr(data, "to_dict") and hasattr(data, "columns"):  # a pandas DataFrame
+        data = data.to_dict("records")
+    if not isinstance(data, Iterable) or isinstance(data, str | bytes):
+        raise TypeError(f"load_dataset takes a file, a dataset name, an hf:// dataset, a datasets.Dataset, a "
+                        f"DataFrame or a list of dicts, not a {type(data).__name__}")
+    yield from ((f"dataset row {i}", plain(rec)) for i, rec in enumerate(data, 1))
+
+
+def plain(value: Any) -> Any:
+    """``value`` with NumPy arrays and scalars (pandas' cells) made Python lists and numbers, in any nesting."""
+    if isinstance(value, dict):
+        return {key: plain(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(item) for item in value]
+    if hasattr(value, "tolist") and not isinstance(value, str | bytes):  # numpy.ndarray, numpy.generic
+        return plain(value.tolist())
+    return value
+
+
+_COLUMNS_OF_RECORDS = ("paragraphs", "question_decomposition", "qa_pairs")  # lists of records a Hub copy may store
+# as a record of columns
+
+
+def arrow_native(rec: Any) -> Any:
+    """A record in the Hub's Arrow layout as the native formats write it: ``context`` ``{"title": [...],
+    "sentences"|"content": [[...]]}`` as ``[[title, sentences]]``, ``supporting_facts`` ``{"title": [...], "sent_id":
+    [...]}`` as ``[[title, index]]``, a list of records stored as a record of columns as the list of records, and
+    ``id`` as ``_id`` beside a ``context``; any other record as it is."""
+    if not isinstance(rec, dict):
+        return rec
+    rec = dict(rec)
+    context = rec.get("context")
+    if isinstance(context, dict) and "title" in context:
+        sentences = context.get("sentences", context.get("content"))
+        if isinstance(sentences, list) and isinstance(context["title"], list):
+            rec["context"] = [[title, list(text)] for title, text in zip(context["title"], sentences, strict=False)]
+    facts = rec.get("supporting_facts")
+    if isinstance(facts, dict) and isinstance(facts.get("title"), list) and isinstance(facts.get("sent_id"), list):
+        rec["supporting_facts"] = [[title, index] for title, index in zip(facts["title"], facts["sent_id"],
+                                                                          strict=False)]
+    for name in _COLUMNS_OF_RECORDS:
+        columns = rec.get(name)
+        if isinstance(columns, dict) and columns and all(isinstance(value, list) for value in columns.values()):
+            rows = len(next(iter(columns.values())))
+            rec[name] = [{key: value[i] for key, value in columns.items() if i < len(value)} for i in range(rows)]
+    if "context" in rec and "_id" not in rec and "id" in rec:
+        rec["_id"] = rec["id"]
+    return rec
 
 
 def build_corpus(examples: Iterable[dspy.Example], source: str = "questions") -> Corpus:
@@ -379,6 +558,6 @@ def load_questions(source: str | Path = "musique", split: str = "dev", limit: in
 
 def questions_with_corpus(source: str | Path = "musique", split: str = "dev", limit: int | None = None) -> tuple:
     """:func:`load_questions` and their IRCoT corpus (the union of their paragraphs, deduplicated)."""
-    path = question_file(source, split)
-    examples = load_dataset(path, limit=limit)
+    path = source if isinstance(source, str) and source.startswith(HUB) else question_file(source, split)
+    examples = load_dataset(path, limit=limit, split=split)
     return examples, build_corpus(examples, source=str(path))
