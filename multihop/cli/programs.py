@@ -1,5 +1,6 @@
 """A program from command-line options: its registry name, ``--set`` switches and, when it retrieves, an index (a
-saved folder, or one built once from a corpus or the questions' own paragraphs)."""
+saved folder, or one built once from a corpus or the questions' own paragraphs); and the retriever a run serves as
+``dspy.settings.rm`` (:func:`run_retriever`), so ``dspy.Retrieve`` searches it in any module."""
 
 from __future__ import annotations
 
@@ -46,7 +47,8 @@ def program_options() -> Callable:
         "corpus": (str | None, typer.Option(None, "--corpus", help="corpus file (default: the paragraphs of every "
                                             "question of the file, whatever --limit, IRCoT style)")),
         "retriever": (str | None, typer.Option(None, "--retriever", help="a saved retriever folder (overrides "
-                                               "--corpus)")),
+                                               "--corpus); also dspy.settings.rm, which dspy.Retrieve searches in a "
+                                               "module of your own")),
         "k": (int | None, typer.Option(None, "--k", min=1, help="passages retrieved per query (default: the "
                                        "program's own)")),
         "encoder": (str, typer.Option("mpnet", "--encoder", help="encoder of an index built on the fly")),
@@ -81,11 +83,14 @@ def build_program(name: str, retriever_dir: str | None, corpus: str | None, data
     if unknown:
         raise typer.BadParameter(f"{name} has no switch {', '.join(unknown)}; its switches: "
                                  f"{', '.join(s for s in cls.settings() if s != 'k') or 'none'}", param_hint="--set")
-    if not takes_retriever(cls):
+    if not takes_retriever(cls):  # a module of its own (dspy.Retrieve) searches the index given, as dspy.settings.rm
         try:
-            return cls(**switches), None
+            program = cls(**switches)
         except (TypeError, ValueError) as exc:
             raise typer.BadParameter(f"{name}: {exc}", param_hint="--set") from exc
+        given = retriever_folder(retriever_dir, corpus, None, encoder, name) if index and (retriever_dir or corpus) \
+            else None
+        return program, str(given) if given else None
     retriever_path = retriever_folder(retriever_dir, corpus, data, encoder, name) if index else None
     from multihop.retrievers import load_retriever
 
@@ -95,6 +100,20 @@ def build_program(name: str, retriever_dir: str | None, corpus: str | None, data
         return cls(retriever=retriever, **sized, **switches), str(retriever_path) if retriever_path else None
     except (TypeError, ValueError) as exc:
         raise typer.BadParameter(f"{name}: {exc}") from exc
+
+
+def run_retriever(program, folder: str | Path | None):
+    """The retriever a run of ``program`` serves as ``dspy.settings.rm`` (what ``dspy.Retrieve`` searches in any
+    module, and a multihop program given no retriever): the program's own, else the one saved in ``folder`` (an
+    ``--retriever`` or ``--corpus`` index, or the one a compiled folder names); None when there is neither."""
+    own = getattr(program, "retriever", None)
+    if own is not None:
+        return own
+    if not folder:
+        return None
+    from multihop.retrievers import load_retriever
+
+    return load_retriever(folder)
 
 
 def retriever_folder(retriever_dir: str | None, corpus: str | None, data: str | None, encoder: str,

@@ -13,7 +13,7 @@ from pathlib import Path
 import typer
 
 from multihop.cli.config import configurable
-from multihop.cli.programs import ProgramOptions, program_options
+from multihop.cli.programs import ProgramOptions, program_options, run_retriever
 from multihop.cli.shared_options import MlflowOptions, mlflow_options
 from multihop.cli.traces import print_trace
 from multihop.data.question_sets import DATASETS, DEV_QUESTIONS, question_path
@@ -101,7 +101,7 @@ def eval_cmd(
         else:
             summary = evaluate(instance, examples, out, threads=threads, name=type(instance).__name__,
                                console=console, judge_lm=judge, manifest=manifest, keep_errors=keep_errors,
-                               metric=metrics or None)
+                               metric=metrics or None, retriever=run_retriever(instance, retriever))
         if logging:
             from multihop.evaluation.mlflow_runs import log_outcome
 
@@ -117,17 +117,19 @@ def eval_cmd(
 
 def worker_program(lm: LMOptions, spec: ProgramOptions, data_file: Path, load: Path | None) -> tuple:
     """What a Ray actor of ``eval --ray`` answers with: the program the driver evaluates, built in the actor (a
-    compiled folder loaded, or the program and its index from the options), and its LM's DSPy settings."""
+    compiled folder loaded, or the program and its index from the options), and its DSPy settings: its LM's, and the
+    run's retriever as ``rm`` (:func:`~multihop.cli.programs.run_retriever`)."""
     from multihop.lm.adapter import default_adapter
 
     if load:
         from multihop.programs import load as load_program
+        from multihop.programs.saved import read_manifest
 
-        program = load_program(load)
+        program, folder = load_program(load), read_manifest(load).get("retriever")
     else:
-        program = spec.build(data_file)[0]
+        program, folder = spec.build(data_file)
     made = lm.make()
-    return program, {"lm": made, "adapter": default_adapter(made)}
+    return program, {"lm": made, "adapter": default_adapter(made), "rm": run_retriever(program, folder)}
 
 
 @configurable()

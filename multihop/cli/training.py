@@ -10,7 +10,7 @@ import click
 import typer
 
 from multihop.cli.config import configurable
-from multihop.cli.programs import ProgramOptions, program_options
+from multihop.cli.programs import ProgramOptions, program_options, run_retriever
 from multihop.data.question_sets import DEV_QUESTIONS, TRAIN_QUESTIONS, file_info, question_path
 from multihop.lm.options import LMOptions, lm_options
 from multihop.runtime.console import console
@@ -36,6 +36,8 @@ def compile_cmd(
                                 "evaluate in threads (for a served LM)"),
 ):
     """Compile a program with a DSPy optimizer on a train split and save it (DSPy state + manifest)."""
+    import dspy
+
     from multihop.data.folders import locked
     from multihop.data.loaders import load_dataset
     from multihop.optimize.compile import compile_program
@@ -50,8 +52,9 @@ def compile_cmd(
         instance, retriever_path = spec.build(data_file)
         other = {name: lm.make(spec) if spec else None
                  for name, spec in (("prompt_lm", prompt_lm), ("teacher_lm", teacher_lm))}
-        compiled = compile_program(instance, trainset, optimizer=optimizer, metric=metric, valset=valset, seed=seed,
-                                   threads=threads, **other)
+        with dspy.context(rm=run_retriever(instance, retriever_path)):  # what dspy.Retrieve searches
+            compiled = compile_program(instance, trainset, optimizer=optimizer, metric=metric, valset=valset,
+                                       seed=seed, threads=threads, **other)
         report = compiled.compile_report
         files = {"train": file_info(data_file, trainset),
                  **({"val": file_info(val_file, valset)} if val_file else {})}
@@ -87,16 +90,17 @@ def trajectories_cmd(
 ):
     """Record every stage call of a program run by a teacher LM, keeping the questions that pass the metric; or,
     with --gold, the stages' targets built from the train file's annotations."""
+    import dspy
+
     from multihop.data.loaders import held_apart_ids, load_dataset
     from multihop.optimize.trajectories import collect, refuse_held_apart
     from multihop.programs import load
+    from multihop.programs.saved import read_manifest
 
     data_file = question_path(data, "train")
     examples = load_dataset(data_file, limit=limit if limit or gold else 20)
     refuse_held_apart(examples, held_apart_ids())  # before any index or LM: dev questions are for measuring
     if gold:
-        import dspy
-
         from multihop.optimize.gold_targets import gold_trajectories
         from multihop.programs.gold_builders import GoldContext
 
@@ -108,9 +112,11 @@ def trajectories_cmd(
                       f"{manifest['stages']}; without gold: {manifest['without_gold'] or 'none'} → {out}")
         return
     teacher = lm.configure()
-    instance = load(load_dir) if load_dir else spec.build(data_file)[0]
-    manifest = collect(instance, examples, out, teacher_lm=teacher, metric=metric, min_score=min_score,
-                       data=file_info(data_file, examples), complete_only=complete_only, threads=threads)
+    instance, folder = (load(load_dir), read_manifest(load_dir).get("retriever")) if load_dir \
+        else spec.build(data_file)
+    with dspy.context(rm=run_retriever(instance, folder)):  # what dspy.Retrieve searches
+        manifest = collect(instance, examples, out, teacher_lm=teacher, metric=metric, min_score=min_score,
+                           data=file_info(data_file, examples), complete_only=complete_only, threads=threads)
     console.print(f"kept {manifest['kept']} of {manifest['questions']} questions ({manifest['incomplete']} "
                   f"incomplete, {manifest['failed']} below the metric); rows per stage "
                   f"{manifest['stages']} → {out}")

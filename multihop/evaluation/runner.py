@@ -25,7 +25,7 @@ import traceback
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from contextlib import ExitStack
+from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -101,7 +101,7 @@ def trace_path(out_dir: Path, qid: str) -> Path:
 
 
 def run_question(program: dspy.Module, example: dspy.Example, judge: LLMJudge | None = None,
-                 metrics: Mapping[str, Callable] | None = None) -> tuple[dict, list[dict]]:
+                 metrics: Mapping[str, Callable] | None = None, retriever=None) -> tuple[dict, list[dict]]:
     """Answer one question and score it (and judge it, given a judge); never raises but for an LM that cannot serve
     the program at all — a server that refuses the stages' schemas
     (:class:`~multihop.lm.engines.served.StructuredOutputRefused`), an LM without the token log-probabilities a program
@@ -112,18 +112,21 @@ def run_question(program: dspy.Module, example: dspy.Example, judge: LLMJudge | 
     and ``mrr`` rank those passages in the order it read them (:func:`~multihop.evaluation.metrics.ndcg_at_k`,
     :func:`~multihop.evaluation.metrics.reciprocal_rank`). Each of
     ``metrics`` (a user's DSPy metrics, by name) scores the prediction as ``fn(example, prediction)``; one that raises
-    records None and its error under ``metric_errors``, and the run goes on."""
+    records None and its error under ``metric_errors``, and the run goes on. Given a ``retriever``, the program runs
+    with it as ``dspy.settings.rm`` (what ``dspy.Retrieve`` and a program given no retriever search); the passages a
+    module read through ``dspy.Retrieve`` are those of its trace, as for any retrieval."""
     start = time.perf_counter()
     row = {"id": example.id, "question": example.question, "answers": list(example.answers)}
     trace: list[dict] = []
     try:
-        if isinstance(program, TracedModule):
-            prediction = program(**example.inputs())
-            trace, counts = prediction.stage_trace, dict(prediction.counts)
-        else:
-            with record_trace(program) as recorded:
+        with dspy.context(rm=retriever) if retriever is not None else nullcontext():
+            if isinstance(program, TracedModule):
                 prediction = program(**example.inputs())
-            trace, counts = recorded.to_list(), recorded.counts()
+                trace, counts = prediction.stage_trace, dict(prediction.counts)
+            else:
+                with record_trace(program) as recorded:
+                    prediction = program(**example.inputs())
+                trace, counts = recorded.to_list(), recorded.counts()
         # a program's own passage_ids, even empty, are what it used; the retriever's outputs only when it names none
         ids = list((prediction.passage_ids or []) if "passage_ids" in prediction else counts.get("passage_ids") or [])
         counts.pop("passage_ids", None)
@@ -282,6 +285,7 @@ def evaluate(
     manifest: dict | None = None,
     keep_errors: bool = False,
     metric: Callable | Mapping[str, Callable] | None = None,
+    retriever: Callable | None = None,
 ) -> dict:
     """Evaluate ``program`` on ``examples``, writing rows and traces to ``out_dir`` as they finish; returns the summary.
 
@@ -309,8 +313,12 @@ def evaluate(
         keep_errors: on a rerun, keep the questions that ended in an error instead of retrying them.
         metric: a DSPy metric ``fn(example, prediction, trace=None)`` or ``{name: fn}``, recorded in each row's
             ``metrics`` under its name and averaged in the summary; its names are part of the run's manifest.
+        retriever: the retriever the questions run with as ``dspy.settings.rm``: what ``dspy.Retrieve`` searches in
+            any module (a multihop retriever answers with its passages' ids, recorded with the row) and what a
+            multihop program given no retriever searches; None: the caller's ``dspy.settings.rm``.
     """
-    evaluation = Evaluation(program, examples, out_dir, name, judge_lm, manifest, keep_errors, metric=metric)
+    evaluation = Evaluation(program, examples, out_dir, name, judge_lm, manifest, keep_errors, metric=metric,
+                            retriever=retriever)
     return _shown(evaluate_all([evaluation], threads, progress)[0], console)
 
 
@@ -362,6 +370,7 @@ class Evaluation:
     keep_errors: bool = False
     context: contextvars.Context | None = None
     metric: Callable | Mapping[str, Callable] | None = None
+    retriever: Callable | None = None
 
 
 def evaluate_all(evaluations: Sequence[Evaluation], threads: int = 1, progress: bool = True) -> list[dict]:
@@ -374,10 +383,12 @@ def evaluate_all(evaluations: Sequence[Evaluation], threads: int = 1, progress: 
         bar = None if len(evaluations) == 1 else stack.enter_context(
             tqdm(total=sum(len(e.examples) for e in evaluations), desc="evaluating", unit="q", disable=not progress))
         runs = [context.run(stack.enter_context, EvaluationRun(e.program, e.examples, e.out_dir, progress, e.name,
-                                                               e.judge_lm, e.manifest, e.keep_errors, bar, e.metric))
+                                                               e.judge_lm, e.manifest, e.keep_errors, bar, e.metric,
+                                                               e.retriever))
                 for e, context in zip(evaluations, contexts, strict=True)]
         with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
-            futures = {pool.submit(context.copy().run, run_question, run.program, example, run.judge, run.metrics): run
+            futures = {pool.submit(context.copy().run, run_question, run.program, example, run.judge, run.metrics,
+                                   run.retriever): run
                        for run, context in zip(runs, contexts, strict=True) for example in run.todo}
             try:
                 for future in as_completed(futures):
@@ -410,7 +421,7 @@ async def aevaluate(program: dspy.Module, examples: Sequence[dspy.Example], out_
 
     async def answer(example: dspy.Example) -> tuple[dict, list[dict]]:
         async with gate:
-            return await in_worker(run_question, program, example, run.judge, run.metrics)
+            return await in_worker(run_question, program, example, run.judge, run.metrics, run.retriever)
 
     tasks = [asyncio.ensure_future(answer(example)) for example in run.todo]
     try:
@@ -430,7 +441,7 @@ class EvaluationRun:
     recorded as it comes (:meth:`record`), and the summary (:meth:`finish`)."""
 
     def __init__(self, program, examples, out_dir, progress, name, judge_lm, manifest, keep_errors, bar=None,
-                 metric=None):
+                 metric=None, retriever=None):
         require_module(program, "evaluate")
         prepare = getattr(program, "prepare_examples", None)
         self.program, self.examples = program, prepare(examples) if prepare is not None else examples
@@ -438,6 +449,7 @@ class EvaluationRun:
         self.manifest, self.progress = manifest, progress
         self.judge = LLMJudge(judge_lm) if judge_lm is not None else None
         self.metrics = metric_functions(metric)
+        self.retriever = retriever  # dspy.settings.rm while a question runs
         self.streak: list[tuple[dict, list]] = []
         self.summary: dict = {}
         self.shared_bar = bar  # several runs' progress on one bar (evaluate_all)

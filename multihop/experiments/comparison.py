@@ -102,8 +102,10 @@ def compare(
     adds LLM Eval. ``console`` prints the budget and the tables. ``corpus`` (a corpus or question file, indexed once
     by ``first_stage``) or ``retriever`` (a saved retriever folder) is the one index every program and dataset
     searches, instead of each dev file's own paragraphs (passage ids are content hashes, so the gold paragraphs of
-    the dev files are found in a corpus that holds them). ``metric`` (a DSPy metric or ``{name: fn}``) is recorded
-    in every run beside the built-in metrics and shown as a column (:func:`multihop.evaluation.runner.evaluate`).
+    the dev files are found in a corpus that holds them); each program runs with its index as ``dspy.settings.rm``,
+    which ``dspy.Retrieve`` searches in a program of the user's own. ``metric`` (a DSPy metric or ``{name: fn}``) is
+    recorded in every run beside the built-in metrics and shown as a column
+    (:func:`multihop.evaluation.runner.evaluate`).
     ``reference`` is the program every other is tested against on each dataset (default: the first row of each
     dataset's table, :func:`paired_tests`).
     """
@@ -131,10 +133,13 @@ def compare(
                       "indexes": {}},
         "datasets": {}, "programs": {}, "runs": [], "rows": [], "paired": {}, "papers": [], "charts": [],
     }
-    retrieving = any(takes_retriever(PROGRAMS[name]) for name in names)
+    # a program of the user's own (package.module:ClassName) may search dspy.settings.rm with dspy.Retrieve
+    users = {name for name in names if PROGRAMS[name].__dict__.get("_import_path")}
+    retrieving = any(takes_retriever(PROGRAMS[name]) for name in names) or bool(users)
     given = load_retriever(retriever) if retrieving and retriever is not None else None  # every program's index
     loaded = {}  # index folder → its retriever, shared by the programs (and, over --corpus, datasets) that read it
-    runs = []  # (dataset, program name, program, its questions, its question file, its index), in table order
+    runs = []  # (dataset, program name, program, its questions, its question file, its index and retriever), in
+    # table order
     for key, path in files.items():
         examples = load_dataset(path, limit=limit)
         comparison["datasets"][key] = {"file": str(path), "questions": len(examples),
@@ -149,18 +154,19 @@ def compare(
                                                     loaded=loaded)
             pooling = PROGRAMS[name].index_pooling if first_stage == "dense" else "mean"
             indexes.setdefault(pooling, str(index) if index else None)
-            runs.append((key, name, program_under_budget(name, searched, budget), examples, path, index))
+            runs.append((key, name, program_under_budget(name, searched, budget), examples, path, index, searched))
         comparison["retriever"]["indexes"][key] = indexes
 
     evaluations = []
-    for key, name, program, examples, path, index in runs:
-        with dspy.context(lm=base.copy(rollout_id=rollout(name))):
+    for key, name, program, examples, path, index, searched in runs:
+        with dspy.context(lm=base.copy(rollout_id=rollout(name)), rm=searched):  # what dspy.Retrieve searches
             weights = None
             if name in students:
                 student, weights = student_lms[name]
                 use_student(program, student.copy(rollout_id=rollout(name)), served_student(students[name])[1])
             manifest = run_manifest(program, examples, judge, data_sha256=sha256_file(path)[:16], limit=limit,
-                                    retriever=index.name if index and takes_retriever(type(program)) else None,
+                                    retriever=index.name if index and (takes_retriever(type(program)) or
+                                                                       name in users) else None,
                                     student=weights, budget=applied)
             evaluations.append(Evaluation(program, examples, out / key / name, name=name, judge_lm=judge,
                                           manifest=manifest, context=contextvars.copy_context(), metric=metric))

@@ -5,7 +5,10 @@ not affected). Every call of a ``dspy.Predict`` (an LLM stage) and of a retrieve
 output carries ``ids`` or ``passages``: ours, or DSPy's ``dspy.Retrieve``) becomes one record: the stage's path in
 the program (``answer.predict``, ``retriever``), inputs, outputs, the LM that served it, latency, and
 prompt/completion tokens. DSPy's own history omits retriever calls; here they are
-first-class. Token counts come from DSPy's usage tracker, so cache hits count zero tokens, as DSPy reports them.
+first-class. A ``dspy.Retrieve`` keeps only its passages' texts: its record's ``ids`` are those its ``rm`` found
+(a multihop retriever, or any module answering ``ids``), else the texts' content hashes (:func:`passage_ids_of`), so
+the passages a user's module read through it are counted as a program's own. Token counts come from DSPy's usage
+tracker, so cache hits count zero tokens, as DSPy reports them.
 
 Programs count their own events (a fallback taken, a repair made) with :func:`count`, which adds to every trace
 recorded in the current context; :meth:`Trace.counts` reports them beside the LLM and retrieval counts.
@@ -36,6 +39,8 @@ from typing import Any
 import dspy
 from dspy.utils.callback import BaseCallback
 from dspy.utils.usage_tracker import UsageTracker
+
+from multihop.data.corpus import passage_id
 
 
 def jsonable(value: Any, depth: int = 0) -> Any:
@@ -96,6 +101,9 @@ def module_paths(root: dspy.Module) -> dict[int, str]:
     queue, seen = deque([("self", root)]), {id(root)}
     while queue:
         name, item = queue.popleft()
+        if isinstance(item, dspy.Retrieve):  # DSPy's retrieval step: a Parameter, not a module
+            paths.setdefault(id(item), name.removeprefix("self."))
+            continue
         if isinstance(item, dspy.BaseModule):
             paths.setdefault(id(item), name.removeprefix("self."))
             children = ((f"{name}.{key}", value) for key, value in item.__dict__.items() if key != "history")
@@ -249,6 +257,7 @@ class TraceCallback(BaseCallback):
     def __init__(self, trace: Trace):
         self.trace = trace
         self._tokens: dict[str, contextvars.Token] = {}
+        self._inner: dict[str, dict] = {}  # a call inside a recorded module → that module's open record
 
     def on_module_start(self, call_id: str, instance: Any, inputs: dict[str, Any]):
         trace = self.trace
@@ -259,7 +268,9 @@ class TraceCallback(BaseCallback):
         if not is_lm and list(getattr(instance, "named_predictors", list)()):
             return  # a composite sub-module: its predictors are recorded on their own
         if not is_lm and not step and trace.module.get() is not None:
-            return  # a module inside a recorded one (a reranker's first stage): one retrieval, recorded once
+            with trace._lock:  # a module inside a recorded one (a reranker's first stage, dspy.Retrieve's rm): one
+                self._inner[call_id] = trace.module.get()  # retrieval, recorded once, with the ids it found
+            return
         call_inputs = _call_inputs(inputs)
         if hasattr(instance, "trace_inputs"):  # what a step chooses to record of its inputs
             call_inputs = instance.trace_inputs(call_inputs)
@@ -282,6 +293,10 @@ class TraceCallback(BaseCallback):
         with trace._lock:
             record = trace._open.pop(call_id, None)
             token = self._tokens.pop(call_id, None)
+            outer = self._inner.pop(call_id, None)
+        if outer is not None and isinstance(outputs, dspy.Prediction) and outputs.get("ids") is not None:
+            with trace._lock:  # the outermost inner call ends last: the rm itself, not its own first stage
+                outer["_inner_ids"] = list(outputs.ids)
         if record is None:
             return
         token.var.reset(token)
@@ -292,6 +307,9 @@ class TraceCallback(BaseCallback):
                 return  # a helper module that neither retrieved nor failed: nothing to report
         record["latency_s"] = round(time.perf_counter() - record.pop("_t"), 4)
         record["outputs"] = jsonable(outputs)
+        inner_ids = record.pop("_inner_ids", None)
+        if record["kind"] == "retriever" and isinstance(record["outputs"], dict) and "ids" not in record["outputs"]:
+            record["outputs"]["ids"] = passage_ids_of(record["outputs"].get("passages") or [], inner_ids)
         if exception is not None:
             record["error"] = f"{type(exception).__name__}: {exception}"
         trace.add_record(record)
@@ -302,6 +320,15 @@ class TraceCallback(BaseCallback):
             with self.trace._lock:
                 record["lm"] = getattr(instance, "model", type(instance).__name__)
                 record["lm_requests"] += 1
+
+
+def passage_ids_of(passages: list, inner_ids: list | None) -> list[str]:
+    """The ids of the passages a retrieval returned without them (``dspy.Retrieve``, which keeps only the texts):
+    those the retriever it called found (``inner_ids``, one a passage), else each text's content hash, the id a
+    multihop corpus or :class:`~multihop.retrievers.DSPyRetriever` gives an untitled passage."""
+    if inner_ids is not None and len(inner_ids) == len(passages):
+        return [str(pid) for pid in inner_ids]
+    return [passage_id("", text if isinstance(text, str) else json.dumps(text)) for text in passages]
 
 
 class TracedPrediction(dspy.Prediction):

@@ -13,6 +13,7 @@ from multihop.evaluation.runner import RATES, aevaluate, default_columns, evalua
 from multihop.runtime.tracing import count
 
 from helpers import Echo, echo_examples, scripted_lm
+from helpers import examples as make_examples
 
 
 def test_scores_counts_and_files(tmp_path):
@@ -40,6 +41,24 @@ def test_aevaluate_takes_evaluates_parameters_with_in_flight_for_threads():
     assert all(async_[name].default == parameter.default for name, parameter in sync.items() if name != "threads")
     with pytest.raises(TypeError, match="threads"):
         asyncio.run(aevaluate(Echo(), echo_examples(1), "unused", threads=2))
+
+
+@pytest.mark.parametrize("run", ["evaluate", "aevaluate"])
+def test_the_retriever_given_is_what_dspy_retrieve_searches_and_its_passages_are_scored(static_retriever, tmp_path,
+                                                                                         run):
+    class Retrieving(dspy.Module):  # a plain module: its passages come from its trace
+        def forward(self, question):
+            return dspy.Prediction(answer="x", context=dspy.Retrieve(k=2)(question).passages)
+
+    first, second = (p.id for p in static_retriever.passages[:2])
+    questions = make_examples(2, answer="x", gold_passage_ids=[second])
+    if run == "evaluate":
+        summary = evaluate(Retrieving(), questions, tmp_path, progress=False, retriever=static_retriever)
+    else:
+        summary = asyncio.run(aevaluate(Retrieving(), questions, tmp_path, progress=False, retriever=static_retriever))
+    rows = read_rows(tmp_path / "results.jsonl")
+    assert summary["errors"] == 0 and summary["recall@2"] == 1.0 and dspy.settings.rm is None
+    assert all(row["passage_ids"] == [first, second] and row["counts"]["retrieval_calls"] == 1 for row in rows.values())
 
 
 def test_aevaluate_writes_the_rows_evaluate_writes_and_takes_its_options(tmp_path):

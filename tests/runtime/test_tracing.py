@@ -147,6 +147,28 @@ def test_dspy_retrieve_inside_a_traced_program_is_one_retrieval(static_retriever
     prediction = WithRetrieve()(question="q")
     assert prediction.passages == [p.render() for p in static_retriever.passages[:2]]
     assert prediction.counts["retrieval_calls"] == 1 and "callback" not in caplog.text
+    # dspy.Retrieve keeps only the texts; the record keeps the ids its rm found, under its path in the program
+    (record,) = prediction.stage_trace
+    assert record["stage"] == "search" and record["kind"] == "retriever"
+    assert record["outputs"]["ids"] == prediction.counts["passage_ids"] == [p.id for p in static_retriever.passages[:2]]
+
+
+def test_dspy_retrieve_over_a_bare_rm_records_its_passages_content_hashes():
+    from multihop.data.corpus import passage_id
+
+    def rm(query, k=3):  # an rm as DSPy's own are: items with long_text, no module
+        return [dspy.dsp.utils.dotdict(long_text=f"passage {i}") for i in range(k)]
+
+    class Retrieving(dspy.Module):
+        def forward(self, question):
+            return dspy.Prediction(answer="", context=dspy.Retrieve(k=2)(question).passages)
+
+    program = Retrieving()
+    with dspy.context(rm=rm), record_trace(program) as trace:
+        program(question="q")
+    (record,) = trace.to_list()
+    assert record["stage"] == "rm" and record["outputs"]["passages"] == ["passage 0", "passage 1"]
+    assert trace.counts()["passage_ids"] == [passage_id("", "passage 0"), passage_id("", "passage 1")]
 
 
 def test_module_paths_are_dspys_sub_module_paths_without_walking_the_growing_histories():
