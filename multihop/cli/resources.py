@@ -53,12 +53,22 @@ def data_list(root: Path = typer.Option(None, help="folder to scan (default: MUL
 def data_fetch(
     datasets: list[str] = typer.Argument(None, help="musique, hotpotqa, 2wiki (default: all)"),
     root: Path = typer.Option(None, help="target folder (default: MULTIHOP_DATA)"),
+    sha256: list[str] = typer.Option(None, "--sha256", help="NAME=SUM: the sha256 a file must have (e.g. "
+                                     "hotpot_train_v1.1.json=<64 hex digits>), for a file whose sum is not recorded "
+                                     "here, checked against the dataset's release (repeatable)"),
 ):
-    """Download the official dataset files (needs internet access)."""
+    """Download the official dataset files (needs internet access), each installed only when its sha256 is the one
+    recorded (or given with --sha256); a file without a recorded sum is kept aside and its sum printed."""
     from multihop.data.fetch import SOURCES, fetch
 
+    sums = {}
+    for pair in sha256 or []:
+        name, _, value = pair.partition("=")
+        if not (name and len(value) == 64 and all(ch in "0123456789abcdefABCDEF" for ch in value)):
+            raise typer.BadParameter(f"{pair!r}: write NAME=SUM, SUM the file's 64 hex digits", param_hint="--sha256")
+        sums[name] = value.lower()
     target = root or Path(os.environ.get("MULTIHOP_DATA") or "data")
-    for path in fetch(target, datasets or list(SOURCES)):  # an OfflineError ends the command with its one line
+    for path in fetch(target, datasets or list(SOURCES), sums):  # a download error ends the command with its line
         console.print(f"fetched {path}")
 
 
