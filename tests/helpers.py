@@ -377,3 +377,22 @@ PASSAGES = [Passage(f"p{i}", title, text) for i, (title, text) in enumerate([
     ("Thames", "The Thames is a river in England. It flows through London."),
 ])]
 
+
+# a chain of four passages: Xbox → Microsoft → Bill Gates → Seattle
+XBOX_PASSAGES = [Passage.make(title, text) for title, text in [
+    ("Xbox", "The Xbox is a video game console made by Microsoft."),
+    ("Microsoft", "Microsoft was founded by Bill Gates and Paul Allen in 1975."),
+    ("Bill Gates", "Bill Gates was born in Seattle in 1955."),
+    ("Seattle", "Seattle is a city in Washington.")]]
+
+
+def declared_program(name: str, **switches) -> MultihopProgram:
+    """Program ``name`` over a fixed retriever (:data:`XBOX_PASSAGES`), reranking nothing (no encoder to load) and
+    embedding with MiniLM."""
+    from multihop.programs import PROGRAMS, takes_retriever
+
+    cls = PROGRAMS[name]
+    settings = cls.settings()
+    light = {key: value for key, value in {"rerank": None, "encoder": "minilm"}.items() if key in settings}
+    retriever = {"retriever": StaticRetriever(XBOX_PASSAGES)} if takes_retriever(cls) else {}
+    return cls(**retriever, **light, **switches)

@@ -18,7 +18,7 @@ from multihop.evaluation.runner import evaluate, render_table
 from multihop.experiments.tables import cell, shown_columns, summary_row
 from multihop.programs import PROGRAMS
 
-from helpers import Echo, TypedScript, echo_examples, paris_data, scripted_lm
+from helpers import Echo, TypedScript, declared_program, echo_examples, paris_data, scripted_lm
 
 runner = CliRunner()
 
@@ -154,9 +154,7 @@ def mentions_a_passage_or_answers(example, prediction, trace=None):
 
 @pytest.mark.parametrize("name", DECLARED)
 def test_dspy_evaluate_runs_every_declared_program_with_a_users_metric(name):
-    from test_registry import built
-
-    program = built(name)
+    program = declared_program(name)
     devset = [dspy.Example(question=question, answers=["Bill Gates"]).with_inputs("question")
               for question in ["Who founded the company that makes the Xbox?", "Where was Bill Gates born?"]]
     scored = []

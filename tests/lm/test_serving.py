@@ -96,12 +96,10 @@ def served_as_openai(port: int, name: str) -> None:
     """The same server reached as any OpenAI-compatible endpoint (``openai/<its model>``): in llama-cpp-python's
     ``json_object`` form every stage of HANRAG parses (no fallback, no stage error); the ``json_schema`` form, which
     that server refuses, stops with the line naming ``--structured off``."""
-    from test_parallel import PASSAGES
-
     from multihop.lm.engines.served import StructuredOutputRefused
     from multihop.programs import HANRAG
 
-    from helpers import StaticRetriever
+    from helpers import PASSAGES, StaticRetriever
 
     api_base = f"http://127.0.0.1:{port}/v1"
     lm = make_lm(f"openai/{name}", api_base=api_base, api_key="s3cret", structured="json_object", cache=False,

@@ -20,7 +20,7 @@ from multihop.programs.gold_builders import GOLD_BUILDERS, register_gold_builder
 from multihop.programs.papers import reported
 from multihop.runtime.tracing import count
 
-from helpers import StaticRetriever, TypedScript, scripted_lm, tiny_causal_lm
+from helpers import XBOX_PASSAGES, StaticRetriever, TypedScript, declared_program, scripted_lm, tiny_causal_lm
 
 runner = CliRunner()
 
@@ -213,20 +213,6 @@ def test_a_declaration_names_a_loop_budget_the_program_has():
 # --- the contract every registered program keeps -----------------------------------------------------------------
 
 DECLARED = sorted(method.name for method in PROGRAMS.declared())
-PASSAGES = [Passage.make(title, text) for title, text in [
-    ("Xbox", "The Xbox is a video game console made by Microsoft."),
-    ("Microsoft", "Microsoft was founded by Bill Gates and Paul Allen in 1975."),
-    ("Bill Gates", "Bill Gates was born in Seattle in 1955."),
-    ("Seattle", "Seattle is a city in Washington.")]]
-
-
-def built(name: str, **switches) -> MultihopProgram:
-    """Program ``name`` over a fixed retriever, reranking nothing (no encoder to load) and embedding with MiniLM."""
-    cls = PROGRAMS[name]
-    settings = cls.settings()
-    light = {key: value for key, value in {"rerank": None, "encoder": "minilm"}.items() if key in settings}
-    retriever = {"retriever": StaticRetriever(PASSAGES)} if takes_retriever(cls) else {}
-    return cls(**retriever, **light, **switches)
 
 
 @pytest.mark.parametrize("name", DECLARED)
@@ -256,7 +242,7 @@ def test_the_class_docstring_documents_every_switch_and_an_example(name):
 
 @pytest.mark.parametrize("name", DECLARED)
 def test_save_and_load_round_trip(name, tmp_path):
-    program = built(name)
+    program = declared_program(name)
     save(program, tmp_path / name)
     loaded = load(tmp_path / name, retriever=getattr(program, "retriever", None))
     assert type(loaded) is type(program) and loaded.config() == program.config()
@@ -290,7 +276,7 @@ def test_a_switch_that_turns_a_stage_off_removes_it_from_named_predictors(name):
 
 @pytest.mark.parametrize("name", DECLARED)
 def test_a_scripted_run_yields_an_answer_passage_ids_and_the_declared_counts(name):
-    program = built(name)
+    program = declared_program(name)
     script = TypedScript(program)
     counted = set()
     with dspy.context(lm=script.lm):
@@ -298,7 +284,7 @@ def test_a_scripted_run_yields_an_answer_passage_ids_and_the_declared_counts(nam
                          "When was Microsoft founded?", "Which console does Microsoft make?"]:
             prediction = program(question=question)
             assert isinstance(prediction.answer, str) and isinstance(prediction.passage_ids, list)
-            assert set(prediction.passage_ids) <= {p.id for p in PASSAGES}
+            assert set(prediction.passage_ids) <= {p.id for p in XBOX_PASSAGES}
             assert prediction.counts["llm_calls"] == sum(r["kind"] == "lm" for r in prediction.stage_trace)
             counted |= set(prediction.counts)
     for declared in program.count_display:  # each declared count, or its family (route.<route>), is counted
@@ -312,7 +298,7 @@ def test_evaluation_reuses_the_programs_own_trace_with_the_same_counts(name, mon
     from multihop.evaluation.runner import run_question
     from multihop.runtime import tracing
 
-    program = built(name)
+    program = declared_program(name)
     opened = []
     real = tracing.Trace.__init__
     monkeypatch.setattr(tracing.Trace, "__init__", lambda self, root=None: (opened.append(root), real(self, root))[1])

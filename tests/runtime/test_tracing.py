@@ -4,10 +4,10 @@ from concurrent.futures import ThreadPoolExecutor
 import dspy
 import pytest
 
-from multihop.programs import MultihopProgram, SingleStepRAG
+from multihop.programs import PROGRAMS, MultihopProgram, SingleStepRAG
 from multihop.runtime.tracing import count, module_paths, record_trace
 
-from helpers import scripted_lm
+from helpers import declared_program, scripted_lm
 
 
 def test_one_record_per_stage_including_the_retriever(static_retriever):
@@ -172,15 +172,13 @@ def test_dspy_retrieve_over_a_bare_rm_records_its_passages_content_hashes():
 
 
 def test_module_paths_are_dspys_sub_module_paths_without_walking_the_growing_histories():
-    from test_registry import DECLARED, built
-
-    for name in DECLARED:
-        program = built(name)
+    for name in sorted(method.name for method in PROGRAMS.declared()):
+        program = declared_program(name)
         expected = {}
         for path, module in program.named_sub_modules():
             expected.setdefault(id(module), path.removeprefix("self."))
         assert module_paths(program) == expected, name
-    program = built("SingleStepRAG")
+    program = declared_program("SingleStepRAG")
     stray = dspy.Predict("question -> answer")
     program.history.extend({"messages": [{"role": "user"}], "module": stray} for _ in range(1000))  # DSPy's entries
     assert id(stray) in {id(module) for _, module in program.named_sub_modules()}
