@@ -47,6 +47,7 @@ def benchmark(name: str):
     return module
 
 
+@pytest.mark.slow  # ranx's measures are numba code, compiled on first use (~50 s in a fresh venv)
 def test_the_retrieval_benchmark_scores_each_retrievers_top_passages_with_ranx():
     pytest.importorskip("ranx")
     from multihop.data.corpus import Passage

@@ -291,6 +291,7 @@ def test_the_command_line_and_every_program_import_without_torch():
     assert completed.stdout.strip() == "False"  # loaded by the first encoder or reranker score, not by a command
 
 
+@pytest.mark.slow  # ranx's measures are numba code, compiled on first use (~50 s in a fresh venv)
 def test_eval_writes_a_trec_run_and_qrels_that_ranx_reads(built_lms, tmp_path):
     ranx = pytest.importorskip("ranx")
     data = tmp_path / "questions.jsonl"

@@ -85,6 +85,7 @@ def test_reciprocal_rank_hand_computed():
     assert reciprocal_rank(["g"], []) is None
 
 
+@pytest.mark.slow  # ranx's measures are numba code, compiled on first use (~50 s in a fresh venv)
 def test_ranking_measures_equal_ranx():
     ranx = pytest.importorskip("ranx")
     rng = random.Random(0)

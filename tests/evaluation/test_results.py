@@ -117,6 +117,7 @@ def test_a_folder_without_rows_is_named(tmp_path):
         results(tmp_path)
 
 
+@pytest.mark.slow  # ranx's measures are numba code, compiled on first use (~50 s in a fresh venv)
 def test_the_trec_run_holds_each_answered_questions_passages_in_order_and_ranx_reads_it(run, tmp_path):
     ranx = pytest.importorskip("ranx")
     folder, summary = run
