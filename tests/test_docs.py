@@ -1,8 +1,8 @@
 """The documentation: the site builds under ``mkdocs build --strict`` with a page for every declared program (its
 paper's title and its stages, written from the declaration at build time), the papers and the command line; (slow)
 each program page renders in headless Chromium with its program's name; the README lists every declared program with
-its paper, and its served-LM quickstart runs as written against an OpenAI-compatible server; CITATION.cff cites the
-library at pyproject's version and every paper the programs rebuild."""
+its paper (its Python blocks, and the docs', run in tests/test_doc_snippets.py); CITATION.cff cites the library at
+pyproject's version and every paper the programs rebuild."""
 
 import html
 import logging
@@ -16,8 +16,6 @@ from pathlib import Path
 import pytest
 
 import multihop
-
-from helpers import data_root
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -128,24 +126,6 @@ def test_the_readme_lists_every_declared_program_with_its_kind_and_paper():
         if not method.paper:
             assert paper.startswith("the papers' own"), method.name
     assert len(text.splitlines()) <= 200
-
-
-@pytest.mark.slow
-def test_the_readme_served_lm_block_runs_against_an_openai_compatible_server(tmp_path):
-    from multihop.lm.loopback import loopback_server
-
-    data = data_root()
-    section = README.read_text().split("\n## Python on a served LM\n", 1)[1]
-    block = re.search(r"```python\n(.*?)```", section, re.S).group(1)
-    assert "http://localhost:8000/v1" in block
-    env = {**os.environ, "MULTIHOP_DATA": str(data), "HF_HUB_OFFLINE": "1", "DSPY_CACHEDIR": str(tmp_path / "cache")}
-    with loopback_server(latency=0.0, lifetime=280) as server:  # answers every stage from its schema
-        script = block.replace("http://localhost:8000/v1", server.api_base)
-        script += "\nassert summary['questions'] == 50 and summary['llm_calls'] > 1, summary\n"
-        result = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True,
-                                text=True, timeout=270)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "'llm_calls'" in result.stdout and (tmp_path / "runs" / "hanrag-qwen" / "summary.json").exists()
 
 
 def test_citation_cites_the_library_at_its_version_and_every_paper_the_programs_rebuild():

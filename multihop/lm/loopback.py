@@ -6,17 +6,22 @@ The server listens on 127.0.0.1 on an ephemeral port, answers at most ``max_requ
 ``lifetime`` seconds whatever happens (:func:`loopback_server`). Replies are seeded by the request's messages: the
 same prompt always gets the same reply, so two runs that send the same prompts (serial and threaded, threads and
 asyncio) take the same branches. A request without a schema is answered with the fields its prompt asks for, each a
-word, in the format of the adapter that wrote it (DSPy's ``ChatAdapter`` field markers, else a JSON object). It
-records each request's body (``server.requests``), for tests of what a client sends.
+word, in the format of the adapter that wrote it (DSPy's ``ChatAdapter`` field markers, else a JSON object). A
+request to ``/embeddings`` is answered with a vector a text (:func:`text_embedding`: its words hashed into
+:data:`EMBEDDING_DIMENSIONS` dimensions, so texts that share words are close), as floats or, when the request asks for
+``encoding_format="base64"`` (the OpenAI client's default), as base64 float32. It records each request's body
+(``server.requests``), for tests of what a client sends.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import hashlib
 import json
 import random
 import re
+import struct
 import sys
 import threading
 import time
@@ -29,6 +34,7 @@ MODEL = "loopback"
 FAULTS = ("500", "429", "garbage", "hang")  # how LoopbackServer.fault makes every completion fail
 _JSON_FIELDS = re.compile(r"`(\w+)`")  # the output fields a JSONAdapter prompt asks for, in order
 _CHAT_FIELDS = re.compile(r"\[\[ ## (\w+) ## \]\]")  # those a ChatAdapter prompt asks for
+EMBEDDING_DIMENSIONS = 64  # the length of every vector /embeddings answers
 
 
 def schema_value(schema: dict, draw: random.Random, defs: dict | None = None):
@@ -76,6 +82,33 @@ def reply_text(body: dict) -> str:
     return json.dumps(schema_value(schema, draw))
 
 
+def text_embedding(text: str) -> list[float]:
+    """The unit vector /embeddings answers for ``text``: each lower-cased word adds 1 to the dimension its sha256
+    picks (of :data:`EMBEDDING_DIMENSIONS`), so the same text always gets the same vector and texts sharing words
+    have a positive cosine; a text without words gets the first unit vector."""
+    vector = [0.0] * EMBEDDING_DIMENSIONS
+    for word in re.findall(r"\w+", text.lower()):
+        vector[int(hashlib.sha256(word.encode()).hexdigest(), 16) % EMBEDDING_DIMENSIONS] += 1.0
+    norm = sum(value * value for value in vector) ** 0.5
+    return [value / norm for value in vector] if norm else [1.0] + [0.0] * (EMBEDDING_DIMENSIONS - 1)
+
+
+def embeddings_reply(body: dict) -> dict:
+    """The OpenAI reply to an embeddings request: a :func:`text_embedding` for each of its ``input`` texts (a string
+    is one text), as a list of floats or, for ``encoding_format="base64"``, as base64 little-endian float32."""
+    texts = body.get("input") or []
+    texts = [texts] if isinstance(texts, str) else texts
+    data = []
+    for index, text in enumerate(texts):
+        vector = text_embedding(str(text))
+        if body.get("encoding_format") == "base64":
+            vector = base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode()
+        data.append({"object": "embedding", "index": index, "embedding": vector})
+    tokens = sum(len(str(text).split()) for text in texts)
+    return {"object": "list", "data": data, "model": body.get("model", MODEL),
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
+
+
 def certain_tokens(content: str) -> list[dict]:
     """The OpenAI log-probabilities of ``content`` as a server that was sure of every token gives them: one token a
     word (with the space before it), each of log-probability 0."""
@@ -108,6 +141,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(400, {"error": {"message": "response_format with a JSON schema is not supported"}})
             return
         time.sleep(server.latency)
+        if self.path.rstrip("/").endswith("/embeddings"):
+            self._send(200, embeddings_reply(body))
+            return
         content = reply_text(body)
         choice = {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}
         if server.logprobs and body.get("logprobs"):
