@@ -150,7 +150,12 @@ def load(directory: str | Path, program: dspy.Module | None = None, retriever: d
     """Rebuild a saved program (or load the state into ``program``, which must be of the saved class and config).
     The retriever is ``retriever``, else the folder the manifest names. A plain ``dspy.Module`` saved by its import
     path comes back as a multihop program of its class (:meth:`~.registry.ProgramRegistry.imported`: traced, its
-    ``forward`` its own), built with the recorded settings (an unrecorded one at its default) and the saved state."""
+    ``forward`` its own), built with the recorded settings (an unrecorded one at its default) and the saved state.
+
+    A stage set on an LM of its own (``set_stage_lm``, a student) comes back on it: DSPy refuses a saved LM whose
+    engine class it would import unless told the file is trusted, and a state whose every saved engine is one of
+    multihop's (:mod:`multihop.lm.engines`) is loaded as trusted, with the LM's endpoint; any other engine class is
+    refused as DSPy refuses it."""
     directory = Path(directory)
     info = read_manifest(directory)
     verify_inventory(directory)
@@ -179,5 +184,24 @@ def load(directory: str | Path, program: dspy.Module | None = None, retriever: d
             f"{directory} holds a {info['program']} with config {info.get('config')}; it cannot be loaded into a "
             f"{type(program).__name__} with config {config}"
         )
-    program.load(str(directory / STATE))
+    program.load(str(directory / STATE), allow_unsafe_lm_state=only_our_engines(read_json(directory / STATE)))
     return program
+
+
+def only_our_engines(state) -> bool:
+    """Whether ``state`` (a saved program's JSON) names engine classes and every one is multihop's own: the stage LMs
+    of a saved program, which :func:`load` may rebuild without DSPy's refusal of unknown classes."""
+    found = []
+
+    def walk(node):
+        if isinstance(node, dict):
+            if isinstance(node.get("class"), str) and "state" in node and ":" in node["class"]:
+                found.append(node["class"])
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(state)
+    return bool(found) and all(path.startswith("multihop.lm.engines.") for path in found)

@@ -23,10 +23,9 @@ answers each stage from its JSON schema:
 
 The encoders (MPNet), BM25, FAISS, the data and the files a snippet writes are real. A page whose snippets load an
 encoder is ``slow``, listed in :data:`SLOW_PAGES` with its reason (a page not listed runs in the fast tests); the
-others run in seconds. The README's embedded-LM
-block also runs on the real SmolLM2 in ``tests/test_readme.py``, the traces page's MLflow blocks on a scripted LM and
-on SmolLM2 with their output checked in ``tests/evaluation/test_mlflow_runs.py``. A page that fails on a known bug of
-the library is an expected failure that names it (:data:`KNOWN_FAILURES`), and fails once the page runs."""
+others run in seconds. The README's embedded-LM block also runs on the real SmolLM2 in ``tests/test_readme.py``, the
+traces page's MLflow blocks on a scripted LM and on SmolLM2 with their output checked in
+``tests/evaluation/test_mlflow_runs.py``."""
 
 import json
 import os
@@ -53,14 +52,6 @@ SLOW_PAGES = {
     "docs/concepts/methods.md": "MPNet indexes five questions' paragraphs; RaLa, MaxSim and CIRAG's cosine read it",
     "docs/concepts/programs.md": "MPNet indexes five questions' paragraphs for CoopRAG's RaLa",
     "docs/concepts/retrieval.md": "MPNet indexes five questions' paragraphs with their token states; RaLa and MaxSim",
-}
-# pages that fail on a bug of the library, not of the page: (what their stderr shows, the bug); the page's test is an
-# expected failure while the bug lasts and fails as soon as the page runs, so the entry is removed with the fix
-KNOWN_FAILURES = {
-    "docs/concepts/programs.md": (
-        "Refusing to import custom serialized engine class `multihop.lm.engines.served:ServedEngine`",
-        "multihop.load refuses a program saved after set_stage_lm with a make_lm LM: DSPy writes the stage LM's "
-        "engine class into the saved state and will not import it on load without allow_unsafe_lm_state"),
 }
 PAGE_TIMEOUT = 600  # seconds a page's Python may run (each page takes under two minutes on 2 CPU cores)
 
@@ -192,12 +183,4 @@ def run_page(page: Path, tmp_path: Path) -> subprocess.CompletedProcess:
 def test_the_python_blocks_of_a_page_run_in_order_from_an_empty_folder(page, tmp_path):
     result = run_page(page, tmp_path)
     report = f"{page_name(page)} exited {result.returncode}:\n{result.stdout[-2000:]}\n{result.stderr[-6000:]}"
-    if page_name(page) in KNOWN_FAILURES:
-        shown, bug = KNOWN_FAILURES[page_name(page)]
-        assert result.returncode != 0 and shown in result.stderr, f"no longer fails on its known bug: {report}"
-        pytest.xfail(bug)
     assert result.returncode == 0, report
-
-
-def test_every_known_failure_is_a_page_with_python_blocks():
-    assert set(KNOWN_FAILURES) <= {page_name(page) for page in PAGES}

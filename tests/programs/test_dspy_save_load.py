@@ -139,3 +139,13 @@ def test_a_stage_lm_on_a_multihop_engine_pickles_as_its_state(tmp_path):
     assert restored.model == lm.model and type(restored.engine) is type(lm.engine) and restored.engine is not lm.engine
     with dspy.context(adapter=dspy.JSONAdapter()):
         assert loaded(question="What is the capital of France?").answer == expected
+
+
+def test_a_saved_state_is_trusted_when_every_engine_it_names_is_multihops():
+    from multihop.programs.saved import only_our_engines
+
+    ours = {"class": "multihop.lm.engines.served:ServedEngine", "state": {}}
+    theirs = {"class": "evil.module:Engine", "state": {}}
+    assert only_our_engines({"reason.predict": {"lm": {"engine": ours}}})
+    assert not only_our_engines({"reason.predict": {"lm": {"engine": ours}}, "answer": {"lm": {"engine": theirs}}})
+    assert not only_our_engines({"reason.predict": {"lm": None, "demos": []}})  # no stage LM: DSPy's defaults
