@@ -52,6 +52,7 @@ SLOW_PAGES = {
     "docs/concepts/methods.md": "MPNet indexes five questions' paragraphs; RaLa, MaxSim and CIRAG's cosine read it",
     "docs/concepts/programs.md": "MPNet indexes five questions' paragraphs for CoopRAG's RaLa",
     "docs/concepts/retrieval.md": "MPNet indexes five questions' paragraphs with their token states; RaLa and MaxSim",
+    "docs/concepts/traces.md": "MLflow's SQLite store in a subprocess (~12 s)",
 }
 PAGE_TIMEOUT = 600  # seconds a page's Python may run (each page takes under two minutes on 2 CPU cores)
 

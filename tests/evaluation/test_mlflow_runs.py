@@ -207,6 +207,7 @@ def run_docs_mlflow_blocks(folder: Path, prelude: str = "") -> str:
     assert (folder / "mlartifacts" / "rag" / run_id / "artifacts" / "summary.json").exists()  # beside the database
 
 
+@pytest.mark.slow  # the page's blocks in a subprocess with MLflow's SQLite store (~11 s)
 def test_the_traces_pages_mlflow_snippets_run(tmp_path):
     """The page's blocks as written, but for the LM: ``configure_lm`` configures a scripted one (the slow test below
     runs them on the embedded LM)."""
