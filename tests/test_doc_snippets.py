@@ -22,9 +22,9 @@ answers each stage from its JSON schema:
   hashed bag-of-words vector a text.
 
 The encoders (MPNet), BM25, FAISS, the data and the files a snippet writes are real. A page whose snippets load an
-encoder is ``slow``, listed in :data:`SLOW_PAGES` with its reason (a page not listed runs in the fast tests); the
-others run in seconds. The README's embedded-LM block also runs on the real SmolLM2 in ``tests/test_readme.py``, the
-traces page's MLflow blocks on a scripted LM and on SmolLM2 with their output checked in
+encoder or take more than a few seconds is ``slow``, listed in :data:`SLOW_PAGES` with its reason (a page not listed
+runs in the fast tests); the others run in seconds. The README's embedded-LM block also runs on the real SmolLM2 in
+``tests/test_readme.py``, the traces page's MLflow blocks on a scripted LM and on SmolLM2 with their output checked in
 ``tests/evaluation/test_mlflow_runs.py``."""
 
 import json
