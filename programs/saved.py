@@ -13,8 +13,9 @@ Which way to save, when:
 - ``multihop.save(program, folder, retriever=...)`` / ``multihop.load(folder)`` (this module): no pickle — JSON state
   plus a manifest naming the class and config, checked on load against the installed classes (a program saved by
   another version or config is refused) and against the folder's checksummed inventory; the retriever is rebuilt
-  from its own saved folder. Portable across machines and versions of DSPy and safe to load from anyone: use it to
-  ship, share or archive a program.
+  from its own saved folder. Portable across machines and versions of DSPy, and loads no code from the folder (a
+  user's program class is imported from the installed packages and the current folder): use it to ship, share or
+  archive a program; a stage LM it rebuilds is multihop's own engine with its saved endpoint.
 - DSPy's own ``program.save("p.json")`` / ``program.load("p.json")`` on a program built the same way: the predictors'
   state only (instructions, demos), as for any ``dspy.Module``.
 - DSPy's whole-program pickle, ``program.save(folder, save_program=True)`` / ``dspy.load(folder,
@@ -42,6 +43,7 @@ from .base import MultihopProgram, qualified_name, takes_retriever
 from .registry import PROGRAMS, import_path
 
 STATE, MANIFEST = "program.json", "manifest.json"
+ENGINE_KEYS = ("engine", "async_engine")  # where a saved DSPy LM records its engines (class and state)
 
 
 def trimmed_demos(predictor) -> list[dspy.Example]:
@@ -189,19 +191,29 @@ def load(directory: str | Path, program: dspy.Module | None = None, retriever: d
 
 
 def only_our_engines(state) -> bool:
-    """Whether ``state`` (a saved program's JSON) names engine classes and every one is multihop's own: the stage LMs
-    of a saved program, which :func:`load` may rebuild without DSPy's refusal of unknown classes."""
-    found = []
+    """Whether the LMs ``state`` (a saved program's JSON) holds are multihop's own and nothing else: at least one LM
+    whose engine is one of :mod:`multihop.lm.engines`, every LM of DSPy's own class with such an engine, and no
+    endpoint (``api_base``, ``base_url``, ``model_list``) on an LM without one. Only then may :func:`load` rebuild
+    them with their endpoints; any other saved LM is left to DSPy's refusal."""
+    lms = []
 
     def walk(node):
         if isinstance(node, dict):
-            if isinstance(node.get("class"), str) and "state" in node and ":" in node["class"]:
-                found.append(node["class"])
-            for value in node.values():
-                walk(value)
+            lm = bool({"_dspy_lm_class", "engine", "api_base", "base_url", "model_list"} & set(node))
+            if lm:
+                lms.append(node)
+            for key, value in node.items():
+                if not (lm and key in ENGINE_KEYS):  # an engine's own state (its endpoint) is the engine's
+                    walk(value)
         elif isinstance(node, list):
             for value in node:
                 walk(value)
 
+    def ours(lm: dict) -> bool:
+        engines = [lm.get(key) for key in ENGINE_KEYS if key in lm]
+        return (lm.get("_dspy_lm_class", "dspy.clients.lm.LM") == "dspy.clients.lm.LM" and "engine" in lm
+                and all(isinstance(engine, dict) and str(engine.get("class", "")).startswith("multihop.lm.engines.")
+                        for engine in engines))
+
     walk(state)
-    return bool(found) and all(path.startswith("multihop.lm.engines.") for path in found)
+    return bool(lms) and all(ours(lm) for lm in lms)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Iterable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 import dspy
@@ -60,7 +61,8 @@ class DSPyRetriever(RetrieverModule):
         self.source = source
         self.k = k or getattr(source, "k", None) or DEFAULT_K
         self.takes_k = takes_k(source)
-        self.known_ids = corpus_ids(corpus) if corpus is not None else {}
+        # read-only: a mapping that is no dict is not walked by DSPy's named_parameters nor by the trace's module walk
+        self.known_ids = MappingProxyType(corpus_ids(corpus) if corpus is not None else {})
 
     def search(self, queries: list[str], k: int) -> list[Hits]:
         return [self.hits(self.source(query, k=k) if self.takes_k else self.source(query), k) for query in queries]
@@ -81,7 +83,7 @@ class DSPyRetriever(RetrieverModule):
 
     def passage_id(self, item: dict) -> str:
         """The id of a passage its source gives none: the corpus's, else its title's and text's content hash."""
-        known = self.known_ids.get(item["text"]) or self.known_ids.get(item["plain"] or "")
+        known = self.known_ids.get(item["text"]) or (self.known_ids.get(item["plain"]) if item["plain"] else None)
         if known:
             return known
         return passage_id(item["title"], item["plain"]) if item["title"] is not None else passage_id("", item["text"])

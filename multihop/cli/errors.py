@@ -25,8 +25,9 @@ INPUT_ERRORS = (ValueError, FileNotFoundError, NotADirectoryError, IsADirectoryE
                 ChecksumMismatchError)
 # The modules an extra installs (pyproject.toml's optional dependencies), by the name they are imported as: a command
 # that needs one says which extra to install.
-EXTRAS = {"trl": "train", "datasets": "train", "matplotlib": "report", "llama_cpp": "llamacpp", "uvicorn": "llamacpp",
-          "ray": "ray", "mlflow": "mlflow", "bitsandbytes": "gpu"}
+EXTRAS = {"trl": "train", "datasets": "train", "accelerate": "train", "matplotlib": "report", "llama_cpp": "llamacpp",
+          "uvicorn": "llamacpp", "ray": "ray", "mlflow": "mlflow", "sqlalchemy": "mlflow", "alembic": "mlflow",
+          "bitsandbytes": "gpu"}
 
 
 def debugging(argv: list[str]) -> bool:

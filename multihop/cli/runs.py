@@ -294,8 +294,8 @@ def reproduced_summaries(out: Path) -> dict[str, dict]:
 
 
 def run_summaries(folder: Path) -> dict[str, dict]:
-    """The summaries of the runs a comparison in ``folder`` lists (its ``comparison.json``), by run folder; a run
-    without a summary is left out."""
+    """The summaries of the runs a comparison in ``folder`` lists (its ``comparison.json``), by run folder (resolved:
+    a run two tables share is one entry); a run without a summary is left out."""
     from multihop.evaluation.runner import SUMMARY
     from multihop.experiments.tables import TABLE_JSON
 
@@ -306,7 +306,7 @@ def run_summaries(folder: Path) -> dict[str, dict]:
     for run in json.loads(table.read_text(encoding="utf-8")).get("runs", []):
         path = (Path(folder) / run["folder"]).resolve()
         if (path / SUMMARY).is_file():
-            summaries[f"{run['dataset']}/{run['program']}"] = json.loads((path / SUMMARY).read_text(encoding="utf-8"))
+            summaries[str(path)] = json.loads((path / SUMMARY).read_text(encoding="utf-8"))
     return summaries
 
 
@@ -330,7 +330,7 @@ def exit_on_errors(summaries: dict[str, dict], allow_errors: bool = False) -> No
     name, summary = next(iter(errored.items()))
     first = " ".join(str(summary.get("first_error") or "").split())
     first = first if len(first) <= MAX_ERROR_CHARS else first[:MAX_ERROR_CHARS - 1] + "…"
-    where = f"{name} " if len(summaries) > 1 else ""
+    where = f"{'/'.join(Path(name).parts[-2:])} " if len(summaries) > 1 else ""  # a run folder as dataset/row
     text = (f"{errors} of {questions} questions ended in an error ("
             + ", ".join(f"{kind}: {count}" for kind, count in kinds.most_common()) + f"); the first: {where}{first}")
     if allow_errors:

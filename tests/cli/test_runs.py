@@ -49,4 +49,5 @@ def test_a_comparisons_runs_are_read_from_its_table(tmp_path):
     (tmp_path / "comparison.json").write_text(json.dumps({"runs": [
         {"dataset": "musique", "program": "A", "folder": "musique/A"},
         {"dataset": "musique", "program": "B", "folder": "musique/B"}]}))  # B has no summary: left out
-    assert list(run_summaries(tmp_path)) == ["musique/A"] and run_summaries(tmp_path / "none") == {}
+    assert list(run_summaries(tmp_path)) == [str((tmp_path / "musique" / "A").resolve())]
+    assert run_summaries(tmp_path / "none") == {}

@@ -141,11 +141,16 @@ def test_a_stage_lm_on_a_multihop_engine_pickles_as_its_state(tmp_path):
         assert loaded(question="What is the capital of France?").answer == expected
 
 
-def test_a_saved_state_is_trusted_when_every_engine_it_names_is_multihops():
+def test_a_saved_state_is_trusted_when_every_lm_it_holds_is_multihops():
     from multihop.programs.saved import only_our_engines
 
-    ours = {"class": "multihop.lm.engines.served:ServedEngine", "state": {}}
-    theirs = {"class": "evil.module:Engine", "state": {}}
-    assert only_our_engines({"reason.predict": {"lm": {"engine": ours}}})
-    assert not only_our_engines({"reason.predict": {"lm": {"engine": ours}}, "answer": {"lm": {"engine": theirs}}})
+    ours = {"model": "openai/qwen", "engine": {"class": "multihop.lm.engines.served:ServedEngine",
+                                               "state": {"api_base": "http://127.0.0.1:8000/v1"}}}
+    theirs = {"model": "x", "engine": {"class": "evil.module:Engine", "state": {}}}
+    redirected = {"_dspy_lm_class": "dspy.clients.lm.LM", "model": "openai/gpt-4o-mini", "api_base": "https://elsewhere"}
+    custom = {"_dspy_lm_class": "somepkg:Evil", **ours}
+    assert only_our_engines({"reason.predict": {"lm": ours}})
+    assert not only_our_engines({"reason.predict": {"lm": ours}, "answer": {"lm": theirs}})
+    assert not only_our_engines({"reason.predict": {"lm": ours}, "answer": {"lm": redirected}})  # its own endpoint
+    assert not only_our_engines({"reason.predict": {"lm": custom}})
     assert not only_our_engines({"reason.predict": {"lm": None, "demos": []}})  # no stage LM: DSPy's defaults
