@@ -8,6 +8,7 @@ import json
 import re
 import sys
 from pathlib import Path
+from urllib.parse import urlparse
 
 import dspy
 import pytest
@@ -200,10 +201,13 @@ def run_docs_mlflow_blocks(folder: Path, prelude: str = "") -> str:
     assert result.returncode == 0, result.stderr[-3000:]
     lines = result.stdout.strip().splitlines()
     assert "SingleStepRAG.forward" in lines[0] and "BM25Retriever.search" in lines[0], result.stdout
-    assert lines[1].startswith("2 file://") and "/mlartifacts/rag/" in lines[1], result.stdout
+    traces, uri = lines[1].split(" ", 1)
+    experiment = (folder / "mlartifacts" / "rag").resolve()  # the experiment's artifacts, beside the database
+    artifacts = Path(urlparse(uri).path).resolve()
+    assert traces == "2" and urlparse(uri).scheme == "file" and artifacts.is_relative_to(experiment), result.stdout
     assert (folder / "runs" / "rag" / "manifest.json").exists()
     assert (folder / "runs" / "rag-eval" / "summary.json").exists()
-    run_id = lines[1].split("/mlartifacts/rag/")[1].split("/")[0]
+    run_id = artifacts.relative_to(experiment).parts[0]
     assert (folder / "mlartifacts" / "rag" / run_id / "artifacts" / "summary.json").exists()  # beside the database
 
 
