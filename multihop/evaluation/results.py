@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 from multihop.data.folders import RUN_MANIFEST
 from multihop.data.jsonl import read_rows
-from multihop.data.paths import read_json
+from multihop.data.paths import atomic_write_text, read_json
 from multihop.evaluation.intervals import ANSWER_METRICS, GRADED_METRICS, question_values
 from multihop.evaluation.runner import RESULTS, SUMMARY, trace_path
 
@@ -196,8 +196,6 @@ def write_trec_files(run_dir: str | Path, examples: Iterable, path: str | Path, 
 
 
 def _written(path: str | Path, lines: Sequence[str]) -> Path:
-    from multihop.data.paths import atomic_write_text
-
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, "".join(f"{line}\n" for line in lines))
