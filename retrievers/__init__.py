@@ -1,8 +1,9 @@
-"""Retrievers shared by every program: encoders, FAISS and BM25 indexes, rerankers behind one protocol (RaLa, MaxSim)
-and the DSPy modules; DSPy's own retrievers, and any function that returns passages, wrapped as one of them
-(:func:`as_retriever`)."""
+"""Retrievers shared by every program: encoders, FAISS and BM25 indexes, rerankers behind one protocol (RaLa, MaxSim,
+Cosine, a cross-encoder) and the DSPy modules; DSPy's own retrievers, and any function that returns passages, wrapped
+as one of them (:func:`as_retriever`)."""
 
 from .cosine import Cosine
+from .cross_encoder import CrossEncoderReranker
 from .dense import DenseRetriever, IndexSpec
 from .dspy_retrievers import DSPyRetriever, as_retriever
 from .encoder import Encoder
@@ -13,7 +14,15 @@ from .module import RetrieverModule, describe_index, load_retriever
 from .query import Hits
 from .rala import RaLa
 from .reranked import RerankedRetriever
-from .rerankers import RERANKERS, Reranker, RerankStep, checked_reranker, load_reranker, make_reranker
+from .rerankers import (
+    RERANKERS,
+    Reranker,
+    RerankStep,
+    checked_reranker,
+    load_reranker,
+    make_reranker,
+    parse_rerank,
+)
 from .sparse import BM25Retriever
 from .storage import CACHED_FIRST_STAGES, build_cached, build_retriever, remove_build_files
 from .token_codecs import TOKEN_STATES
@@ -24,6 +33,7 @@ __all__ = [
     "TOKEN_STATES",
     "BM25Retriever",
     "Cosine",
+    "CrossEncoderReranker",
     "DSPyRetriever",
     "DenseRetriever",
     "Encoder",
@@ -46,5 +56,6 @@ __all__ = [
     "load_reranker",
     "load_retriever",
     "make_reranker",
+    "parse_rerank",
     "remove_build_files",
 ]

@@ -39,9 +39,9 @@ def _retriever_kinds() -> list[str]:
 
 
 def _rerankers() -> list[str]:
-    from multihop.retrievers import RERANKERS
+    from multihop.retrievers.rerankers import choices
 
-    return ["none", *RERANKERS]
+    return ["none", *choices()]
 
 
 def _token_states() -> list[str]:
