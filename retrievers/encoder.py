@@ -26,12 +26,14 @@ other ones. Texts are cut at 512 tokens; :attr:`Encoder.truncated` counts the cu
 One encoder serves every thread of an evaluation (``--threads``): its model returns every layer's states on every
 call (set once when it loads, never switched per call, which concurrent calls would switch off under each other), and
 the tokenizer and model run one call at a time under the encoder's lock (a fast tokenizer refuses concurrent calls
-that change its truncation, "Already borrowed"; on a CPU the model's own threads use the cores anyway). Calls that
-arrive while another is encoding wait, and are then answered together by one forward pass over all their texts
-(:class:`Coalescing`): many questions in flight encode their queries in batches, which on a CPU costs about half the
-CPU a text of one call a text (measured: MPNet, 32 MuSiQue questions, 2 cores, 232 → 101 ms CPU a query). Which
-texts share a padded batch then depends on timing, which moves a score by float rounding (below 1e-5, tested): a
-near-tie between two passages could order differently from run to run.
+that change its truncation, "Already borrowed"; on a CPU the model's own threads use the cores anyway). Concurrent calls
+are gathered into batches as inference servers batch (dynamic batching, :class:`Coalescing`): a batch starts when it
+holds ``max_batch`` texts (default :data:`DEFAULT_MAX_BATCH`) or ``max_wait_s`` after its first call arrived (default
+:data:`DEFAULT_MAX_WAIT_S`), and calls that arrive while a batch runs make up the next one, so many questions in flight
+encode their queries in batches, which on a CPU costs about half the CPU a text of one call a text (measured: MPNet,
+32 MuSiQue questions, 2 cores, 232 → 101 ms CPU a query). :meth:`Encoder.batching_stats` counts the batches' sizes and
+waits. Which texts share a padded batch then depends on timing, which moves a score by float rounding (below 1e-5,
+tested): a near-tie between two passages could order differently from run to run.
 """
 
 from __future__ import annotations
@@ -40,8 +42,10 @@ import hashlib
 import json
 import logging
 import threading
+import time
+from collections import Counter, deque
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -59,38 +63,124 @@ FINETUNED_STAMP = "multihop-encoder.json"  # what `multihop cooprag train` write
 logger = logging.getLogger(__name__)
 
 
+DEFAULT_MAX_BATCH = 64  # texts gathered from concurrent calls into one encoder batch (TEI's max client batch is 32)
+DEFAULT_MAX_WAIT_S = 0.002  # how long a batch waits for company after its first call arrives
+
+
 class _Waiting:
-    """One call's texts, and its result or error once a batch has run."""
+    """One call's texts, when it arrived, and its result or error once a batch has run."""
 
     def __init__(self, texts: list[str]):
         self.texts, self.result, self.error, self.done = texts, None, None, False
+        self.arrived = time.perf_counter()
+
+
+@dataclass
+class BatchStats:
+    """What a :class:`Coalescing` has run: ``batches`` (forward passes of gathered calls), the ``calls`` and ``texts``
+    they answered, how many batches had each number of texts (``sizes``), the seconds calls waited from their arrival
+    to their batch's start (``waited_s`` in all, ``longest_wait_s``) and the seconds the batches ran (``run_s``)."""
+
+    batches: int = 0
+    calls: int = 0
+    texts: int = 0
+    sizes: Counter = field(default_factory=Counter)
+    waited_s: float = 0.0
+    longest_wait_s: float = 0.0
+    run_s: float = 0.0
+
+    def __add__(self, other: BatchStats) -> BatchStats:
+        return BatchStats(self.batches + other.batches, self.calls + other.calls, self.texts + other.texts,
+                          self.sizes + other.sizes, self.waited_s + other.waited_s,
+                          max(self.longest_wait_s, other.longest_wait_s), self.run_s + other.run_s)
+
+    def as_dict(self) -> dict:
+        """The counts as JSON: the mean and largest batch (texts), the mean and longest wait (ms) besides them."""
+        return {"batches": self.batches, "calls": self.calls, "texts": self.texts,
+                "mean_batch": self.texts / self.batches if self.batches else 0.0,
+                "largest_batch": max(self.sizes, default=0),
+                "mean_wait_ms": 1000 * self.waited_s / self.calls if self.calls else 0.0,
+                "longest_wait_ms": 1000 * self.longest_wait_s, "run_s": self.run_s,
+                "sizes": {str(size): count for size, count in sorted(self.sizes.items())}}
 
 
 class Coalescing:
-    """``run(texts)`` for many threads: a call made while another batch runs waits for its turn, and the thread whose
-    turn comes runs every waiting call's texts as one batch, handing each call its rows (``split(result, start,
-    stop)``). A lone call runs alone, as it would without this; no call waits for company."""
+    """``run(texts)`` for many threads, batched as inference servers batch (dynamic batching): calls that arrive
+    close together are answered by one ``run`` over all their texts, each call handed its own rows in order
+    (``split(result, start, stop)``).
 
-    def __init__(self, run, split):
-        self.run, self.split = run, split
-        self.waiting: list[_Waiting] = []
-        self.queue_lock, self.turn = threading.Lock(), threading.Lock()
+    A batch starts when it holds ``max_batch`` texts or ``max_wait_s`` after its first call arrived, whichever comes
+    first; calls that arrive while a batch runs wait for the next one, which starts as soon as the running one ends
+    if its first call has waited ``max_wait_s`` already. Calls join batches in their order of arrival and are never
+    split: a call of more than ``max_batch`` texts runs alone. ``max_batch=1`` runs every call alone (no batching);
+    ``max_wait_s=0`` waits for no company, so a batch holds the calls that arrived while the one before it ran.
+    A batch that fails is run again call by call, so an error reaches the calls whose texts raise it (every call of
+    the batch when each raises, as a broken model does), never a call of another batch. Async callers reach it
+    through threads (``TracedModule.acall`` runs a program on a worker thread). ``stats`` counts what it ran
+    (:class:`BatchStats`).
+
+    Args:
+        run: texts → one result for all of them (a forward pass).
+        split: (result, start, stop) → the rows ``start:stop`` of a result.
+        max_batch: the most texts one batch gathers from concurrent calls (at least 1).
+        max_wait_s: the longest a batch waits for more calls after its first arrived (seconds, 0 or more).
+    """
+
+    def __init__(self, run, split, max_batch: int = DEFAULT_MAX_BATCH, max_wait_s: float = DEFAULT_MAX_WAIT_S):
+        if not isinstance(max_batch, int) or max_batch < 1:
+            raise ValueError(f"max_batch is a number of texts (1 or more), not {max_batch!r}")
+        if max_wait_s < 0:
+            raise ValueError(f"max_wait_s is a number of seconds (0 or more), not {max_wait_s!r}")
+        self.run, self.split, self.max_batch, self.max_wait_s = run, split, max_batch, max_wait_s
+        self.waiting: deque[_Waiting] = deque()
+        self.waiting_texts = 0
+        self.arrivals = threading.Condition(threading.Lock())
+        self.running = False  # a thread is gathering or running a batch
+        self.stats = BatchStats()
 
     def __call__(self, texts: list[str]):
         call = _Waiting(texts)
-        with self.queue_lock:
+        with self.arrivals:
             self.waiting.append(call)
-        with self.turn:
-            if not call.done:
-                with self.queue_lock:
-                    batch, self.waiting = self.waiting, []
+            self.waiting_texts += len(texts)
+            self.arrivals.notify_all()
+        while True:  # the thread whose turn comes runs the next batch, its own call in it or not
+            with self.arrivals:
+                while self.running and not call.done:
+                    self.arrivals.wait()
+                if call.done:
+                    break
+                self.running = True
+            try:
+                with self.arrivals:
+                    batch = self._gather()
                 self._run(batch)
+            finally:
+                with self.arrivals:
+                    self.running = False
+                    self.arrivals.notify_all()  # the answered calls return at once, and another thread takes the turn
         if call.error is not None:
             raise call.error
         return call.result
 
+    def _gather(self) -> list[_Waiting]:
+        """The next batch (called holding ``arrivals``): the waiting calls in their order of arrival, up to
+        ``max_batch`` texts (at least one call), once that many texts wait or the first call has waited
+        ``max_wait_s``."""
+        deadline = self.waiting[0].arrived + self.max_wait_s
+        while self.waiting_texts < self.max_batch and (left := deadline - time.perf_counter()) > 0:
+            self.arrivals.wait(left)
+        first = self.waiting.popleft()
+        batch, size = [first], len(first.texts)
+        while self.waiting and size + len(self.waiting[0].texts) <= self.max_batch:
+            size += len(self.waiting[0].texts)
+            batch.append(self.waiting.popleft())
+        self.waiting_texts -= size
+        return batch
+
     def _run(self, batch: list[_Waiting]) -> None:
         """Answer the batch; when it fails, each call alone, so one call's bad input fails that call only."""
+        start = time.perf_counter()
         try:
             try:
                 self._answer(batch)
@@ -109,8 +199,29 @@ class Coalescing:
                     call.error = exc
             raise
         finally:
+            self._count(batch, start)
             for call in batch:
                 call.done = True
+
+    def take_stats(self, reset: bool = False) -> BatchStats:
+        """A copy of :attr:`stats`; ``reset``: the counts start again."""
+        with self.arrivals:
+            taken = self.stats + BatchStats()
+            if reset:
+                self.stats = BatchStats()
+        return taken
+
+    def _count(self, batch: list[_Waiting], start: float) -> None:
+        waits = [start - call.arrived for call in batch]
+        with self.arrivals:
+            stats = self.stats
+            stats.batches, stats.calls = stats.batches + 1, stats.calls + len(batch)
+            size = sum(len(call.texts) for call in batch)
+            stats.texts += size
+            stats.sizes[size] += 1
+            stats.waited_s += sum(waits)
+            stats.longest_wait_s = max(stats.longest_wait_s, *waits)
+            stats.run_s += time.perf_counter() - start
 
     def _answer(self, batch: list[_Waiting]) -> None:
         result, start = self.run([text for call in batch for text in call.texts]), 0
@@ -149,11 +260,17 @@ class EncodedStates:
 class Encoder:
     """``Encoder(name, special_tokens=())``: ``special_tokens`` are added to the ones a fine-tuned folder was trained
     with; ``sha256``, when given (a manifest's record), refuses weights with another checksum; ``pooling`` one of
-    :data:`POOLINGS`; ``revision``, when given (a manifest's record) for a Hub model, loads that commit of it."""
+    :data:`POOLINGS`; ``revision``, when given (a manifest's record) for a Hub model, loads that commit of it;
+    ``max_batch`` and ``max_wait_s`` bound the batches concurrent calls are gathered into (:class:`Coalescing`,
+    :meth:`configure_batching`)."""
+
+    max_batch: int = DEFAULT_MAX_BATCH
+    max_wait_s: float = DEFAULT_MAX_WAIT_S
 
     def __init__(self, name: str = "mpnet", device: str | None = None, batch_size: int | None = None,
                  special_tokens: Sequence[str] = (), sha256: str | None = None, pooling: str = "mean",
-                 precision: str = "auto", revision: str | None = None):
+                 precision: str = "auto", revision: str | None = None, max_batch: int = DEFAULT_MAX_BATCH,
+                 max_wait_s: float = DEFAULT_MAX_WAIT_S):
         if pooling not in POOLINGS:
             raise ValueError(f"pooling must be one of {', '.join(POOLINGS)}, not {pooling!r}")
         if precision not in PRECISIONS:
@@ -171,8 +288,7 @@ class Encoder:
         self._model = None
         self._lock = threading.RLock()
         self._checksum: str | None = None
-        self._encode = Coalescing(self._encode_batch, lambda vectors, start, stop: vectors[start:stop])
-        self._states: dict[tuple[int, ...], Coalescing] = {}
+        self.configure_batching(max_batch, max_wait_s)
         if sha256 is not None and self.checksum() != sha256:
             raise models.ChecksumMismatchError(
                 f"encoder {self.name} has weights with sha256 {self.checksum()}, not the {sha256} recorded with the "
@@ -190,8 +306,24 @@ class Encoder:
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
         self.__dict__.setdefault("revision", None)  # pickled before encoders recorded a Hub model's commit
-        self._model, self._lock, self._states = None, threading.RLock(), {}
-        self._encode = Coalescing(self._encode_batch, lambda vectors, start, stop: vectors[start:stop])
+        self._model, self._lock = None, threading.RLock()
+        self.configure_batching(self.max_batch, self.max_wait_s)
+
+    def configure_batching(self, max_batch: int = DEFAULT_MAX_BATCH, max_wait_s: float = DEFAULT_MAX_WAIT_S) -> None:
+        """Gather concurrent :meth:`encode` and :meth:`states` calls into batches of at most ``max_batch`` texts,
+        each waiting at most ``max_wait_s`` for company (:class:`Coalescing`); ``max_batch=1`` encodes every call
+        alone. The counts start again (:meth:`batching_stats`)."""
+        self._encode = Coalescing(self._encode_batch, lambda vectors, start, stop: vectors[start:stop], max_batch,
+                                  max_wait_s)
+        self.max_batch, self.max_wait_s = self._encode.max_batch, self._encode.max_wait_s
+        self._states: dict[tuple[int, ...], Coalescing] = {}
+
+    def batching_stats(self, reset: bool = False) -> BatchStats:
+        """What the batches of :meth:`encode` and :meth:`states` have run since the encoder loaded (or since the
+        last ``reset``), summed."""
+        with self._lock:
+            batchers = [self._encode, *self._states.values()]
+        return sum((batcher.take_stats(reset) for batcher in batchers), BatchStats())
 
     @property
     def model(self):
@@ -277,7 +409,7 @@ class Encoder:
 
     def encode(self, texts: list[str], progress: bool = False) -> np.ndarray:
         """Normalised float32 pooled embeddings (:attr:`pooling`), shape ``(len(texts), dimension)``; concurrent
-        calls are encoded together (:class:`Coalescing`)."""
+        calls are gathered into batches (:class:`Coalescing`)."""
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
         return self._encode_batch(texts, progress) if progress else self._encode(list(texts))
@@ -320,14 +452,15 @@ class Encoder:
 
     def states(self, texts: list[str], token_layers: tuple[int, ...] = ()) -> EncodedStates:
         """:meth:`forward` without gradients, batched by length, as numpy arrays trimmed to each text's tokens;
-        concurrent calls for the same layers are encoded together (:class:`Coalescing`)."""
+        concurrent calls for the same layers are gathered into batches (:class:`Coalescing`)."""
         if not texts:
             raise ValueError("no texts to encode")
         layers = tuple(token_layers)
         with self._lock:
             if layers not in self._states:
                 self._states[layers] = Coalescing(lambda batch: self._states_batch(batch, layers),
-                                                  lambda states, start, stop: states.rows(start, stop))
+                                                  lambda states, start, stop: states.rows(start, stop),
+                                                  self.max_batch, self.max_wait_s)
         return self._states[layers](list(texts))
 
     def passage_states(self, texts: list[str], token_layers: tuple[int, ...] | None = None) -> EncodedStates:

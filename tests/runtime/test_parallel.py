@@ -8,7 +8,6 @@ import hashlib
 import json
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 import dspy
 import pytest
@@ -130,62 +129,3 @@ def test_a_program_with_independent_calls_gives_the_serial_run_at_four_inner_thr
     assert sum(p.counts["llm_calls"] for p in runs[4]) > 4
     if name == "DualRAG":
         assert sum(p.counts["entities"] for p in runs[4]) >= 3  # a round of three entities, searched at once
-
-
-def test_concurrent_encoder_calls_run_as_one_batch_and_get_their_own_rows():
-    from multihop.retrievers.encoder import Coalescing
-
-    batches, started, release = [], threading.Event(), threading.Event()
-
-    def run(texts):
-        batches.append(list(texts))
-        if len(batches) == 1:  # the first call holds its turn until the others wait behind it
-            started.set()
-            release.wait(5)
-        if "boom" in texts:
-            raise RuntimeError("encoder failed")
-        return [text.upper() for text in texts]
-
-    coalescing = Coalescing(run, lambda result, start, stop: result[start:stop])
-    calls = [["a"], ["b", "c"], ["d"], ["e", "f", "g"]]
-    with ThreadPoolExecutor(4) as pool:
-        first = pool.submit(coalescing, calls[0])
-        started.wait(5)
-        rest = [pool.submit(coalescing, texts) for texts in calls[1:]]
-        time.sleep(0.2)
-        release.set()
-        results = [first.result(), *(future.result() for future in rest)]
-    assert results == [[t.upper() for t in texts] for texts in calls]
-    assert len(batches) == 2 and sorted(batches[1]) == ["b", "c", "d", "e", "f", "g"]  # the waiting calls: one batch
-    with pytest.raises(RuntimeError, match="encoder failed"):
-        coalescing(["boom"])
-    batches.clear()
-    release.clear()
-    started.clear()
-    with ThreadPoolExecutor(3) as pool:  # a bad call in a batch fails alone: the batch is retried call by call
-        first = pool.submit(coalescing, ["x"])
-        started.wait(5)
-        bad, good = pool.submit(coalescing, ["boom"]), pool.submit(coalescing, ["y"])
-        time.sleep(0.2)
-        release.set()
-        assert first.result() == ["X"] and good.result() == ["Y"]
-        with pytest.raises(RuntimeError, match="encoder failed"):
-            bad.result()
-
-
-def test_a_coalesced_query_encodes_as_it_does_alone():
-    import numpy as np
-
-    from multihop.retrievers import Encoder
-
-    encoder = Encoder("minilm")
-    texts = [passage.text for passage in PASSAGES]
-    alone = np.stack([encoder.encode([text])[0] for text in texts])
-    with ThreadPoolExecutor(5) as pool:
-        together = np.stack([row[0] for row in pool.map(lambda text: encoder.encode([text]), texts)])
-        states = list(pool.map(lambda text: encoder.states([text]), texts))
-    np.testing.assert_allclose(together, alone, atol=1e-5)
-    for text, state in zip(texts, states, strict=True):
-        single = encoder.states([text])
-        np.testing.assert_allclose(state.tokens[0], single.tokens[0], atol=1e-5)
-        np.testing.assert_allclose(state.cls, single.cls, atol=1e-5)
