@@ -21,6 +21,13 @@ from multihop.lm.models import embedded_notice
 from multihop.lm.options import LMOptions, lm_options
 from multihop.runtime.console import console
 
+SHARD_HELP = ("i/n: run every n-th question of each dataset from the i-th only (1-based) into --out, a shard of the "
+              "run split over machines; `multihop merge OUT SHARD_DIR...` joins the n folders into the folder one run "
+              "writes, tables included")
+RAY_HELP = ("answer the questions on Ray tasks (--threads at once, each a few questions of one run, its program built "
+            "in the worker): auto (RAY_ADDRESS's cluster, else a local one) or a cluster address; needs pip install "
+            "'multihop[ray]'")
+
 
 @configurable()
 @lm_options()
@@ -170,6 +177,8 @@ def compare_cmd(
                                      "metrics (repeatable)"),
     reference: str = typer.Option(None, help="the program every other is tested against on the same questions (the "
                                   "paired tests; default: the first row of each dataset's table)"),
+    shard: str = typer.Option(None, help=SHARD_HELP),
+    ray: str = typer.Option(None, help=RAY_HELP),
     allow_errors: bool = typer.Option(False, help="exit 0 even when questions ended in an error (their count and "
                                       "the first error are still printed)"),
 ):
@@ -193,7 +202,7 @@ def compare_cmd(
             budget=Budget.parse(budget, k=k, max_iterations=max_iterations, max_tokens=lm.max_tokens),
             students=students, first_stage=first_stage, encoder=encoder, limit=limit, threads=threads,
             judge_lm=judge_lm, console=console, corpus=corpus, retriever=retriever, metric=metrics or None,
-            reference=reference)
+            reference=reference, shard=shard, ray=ray)
         if logging:
             from multihop.evaluation.mlflow_runs import log_outcome
 
@@ -240,6 +249,8 @@ def reproduce_cmd(
                                     "the paper's scale wants a GPU)"),
     first_stage: str = typer.Option(None, help="dense or bm25 for every row that does not name its own first stage "
                                     "(default: each table's)"),
+    shard: str = typer.Option(None, help=SHARD_HELP),
+    ray: str = typer.Option(None, help=RAY_HELP),
     allow_errors: bool = typer.Option(False, help="exit 0 even when questions ended in an error (their count and "
                                       "the first error are still printed)"),
 ):
@@ -264,7 +275,8 @@ def reproduce_cmd(
                           + ", ".join(f"{count} {state}" for state, count in states.items()))
             for row in info["rows"]:
                 settings = ", ".join(f"{key}={value}" for key, value in row["settings"].items())
-                why = f": {row['why_not']}" if row["why_not"] else ""
+                why = f": {row['why_not'] or '; '.join(row['substitutes'])}" if row["why_not"] or row["substitutes"] \
+                    else ""
                 lm = f" on {row['lm']}" if row["lm"] and not row["stand_in"] else ""
                 console.print(f"    {row['label']}{lm}: {row['program']}({settings})  [dim]({row['state']}{why})[/dim]")
         return
@@ -279,7 +291,7 @@ def reproduce_cmd(
               judge_lm=judge_lm, console=console, students=student_pairs(student), metric=metrics or None,
               lm_for=key_values(lm_for, "--lm-for", "PAPER_LM=SPEC"),
               artifacts=key_values(artifact, "--artifact", "NAME[@DATASET]=DIR"), build=build, build_limit=build_limit,
-              first_stage=first_stage)
+              first_stage=first_stage, shard=shard, ray=ray)
     exit_on_errors(reproduced_summaries(out), allow_errors)
 
 
@@ -429,13 +441,24 @@ def ask_cmd(
 
 def merge_cmd(
     out: Path = typer.Argument(..., help="folder to write the merged run into"),
-    shards: list[Path] = typer.Argument(..., help="the folders of `multihop eval --shard i/n`, one per shard"),
+    shards: list[Path] = typer.Argument(..., help="the folders of `multihop eval|compare|reproduce --shard i/n`, one "
+                                        "per shard"),
 ):
-    """Join the folders of a run evaluated in shards (`multihop eval --shard i/n`) into the folder one unsharded run
-    writes: the rows, traces, run manifest and summary."""
+    """Join the folders of a run made in shards (`multihop eval|compare|reproduce --shard i/n`) into the folder one
+    unsharded run writes: the rows, traces, run manifests and summaries, and for compare and reproduce their tables,
+    charts and reports (the command run again on the merged folder, where every question is answered: it needs the
+    shards' question files, indexes and LM spec, and asks the LM nothing). Shards of different runs, a missing or
+    repeated shard and an unfinished one are refused."""
     from multihop.evaluation.runner import render_table
     from multihop.evaluation.sharding import merge_shards
+    from multihop.experiments.shard_merge import merge_shard_runs
+    from multihop.experiments.shard_runs import is_shard_run
 
+    if any(is_shard_run(folder) for folder in shards):
+        warnings.filterwarnings("ignore", message="rollout_id has no effect", category=UserWarning)
+        merge_shard_runs(out, shards, console=console)
+        console.print(f"{len(shards)} shards → {out}")
+        return
     summary = merge_shards(out, shards)
     console.print(render_table({summary["program"]: summary}))
     console.print(f"{len(shards)} shards, {summary['questions']} questions → {out}")

@@ -13,23 +13,41 @@ program once from a recipe (a picklable function returning the program and the D
 retriever loaded and its LM configured; the LM is served separately when it is a served one), answers one question
 per call, and the driver records the rows as they come back. A question's row is the one a single process writes
 (the same program, the same question); the timing fields differ.
+
+Several evaluations at once (``multihop compare --ray``, ``multihop reproduce --ray``: rows × datasets) go through
+:func:`ray_evaluate_all`, :func:`~multihop.evaluation.runner.evaluate_all`'s runs with their questions answered by Ray
+tasks instead of threads: each task answers a few questions of one evaluation (:data:`QUESTIONS_PER_TASK`) with the
+program its evaluation's recipe builds in the worker (kept there for the evaluation's next task), and the driver
+records the rows of each task as it returns, in each evaluation's folder, on one progress bar. A task whose worker or
+node dies is retried (:data:`TASK_RETRIES`); one that still fails leaves its questions unanswered, every other task's
+rows are recorded, and the run ends in one line (:class:`RayTasksFailed`) naming the runs and questions to answer
+again — a rerun of the same command does. An error of the program's own (its recipe, an LM that cannot serve it)
+ends the run as it ends a local one.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import socket
 import time
+from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from pathlib import Path
 
 import dspy
+from tqdm.auto import tqdm
 
-from multihop.evaluation.runner import EvaluationRun, run_question
+from multihop.evaluation.runner import Evaluation, EvaluationRun, run_question
 
 RAY_EXTRA = "pip install 'multihop[ray]'"
 CONNECT_TIMEOUT_ENV, CONNECT_TIMEOUT = "MULTIHOP_RAY_TIMEOUT", 30.0  # seconds a cluster's address may take to answer
 SHARED_ENV = ("MULTIHOP_HOME", "MULTIHOP_DATA", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "TOKENIZERS_PARALLELISM")
+QUESTIONS_PER_TASK = 8  # questions of one evaluation a Ray task answers (what a task lost to a dead worker costs)
+TASK_RETRIES = 2  # times Ray runs a task again whose worker or node died
+BUILT_KEPT = 4  # programs a Ray worker keeps built for its evaluations' next tasks
 
 
 class RayMissingError(RuntimeError):
@@ -38,6 +56,11 @@ class RayMissingError(RuntimeError):
 
 class RayUnreachableError(ValueError):
     """A ``--ray`` address where no cluster answers (a user error: the address is wrong or the cluster is down)."""
+
+
+class RayTasksFailed(RuntimeError):
+    """Ray tasks that failed for the cluster's reasons (a worker or node died, a task cancelled) after their retries:
+    their questions are not answered, every other task's rows are recorded, and a rerun answers theirs."""
 
 
 def require_ray():
@@ -58,11 +81,16 @@ def connect(address: str = "auto", num_cpus: int | None = None):
         local = address == "auto" and not os.environ.get("RAY_ADDRESS")
         if not local:
             check_reachable(os.environ["RAY_ADDRESS"] if address == "auto" else address)
-        env = {name: os.environ[name] for name in SHARED_ENV if name in os.environ}
+        env = shared_env()
         ray.init(address=None if local else (None if address == "auto" else address),
                  num_cpus=num_cpus if local else None, include_dashboard=False, log_to_driver=False,
                  configure_logging=False, runtime_env={"env_vars": env})
     return ray
+
+
+def shared_env() -> dict[str, str]:
+    """This process's :data:`SHARED_ENV` variables that are set: what every worker is given."""
+    return {name: os.environ[name] for name in SHARED_ENV if name in os.environ}
 
 
 def check_reachable(address: str, timeout: float | None = None) -> None:
@@ -126,3 +154,100 @@ def ray_evaluate(program: dspy.Module, recipe: Callable[[], tuple[dspy.Module, d
             for actor in actors:
                 ray.kill(actor)
     return run.summary
+
+
+_built: OrderedDict[str, tuple[dspy.Module, dict]] = OrderedDict()  # in a Ray worker: the programs its tasks built
+
+
+def _answer_questions(key: str, recipe: Callable[[], tuple[dspy.Module, dict]],
+                      examples: Sequence[dspy.Example]) -> list[tuple[dict, list[dict]]]:
+    """A Ray task: ``examples`` answered, in order, by the program ``recipe`` builds under its DSPy settings (built once
+    per ``key`` in this worker, the last :data:`BUILT_KEPT` kept)."""
+    if key not in _built:
+        _built[key] = recipe()
+        while len(_built) > BUILT_KEPT:
+            _built.popitem(last=False)
+    _built.move_to_end(key)
+    program, settings = _built[key]
+    with dspy.context(**settings):
+        return [run_question(program, example) for example in examples]
+
+
+def evaluation_key(evaluation: Evaluation) -> str:
+    """What names an evaluation's program in a Ray worker: its folder and manifest."""
+    text = json.dumps([str(Path(evaluation.out_dir).resolve()), evaluation.manifest], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def ray_evaluate_all(evaluations: Sequence[Evaluation], recipes: Sequence[Callable[[], tuple[dspy.Module, dict]]],
+                     address: str = "auto", workers: int = 2, progress: bool = True,
+                     questions_per_task: int = QUESTIONS_PER_TASK, retries: int = TASK_RETRIES,
+                     cpus_per_task: float = 1.0) -> list[dict]:
+    """:func:`~multihop.evaluation.runner.evaluate_all`'s runs — each folder, manifest, resumable rows and traces,
+    summary —, their questions answered by Ray tasks of ``questions_per_task`` questions of one evaluation, at most
+    ``workers`` at once (each reserving :func:`actor_cpus`), the program of ``evaluations[i]`` built in the worker by
+    ``recipes[i]`` (a picklable function returning the program and the DSPy settings it runs under: its LM, adapter
+    and ``rm``). Each task's rows are recorded as it returns; returns the summaries in order. A task lost to the
+    cluster after ``retries`` runs again ends the run, once every other task is recorded, in one line
+    (:class:`RayTasksFailed`) naming what a rerun answers; a program's own error ends it as a local run ends."""
+    if len(recipes) != len(evaluations):
+        raise ValueError(f"{len(evaluations)} evaluations but {len(recipes)} recipes: give each evaluation its recipe")
+    for evaluation in evaluations:
+        if evaluation.judge_lm is not None or evaluation.metric is not None or evaluation.retriever is not None:
+            raise ValueError("a judge LM (--judge-lm) and a user's metric (--metric) run in the driver: score a run "
+                             "answered on Ray (--ray) without --ray (its rows are recorded, so only they run)")
+    ray = connect(address)
+    from ray.exceptions import RayError, RayTaskError
+
+    task = ray.remote(_answer_questions).options(
+        num_cpus=actor_cpus(ray, workers, cpus_per_task), max_retries=retries,
+        runtime_env={"env_vars": shared_env()})  # where the models, indexes and data are, as this process sees them
+    failed: list[tuple[EvaluationRun, list, BaseException]] = []
+    with ExitStack() as stack:
+        bar = stack.enter_context(tqdm(total=sum(len(e.examples) for e in evaluations), desc="evaluating on Ray",
+                                       unit="q", disable=not progress))
+        runs = [stack.enter_context(EvaluationRun(e.program, e.examples, e.out_dir, progress, e.name, None, e.manifest,
+                                                  e.keep_errors, bar)) for e in evaluations]
+        keys = [evaluation_key(evaluation) for evaluation in evaluations]
+        size = max(1, questions_per_task)
+        waiting = deque((i, run.todo[start:start + size]) for i, run in enumerate(runs)
+                        for start in range(0, len(run.todo), size))
+        pending: dict = {}  # task → (its evaluation's index, its questions)
+        try:
+            while waiting or pending:
+                while waiting and len(pending) < max(1, workers):
+                    i, examples = waiting.popleft()
+                    pending[task.remote(keys[i], recipes[i], examples)] = (i, examples)
+                done, _ = ray.wait(list(pending), num_returns=1)
+                for ref in done:
+                    i, examples = pending.pop(ref)
+                    try:
+                        answers = ray.get(ref)
+                    except RayTaskError as exc:  # the program's own error, raised in the worker
+                        raise (exc.cause if isinstance(exc.cause, Exception) else exc) from None
+                    except RayError as exc:  # the cluster's: a dead worker or node, a cancelled task
+                        failed.append((runs[i], examples, exc))
+                        continue
+                    for row, trace in answers:
+                        runs[i].record(row, trace)
+        except BaseException:
+            for ref in pending:
+                ray.cancel(ref, force=True)
+            raise
+    if failed:
+        raise RayTasksFailed(failed_line(failed))
+    return [run.summary for run in runs]
+
+
+def failed_line(failed: Sequence[tuple[EvaluationRun, list, BaseException]]) -> str:
+    """The one line of :class:`RayTasksFailed`: how many tasks and questions, the first failure, the runs they were
+    of, and that a rerun of the same command answers them."""
+    questions = sum(len(examples) for _, examples, _ in failed)
+    run, examples, error = failed[0]
+    reason = " ".join(str(error).split())
+    reason = reason if len(reason) <= 200 else reason[:199] + "…"
+    folders = list(dict.fromkeys(str(run.out) for run, _, _ in failed))
+    ids = ", ".join(str(example.id) for example in examples[:4]) + (", …" if len(examples) > 4 else "")
+    return (f"{len(failed)} Ray task(s) failed, {questions} question(s) unanswered (the first: {run.name or run.out} "
+            f"on {ids}: {type(error).__name__}: {reason}); every other question is recorded: rerun the same command "
+            f"to answer those of {', '.join(folders[:3])}{' and more' if len(folders) > 3 else ''}")

@@ -25,6 +25,13 @@ on the same questions, one paired test per metric (:func:`paired_runs`). Then th
 ``comparison.md``, the papers' numbers beside ours, every mean with its interval, the paired tests), the charts and
 ``report.html`` are written into the output folder (:mod:`multihop.experiments.comparison`,
 :mod:`multihop.experiments.charts`, :mod:`multihop.experiments.report`).
+
+Past one machine (ours, not the papers'): with ``ray`` every (program, dataset) run's questions are answered by Ray
+tasks (:func:`~multihop.evaluation.ray_cluster.ray_evaluate_all`), each building its program in the worker from
+:func:`worker_program` — the LM travels as its options and is made there, the index as its folder — into the same
+folders, rows and tables; with ``shard`` (``"i/n"``) the run takes every n-th question of each dataset from the i-th
+into shard run folders, and records its arguments (:mod:`multihop.experiments.shard_runs`) so that ``multihop merge``
+joins the n shard folders into the comparison one run writes.
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ import contextvars
 import dataclasses
 import zlib
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 
 import dspy
@@ -44,10 +52,12 @@ from multihop.data.loaders import load_dataset
 from multihop.data.question_sets import DATASETS, question_file
 from multihop.evaluation.intervals import paired_test, paired_values
 from multihop.evaluation.runner import RESULTS, Evaluation, evaluate_all, run_manifest
+from multihop.evaluation.sharding import parse_shard, shard_manifest, shard_of
 from multihop.experiments.budget import Budget, budget_knobs, paper_settings, program_under_budget
 from multihop.experiments.charts import write_charts
 from multihop.experiments.program_indexes import program_retriever
 from multihop.experiments.report import write_report
+from multihop.experiments.shard_runs import record_shard
 from multihop.experiments.tables import (
     budget_text,
     console_tables,
@@ -58,6 +68,7 @@ from multihop.experiments.tables import (
     tested_metrics,
     write_table,
 )
+from multihop.lm.adapter import default_adapter
 from multihop.lm.backends import make_lm
 from multihop.lm.models import embedded_notice
 from multihop.lm.options import LMOptions, served_student
@@ -89,6 +100,8 @@ def compare(
     retriever: str | Path | None = None,
     metric: Callable | Mapping[str, Callable] | None = None,
     reference: str | None = None,
+    shard: str | tuple[int, int] | None = None,
+    ray: str | None = None,
 ) -> dict:
     """Compare ``programs`` (default: :meth:`~multihop.programs.registry.ProgramRegistry.compared_by_default`) on the
     dev sets ``datasets`` under one ``budget`` (default :class:`Budget`\\ ()) and write
@@ -107,7 +120,10 @@ def compare(
     recorded in every run beside the built-in metrics and shown as a column
     (:func:`multihop.evaluation.runner.evaluate`).
     ``reference`` is the program every other is tested against on each dataset (default: the first row of each
-    dataset's table, :func:`paired_tests`).
+    dataset's table, :func:`paired_tests`). ``shard`` (``"i/n"`` or ``(i, n)``): every n-th question of each dataset
+    from the i-th only, into shard run folders that ``multihop merge`` joins (``lm`` then a spec or options, so that
+    the merge makes it again). ``ray`` (``auto`` or a cluster's address): the questions answered by Ray tasks,
+    ``threads`` of them at once (no ``judge_lm`` or ``metric`` then: they run in the driver).
     """
     if corpus is not None and retriever is not None:
         raise ValueError("give compare a --corpus to index or a --retriever folder, not both")
@@ -118,6 +134,10 @@ def compare(
     reference = PROGRAMS.named(reference) if reference else None
     check_choices(names, students, first_stage, reference)
     files = dev_files(datasets)
+    sharded = parse_shard(shard) if isinstance(shard, str) else shard
+    if ray and (judge_lm is not None or metric is not None):
+        raise ValueError("a judge LM (--judge-lm) and a user's metric (--metric) run in the driver: score a run "
+                         "answered on Ray (--ray) without --ray (its rows are recorded, so only they run)")
     if students and lm is None:
         raise ValueError("students adapt the LM given as a spec: pass lm=<spec> (or LMOptions) with students")
     options, base, judge = run_lms(lm, budget.max_tokens, judge_lm)
@@ -126,6 +146,14 @@ def compare(
     if budget.mode == "paper":  # k and max_iterations are each program's own: not a setting of this run
         del applied["k"], applied["max_iterations"]
     out = Path(out)
+    if sharded:
+        users_paths = {name: PROGRAMS[name].__dict__.get("_import_path") for name in names}
+        record_shard(out, "compare", sharded, {
+            "programs": [users_paths[name] or name for name in names],
+            "datasets": [key if key in DATASETS else str(Path(files[key]).resolve()) for key in files],
+            "lm": options, "budget": dataclasses.asdict(budget), "students": {n: str(f) for n, f in students.items()},
+            "first_stage": first_stage, "encoder": encoder, "limit": limit, "judge_lm": judge_lm,
+            "corpus": corpus, "retriever": retriever, "metric": metric, "reference": reference})
     comparison: dict = {
         "budget": applied, "lm": base.model, "judge": getattr(judge, "model", None),
         "notice": embedded_notice(base.model),
@@ -141,7 +169,8 @@ def compare(
     runs = []  # (dataset, program name, program, its questions, its question file, its index and retriever), in
     # table order
     for key, path in files.items():
-        examples = load_dataset(path, limit=limit)
+        every = load_dataset(path, limit=limit)
+        examples = shard_of(every, *sharded) if sharded else every
         comparison["datasets"][key] = {"file": str(path), "questions": len(examples),
                                        "ids": [str(example.id) for example in examples]}
         indexes = {}  # by pooling: each program reads the index pooled as its class asks (CoopRAG's [CLS])
@@ -154,25 +183,37 @@ def compare(
                                                     loaded=loaded)
             pooling = PROGRAMS[name].index_pooling if first_stage == "dense" else "mean"
             indexes.setdefault(pooling, str(index) if index else None)
-            runs.append((key, name, program_under_budget(name, searched, budget), examples, path, index, searched))
+            runs.append((key, name, program_under_budget(name, searched, budget), examples, path, index, searched,
+                         every))
         comparison["retriever"]["indexes"][key] = indexes
 
-    evaluations = []
-    for key, name, program, examples, path, index, searched in runs:
+    evaluations, recipes = [], []
+    for key, name, program, examples, path, index, searched, every in runs:
         with dspy.context(lm=base.copy(rollout_id=rollout(name)), rm=searched):  # what dspy.Retrieve searches
             weights = None
             if name in students:
                 student, weights = student_lms[name]
                 use_student(program, student.copy(rollout_id=rollout(name)), served_student(students[name])[1])
-            manifest = run_manifest(program, examples, judge, data_sha256=sha256_file(path)[:16], limit=limit,
+            manifest = run_manifest(program, every, judge, data_sha256=sha256_file(path)[:16], limit=limit,
                                     retriever=index.name if index and (takes_retriever(type(program)) or
                                                                        name in users) else None,
                                     student=weights, budget=applied)
+            if sharded:
+                manifest = shard_manifest(manifest, every, *sharded)
+            recipes.append(partial(worker_program, name, PROGRAMS[name].__dict__.get("_import_path"),
+                                   str(Path(index).resolve()) if index is not None and searched is not None else None,
+                                   budget, options or base, str(students[name]) if name in students else None,
+                                   rollout(name), None if options else dspy.settings.adapter))
             evaluations.append(Evaluation(program, examples, out / key / name, name=name, judge_lm=judge,
                                           manifest=manifest, context=contextvars.copy_context(), metric=metric))
     # every program's questions go through one pool of --threads: one that finishes early leaves its threads to the
     # others (each folder's rows are those of its program run alone)
-    summaries = evaluate_all(evaluations, threads, progress)
+    if ray:
+        from multihop.evaluation.ray_cluster import ray_evaluate_all
+
+        summaries = ray_evaluate_all(evaluations, recipes, address=ray, workers=threads, progress=progress)
+    else:
+        summaries = evaluate_all(evaluations, threads, progress)
     for (key, name, program, *_), summary in zip(runs, summaries, strict=True):
         knobs = ({"paper_settings": paper_settings(name, budget.paper)} if budget.mode == "paper"
                  else {"budget": budget_knobs(name)})
@@ -198,6 +239,25 @@ def compare(
             console.print(rich_table)
         console.print(f"table: {markdown} ({table.name})  charts: {', '.join(comparison['charts'])}  report: {report}")
     return comparison
+
+
+def worker_program(name: str, import_path: str | None, index: str | None, budget: Budget,
+                   lm: LMOptions | dspy.BaseLM, student: str | None, rollout_id: int, adapter=None) -> tuple:
+    """What a Ray worker of ``compare --ray`` runs one (program, dataset) with: program ``name`` (a user's, imported
+    by its ``import_path``) under ``budget`` on the index folder ``index`` (None: no retriever), its LM made here from
+    the run's options (an LM object, when the run was given none, as it is) with the program's ``rollout_id``, its
+    ``student`` (a ``--student`` value) on its stages; and the DSPy settings it runs under: that LM, the adapter
+    (the LM's own, else ``adapter``) and the index as ``rm``."""
+    if import_path:
+        PROGRAMS.named(import_path)
+    searched = load_retriever(index) if index else None
+    program = program_under_budget(name, searched, budget)
+    base = lm.make() if isinstance(lm, LMOptions) else lm
+    if student is not None:
+        student_lm, _ = lm.student(student)
+        use_student(program, student_lm.copy(rollout_id=rollout_id), served_student(student)[1])
+    adapter = default_adapter(base) if isinstance(lm, LMOptions) else adapter
+    return program, {"lm": base.copy(rollout_id=rollout_id), "adapter": adapter, "rm": searched}
 
 
 def run_rows(folder: str | Path, ids: Sequence[str] | None = None) -> list[dict]:

@@ -12,6 +12,11 @@ reason. Datasets the table reports but ``MULTIHOP_DATA`` does not hold (NQ, SQuA
 
 Each table is written as ``<table>.md`` and ``<table>.json``, with the comparison's report and charts in its folder
 (``<table>/report.html``: every question's answers and stage traces by row); ``reproduce.json`` lists them.
+
+Past one machine (ours, not the papers'): with ``ray`` the rows' questions are answered by Ray tasks
+(:func:`~multihop.evaluation.ray_cluster.ray_evaluate_all`), each row built in the worker by :func:`worker_row` from
+its plan and the run's LM options; with ``shard`` (``"i/n"``) every n-th question of each dev set from the i-th runs
+into shard run folders that ``multihop merge`` joins (:mod:`multihop.experiments.shard_runs`).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import json
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 
 import dspy
@@ -32,6 +38,7 @@ from multihop.data.loaders import load_dataset
 from multihop.data.paths import atomic_write_text
 from multihop.data.question_sets import DATASETS, question_file
 from multihop.evaluation.runner import Evaluation, evaluate_all, run_manifest
+from multihop.evaluation.sharding import parse_shard, shard_manifest, shard_of
 from multihop.experiments.artifact_builds import build_missing, built_artifacts, given_artifacts, paper_artifacts
 from multihop.experiments.charts import write_charts
 from multihop.experiments.comparison import paired_runs, paired_tests, rollout, run_lms
@@ -46,7 +53,9 @@ from multihop.experiments.row_plans import (
     student_key,
     waiting_state,
 )
+from multihop.experiments.shard_runs import record_shard
 from multihop.experiments.tables import summary_row, write_table
+from multihop.lm.adapter import default_adapter
 from multihop.lm.models import embedded_notice
 from multihop.lm.options import LMOptions, served_student
 from multihop.optimize.student_stages import use_student
@@ -127,10 +136,11 @@ def unpreparable(program: dspy.Module, examples: Sequence[dspy.Example]) -> str 
 
 
 def row_state(plan: PlannedRow, setup: RunSetup) -> str:
-    """``runs``, ``shares a run``, or how a row that does not run could (:func:`.row_plans.waiting_state`), for
+    """``runs``, ``runs on a stand-in`` (in place of a model the paper used, not given: its ``substitutes`` say
+    which), ``shares a run``, or how a row that does not run could (:func:`.row_plans.waiting_state`), for
     ``reproduce --list``."""
     if plan.identity is not None:
-        return "shares a run" if plan.shares else "runs"
+        return "shares a run" if plan.shares else "runs on a stand-in" if plan.substitutes else "runs"
     return waiting_state(plan.table, plan.row, plan.dataset, setup)
 
 
@@ -144,7 +154,8 @@ def describe_tables(methods: Sequence[Declaration], setup: RunSetup | None = Non
             dataset = next(iter(table_datasets(table, None)), table.columns[0][0])
             rows = [{"label": plan.label, "program": plan.row.program, "settings": plan.row.settings,
                      "lm": plan.row.lm or table.lm, "numbers": len(plan.row.numbers), "state": row_state(plan, setup),
-                     "runnable": plan.identity is not None, "why_not": plan.skipped, "stand_in": plan.stand_in}
+                     "runnable": plan.identity is not None, "why_not": plan.skipped, "stand_in": plan.stand_in,
+                     "substitutes": list(plan.substitutes)}
                     for plan in plan_table(table, dataset, setup)]
             described.append({"paper": method.name, "table": table.number, "title": table.title,
                               "datasets": list(dict.fromkeys(d for d, _ in table.columns)),
@@ -182,6 +193,8 @@ def reproduce(
     build: bool = False,
     build_limit: int | None = None,
     first_stage: str | None = None,
+    shard: str | tuple[int, int] | None = None,
+    ray: str | None = None,
 ) -> dict:
     """Run the declared rows of ``paper``'s ``tables`` (default: all) on ``datasets`` (default: every dev set a table
     has columns for) and write each table, ours beside the paper's, into ``out``; returns what ``reproduce.json``
@@ -201,6 +214,11 @@ def reproduce(
         build: make every missing artifact that can be made here, on ``build_limit`` train questions, under
             ``out/artifacts`` (resumable), before the rows run.
         first_stage: ``"dense"`` or ``"bm25"`` for every row that does not name its own (default: each table's).
+        shard: ``"i/n"`` or ``(i, n)``: every n-th question of each dev set from the i-th only, into shard run folders
+            that ``multihop merge`` joins (``lm`` then a spec or options; the artifacts given or built before, not
+            ``build``).
+        ray: ``auto`` or a cluster's address: the rows' questions answered by Ray tasks, ``threads`` at once (no
+            ``judge_lm`` or ``metric`` then: they run in the driver).
     """
     method = paper_of(paper)
     chosen = select_tables(method, tables)
@@ -213,6 +231,13 @@ def reproduce(
                 for name, folder in (students or {}).items()}  # PROGRAM or PROGRAM@PAPER_LM
     if (students or lm_for) and lm is None:
         raise ValueError("students and --lm-for LMs are made with the run's LM options: pass lm=<spec> (or LMOptions)")
+    sharded = parse_shard(shard) if isinstance(shard, str) else shard
+    if sharded and build:
+        raise ValueError("--shard with --build would train each shard's artifacts apart: build them once (reproduce "
+                         "--build, unsharded, or their commands) and give them to every shard with --artifact")
+    if ray and (judge_lm is not None or metric is not None):
+        raise ValueError("a judge LM (--judge-lm) and a user's metric (--metric) run in the driver: score a run "
+                         "answered on Ray (--ray) without --ray (its rows are recorded, so only they run)")
     options, base, judge = run_lms(lm, None, judge_lm)
     mapped = {paper_lm: options.make(spec) for paper_lm, spec in (lm_for or {}).items()}
     run_on = list(dict.fromkeys(d for table in chosen for d in table_datasets(table, datasets)))
@@ -239,13 +264,21 @@ def reproduce(
     if console is not None and embedded_notice(base.model):
         console.print(f"[yellow]note:[/yellow] {embedded_notice(base.model)}")
     out = Path(out)
-    examples = {dataset: load_dataset(question_file(dataset, "dev"), limit=limit) for dataset in run_on}
+    every = {dataset: load_dataset(question_file(dataset, "dev"), limit=limit) for dataset in run_on}
+    examples = {dataset: shard_of(found, *sharded) if sharded else found for dataset, found in every.items()}
+    if sharded:
+        record_shard(out, "reproduce", sharded, {
+            "paper": method.name, "tables": [table.number for table in chosen], "datasets": datasets, "lm": options,
+            "limit": limit, "encoder": encoder, "judge_lm": judge_lm, "students": setup.students, "metric": metric,
+            "lm_for": setup.lm_for, "first_stage": first_stage,
+            "artifacts": {f"{name}@{dataset}" if dataset else name: str(Path(folder).resolve())
+                          for (name, dataset), folder in have.items()}})
     student_lms = {name: options.student(folder) for name, folder in students.items()}
     planned = [plan for table in chosen for dataset in table_datasets(table, datasets)
                for plan in plan_table(table, dataset, setup)]
     retrievers: dict[Path, dspy.Module] = {}  # index folder → its retriever, shared by the rows that read it
     runs: dict[str, dict] = {}  # by identity: the run's folder, evaluation and record
-    evaluations = []
+    evaluations, recipes = [], []
     for index, plan in enumerate(planned):
         if plan.identity is None or plan.shares or plan.key() in runs:
             continue
@@ -257,14 +290,24 @@ def reproduce(
         program, row_lm, record = built
         folder = out / table_slug(plan.table) / plan.dataset / row_slug(plan.label)
         with dspy.context(lm=row_lm):
-            manifest = run_manifest(program, examples[plan.dataset], judge, limit=limit,
+            manifest = run_manifest(program, every[plan.dataset], judge, limit=limit,
                                     data_sha256=sha256_file(question_file(plan.dataset, "dev"))[:16],
                                     paper=method.name, table=plan.table.number, row=plan.label, paper_lm=plan.row.lm
                                     or plan.table.lm, **record)
+            if sharded:
+                manifest = shard_manifest(manifest, every[plan.dataset], *sharded)
+            recipes.append(partial(worker_row, plan, setup, options or base,
+                                   None if options else dspy.settings.adapter))
             evaluations.append(Evaluation(program, examples[plan.dataset], folder, name=plan.label, judge_lm=judge,
                                           manifest=manifest, context=contextvars.copy_context(), metric=metric))
         runs[plan.key()] = {"folder": folder, "record": record, "program": program}
-    for run, summary in zip(runs.values(), evaluate_all(evaluations, threads, progress), strict=True):
+    if ray:
+        from multihop.evaluation.ray_cluster import ray_evaluate_all
+
+        summaries = ray_evaluate_all(evaluations, recipes, address=ray, workers=threads, progress=progress)
+    else:
+        summaries = evaluate_all(evaluations, threads, progress)
+    for run, summary in zip(runs.values(), summaries, strict=True):
         run["summary"] = summary
     written = []
     for table in chosen:
@@ -319,6 +362,24 @@ def build_row(plan: PlannedRow, setup: RunSetup, retrievers: dict, student_lms: 
     paper_lm = row.lm or plan.table.lm
     row_lm = mapped[paper_lm] if paper_lm in mapped else base
     return program, row_lm.copy(rollout_id=rollout_id), record
+
+
+def worker_row(plan: PlannedRow, setup: RunSetup, lm: LMOptions | dspy.BaseLM, adapter=None) -> tuple:
+    """What a Ray worker of ``reproduce --ray`` runs a row with: :func:`build_row`'s program, its student or mapped
+    stages' LMs and the row's LM, each made here from the run's options (an LM object, when the run was given none,
+    as it is) and ``setup``; and the DSPy settings it runs under: the row's LM and the adapter the run's LM takes
+    (else ``adapter``)."""
+    options = lm if isinstance(lm, LMOptions) else None
+    base = options.make() if options else lm
+    stages = plan.row.stage_lms
+    key = student_key(plan.table, plan.row, setup) if stages is not None and stages.role == "student" else None
+    student_lms = {key: options.student(setup.students[key])} if key is not None else {}
+    mapped = {paper_lm: options.make(spec) for paper_lm, spec in setup.lm_for.items()} if options else {}
+    built = build_row(plan, setup, {}, student_lms, mapped, base, progress=False)
+    if isinstance(built, str):
+        raise ValueError(built)
+    program, row_lm, _ = built
+    return program, {"lm": row_lm, "adapter": default_adapter(base) if options else adapter}
 
 
 def ours(summary: dict, metric: str, table: PaperTable) -> float | None:
@@ -425,7 +486,8 @@ def with_means(table: PaperTable, cells: list[dict]) -> list[dict]:
 def setting_ran(table: PaperTable, plans: Sequence[PlannedRow], runs: dict, setup: RunSetup) -> dict:
     """What the rows that ran ran with, for the table's header beside the paper's setting: the LMs, each encoder
     (fine-tuned or stock, its checksum) with its pooling and first stage, the values of the settings that set the
-    table's setup (k, n, the reranker, the loops' caps) and the students."""
+    table's setup (k, n, the reranker, the loops' caps), the students, and what ran in place of a model the paper used
+    that was not given (``stand_ins``)."""
     ran = [runs[plan.key()] for plan in plans if plan.identity is not None and plan.key() in runs]
     identities = [plan.identity for plan in plans if plan.identity is not None and plan.key() in runs]
     retrieval = {json.dumps({key: run["record"].get(key) for key in ("first_stage", "encoder", "pooling",
@@ -439,7 +501,9 @@ def setting_ran(table: PaperTable, plans: Sequence[PlannedRow], runs: dict, setu
                          if any(key in identity["settings"] for identity in identities)},
             "students": {program: {"student": folder, "stages": sorted({stage for run in ran for stage in
                                                                         run["record"].get("student_stages", [])})}
-                         for program, folder in setup.students.items()}}
+                         for program, folder in setup.students.items()},
+            "stand_ins": sorted({text for plan in plans if plan.identity is not None and plan.key() in runs
+                                 for text in plan.substitutes})}
 
 
 def write_reproduced(out: Path, reproduced: dict, plans: list[PlannedRow], runs: dict, examples: dict,
