@@ -267,6 +267,17 @@ class Encoder:
     max_batch: int = DEFAULT_MAX_BATCH
     max_wait_s: float = DEFAULT_MAX_WAIT_S
 
+    def __new__(cls, name: str = "mpnet", *args, **kwargs):
+        """A :class:`~.colbert_encoder.ColBERTEncoder` for a ColBERT checkpoint (a folder or Hub model holding an
+        ``artifact.metadata``), else an :class:`Encoder`."""
+        if cls is Encoder:
+            from .colbert_encoder import ColBERTEncoder, colbert_folder
+
+            revision = kwargs.get("revision", args[6] if len(args) > 6 else None)
+            if colbert_folder(name, revision) is not None:
+                return super().__new__(ColBERTEncoder)
+        return super().__new__(cls)
+
     def __init__(self, name: str = "mpnet", device: str | None = None, batch_size: int | None = None,
                  special_tokens: Sequence[str] = (), sha256: str | None = None, pooling: str = "mean",
                  precision: str = "auto", revision: str | None = None, max_batch: int = DEFAULT_MAX_BATCH,

@@ -396,3 +396,34 @@ def declared_program(name: str, **switches) -> MultihopProgram:
     light = {key: value for key, value in {"rerank": None, "encoder": "minilm"}.items() if key in settings}
     retriever = {"retriever": StaticRetriever(XBOX_PASSAGES)} if takes_retriever(cls) else {}
     return cls(**retriever, **light, **switches)
+
+
+def tiny_colbert(folder: Path, query_maxlen: int = 12, doc_maxlen: int = 48, dim: int = 16, seed: int = 0) -> Path:
+    """A random ColBERT checkpoint in the format its authors publish (a 2-layer BERT of hidden size 32 over a character
+    vocabulary with ``[unused0]``/``[unused1]``/``[MASK]``, its weights under ``bert.*`` with a ``linear.weight``
+    projection to ``dim``, the tokenizer and ``artifact.metadata``), written with transformers and safetensors alone:
+    colbertv2.0's stand-in offline."""
+    import json
+    import string
+
+    import torch
+    from safetensors.torch import save_file
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    folder.mkdir(parents=True, exist_ok=True)
+    chars = string.ascii_lowercase + string.digits + string.punctuation
+    vocab = ["[PAD]", "[unused0]", "[unused1]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *chars, *(f"##{c}" for c in chars)]
+    (folder / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    BertTokenizerFast(str(folder / "vocab.txt")).save_pretrained(folder)
+    torch.manual_seed(seed)
+    config = BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                        intermediate_size=64, max_position_embeddings=128, architectures=["HF_ColBERT"])
+    config.save_pretrained(folder)
+    weights = {f"bert.{name}": tensor.contiguous() for name, tensor in BertModel(config).state_dict().items()}
+    weights["linear.weight"] = torch.randn(dim, 32) / 32**0.5
+    save_file(weights, str(folder / "model.safetensors"))
+    (folder / "artifact.metadata").write_text(json.dumps({
+        "query_token_id": "[unused0]", "doc_token_id": "[unused1]", "query_token": "[Q]", "doc_token": "[D]",
+        "query_maxlen": query_maxlen, "doc_maxlen": doc_maxlen, "dim": dim, "mask_punctuation": True,
+        "attend_to_mask_tokens": False, "similarity": "cosine", "nbits": 2, "checkpoint": "tiny"}, indent=4))
+    return folder

@@ -1,0 +1,96 @@
+"""A ColBERT checkpoint as an encoder (:mod:`multihop.retrievers.colbert_encoder`): a folder in the authors' format
+loads as one through ``Encoder``, and encodes queries and passages as ColBERT does, checked against the same weights
+run through transformers' ``BertModel`` by hand."""
+
+import functools
+import pickle
+import string
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load_file
+from transformers import BertModel, BertTokenizerFast
+
+from multihop.retrievers.colbert_encoder import ColBERTEncoder
+from multihop.retrievers.encoder import Encoder
+
+from helpers import tiny_colbert
+
+QUERY_MAXLEN, DOC_MAXLEN, DIM = 12, 40, 16
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    return tiny_colbert(tmp_path_factory.mktemp("colbert") / "checkpoint", QUERY_MAXLEN, DOC_MAXLEN, DIM)
+
+
+@pytest.fixture(scope="module")
+def encoder(checkpoint):
+    return Encoder(str(checkpoint))
+
+
+@functools.cache
+def by_hand(checkpoint):
+    """The checkpoint's BERT and projection, loaded with transformers and safetensors alone."""
+    bert = BertModel.from_pretrained(str(checkpoint), add_pooling_layer=False).eval()
+    return bert, load_file(str(checkpoint / "model.safetensors"))["linear.weight"]
+
+
+def reference(checkpoint, ids: list[int], attention: list[int]) -> np.ndarray:
+    """The checkpoint's normalised projected last-layer states of ``ids``, computed by hand."""
+    bert, linear = by_hand(checkpoint)
+    with torch.inference_mode():
+        hidden = bert(input_ids=torch.tensor([ids]), attention_mask=torch.tensor([attention])).last_hidden_state[0]
+    return torch.nn.functional.normalize(hidden @ linear.T, dim=-1).numpy()
+
+
+def test_a_colbert_folder_loads_as_a_colbert_encoder_with_its_settings(encoder, checkpoint):
+    assert isinstance(encoder, ColBERTEncoder)
+    assert (encoder.dimension, encoder.num_layers) == (DIM, 2)
+    assert encoder.colbert_config()["query_maxlen"] == QUERY_MAXLEN
+    assert encoder.colbert_config()["doc_marker"] == "[unused1]"
+    again = pickle.loads(pickle.dumps(encoder))
+    assert isinstance(again, ColBERTEncoder) and again.checksum() == encoder.checksum()
+
+
+def test_a_query_is_marked_padded_with_mask_and_projected_as_colbert_does(encoder, checkpoint):
+    tokenizer = BertTokenizerFast.from_pretrained(str(checkpoint))
+    words = tokenizer("ab c", add_special_tokens=False)["input_ids"]
+    ids = [tokenizer.cls_token_id, tokenizer.convert_tokens_to_ids("[unused0]"), *words, tokenizer.sep_token_id]
+    attention = [1] * len(ids) + [0] * (QUERY_MAXLEN - len(ids))  # the [MASK] padding is not attended to
+    ids += [tokenizer.mask_token_id] * (QUERY_MAXLEN - len(ids))
+    states = encoder.states(["ab c"]).tokens[0]
+    assert states.shape == (QUERY_MAXLEN, DIM)  # every [MASK] position kept: query augmentation
+    np.testing.assert_allclose(states, reference(checkpoint, ids, attention), atol=1e-5)
+
+
+def test_a_passage_is_marked_cut_and_loses_its_punctuation(encoder, checkpoint):
+    tokenizer = BertTokenizerFast.from_pretrained(str(checkpoint))
+    text = "ab, c."
+    words = tokenizer(text, add_special_tokens=False)["input_ids"]
+    ids = [tokenizer.cls_token_id, tokenizer.convert_tokens_to_ids("[unused1]"), *words, tokenizer.sep_token_id]
+    expected = reference(checkpoint, ids, [1] * len(ids))
+    punctuation = {tokenizer.convert_tokens_to_ids(symbol) for symbol in string.punctuation}
+    kept = [i for i, token in enumerate(ids) if token not in punctuation]
+    states = encoder.passage_states([text], ()).tokens[0]
+    assert len(kept) == len(ids) - 2
+    np.testing.assert_allclose(states, expected[kept], atol=1e-5)
+    before = encoder.truncated
+    long = encoder.passage_states([" ".join("x" * 100)], ()).tokens[0]
+    assert len(long) == DOC_MAXLEN and encoder.truncated == before + 1
+    assert np.allclose(np.linalg.norm(long, axis=1), 1.0, atol=1e-5)
+
+
+def test_a_folder_without_the_projection_is_refused(tmp_path, checkpoint):
+    import shutil
+
+    from safetensors.torch import save_file
+
+    broken = tmp_path / "broken"
+    shutil.copytree(checkpoint, broken)
+    weights = load_file(str(broken / "model.safetensors"))
+    del weights["linear.weight"]
+    save_file(weights, str(broken / "model.safetensors"))
+    with pytest.raises(ValueError, match="no ColBERT projection"):
+        Encoder(str(broken)).states(["a"])
