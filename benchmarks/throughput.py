@@ -12,6 +12,12 @@ encoder call, over which CoopRAG's and DualRAG's rerankers encode their candidat
 questions in flight as threads (``program(...)`` in a pool) and as asyncio tasks (``await program.acall(...)`` under a
 semaphore). DSPy's cache is off, so every call reaches the server.
 
+``--encoder-batching 1x0,64x0,64x2`` runs every program and setting under each way of batching the encoders' concurrent
+calls (:class:`~multihop.retrievers.encoder.Coalescing`), side by side in one run: ``MAXxWAIT`` gathers at most
+``MAX`` texts a batch and waits at most ``WAIT`` ms for company (``1x0``: every call encoded alone; ``64x0``: the calls
+that arrived while a batch ran, no window). Each row records what the encoders ran (batches, texts a batch, the
+calls' waits for their batch, the seconds the batches ran: ``encoder s``, time the encoder was busy).
+
 Columns: LLM calls and sequential LM rounds a question (the most calls of its trace that do not overlap: a fan-out of
 independent calls is one round), wall seconds, questions a second, the ideal wall time, the share of the shorter ideal
 reached (ideal ÷ wall), and the harness's CPU milliseconds per LM call, measured in a run at 0 ms latency with one
@@ -29,6 +35,7 @@ import argparse
 import asyncio
 import contextlib
 import cProfile
+import gc
 import heapq
 import json
 import pstats
@@ -49,6 +56,7 @@ from multihop.experiments.program_indexes import program_retriever
 from multihop.lm.adapter import default_adapter
 from multihop.lm.backends import make_lm
 from multihop.programs import PROGRAMS, takes_retriever
+from multihop.retrievers.encoder import DEFAULT_MAX_BATCH, DEFAULT_MAX_WAIT_S, BatchStats, Encoder
 from multihop.runtime.parallel import fan_out
 
 console = Console(width=170)
@@ -104,12 +112,36 @@ def run_async(program, questions: list[str], in_flight: int) -> list:
     return asyncio.run(all_questions())
 
 
-def measure(name: str, retriever, api_base: str, questions: list[str], in_flight: int, mode: str) -> dict:
-    """One program's questions at ``in_flight`` at once: wall seconds, CPU seconds, calls, and each question's LM
-    requests and rounds (in the questions' order)."""
+def batching(setting: str) -> tuple[int, float]:
+    """``MAXxWAIT`` (texts, milliseconds) as ``(max_batch, max_wait_s)``."""
+    size, _, wait = setting.partition("x")
+    if not size.isdigit() or int(size) < 1 or not wait.replace(".", "", 1).isdigit():
+        raise SystemExit(f"--encoder-batching takes MAXxWAIT settings (texts x milliseconds: 64x2), not {setting!r}")
+    return int(size), float(wait) / 1000
+
+
+def live_encoders() -> list[Encoder]:
+    """Every encoder this process holds (the retrievers', the rerankers' and the programs' own)."""
+    return [each for each in gc.get_objects() if isinstance(each, Encoder)]
+
+
+def encoder_stats() -> BatchStats:
+    """What the encoders ran since the last call (their counts start again)."""
+    return sum((encoder.batching_stats(reset=True) for encoder in live_encoders()), BatchStats())
+
+
+def measure(name: str, retriever, api_base: str, questions: list[str], in_flight: int, mode: str,
+            setting: str | None = None) -> dict:
+    """One program's questions at ``in_flight`` at once: wall seconds, CPU seconds, calls, each question's LM
+    requests and rounds (in the questions' order), and what the encoders ran; ``setting`` (``MAXxWAIT``): the
+    encoders' batching for this run (None: as they are)."""
     cls = PROGRAMS[name]  # with its own defaults
     program = cls(retriever=retriever) if takes_retriever(cls) else cls()
     lm = make_lm("openai/loopback", api_base=api_base, api_key="loopback", cache=False)
+    if setting is not None:
+        for encoder in live_encoders():
+            encoder.configure_batching(*batching(setting))
+    encoder_stats()
     with dspy.context(lm=lm, adapter=default_adapter(lm)):
         run = run_threads if mode == "threads" else run_async
         cpu, start = time.process_time(), time.perf_counter()
@@ -119,7 +151,8 @@ def measure(name: str, retriever, api_base: str, questions: list[str], in_flight
     errors = sum(p.counts.get("stage_errors", 0) for p in predictions)
     return {"program": name, "mode": mode, "in_flight": in_flight, "questions": len(questions), "wall_s": wall,
             "cpu_s": cpu, "llm_calls": calls, "lm_requests": [p.counts["lm_requests"] for p in predictions],
-            "rounds": [lm_rounds(p.stage_trace) for p in predictions], "stage_errors": errors}
+            "rounds": [lm_rounds(p.stage_trace) for p in predictions], "stage_errors": errors,
+            "batching": setting, "encoder": encoder_stats().as_dict()}
 
 
 def main() -> None:
@@ -133,6 +166,9 @@ def main() -> None:
     parser.add_argument("--first-stage", default="dense", choices=("bm25", "dense"),
                         help="the shared first stage: dense (MPNet queries, cached token states for the rerankers) or "
                         "bm25 (no encoder a query; rerankers encode their candidates)")
+    parser.add_argument("--encoder-batching", default=f"{DEFAULT_MAX_BATCH}x{DEFAULT_MAX_WAIT_S * 1000:g}",
+                        help="the encoders' batching settings to run side by side, comma-separated MAXxWAIT (texts a "
+                        "batch x milliseconds a batch waits for company; 1x0: no batching)")
     parser.add_argument("--lifetime", type=float, default=3 * 3600, help="seconds the loopback server may run")
     parser.add_argument("--out", type=Path, default=Path("runs/throughput"))
     parser.add_argument("--profile", type=int, default=0, help="print the N functions taking most of the harness's "
@@ -154,6 +190,9 @@ def main() -> None:
     searched = {name: program_retriever(name, path, "mpnet", args.first_stage, loaded=loaded)[0] for name in names}
     runs = [("threads", int(n)) for n in args.in_flight.split(",") if n] + [
         ("async", int(n)) for n in args.async_in_flight.split(",") if n]
+    settings = [setting for setting in args.encoder_batching.split(",") if setting]
+    for setting in settings:
+        batching(setting)  # a malformed setting, before anything runs
     args.out.mkdir(parents=True, exist_ok=True)
     rows, harness = [], {}
     with served(0.0, args.lifetime) as api_base:
@@ -170,11 +209,13 @@ def main() -> None:
     with served(args.latency, args.lifetime) as api_base:
         for name in names:
             for mode, in_flight in runs:
-                row = measure(name, searched[name], api_base, questions, in_flight, mode)
-                row["harness_ms_per_call"] = harness[name]
-                rows.append(row)
-                console.print(f"{name} {mode} ×{in_flight}: {row['wall_s']:.1f} s, {row['llm_calls']} calls, "
-                              f"{sum(row['rounds'])} rounds")
+                for setting in settings:  # side by side: the same load for each setting
+                    row = measure(name, searched[name], api_base, questions, in_flight, mode, setting)
+                    row["harness_ms_per_call"] = harness[name]
+                    rows.append(row)
+                    console.print(f"{name} {mode} ×{in_flight} batching {setting}: {row['wall_s']:.1f} s, "
+                                  f"{row['llm_calls']} calls, {sum(row['rounds'])} rounds, encoder "
+                                  f"{row['encoder']['run_s']:.1f} s in {row['encoder']['batches']} batches")
                 atomic_write_text(args.out / "throughput.json", json.dumps(
                     {"latency_s": args.latency, "questions": len(questions), "first_stage": args.first_stage,
                      "rows": rows}, indent=1))
@@ -195,17 +236,23 @@ def table(rows: list[dict], latency: float) -> Table:
     return out
 
 
-COLUMNS = ("program", "mode", "in flight", "LLM calls/q", "LM rounds/q", "wall s", "q/s", "ideal s (serial)",
-           "ideal s (overlapped)", "share of ideal", "harness ms/call", "stage errors")
+COLUMNS = ("program", "mode", "in flight", "batching", "LLM calls/q", "LM rounds/q", "wall s", "q/s",
+           "ideal s (serial)", "ideal s (overlapped)", "share of ideal", "harness ms/call", "encoder batches",
+           "texts/batch (max)", "wait ms (max)", "encoder s", "stage errors")
 
 
 def cells(row: dict, latency: float, rounds: list[int]) -> list[str]:
     n = row["questions"]
     serial = ideal_wall([requests * latency for requests in row["lm_requests"]], row["in_flight"])
     overlapped = ideal_wall([question * latency for question in rounds], row["in_flight"])
-    return [row["program"], row["mode"], str(row["in_flight"]), f"{row['llm_calls'] / n:.1f}", f"{sum(rounds) / n:.1f}",
-            f"{row['wall_s']:.1f}", f"{n / row['wall_s']:.2f}", f"{serial:.1f}", f"{overlapped:.1f}",
-            f"{100 * overlapped / row['wall_s']:.0f}%", f"{row['harness_ms_per_call']:.1f}", str(row["stage_errors"])]
+    encoder = row.get("encoder") or BatchStats().as_dict()
+    return [row["program"], row["mode"], str(row["in_flight"]), row.get("batching") or "-",
+            f"{row['llm_calls'] / n:.1f}", f"{sum(rounds) / n:.1f}", f"{row['wall_s']:.1f}", f"{n / row['wall_s']:.2f}",
+            f"{serial:.1f}", f"{overlapped:.1f}", f"{100 * overlapped / row['wall_s']:.0f}%",
+            f"{row['harness_ms_per_call']:.1f}", str(encoder["batches"]),
+            f"{encoder['mean_batch']:.1f} ({encoder['largest_batch']})",
+            f"{encoder['mean_wait_ms']:.0f} ({encoder['longest_wait_ms']:.0f})", f"{encoder['run_s']:.1f}",
+            str(row["stage_errors"])]
 
 
 def markdown(rows: list[dict], latency: float) -> str:

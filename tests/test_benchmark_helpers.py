@@ -39,6 +39,26 @@ def test_lm_rounds_count_calls_that_do_not_overlap_and_each_retry():
     assert throughput.lm_rounds(trace) == 4
 
 
+
+def test_encoder_batching_settings_read_as_texts_and_seconds_and_a_bad_one_is_refused():
+    assert throughput.batching("64x2") == (64, 0.002) and throughput.batching("1x0") == (1, 0.0)
+    for bad in ("64", "0x2", "x2", "64x-1"):
+        with pytest.raises(SystemExit, match="MAXxWAIT"):
+            throughput.batching(bad)
+
+
+def test_a_rows_encoder_cells_show_its_batches_sizes_waits_and_seconds():
+    stats = throughput.BatchStats(batches=2, calls=5, texts=6, waited_s=0.05, longest_wait_s=0.02, run_s=1.5)
+    stats.sizes.update({2: 1, 4: 1})
+    row = {"program": "P", "mode": "threads", "in_flight": 4, "questions": 2, "wall_s": 2.0, "llm_calls": 2,
+           "lm_requests": [1, 1], "rounds": [1, 1], "stage_errors": 0, "harness_ms_per_call": 3.0,
+           "batching": "64x2", "encoder": stats.as_dict()}
+    cells = dict(zip(throughput.COLUMNS, throughput.cells(row, 0.3, [1, 1]), strict=True))
+    assert (cells["batching"], cells["encoder batches"], cells["texts/batch (max)"], cells["wait ms (max)"],
+            cells["encoder s"]) == ("64x2", "2", "3.0 (4)", "10 (20)", "1.5")
+    del row["batching"], row["encoder"]  # a row saved without them
+    assert throughput.cells(row, 0.3, [1, 1])[3] == "-"
+
 def benchmark(name: str):
     spec = importlib.util.spec_from_file_location(f"{name}_benchmark",
                                                   Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py")
