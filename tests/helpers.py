@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from collections.abc import Callable
+from contextlib import contextmanager
 from pathlib import Path
 
 import dspy
@@ -190,6 +192,38 @@ def examples(n: int, **fields) -> list[dspy.Example]:
 def echo_examples(n: int) -> list[dspy.Example]:
     """Questions for :class:`Echo` (answer "x"): the even ones are right, each has two gold passages."""
     return [example(i, answer="x" if i % 2 == 0 else "y", gold_passage_ids=["g1", "g2"]) for i in range(n)]
+
+
+def uncached_dspy() -> None:
+    """DSPy without its request cache in this process (a Ray worker's setup hook in :func:`local_ray`): every request
+    reaches the LM and counts its tokens, as a first run's do."""
+    dspy.cache = dspy.clients.Cache(enable_disk_cache=False, enable_memory_cache=False, disk_cache_dir=None)
+
+
+@contextmanager
+def local_ray(*folders: Path):
+    """A local Ray cluster of two CPUs for the test, its workers importing the tests' helpers and the modules of
+    ``folders``, with DSPy's cache off (:func:`uncached_dspy`); shut down after."""
+    ray = pytest.importorskip("ray")
+    paths = [str(ROOT / "tests"), *map(str, folders), *sys.path]
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False,
+             runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(paths)},
+                          "worker_process_setup_hook": uncached_dspy})
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+
+
+def musique_subset(folder: Path, count: int) -> Path:
+    """A MULTIHOP_DATA in ``folder`` whose MuSiQue dev file holds the first ``count`` questions of the shipped one
+    (its index: their paragraphs)."""
+    import json
+
+    target = folder / "musique" / "dev" / "musique_qa_100.json"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(json.loads((data_root() / "musique/dev/musique_qa_100.json").read_text())[:count]))
+    return folder
 
 
 def tiny_causal_lm(folder, texts: list[str], seed: int = 0):
