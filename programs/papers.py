@@ -108,24 +108,31 @@ class StageLMs:
             raise ValueError("name the stages that run on the other LM")
 
 
-# what each kind of artifact is to a row: the dense index's encoder, or the program setting its folder is given as
+# what each kind of artifact is to a row: the index's encoder, or the program setting its folder (or model) is given as
 ARTIFACT_KINDS = {"encoder": None, "classifier": "classifier", "triple_cache": "triple_cache",
-                  "oracle_labels": "oracle_labels"}
+                  "oracle_labels": "oracle_labels", "reranker": "rerank"}
+# how a given artifact becomes its setting's value, where it is not the folder itself: a reranker model is the
+# cross-encoder's (``rerank="cross-encoder:MODEL"``)
+ARTIFACT_VALUES = {"reranker": "cross-encoder:{}"}
 
 
 @dataclass(frozen=True)
 class Artifact:
-    """Something a row needs that is made here, not installed: a fine-tuned encoder, an Adaptive-RAG classifier, a
-    CIRAG triple cache, Adaptive-RAG's oracle labels. A row that needs one runs only once it is given (``reproduce
+    """Something a row needs that is not installed with the project: made here (a fine-tuned encoder, an Adaptive-RAG
+    classifier, a CIRAG triple cache, Adaptive-RAG's oracle labels) or a model the paper used that the user supplies
+    (a ColBERTv2 checkpoint, a cross-encoder reranker). A row that needs one runs only once it is given (``reproduce
     --artifact NAME=DIR``) or built (``reproduce --build``); until then it shows the paper's number alone with the
-    command that makes it.
+    command that makes it — unless the artifact names a ``stand_in``, which the row runs on in its place, saying so.
 
     Args:
-        name: its name within its paper ("encoder", "encoder-no-alpha", "classifier", "triple-cache").
-        kind: what it is, and so how a row uses it (:data:`ARTIFACT_KINDS`): ``"encoder"`` (the dense index is
-            built with it, and the reranker reads its hidden states), else the program setting of that name
-            (``classifier``, ``triple_cache``, ``oracle_labels``) set to its folder.
-        make: the commands that make it, as a user types them (``DATA``: the dataset, ``DIR``: its folder).
+        name: its name within its paper ("encoder", "encoder-no-alpha", "classifier", "triple-cache", "colbert").
+        kind: what it is, and so how a row uses it (:data:`ARTIFACT_KINDS`): ``"encoder"`` (the row's index is built
+            with it: a dense one, whose hidden states the reranker reads, or the row's own ``first_stage``, PLAID for a
+            ColBERT checkpoint), ``"reranker"`` (a cross-encoder model, a Hub id or a folder: the row's ``rerank``
+            setting is ``cross-encoder:MODEL``), else the program setting of that name (``classifier``,
+            ``triple_cache``, ``oracle_labels``) set to its folder.
+        make: the commands that make (or fetch) it, as a user types them (``DATA``: the dataset, ``DIR``: its
+            folder).
         per_dataset: made once for each dataset (an encoder trained on its train questions, a cache of its corpus)
             rather than once for the paper.
         switches: what it was made with that tells it apart from the paper's other artifacts of its kind (an
@@ -134,6 +141,10 @@ class Artifact:
             ``limit`` train questions (``dataset`` None when not ``per_dataset``; ``lm`` the run's LM, for an
             artifact made by running one); resumable, as those commands are. None: it cannot be made by
             ``reproduce --build``.
+        model: the paper's model it is, for one the user supplies ("ColBERTv2", "bge-reranker-v2-m3").
+        stand_in: the value of its setting the row runs with while it is not given (a reranker's registry name,
+            ``"maxsim"``), which the row's plan and its table's header name as a stand-in for ``model``; None: the
+            row does not run without it.
     """
 
     name: str
@@ -142,12 +153,27 @@ class Artifact:
     per_dataset: bool = True
     switches: tuple[str, ...] = ()
     build: Callable | None = dataclasses.field(default=None, compare=False, repr=False)
+    model: str | None = None
+    stand_in: str | None = None
 
     def __post_init__(self):
         if self.kind not in ARTIFACT_KINDS:
             raise ValueError(f"an artifact's kind is one of {', '.join(ARTIFACT_KINDS)}, not {self.kind!r}")
         if not re.fullmatch(r"[a-z0-9][a-z0-9-]*", self.name):
             raise ValueError(f"artifact name {self.name!r}: lower-case letters, digits and dashes")
+        if self.stand_in is not None and (ARTIFACT_KINDS[self.kind] is None or self.model is None):
+            raise ValueError(f"artifact {self.name!r}: a stand-in takes the place of a model (model=...) given as a "
+                             f"setting; an artifact of kind {self.kind!r} is none")
+
+    def option(self, dataset: str | None = None) -> str:
+        """The option that gives it: ``--artifact NAME=DIR`` (``NAME@DATASET=DIR`` for one made per dataset),
+        ``NAME=MODEL`` for a reranker (a Hub id or a folder)."""
+        at = f"@{dataset or 'DATASET'}" if self.per_dataset else ""
+        return f"--artifact {self.name}{at}={'MODEL' if self.kind == 'reranker' else 'DIR'}"
+
+    def setting_value(self, given: object) -> str:
+        """The value of its setting when it is given as ``given`` (a folder, or a reranker's model)."""
+        return ARTIFACT_VALUES.get(self.kind, "{}").format(given)
 
 
 @dataclass(frozen=True)
@@ -165,12 +191,13 @@ class TableRow:
             table); rates as fractions (0.523 for 52.3), counts (steps, tokens) as printed.
         lm: the LM the paper ran the row with, where it differs from the table's ``lm``.
         stage_lms: stages the row runs on a student or a stronger LM (None: every stage on the row's LM).
-        first_stage: the row's own first stage (``"bm25"``, ``"dense"``), read alone without the table's reranker,
-            where it differs from the table's.
+        first_stage: the row's own first stage (``"bm25"``, ``"dense"``, ``"plaid"`` over a ColBERT checkpoint it
+            needs), read alone without the table's reranker, where it differs from the table's.
         pooling: the pooling of the row's dense index where it is not its program's own (``"cls"``: a baseline read
             through CoopRAG's retriever).
         needs: what else the row needs to run as the paper's (:class:`Artifact`: an encoder trained with its
-            switches, a classifier, a triple cache); it does not run without them.
+            switches, a classifier, a triple cache, a model the paper used); it does not run without them, but on the
+            ``stand_in`` of one that has it, said where it runs.
         same_as: the label of an earlier row of the table that this one runs exactly (the paper prints one
             configuration under two labels): run once, shown in both places.
         runnable: False where the row needs what cannot run here (a fine-tuned model not built, a proprietary or

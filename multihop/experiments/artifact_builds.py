@@ -15,6 +15,7 @@ import dspy
 
 from multihop.data.paths import atomic_write_text
 from multihop.programs.papers import Artifact, PaperTable
+from multihop.retrievers.cross_encoder import resolve_cross_encoder
 
 BUILT = "built.json"  # in an artifact's folder once it is made: what made it
 
@@ -31,9 +32,9 @@ def paper_artifacts(tables: Iterable[PaperTable]) -> dict[str, Artifact]:
 
 def given_artifacts(given: Mapping[str, str | Path], known: Mapping[str, Artifact],
                     datasets: Sequence[str]) -> dict[tuple[str, str | None], Path]:
-    """The ``--artifact`` values (``NAME`` or ``NAME@DATASET`` → folder) by ``(name, dataset)``: a per-dataset
-    artifact given without a dataset serves every dataset of ``datasets``. An unknown name or dataset, or a folder
-    that is not there, is refused in one line."""
+    """The ``--artifact`` values (``NAME`` or ``NAME@DATASET`` → folder, or a reranker's model: a folder or a Hub id)
+    by ``(name, dataset)``: a per-dataset artifact given without a dataset serves every dataset of ``datasets``. An
+    unknown name or dataset, a folder that is not there or a model not found is refused in one line."""
     out: dict[tuple[str, str | None], Path] = {}
     for key, folder in given.items():
         name, _, dataset = str(key).partition("@")
@@ -45,11 +46,22 @@ def given_artifacts(given: Mapping[str, str | Path], known: Mapping[str, Artifac
             raise ValueError(f"--artifact {key}: {name} is made once for the paper; give it as {name}=DIR")
         if dataset and dataset not in datasets:
             raise ValueError(f"--artifact {key}: {dataset} is not run here ({', '.join(datasets)})")
-        if not Path(folder).is_dir():
+        if artifact.kind == "reranker":
+            checked_model(key, str(folder))
+        elif not Path(folder).is_dir():
             raise ValueError(f"--artifact {key}: {folder} is no folder")
         for each in ([dataset] if dataset else datasets) if artifact.per_dataset else [None]:
             out[name, each] = Path(folder)
     return out
+
+
+def checked_model(key: str, model: str) -> None:
+    """A reranker model given as ``--artifact KEY=MODEL`` found (a folder, or a Hub id in huggingface_hub's cache,
+    downloaded there when online), else refused in one line before any row runs."""
+    try:
+        resolve_cross_encoder(model)
+    except FileNotFoundError as exc:  # the Hub's HubModelError included
+        raise ValueError(f"--artifact {key}: {exc}") from None
 
 
 def artifact_folder(out: Path, artifact: Artifact, dataset: str | None) -> Path:

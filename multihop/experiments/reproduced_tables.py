@@ -33,10 +33,12 @@ def cell_text(cell: dict) -> str:
 
 
 def retrieval_text(retrieval: dict) -> str:
-    """One retrieval setting that ran, in words: first stage, encoder (fine-tuned or stock, checksum), pooling."""
-    if retrieval["first_stage"] != "dense":
-        return f"{retrieval['first_stage']} first stage over {retrieval['passages']} passages"
+    """One retrieval setting that ran, in words: first stage, encoder (fine-tuned or stock, checksum; a PLAID first
+    stage's checkpoint), pooling."""
     encoder = retrieval["encoder"] or {}
+    if retrieval["first_stage"] != "dense":
+        by = f" by `{encoder.get('encoder')}` (sha256 {encoder.get('sha256')})" if encoder else ""
+        return f"{retrieval['first_stage']} first stage{by} over {retrieval['passages']} passages"
     trained = (f"fine-tuned ({' '.join(retrieval['encoder_switches']) or 'the paper’s training'})"
                if encoder.get("fine_tuned") else "stock, not fine-tuned")
     return (f"dense first stage, encoder `{encoder.get('encoder')}` ({trained}, sha256 {encoder.get('sha256')}), "
@@ -54,6 +56,7 @@ def header_lines(reproduced: dict) -> list[str]:
     if ran["settings"]:
         lines.append("- ours, settings of the rows that ran: " + "; ".join(
             f"{key} {' / '.join(values)}" for key, values in ran["settings"].items()))
+    lines += [f"- ours, in place of the paper's model: {text}" for text in ran.get("stand_ins", ())]
     for program, student in ran["students"].items():
         lines.append(f"- ours, student of {program}: `{student['student']}`, serving "
                      f"{', '.join(student['stages']) or 'no stage that ran'}")

@@ -9,7 +9,14 @@ The rules:
   name; the rows of one configuration among them run once on the run's LM, as one row labelled with that LM (a
   *stand-in*, which has no paper number), unless a row of the table already runs that configuration.
 - A row that needs an artifact runs only once it is given or built; it shows the paper's number alone with the
-  command that makes it. An encoder artifact (or the table's own encoder, where given) is the dense index's encoder.
+  command that makes it and the option that gives it. An encoder artifact (or the table's own encoder, where given) is
+  the index's encoder (a ColBERT checkpoint: the row's PLAID first stage's). A model the paper used that the user
+  supplies (:attr:`~multihop.programs.papers.Artifact.model`) is such an artifact too, given with ``--artifact``; one
+  that names a stand-in (DualRAG's bge-reranker-v2-m3: MaxSim) does not stop its row: the row runs on the stand-in
+  until the model is given, and its plan (:attr:`PlannedRow.substitutes`), its run's record and its table's header say
+  "MaxSim stand-in for bge-reranker-v2-m3", never the paper's model.
+- A row whose first stage is not built here (no :data:`~multihop.retrievers.CACHED_FIRST_STAGES` of its name) does
+  not run.
 - A row that runs stages on a student needs its program's student (one trained for its paper LM where that LM is
   mapped: a student stands beside the LM it was trained with); it runs on it exactly the stages the row names. Stages
   on a stronger LM run where that LM is mapped.
@@ -26,6 +33,7 @@ from pathlib import Path
 
 from multihop.programs import PROGRAMS, takes_retriever
 from multihop.programs.papers import ARTIFACT_KINDS, Artifact, PaperTable, TableRow
+from multihop.retrievers import CACHED_FIRST_STAGES, RERANKERS
 
 
 @dataclass(frozen=True)
@@ -52,7 +60,8 @@ class RunSetup:
 class PlannedRow:
     """One row of a table on one dataset as it will run: ``label`` as shown (a stand-in's names our LM), the
     ``identity`` that tells its run from every other row's, and ``skipped``, why it shows the paper's number alone
-    (None: it runs); ``shares`` the label of the row whose run it shows."""
+    (None: it runs); ``shares`` the label of the row whose run it shows; ``substitutes`` what it runs in place of a
+    model the paper used and the user did not give ("MaxSim stand-in for bge-reranker-v2-m3; ...")."""
 
     table: PaperTable
     row: TableRow
@@ -63,6 +72,7 @@ class PlannedRow:
     skipped: str | None = None
     stand_in: bool = False
     shares: str | None = None
+    substitutes: tuple[str, ...] = ()
 
     def key(self) -> str:
         """The identity as one string (the key of its run's results)."""
@@ -70,14 +80,37 @@ class PlannedRow:
 
 
 def row_settings(row: TableRow, dataset: str, setup: RunSetup) -> dict:
-    """The settings ``row``'s program is built with: the row's, and the folder of each artifact it has that a
-    setting takes (a classifier, a triple cache, oracle labels)."""
+    """The settings ``row``'s program is built with: the row's, and each artifact it has that a setting takes (a
+    classifier's folder, a triple cache's, oracle labels', a reranker model as ``cross-encoder:MODEL``), or the
+    stand-in of one not given."""
     settings = dict(row.settings)
     for artifact in row.needs:
-        folder = setup.artifact(artifact, dataset)
-        if ARTIFACT_KINDS[artifact.kind] is not None and folder is not None:
-            settings[ARTIFACT_KINDS[artifact.kind]] = str(folder)
+        folder, setting = setup.artifact(artifact, dataset), ARTIFACT_KINDS[artifact.kind]
+        if setting is not None and folder is not None:
+            settings[setting] = artifact.setting_value(folder)
+        elif setting is not None and artifact.stand_in is not None:
+            settings[setting] = artifact.stand_in
     return settings
+
+
+def stand_in_name(artifact: Artifact) -> str:
+    """How a stand-in is called: its reranker's class name (``MaxSim``), else its value."""
+    return getattr(RERANKERS.get(artifact.stand_in), "__name__", artifact.stand_in)
+
+
+def substitutes(row: TableRow, dataset: str, setup: RunSetup) -> tuple[str, ...]:
+    """What ``row`` runs in place of the models the paper used that were not given, each with the option that gives
+    the paper's ("MaxSim stand-in for bge-reranker-v2-m3; the paper's runs when given: --artifact reranker=MODEL")."""
+    return tuple(f"{stand_in_name(artifact)} stand-in for {artifact.model}; the paper's runs when given: "
+                 f"{artifact.option(dataset if artifact.per_dataset else None)}"
+                 for artifact in row.needs
+                 if artifact.stand_in is not None and setup.artifact(artifact, dataset) is None)
+
+
+def absent(row: TableRow, dataset: str, setup: RunSetup) -> list[Artifact]:
+    """The artifacts ``row`` needs that were neither given nor built and that it has no stand-in for."""
+    return [artifact for artifact in row.needs
+            if setup.artifact(artifact, dataset) is None and artifact.stand_in is None]
 
 
 def row_encoder(table: PaperTable, row: TableRow, dataset: str, setup: RunSetup) -> tuple[str, Artifact | None]:
@@ -118,10 +151,14 @@ def missing(table: PaperTable, row: TableRow, dataset: str, setup: RunSetup) -> 
         return row.why_not
     if row.program not in PROGRAMS:
         return f"{row.program} is no program here"
-    reasons = [f"needs {artifact.name}{f' ({dataset})' if artifact.per_dataset else ''}: make it with "
-               f"`{artifact.make}`{' or --build' if artifact.build else ''}, then --artifact "
-               f"{artifact.name}{f'@{dataset}' if artifact.per_dataset else ''}=DIR"
-               for artifact in row.needs if setup.artifact(artifact, dataset) is None]
+    stage = first_stage(table, row, setup)
+    if stage not in CACHED_FIRST_STAGES:
+        return f"its first stage {stage!r} is not built here ({', '.join(CACHED_FIRST_STAGES)} are)"
+    reasons = [f"needs {artifact.name}{f' ({dataset})' if artifact.per_dataset else ''}"
+               f"{f' (the paper’s {artifact.model}, which you supply)' if artifact.model else ''}: make it with "
+               f"`{artifact.make}`{' or --build' if artifact.build else ''}, then "
+               f"{artifact.option(dataset if artifact.per_dataset else None)}"
+               for artifact in absent(row, dataset, setup)]
     stages = row.stage_lms
     if stages is not None and stages.role == "student" and student_key(table, row, setup) is None:
         paper = f" ({stages.paper_lm} in the paper)" if stages.paper_lm else ""
@@ -137,18 +174,24 @@ def missing(table: PaperTable, row: TableRow, dataset: str, setup: RunSetup) -> 
 
 def waiting_state(table: PaperTable, row: TableRow, dataset: str, setup: RunSetup) -> str:
     """How a row that does not run with what was given could: ``runs once built`` (every artifact it lacks has a
-    builder, and it lacks nothing else), ``runs once given`` (an artifact only the user makes, a student or an LM
-    mapping), or ``cannot run here`` (not rebuilt here, or the same run as another row)."""
-    if not row.runnable or row.program not in PROGRAMS:
+    builder, and it lacks nothing else), ``runs when given: --artifact NAME=DIR`` (it lacks only artifacts the user
+    makes or supplies: a model the paper used, a classifier), ``runs once given`` (a student or an LM mapping, with or
+    without such an artifact), or ``cannot run here`` (not rebuilt here, its first stage not built here, or the same
+    run as another row)."""
+    if not row.runnable or row.program not in PROGRAMS or first_stage(table, row, setup) not in CACHED_FIRST_STAGES:
         return "cannot run here"
-    absent = [artifact for artifact in row.needs if setup.artifact(artifact, dataset) is None]
+    lacking = absent(row, dataset, setup)
     stages = row.stage_lms
     other_lm = stages is not None and (student_key(table, row, setup) is None if stages.role == "student"
                                        else stages.paper_lm not in setup.lm_for)
     own_lm = is_own_lm(table, row) and (row.lm or table.lm) not in setup.lm_for
-    if absent and not other_lm and all(artifact.build is not None for artifact in absent):
+    if lacking and not other_lm and all(artifact.build is not None for artifact in lacking):
         return "runs once built"
-    return "runs once given" if absent or other_lm or own_lm else "cannot run here"
+    if lacking and not other_lm:  # a row of an unmapped LM of its own runs on yours once given, as a stand-in
+        options = [artifact.option(dataset if artifact.per_dataset else None)
+                   for artifact in lacking if artifact.build is None]
+        return "runs when given: " + " ".join(options + ["--build"] * any(artifact.build for artifact in lacking))
+    return "runs once given" if lacking or other_lm or own_lm else "cannot run here"
 
 
 def identity(table: PaperTable, row: TableRow, dataset: str, setup: RunSetup, lm: str) -> dict:
@@ -162,7 +205,9 @@ def identity(table: PaperTable, row: TableRow, dataset: str, setup: RunSetup, lm
             else setup.lm_for[stages.paper_lm]
         stage_lms = {stage: str(other) for stage in stages.stages}
     found = {"program": row.program, "settings": settings, "lm": lm, "stage_lms": stage_lms,
-             "artifacts": {artifact.name: str(setup.artifact(artifact, dataset)) for artifact in row.needs}}
+             "artifacts": {artifact.name: str(setup.artifact(artifact, dataset)) if setup.artifact(artifact, dataset)
+                           else f"not given: {stand_in_name(artifact)} stand-in for {artifact.model}"
+                           for artifact in row.needs}}
     if takes_retriever(PROGRAMS[row.program]):
         stage = first_stage(table, row, setup)
         encoder, artifact = row_encoder(table, row, dataset, setup)
@@ -182,11 +227,13 @@ def plan_table(table: PaperTable, dataset: str, setup: RunSetup) -> list[Planned
         reason = missing(table, row, dataset, setup)
         if reason is None and is_own_lm(table, row) and paper_lm not in setup.lm_for:
             stand_ins[id(row)] = PlannedRow(table, row, dataset, f"{row.label} (ours: {setup.lm})", setup.lm,
-                                            identity(table, row, dataset, setup, setup.lm), stand_in=True)
+                                            identity(table, row, dataset, setup, setup.lm), stand_in=True,
+                                            substitutes=substitutes(row, dataset, setup))
             reason = f"its LM ({paper_lm}) is not mapped to one of yours: --lm-for '{paper_lm}=SPEC'"
         label = row.label + (f" ({paper_lm} → {lm})" if paper_lm in setup.lm_for else "")
         found = None if reason is not None else identity(table, row, dataset, setup, lm)
-        planned.append(PlannedRow(table, row, dataset, label, lm, found, skipped=reason))
+        planned.append(PlannedRow(table, row, dataset, label, lm, found, skipped=reason,
+                                  substitutes=substitutes(row, dataset, setup)))
     planned, runs = run_once([*planned, *stand_ins.values()])
     return [PlannedRow(**{**plan.__dict__, "skipped": f"{plan.skipped}; row {runs[stand_ins[id(plan.row)].key()]!r} "
                                                       "runs its configuration on your LM"})

@@ -1,10 +1,16 @@
 """DualRAG's paper's results tables (Cheng et al., 2025) whose rows a program here runs, as data (:class:`PaperTable`).
 
 §4.3 runs every row on one retrieval: the top 50 of the first stage reranked to the top 10 (bge-small + bge-reranker
-there; ours: MPNet and MaxSim over the same encoder, DualRAG's default reranker), and every iterative method at most
-5 iteration steps (IRCoT's steps, MetaRAG's and GenGround's rounds, FLARE's sentences: each program's own knob).
-Its questions are 1,000 sampled a dataset, HotpotQA over its Wikipedia corpus, 2Wiki and MuSiQue over their
-questions' paragraphs.
+there; ours: MPNet), and every iterative method at most 5 iteration steps (IRCoT's steps, MetaRAG's and GenGround's
+rounds, FLARE's sentences: each program's own knob). Its questions are 1,000 sampled a dataset, HotpotQA over its
+Wikipedia corpus, 2Wiki and MuSiQue over their questions' paragraphs.
+
+The paper's reranker is bge-reranker-v2-m3, a cross-encoder that does not ship offline: every row that reranks needs
+it as a model the user supplies (:data:`RERANKER`, ``reproduce --artifact reranker=MODEL``, e.g.
+``reranker=BAAI/bge-reranker-v2-m3`` or a folder of it), and runs with the cross-encoder on it when it is given
+(``rerank="cross-encoder:MODEL"``, which the row's settings and its table's header name). Until then those rows run
+with MaxSim over the first stage's encoder in its place (DualRAG's default reranker), and their plans, run records
+and table headers say "MaxSim stand-in for bge-reranker-v2-m3".
 
 The "Mean" columns of Tables 7-8 (output tokens) average the three datasets' cells; ours the mean of our three cells
 where all three ran.
@@ -14,12 +20,14 @@ Left out: the Oracle row of Table 2 (the gold documents given: no program) and T
 
 from __future__ import annotations
 
-from ..papers import MEAN, PaperTable, StageLMs, TableRow, cells, grid
+from ..papers import MEAN, Artifact, PaperTable, StageLMs, TableRow, cells, grid
 
 DATASETS = ("hotpotqa", "2wiki", "musique")  # the papers' order: HQA, WQA, MQA
-K, N, RERANK, STEPS = 10, 50, "maxsim", 5  # §4.3
-SETUP = {"first_stage": "top 50", "rerank": "reranker → top 10 (ours: maxsim)", "n": N, "k": K,
+K, N, RERANK, STEPS = 10, 50, "maxsim", 5  # §4.3; RERANK: the stand-in for the paper's reranker
+SETUP = {"first_stage": "bge-small top 50", "rerank": "bge-reranker-v2-m3 → top 10", "n": N, "k": K,
          "max_iterations": STEPS}
+RERANKER = Artifact("reranker", "reranker", "hf download BAAI/bge-reranker-v2-m3 (while online; then give its id)",
+                    per_dataset=False, model="bge-reranker-v2-m3", stand_in=RERANK)
 RETRIEVAL = {"k": K, "n": N, "rerank": RERANK}  # a baseline's switches for §4.3's retrieval
 DUALRAG = {"k": K}  # n = 50, maxsim and 5 iterations are DualRAG's defaults
 BASELINES = {  # §4.3: each iterative baseline at most 5 steps through its own knob, on the same retrieval
@@ -32,6 +40,16 @@ BASELINES = {  # §4.3: each iterative baseline at most 5 steps through its own 
 }
 ROLES = {"R": "reason", "EI": "identify", "KS": "summarize"}  # Table 4's fine-tuned roles → our stages
 STUDENT = "Qwen2.5-7B-Instruct fine-tuned on 72B DualRAG trajectories (§3.2)"
+
+
+def paper_row(label: str, program: str, settings: dict | None = None, numbers: dict | None = None,
+              **options) -> TableRow:
+    """A row of the paper's (:class:`TableRow`) that needs the paper's reranker where it reranks (a DualRAG row
+    unless ``rerank=None``, a baseline's with a ``rerank``): :data:`RERANKER`, MaxSim standing in until it is given."""
+    settings = dict(settings or {})
+    reranks = settings.get("rerank", RERANK if program == "DualRAG" else None) is not None
+    return TableRow(label, program, settings, dict(numbers or {}),
+                    needs=(*options.pop("needs", ()), *((RERANKER,) if reranks else ())), **options)
 
 
 def student(*roles: str) -> StageLMs:
@@ -57,9 +75,9 @@ TABLE_2_ROWS = {  # label → program, settings, (72B cells, 7B cells)
 LARGE, SMALL = "Qwen2.5-72B-Instruct", "Qwen2.5-7B-Instruct"
 TABLE_2 = PaperTable(
     "Table 2", "Results on HotpotQA, 2WikiMultihopQA and MuSiQue (LLM judge, EM, Acc, F1)", TABLE_2_COLUMNS,
-    (*(TableRow(label, program, BASELINES.get(program, DUALRAG), cells(TABLE_2_COLUMNS, *printed[index]), lm=lm)
+    (*(paper_row(label, program, BASELINES.get(program, DUALRAG), cells(TABLE_2_COLUMNS, *printed[index]), lm=lm)
        for index, lm in enumerate((LARGE, SMALL)) for label, (program, *printed) in TABLE_2_ROWS.items()),
-     TableRow("DualRAG-FT", "DualRAG", DUALRAG,
+     paper_row("DualRAG-FT", "DualRAG", DUALRAG,
               cells(TABLE_2_COLUMNS, 76.3, 45.6, 64.8, 61.6, 81.2, 61.8, 82.0, 74.6, 58.6, 32.7, 52.8, 46.5), lm=SMALL,
               stage_lms=student("R", "EI", "KS"))),
     settings=SETUP,
@@ -71,15 +89,15 @@ TABLE_2 = PaperTable(
 ACC_F1 = grid(DATASETS, ("acc", "f1"))
 TABLE_3 = PaperTable(
     "Table 3", "Ablation on the framework", ACC_F1,
-    (TableRow("DualRAG", "DualRAG", DUALRAG, cells(ACC_F1, 70.0, 65.7, 85.0, 77.3, 66.3, 56.3)),
-     TableRow("w/o R", "DualRAG", {**DUALRAG, "reasoner": False}, cells(ACC_F1, 68.7, 64.2, 84.2, 73.2, 56.1, 48.6)),
-     TableRow("w/o EI", "DualRAG", {**DUALRAG, "entity_identifier": False},
+    (paper_row("DualRAG", "DualRAG", DUALRAG, cells(ACC_F1, 70.0, 65.7, 85.0, 77.3, 66.3, 56.3)),
+     paper_row("w/o R", "DualRAG", {**DUALRAG, "reasoner": False}, cells(ACC_F1, 68.7, 64.2, 84.2, 73.2, 56.1, 48.6)),
+     paper_row("w/o EI", "DualRAG", {**DUALRAG, "entity_identifier": False},
               cells(ACC_F1, 69.2, 65.3, 83.7, 72.5, 54.2, 48.4)),
-     TableRow("w/o KO", "DualRAG", {**DUALRAG, "knowledge_outline": False},
+     paper_row("w/o KO", "DualRAG", {**DUALRAG, "knowledge_outline": False},
               cells(ACC_F1, 69.5, 64.0, 79.4, 72.8, 58.1, 49.8)),
-     TableRow("w/o R + EI (cumulative reading, ours)", "DualRAG",
+     paper_row("w/o R + EI (cumulative reading, ours)", "DualRAG",
               {**DUALRAG, "reasoner": False, "entity_identifier": False}),
-     TableRow("w/o R + EI + KO (cumulative reading, ours)", "DualRAG",
+     paper_row("w/o R + EI + KO (cumulative reading, ours)", "DualRAG",
               {**DUALRAG, "reasoner": False, "entity_identifier": False, "knowledge_outline": False})),
     lm=LARGE, settings=SETUP,
     notes="§4.5 says it removes the components \"incrementally\" while describing each row as one change, and its "
@@ -89,15 +107,15 @@ TABLE_3 = PaperTable(
 
 TABLE_4 = PaperTable(
     "Table 4", "Ablation on the SFT", ACC_F1,
-    (TableRow("DualRAG-FT", "DualRAG", DUALRAG, cells(ACC_F1, 64.8, 61.6, 82.0, 74.6, 52.8, 46.5),
+    (paper_row("DualRAG-FT", "DualRAG", DUALRAG, cells(ACC_F1, 64.8, 61.6, 82.0, 74.6, 52.8, 46.5),
               stage_lms=student("R", "EI", "KS")),
-     TableRow("w/o R-FT", "DualRAG", DUALRAG, cells(ACC_F1, 63.4, 59.9, 77.6, 70.2, 51.0, 46.4),
+     paper_row("w/o R-FT", "DualRAG", DUALRAG, cells(ACC_F1, 63.4, 59.9, 77.6, 70.2, 51.0, 46.4),
               stage_lms=student("EI", "KS")),
-     TableRow("w/o EI-FT", "DualRAG", DUALRAG, cells(ACC_F1, 65.7, 61.7, 79.5, 73.6, 51.7, 46.5),
+     paper_row("w/o EI-FT", "DualRAG", DUALRAG, cells(ACC_F1, 65.7, 61.7, 79.5, 73.6, 51.7, 46.5),
               stage_lms=student("R", "KS")),
-     TableRow("w/o KS-FT", "DualRAG", DUALRAG, cells(ACC_F1, 60.7, 58.5, 76.4, 66.4, 51.9, 46.2),
+     paper_row("w/o KS-FT", "DualRAG", DUALRAG, cells(ACC_F1, 60.7, 58.5, 76.4, 66.4, 51.9, 46.2),
               stage_lms=student("R", "EI")),
-     TableRow("w/o FT", "DualRAG", DUALRAG, cells(ACC_F1, 64.1, 58.6, 75.8, 64.4, 52.5, 44.9))),
+     paper_row("w/o FT", "DualRAG", DUALRAG, cells(ACC_F1, 64.1, 58.6, 75.8, 64.4, 52.5, 44.9))),
     lm=SMALL, settings=SETUP,
     notes="The answer stays on the base LM in every row (the paper fine-tunes the Reasoner, Entity Identifier and "
           "Knowledge Summarizer); a w/o row puts its role back on the base LM.",
@@ -106,7 +124,7 @@ TABLE_4 = PaperTable(
 TABLE_12_COLUMNS = (("2wiki", "f1"),)
 TABLE_12 = PaperTable(
     "Table 12", "F1 on 2WikiMultiHopQA by the maximum number of retrieval iterations", TABLE_12_COLUMNS,
-    tuple(TableRow(f"Max Iterations {cap}", "DualRAG", {**DUALRAG, "max_iterations": cap},
+    tuple(paper_row(f"Max Iterations {cap}", "DualRAG", {**DUALRAG, "max_iterations": cap},
                    cells(TABLE_12_COLUMNS, f1, fractions=True))
           for cap, f1 in ((0, 0.385), (1, 0.556), (2, 0.736), (3, 0.733), (4, 0.733), (5, 0.722))),
     settings=SETUP,
@@ -124,7 +142,7 @@ TABLE_13_PRINTED = {  # the caps 2, 3, 5, 8: Acc, F1 each
 }
 TABLE_13 = PaperTable(
     "Table 13", "Acc and F1 on 2WikiMultiHopQA by the maximum number of iterations, per method", TABLE_13_COLUMNS,
-    tuple(TableRow(f"{program}, max iterations {cap}", program,
+    tuple(paper_row(f"{program}, max iterations {cap}", program,
                    {**(DUALRAG if program == "DualRAG" else RETRIEVAL), TABLE_13_CAPS[program]: cap},
                    cells(TABLE_13_COLUMNS, *printed[2 * index: 2 * index + 2]))
           for program, printed in TABLE_13_PRINTED.items() for index, cap in enumerate((2, 3, 5, 8))),
@@ -135,10 +153,10 @@ TABLE_13 = PaperTable(
 
 TABLE_14 = PaperTable(
     "Table 14", "Enhanced variant of the w/o KO ablation", ACC_F1,
-    (TableRow("DualRAG", "DualRAG", DUALRAG, cells(ACC_F1, 70.0, 65.7, 85.0, 77.3, 66.3, 56.3)),
-     TableRow("w/o KO", "DualRAG", {**DUALRAG, "knowledge_outline": False},
+    (paper_row("DualRAG", "DualRAG", DUALRAG, cells(ACC_F1, 70.0, 65.7, 85.0, 77.3, 66.3, 56.3)),
+     paper_row("w/o KO", "DualRAG", {**DUALRAG, "knowledge_outline": False},
               cells(ACC_F1, 69.5, 64.0, 79.4, 72.8, 58.1, 49.8)),
-     TableRow("w/o KO*", "DualRAG", {**DUALRAG, "outline_structure": False},
+     paper_row("w/o KO*", "DualRAG", {**DUALRAG, "outline_structure": False},
               cells(ACC_F1, 69.7, 65.1, 74.3, 66.2, 55.8, 49.2))),
     lm=LARGE, settings=SETUP,
     notes="w/o KO*: the summaries kept, flat, without the outline's structure (App. H.3).",
@@ -146,9 +164,9 @@ TABLE_14 = PaperTable(
 
 TABLE_15 = PaperTable(
     "Table 15", "Ablation on the reranker", ACC_F1,
-    (TableRow("DualRAG", "DualRAG", DUALRAG, cells(ACC_F1, 70.0, 65.7, 85.0, 77.3, 66.3, 56.3)),
-     TableRow("w/o rerank", "DualRAG", {**DUALRAG, "rerank": None}, cells(ACC_F1, 67.6, 63.3, 86.3, 76.4, 64.8, 54.9)),
-     TableRow("NativeRAG w/o rerank (ours: the reranker's share in the single-step row)", "SingleStepRAG", {"k": K})),
+    (paper_row("DualRAG", "DualRAG", DUALRAG, cells(ACC_F1, 70.0, 65.7, 85.0, 77.3, 66.3, 56.3)),
+     paper_row("w/o rerank", "DualRAG", {**DUALRAG, "rerank": None}, cells(ACC_F1, 67.6, 63.3, 86.3, 76.4, 64.8, 54.9)),
+     paper_row("NativeRAG w/o rerank (ours: the reranker's share in the single-step row)", "SingleStepRAG", {"k": K})),
     lm=LARGE, settings=SETUP,
     notes="w/o rerank reads the first stage's top 10 directly (App. H.4).",
 )
@@ -156,10 +174,10 @@ TABLE_15 = PaperTable(
 TABLE_16_COLUMNS = TABLE_2_COLUMNS
 TABLE_16 = PaperTable(
     "Table 16", "More baselines: FLARE against DualRAG with GPT-4o-mini", TABLE_16_COLUMNS,
-    (TableRow("FLARE", "FLARE", BASELINES["FLARE"],
+    (paper_row("FLARE", "FLARE", BASELINES["FLARE"],
               cells(TABLE_16_COLUMNS, 0.728, 0.427, 0.661, 0.573, 0.687, 0.504, 0.772, 0.632, 0.665, 0.355, 0.628,
                     0.502, fractions=True)),
-     TableRow("DualRAG", "DualRAG", DUALRAG,
+     paper_row("DualRAG", "DualRAG", DUALRAG,
               cells(TABLE_16_COLUMNS, 0.767, 0.468, 0.679, 0.617, 0.784, 0.612, 0.814, 0.722, 0.659, 0.383, 0.611,
                     0.528, fractions=True))),
     lm="GPT-4o-mini", settings=SETUP,
@@ -169,7 +187,7 @@ TABLE_16 = PaperTable(
 TABLE_7_COLUMNS = grid((*DATASETS, MEAN), ("completion_tokens",))
 TABLE_7 = PaperTable(
     "Table 7", "Average output tokens a question", TABLE_7_COLUMNS,
-    tuple(TableRow(program, program, BASELINES.get(program, DUALRAG), cells(TABLE_7_COLUMNS, *printed))
+    tuple(paper_row(program, program, BASELINES.get(program, DUALRAG), cells(TABLE_7_COLUMNS, *printed))
           for program, printed in (("GenGround", (978.9, 714.0, 893.7, 862.2)),
                                    ("MetaRAG", (482.2, 687.5, 623.9, 597.9)),
                                    ("DualRAG", (601.3, 555.2, 637.7, 598.1)))),
@@ -184,7 +202,7 @@ MODULE_TOKENS = ("completion_tokens.reason", "completion_tokens.identify", "comp
 TABLE_8_COLUMNS = grid((*DATASETS, MEAN), MODULE_TOKENS)
 TABLE_8 = PaperTable(
     "Table 8", "DualRAG's output tokens a question by module", TABLE_8_COLUMNS,
-    (TableRow("DualRAG", "DualRAG", DUALRAG, cells(TABLE_8_COLUMNS, 196.2, 192.5, 212.6, 601.3, 203.1, 187.1, 165.0,
+    (paper_row("DualRAG", "DualRAG", DUALRAG, cells(TABLE_8_COLUMNS, 196.2, 192.5, 212.6, 601.3, 203.1, 187.1, 165.0,
                                                    555.2, 226.6, 239.5, 171.6, 637.7, 208.7, 206.4, 183.0, 598.1)),),
     settings=SETUP,
     notes="The paper prints a row a module (Infer, EI, KS, Total) and a column a dataset; here one row, a column a "
@@ -200,11 +218,11 @@ TABLE_10_COLUMNS = grid(("hotpotqa",), ("llm_eval", "em", "acc", "f1"))
 TABLE_10 = PaperTable(
     "Table 10", "The necessity of multi-step retrieval: one step of 10 or 200 documents, or two hops (HotpotQA)",
     TABLE_10_COLUMNS,
-    (TableRow("NativeRAG-10", "SingleStepRAG", RETRIEVAL,
+    (paper_row("NativeRAG-10", "SingleStepRAG", RETRIEVAL,
               cells(TABLE_10_COLUMNS, 0.553, 0.333, 0.475, 0.523, fractions=True)),
-     TableRow("NativeRAG-200", "SingleStepRAG", {"k": 200, "n": 200, "rerank": RERANK},
+     paper_row("NativeRAG-200", "SingleStepRAG", {"k": 200, "n": 200, "rerank": RERANK},
               cells(TABLE_10_COLUMNS, 0.550, 0.333, 0.475, 0.487, fractions=True)),
-     TableRow("2HopRAG", "SingleStepRAG", RETRIEVAL,
+     paper_row("2HopRAG", "SingleStepRAG", RETRIEVAL,
               cells(TABLE_10_COLUMNS, 0.681, 0.444, 0.603, 0.575, fractions=True), runnable=False,
               why_not="two-hop retrieval (each of the question's top 10 documents the query of 10 more, up to 110) "
               "is not built here")),
@@ -218,7 +236,7 @@ TABLE_10 = PaperTable(
 TABLE_11_COLUMNS = grid(DATASETS, ("iterations",))
 TABLE_11 = PaperTable(
     "Table 11", "Average retrieval iterations a question (App. H.2, Fig. 3)", TABLE_11_COLUMNS,
-    tuple(TableRow(program, program, BASELINES.get(program, DUALRAG), cells(TABLE_11_COLUMNS, *printed))
+    tuple(paper_row(program, program, BASELINES.get(program, DUALRAG), cells(TABLE_11_COLUMNS, *printed))
           for program, printed in (("IRCoT", (3.76, 4.19, 4.26)), ("MetaRAG", (2.93, 3.14, 3.12)),
                                    ("DualRAG", (1.64, 1.99, 2.20)))),
     settings=SETUP, counts={"iterations": ("retrieval_iterations", "steps", "retrieval_calls")},
@@ -247,7 +265,7 @@ TABLE_17_PRINTED = {  # label → program, Llama-3.1-70B cells, Mistral-Small-24
 }
 TABLE_17 = PaperTable(
     "Table 17", "Other LLMs: Llama-3.1-70B-Instruct and Mistral-Small-24B-Instruct-2501", TABLE_17_COLUMNS,
-    tuple(TableRow(label, program, BASELINES.get(program, DUALRAG),
+    tuple(paper_row(label, program, BASELINES.get(program, DUALRAG),
                    cells(TABLE_17_COLUMNS, *printed[index], fractions=True), lm=lm)
           for index, lm in enumerate((LLAMA, MISTRAL)) for label, (program, *printed) in TABLE_17_PRINTED.items()),
     settings=SETUP,

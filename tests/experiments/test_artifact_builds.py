@@ -62,3 +62,25 @@ def test_given_artifacts_are_checked_and_a_per_dataset_one_serves_every_dataset(
         given_artifacts({"encoder@hotpotqa": tmp_path}, known, ["musique"])
     with pytest.raises(ValueError, match="is no folder"):
         given_artifacts({"encoder": tmp_path / "missing"}, known, ["musique"])
+
+
+def test_a_reranker_model_is_given_as_a_folder_or_a_hub_id_and_one_not_found_is_refused(tmp_path, monkeypatch):
+    import huggingface_hub
+
+    def snapshot_download(repo_id, revision=None, **kwargs):  # a hub that has nothing cached, offline
+        raise huggingface_hub.errors.LocalEntryNotFoundError(f"{repo_id} is not cached")
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
+    monkeypatch.chdir(tmp_path)
+    known = paper_artifacts(select_tables(paper_of("DualRAG"), ["15"]))
+    assert set(known) == {"reranker"} and known["reranker"].stand_in == "maxsim"
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "config.json").write_text("{}")
+    assert given_artifacts({"reranker": tmp_path / "model"}, known, ["musique"]) == {("reranker", None): tmp_path /
+                                                                                    "model"}
+    with pytest.raises(ValueError, match=r"^--artifact reranker: the model 'BAAI/bge-reranker-v2-m3' is not a local "
+                                         r"path and not in the Hugging Face cache") as caught:
+        given_artifacts({"reranker": "BAAI/bge-reranker-v2-m3"}, known, ["musique"])
+    assert "\n" not in str(caught.value)
+    with pytest.raises(ValueError, match="neither a model folder"):
+        given_artifacts({"reranker": tmp_path}, known, ["musique"])

@@ -135,6 +135,21 @@ def test_list_shows_every_papers_tables_and_which_rows_run_here():
     assert "runs once built: needs encoder-no-alpha" in listed
 
 
+def test_list_shows_the_rows_that_run_when_given_a_model_and_those_on_a_stand_in_with_the_option(monkeypatch):
+    from multihop.retrievers import CACHED_FIRST_STAGES
+
+    monkeypatch.setitem(CACHED_FIRST_STAGES, "plaid", lambda *args, **kwargs: None)  # never built by --list
+    listed = " ".join(runner.invoke(app, ["reproduce", "--list", "CoopRAG", "--table", "12"],
+                                    terminal_width=400).output.split())
+    assert "IRCoT + ColBERTv2: IRCoT(k=5, max_steps=8, max_paragraphs=15) (runs when given: --artifact colbert=DIR" \
+        in listed
+    listed = " ".join(runner.invoke(app, ["reproduce", "--list", "DualRAG", "--table", "15"],
+                                    terminal_width=400).output.split())
+    assert ("DualRAG on Qwen2.5-72B-Instruct: DualRAG(k=10) (runs on a stand-in: MaxSim stand-in for "
+            "bge-reranker-v2-m3; the paper's runs when given: --artifact reranker=MODEL)") in listed
+    assert "w/o rerank on Qwen2.5-72B-Instruct: DualRAG(k=10, rerank=None) (runs)" in listed
+
+
 def test_a_row_whose_artifact_is_missing_shows_the_papers_numbers_with_the_command_that_makes_it(loopback_lm,
                                                                                                   tmp_path):
     reproduce("HANRAG", tmp_path, tables=["2"], datasets=["musique"], limit=1, progress=False)

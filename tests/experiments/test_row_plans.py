@@ -13,9 +13,11 @@ from multihop.experiments.reproduce import (
     paper_of,
     row_slug,
     select_tables,
+    setting_ran,
     table_datasets,
 )
-from multihop.experiments.row_plans import RunSetup, plan_table
+from multihop.experiments.reproduced_tables import header_lines
+from multihop.experiments.row_plans import RunSetup, plan_table, row_settings, waiting_state
 from multihop.programs import PROGRAMS
 
 TABLES = [(method.name, table) for method in PROGRAMS.declared("method") for table in method.tables]
@@ -117,8 +119,86 @@ def test_row_folders_keep_the_labels_letters_and_datasets_not_run_say_why():
                                            "compound": "no dev set of it here"}
 
 
-def test_list_names_each_rows_state():
+def test_list_names_each_rows_state(plaid_built):
     described = describe_tables([paper_of("CIRAG")])
     states = {row["label"]: row["state"] for row in described[1]["rows"]}
     assert states["CIRAG"] == "runs once given"  # a student is given, never built
     assert states["w/o TD"] == "runs once built"  # its triple cache is built by --build
+    described = describe_tables([paper_of("CoopRAG"), paper_of("DualRAG")])
+    rows = {(info["paper"], info["table"], row["label"]): row for info in described for row in info["rows"]}
+    colbert = rows["CoopRAG", "Table 12", "IRCoT + ColBERTv2"]
+    assert colbert["state"] == "runs when given: --artifact colbert=DIR" and not colbert["runnable"]
+    assert rows["CoopRAG", "Table 13", "IRCoT + ColBERTv2"]["state"] == "runs when given: --artifact colbert=DIR"
+    dualrag = rows["DualRAG", "Table 15", "DualRAG"]
+    assert dualrag["state"] == "runs on a stand-in" and dualrag["substitutes"] == [STAND_IN]
+    assert rows["DualRAG", "Table 15", "w/o rerank"]["state"] == "runs"
+
+
+@pytest.fixture
+def plaid_built(monkeypatch):
+    """A first stage named ``plaid`` among those built here (its builder is never called by planning)."""
+    from multihop.retrievers import CACHED_FIRST_STAGES
+
+    monkeypatch.setitem(CACHED_FIRST_STAGES, "plaid", lambda *args, **kwargs: None)
+
+
+def test_a_colbert_row_runs_when_its_checkpoint_is_given_on_a_plaid_index_of_it(plaid_built):
+    table = select_tables(paper_of("CoopRAG"), ["12"])[0]
+    row = table.row("IRCoT + ColBERTv2")
+    plan = next(plan for plan in plan_table(table, "musique", RunSetup(lm="ours")) if plan.row is row)
+    assert plan.identity is None and "--artifact colbert=DIR" in plan.skipped and "ColBERTv2" in plan.skipped
+    assert waiting_state(table, row, "musique", RunSetup(lm="ours")) == "runs when given: --artifact colbert=DIR"
+    given = RunSetup(lm="ours", artifacts={("colbert", None): "checkpoint"})
+    plan = next(plan for plan in plan_table(table, "musique", given) if plan.row is row)
+    assert plan.skipped is None and not plan.substitutes
+    assert {key: plan.identity[key] for key in ("program", "first_stage", "encoder", "pooling")} == {
+        "program": "IRCoT", "first_stage": "plaid", "encoder": "checkpoint", "pooling": None}
+    assert "rerank" not in row_settings(row, "musique", given)  # IRCoT reads the PLAID top k itself
+
+
+def test_a_row_whose_first_stage_is_not_built_here_does_not_run(monkeypatch):
+    from multihop.retrievers import CACHED_FIRST_STAGES
+
+    monkeypatch.delitem(CACHED_FIRST_STAGES, "plaid", raising=False)
+    table = select_tables(paper_of("CoopRAG"), ["12"])[0]
+    given = RunSetup(lm="ours", artifacts={("colbert", None): "checkpoint"})
+    plan = next(plan for plan in plan_table(table, "musique", given) if plan.row.label == "IRCoT + ColBERTv2")
+    assert plan.identity is None and "its first stage 'plaid' is not built here" in plan.skipped
+    assert waiting_state(table, plan.row, "musique", given) == "cannot run here"
+
+
+STAND_IN = "MaxSim stand-in for bge-reranker-v2-m3; the paper's runs when given: --artifact reranker=MODEL"
+
+
+def test_dualrags_reranked_rows_run_maxsim_in_its_rerankers_place_until_it_is_given():
+    table = select_tables(paper_of("DualRAG"), ["15"])[0]
+    planned = {plan.label: plan for plan in plan_table(table, "musique", RunSetup(lm="ours"))}
+    method, ablation = planned["DualRAG"], planned["w/o rerank"]
+    assert method.identity["settings"]["rerank"] == "maxsim" and method.substitutes == (STAND_IN,)
+    assert method.identity["artifacts"] == {"reranker": "not given: MaxSim stand-in for bge-reranker-v2-m3"}
+    assert ablation.identity["settings"]["rerank"] is None and not ablation.substitutes  # reranks nothing
+    given = RunSetup(lm="ours", artifacts={("reranker", None): "BAAI/bge-reranker-v2-m3"})
+    planned = {plan.label: plan for plan in plan_table(table, "musique", given)}
+    assert planned["DualRAG"].identity["settings"]["rerank"] == "cross-encoder:BAAI/bge-reranker-v2-m3"
+    assert not planned["DualRAG"].substitutes and planned["w/o rerank"].identity["settings"]["rerank"] is None
+    baseline = next(plan for plan in plan_table(select_tables(paper_of("DualRAG"), ["2"])[0], "musique", given)
+                    if plan.label == "NativeRAG (ours: ours)")  # its rows' LMs unmapped: run once on ours
+    assert baseline.identity["settings"]["rerank"] == "cross-encoder:BAAI/bge-reranker-v2-m3"  # §4.3's retrieval
+
+
+def test_a_stand_in_is_named_in_the_tables_header_and_the_paper_setting_is_the_papers():
+    table = select_tables(paper_of("DualRAG"), ["15"])[0]
+    setup = RunSetup(lm="ours")
+    plans = plan_table(table, "musique", setup)
+    runs = {plan.key(): {"record": {}} for plan in plans if plan.identity is not None}
+    ran = setting_ran(table, plans, runs, setup)
+    assert ran["stand_ins"] == [STAND_IN] and ran["settings"]["rerank"] == ['"maxsim"', "null"]
+    header = "\n".join(header_lines({"ours": ran, "lm": "ours", "datasets": {"musique": 1}, "judge": None,
+                                     "paper_lm": table.lm, "settings": table.settings, "counts": {}, "derived": {},
+                                     "notice": None, "not_run": {}, "columns": table.columns}))
+    assert f"- ours, in place of the paper's model: {STAND_IN}" in header
+    assert "rerank bge-reranker-v2-m3 → top 10" in header  # the paper's setting, labelled as the paper's
+    given = RunSetup(lm="ours", artifacts={("reranker", None): "BAAI/bge-reranker-v2-m3"})
+    plans = plan_table(table, "musique", given)
+    ran = setting_ran(table, plans, {plan.key(): {"record": {}} for plan in plans if plan.identity}, given)
+    assert ran["stand_ins"] == [] and '"cross-encoder:BAAI/bge-reranker-v2-m3"' in ran["settings"]["rerank"]
