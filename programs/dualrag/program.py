@@ -20,9 +20,12 @@ entity's documents (Eqs. 7–8: every query's top 50, merged, reranked to the en
 entity's name as its query; a document an entity's summary has seen is never summarized for it again (what
 "progressive" needs, so a fragment is not repeated each round); at most ``max_entities`` = 4 entities a round and
 ``max_queries`` = 3 queries an entity (Table 9 shows two entities with two queries each), both bounds of ours on a
-small model's lists. The paper's reranker is bge-reranker-v2-m3, which does not ship offline: ``rerank`` names any
-reranker of the project's registry (:data:`multihop.retrievers.RERANKERS`), MaxSim over the first stage's encoder by
-default.
+small model's lists. The paper's reranker is the cross-encoder bge-reranker-v2-m3 (§4.3), which does not ship
+offline: ``rerank="cross-encoder:BAAI/bge-reranker-v2-m3"`` runs it (a Hugging Face Hub id, fetched into its cache
+while online, or a folder of it; :class:`multihop.retrievers.CrossEncoderReranker`). ``rerank`` names any reranker
+of the project's registry (:data:`multihop.retrievers.RERANKERS`); ours by default is MaxSim over the first stage's
+encoder, a stand-in for the paper's, which the reproduced tables name as such until the model is given
+(``reproduce --artifact reranker=MODEL``).
 
 Switches, named after the paper's ablations; how each is carried out beyond its name is our reading:
 ``reasoner=False`` is Table 3's "w/o R", IRCoT's trigger: the stage writes one sentence of a chain of thought and
@@ -110,8 +113,9 @@ class DualRAG(MultihopProgram):
         n: first-stage documents per query (§4.3: 50).
         k: documents kept per entity after reranking (§4.3: 10).
         max_iterations: Reasoner calls at most (§4.3: 5; 0: the answer from an empty outline).
-        rerank: the reranker of each entity's documents, a name of :data:`multihop.retrievers.RERANKERS`, or None
-            (Table 15's "w/o rerank").
+        rerank: the reranker of each entity's documents, a name of :data:`multihop.retrievers.RERANKERS`
+            (``cross-encoder:MODEL`` for the paper's bge-reranker-v2-m3; default ``maxsim``, a stand-in for it), or
+            None (Table 15's "w/o rerank").
         reasoner: the Reasoner's retrieval flag (False: Table 3's "w/o R", IRCoT's trigger).
         entity_identifier: the Entity Identifier (False: "w/o EI", the thought is the query).
         knowledge_outline: the summarizer and the outline (False: "w/o KO", raw documents).
