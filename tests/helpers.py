@@ -291,6 +291,27 @@ def tiny(folder, layers: int) -> str:
     return str(folder / "st")
 
 
+def tiny_cross_encoder(folder: Path, seed: int = 0) -> Path:
+    """A random cross-encoder: a one-layer BERT sequence classifier with one label (hidden size 32, a character
+    vocabulary, pairs cut at 256 tokens) saved with its tokenizer as a model folder that sentence-transformers'
+    ``CrossEncoder`` loads — bge-reranker's stand-in offline."""
+    import string
+
+    import torch
+    from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
+
+    folder.mkdir(parents=True, exist_ok=True)
+    chars = string.ascii_lowercase + string.digits + string.punctuation
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *chars, *(f"##{c}" for c in chars)]
+    (folder / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    torch.manual_seed(seed)
+    config = BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
+                        intermediate_size=64, max_position_embeddings=256, num_labels=1, initializer_range=0.5)
+    BertForSequenceClassification(config).save_pretrained(folder)
+    BertTokenizerFast(str(folder / "vocab.txt"), model_max_length=256).save_pretrained(folder)
+    return folder
+
+
 class TypedScript(StageScript):
     """A :class:`StageScript` whose replies are drawn from each stage's output types (strings, ints, bools, lists,
     triples, Literals, pydantic models), seeded by the prompt: the same prompt always gets the same reply, so two runs

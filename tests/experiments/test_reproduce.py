@@ -150,6 +150,31 @@ def test_list_shows_the_rows_that_run_when_given_a_model_and_those_on_a_stand_in
     assert "w/o rerank on Qwen2.5-72B-Instruct: DualRAG(k=10, rerank=None) (runs)" in listed
 
 
+@pytest.mark.slow  # a MiniLM index of one question's paragraphs and DualRAG's loop, with and without the model (~30 s)
+def test_dualrags_rows_run_the_cross_encoder_given_and_name_maxsim_a_stand_in_without_it(loopback_lm, tmp_path):
+    from helpers import tiny_cross_encoder
+
+    model = tiny_cross_encoder(tmp_path / "reranker")
+    stand_in = reproduce("DualRAG", tmp_path / "maxsim", tables=["15"], datasets=["musique"], limit=1,
+                         encoder="minilm", progress=False)
+    markdown = (tmp_path / "maxsim" / "table-15.md").read_text()
+    assert ("- ours, in place of the paper's model: MaxSim stand-in for bge-reranker-v2-m3; the paper's runs when "
+            "given: --artifact reranker=MODEL") in markdown
+    assert "rerank bge-reranker-v2-m3 → top 10" in markdown  # the paper's setting, on the paper's line
+    manifest = json.loads((tmp_path / "maxsim" / "table-15" / "musique" / "DualRAG" / "run.json").read_text())
+    assert manifest["config"]["rerank"] == "maxsim"
+    assert manifest["artifacts"] == {"reranker": "not given: MaxSim stand-in for bge-reranker-v2-m3"}
+    given = reproduce("DualRAG", tmp_path / "given", tables=["15"], datasets=["musique"], limit=1, encoder="minilm",
+                      progress=False, artifacts={"reranker": model})
+    assert given["artifacts"] == {"reranker": str(model)} and stand_in["artifacts"] == {}
+    markdown = (tmp_path / "given" / "table-15.md").read_text()
+    assert "stand-in" not in markdown and f'"cross-encoder:{model}"' in markdown
+    run_folder = tmp_path / "given" / "table-15" / "musique" / "DualRAG"
+    assert json.loads((run_folder / "run.json").read_text())["config"]["rerank"] == f"cross-encoder:{model}"
+    traces = [json.loads(path.read_text()) for path in (run_folder / "traces").glob("*.json")]
+    assert traces and any(record["kind"] == "rerank" for trace in traces for record in trace)
+
+
 def test_a_row_whose_artifact_is_missing_shows_the_papers_numbers_with_the_command_that_makes_it(loopback_lm,
                                                                                                   tmp_path):
     reproduce("HANRAG", tmp_path, tables=["2"], datasets=["musique"], limit=1, progress=False)

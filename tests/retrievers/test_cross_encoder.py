@@ -5,7 +5,6 @@ inside a program (a traced step), a saved program and a saved retriever alike.""
 
 from __future__ import annotations
 
-import string
 import threading
 
 import dspy
@@ -27,6 +26,8 @@ from multihop.retrievers import (
     parse_rerank,
 )
 
+from helpers import tiny_cross_encoder as tiny
+
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 HUB_ID = "org/tiny-reranker"
 QUERY = "which river runs through the city?"
@@ -34,20 +35,7 @@ QUERY = "which river runs through the city?"
 
 @pytest.fixture(scope="module")
 def tiny_cross_encoder(tmp_path_factory):
-    """A random one-layer BERT sequence classifier with one label, saved with its tokenizer as a model folder."""
-    import torch
-    from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
-
-    folder = tmp_path_factory.mktemp("cross-encoder")
-    chars = string.ascii_lowercase + string.digits + string.punctuation
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *chars, *(f"##{c}" for c in chars)]
-    (folder / "vocab.txt").write_text("\n".join(vocab) + "\n")
-    torch.manual_seed(0)
-    config = BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
-                        intermediate_size=64, max_position_embeddings=256, num_labels=1, initializer_range=0.5)
-    BertForSequenceClassification(config).save_pretrained(folder / "model")
-    BertTokenizerFast(str(folder / "vocab.txt")).save_pretrained(folder / "model")
-    return folder / "model"
+    return tiny(tmp_path_factory.mktemp("cross-encoder") / "model")
 
 
 @pytest.fixture(scope="module")
