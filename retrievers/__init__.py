@@ -1,7 +1,8 @@
-"""Retrievers shared by every program: encoders, FAISS and BM25 indexes, rerankers behind one protocol (RaLa, MaxSim,
-Cosine, a cross-encoder) and the DSPy modules; DSPy's own retrievers, and any function that returns passages, wrapped
-as one of them (:func:`as_retriever`)."""
+"""Retrievers shared by every program: encoders (sentence encoders and ColBERT checkpoints), FAISS, BM25 and PLAID
+indexes, rerankers behind one protocol (RaLa, MaxSim, Cosine, a cross-encoder) and the DSPy modules; DSPy's own
+retrievers, and any function that returns passages, wrapped as one of them (:func:`as_retriever`)."""
 
+from .colbert_encoder import ColBERTEncoder
 from .cosine import Cosine
 from .cross_encoder import CrossEncoderReranker
 from .dense import DenseRetriever, IndexSpec
@@ -32,6 +33,7 @@ __all__ = [
     "RERANKERS",
     "TOKEN_STATES",
     "BM25Retriever",
+    "ColBERTEncoder",
     "Cosine",
     "CrossEncoderReranker",
     "DSPyRetriever",

@@ -160,6 +160,11 @@ class ColBERTEncoder(Encoder):
         batching: how concurrent calls are gathered into batches, as :class:`~.encoder.Encoder` takes it.
     """
 
+    @staticmethod
+    def recognises(name: str | Path, revision: str | None = None) -> bool:
+        """Whether ``name`` (at ``revision``) is a ColBERT checkpoint (:func:`colbert_folder`)."""
+        return colbert_folder(name, revision) is not None
+
     def __init__(self, name: str = "colbert-ir/colbertv2.0", device: str | None = None, batch_size: int | None = None,
                  special_tokens=(), sha256: str | None = None, pooling: str = "mean", precision: str = "auto",
                  revision: str | None = None, **batching):

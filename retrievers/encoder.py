@@ -229,6 +229,11 @@ class Coalescing:
             call.result, start = self.split(result, start, start + len(call.texts)), start + len(call.texts)
 
 
+# the encoders of other model formats: a subclass defining ``recognises(name, revision) -> bool`` is listed when it is
+# defined (the package imports each), and ``Encoder(name)`` is the first that recognises the model
+ENCODER_KINDS: list[type] = []
+
+
 @dataclass
 class EncodedStates:
     """Layer-wise states of a batch of texts (numpy, float32, rows L2-normalised).
@@ -267,15 +272,19 @@ class Encoder:
     max_batch: int = DEFAULT_MAX_BATCH
     max_wait_s: float = DEFAULT_MAX_WAIT_S
 
-    def __new__(cls, name: str = "mpnet", *args, **kwargs):
-        """A :class:`~.colbert_encoder.ColBERTEncoder` for a ColBERT checkpoint (a folder or Hub model holding an
-        ``artifact.metadata``), else an :class:`Encoder`."""
-        if cls is Encoder:
-            from .colbert_encoder import ColBERTEncoder, colbert_folder
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "recognises" in cls.__dict__:
+            ENCODER_KINDS.append(cls)
 
+    def __new__(cls, name: str = "mpnet", *args, **kwargs):
+        """The first of :data:`ENCODER_KINDS` that recognises the model ``name`` at ``revision`` (a ColBERT checkpoint:
+        :class:`~.colbert_encoder.ColBERTEncoder`), else an :class:`Encoder`."""
+        if cls is Encoder:
             revision = kwargs.get("revision", args[6] if len(args) > 6 else None)
-            if colbert_folder(name, revision) is not None:
-                return super().__new__(ColBERTEncoder)
+            for kind in ENCODER_KINDS:
+                if kind.recognises(name, revision):
+                    return super().__new__(kind)
         return super().__new__(cls)
 
     def __init__(self, name: str = "mpnet", device: str | None = None, batch_size: int | None = None,
