@@ -15,18 +15,10 @@ semaphore). DSPy's cache is off, so every call reaches the server.
 ``--encoder-batching 1x0,64x0,64x2`` runs every program and setting under each way of batching the encoders' concurrent
 calls (:class:`~multihop.retrievers.encoder.Coalescing`), side by side in one run: ``MAXxWAIT`` gathers at most
 ``MAX`` texts a batch and waits at most ``WAIT`` ms for company (``1x0``: every call encoded alone; ``64x0``: the calls
-that arrived while a batch ran, no window). Each row records what the encoders ran (batches, texts a batch, the
-calls' waits for their batch, the seconds the batches ran: ``encoder s``, time the encoder was busy).
-
-Columns: LLM calls and sequential LM rounds a question (the most calls of its trace that do not overlap: a fan-out of
-independent calls is one round), wall seconds, questions a second, the ideal wall time, the share of the shorter ideal
-reached (ideal ÷ wall), and the harness's CPU milliseconds per LM call, measured in a run at 0 ms latency with one
-question at a time (this process's CPU time: prompt formatting, parsing, tracing, retrieval and reranking; the server's
-is its own process's). The ideal is the wall time of the same questions in the same order if each took exactly its LM
-requests × L (serial calls) or its rounds × L (independent calls overlapped) and nothing else took any time: each
-question starts when one of the ``in flight`` slots frees, as in the pool and under the semaphore (:func:`ideal_wall`).
-With 96 one-call questions at 32 in flight that is 3 × L; with 100 it is 4 × L, not 100 × L ÷ 32, since the last 4
-questions can only start when the first finish.
+that arrived while a batch ran, no window); ``MAXxWAITxTOKENS`` sets the padded tokens a forward pass fills with short
+texts too (``x0``: the encoder's ``batch_size`` texts a pass, whatever their length). Each row records what the
+encoders ran (batches, texts a batch, the calls' waits for their batch, the seconds the batches ran: ``encoder s``,
+time the encoder was busy).
 """
 
 from __future__ import annotations
@@ -56,7 +48,7 @@ from multihop.experiments.program_indexes import program_retriever
 from multihop.lm.adapter import default_adapter
 from multihop.lm.backends import make_lm
 from multihop.programs import PROGRAMS, takes_retriever
-from multihop.retrievers.encoder import DEFAULT_MAX_BATCH, DEFAULT_MAX_WAIT_S, BatchStats, Encoder
+from multihop.retrievers.encoder import DEFAULT_MAX_BATCH, DEFAULT_MAX_WAIT_S, FORWARD_TOKENS, BatchStats, Encoder
 from multihop.runtime.parallel import fan_out
 
 console = Console(width=170)
@@ -112,17 +104,22 @@ def run_async(program, questions: list[str], in_flight: int) -> list:
     return asyncio.run(all_questions())
 
 
-def batching(setting: str) -> tuple[int, float]:
-    """``MAXxWAIT`` (texts, milliseconds) as ``(max_batch, max_wait_s)``."""
-    size, _, wait = setting.partition("x")
-    if not size.isdigit() or int(size) < 1 or not wait.replace(".", "", 1).isdigit():
-        raise SystemExit(f"--encoder-batching takes MAXxWAIT settings (texts x milliseconds: 64x2), not {setting!r}")
-    return int(size), float(wait) / 1000
+def batching(setting: str) -> tuple[int, float, int]:
+    """``MAXxWAIT[xTOKENS]`` (texts, milliseconds, padded tokens a forward pass) as ``(max_batch, max_wait_s,
+    forward_tokens)``; without ``TOKENS``, the encoder's default."""
+    parts = setting.split("x")
+    parts += [str(FORWARD_TOKENS)] if len(parts) == 2 else []
+    if len(parts) != 3 or not parts[0].isdigit() or int(parts[0]) < 1 or \
+            not parts[1].replace(".", "", 1).isdigit() or not parts[2].isdigit():
+        raise SystemExit(f"--encoder-batching takes MAXxWAIT[xTOKENS] settings (texts x milliseconds x padded tokens "
+                         f"a forward pass: 64x2, 64x2x0), not {setting!r}")
+    size, wait, tokens = parts
+    return int(size), float(wait) / 1000, int(tokens)
 
 
 def live_encoders() -> list[Encoder]:
     """Every encoder this process holds (the retrievers', the rerankers' and the programs' own)."""
-    return [each for each in gc.get_objects() if isinstance(each, Encoder)]
+    return [each for each in gc.get_objects() if issubclass(type(each), Encoder)]  # type(): no lazy proxy warns
 
 
 def encoder_stats() -> BatchStats:

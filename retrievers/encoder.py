@@ -31,9 +31,10 @@ are gathered into batches as inference servers batch (dynamic batching, :class:`
 holds ``max_batch`` texts (default :data:`DEFAULT_MAX_BATCH`) or ``max_wait_s`` after its first call arrived (default
 :data:`DEFAULT_MAX_WAIT_S`), and calls that arrive while a batch runs make up the next one, so many questions in flight
 encode their queries in batches, which on a CPU costs about half the CPU a text of one call a text (measured: MPNet,
-32 MuSiQue questions, 2 cores, 232 → 101 ms CPU a query). :meth:`Encoder.batching_stats` counts the batches' sizes and
-waits. Which texts share a padded batch then depends on timing, which moves a score by float rounding (below 1e-5,
-tested): a near-tie between two passages could order differently from run to run.
+32 MuSiQue questions, 2 cores, 232 → 101 ms CPU a query); a forward pass takes more short texts than ``batch_size``,
+up to ``forward_tokens`` padded tokens (:meth:`Encoder.forward_size`). :meth:`Encoder.batching_stats` counts the
+batches' sizes and waits. Which texts share a padded batch then depends on timing, which moves a score by float
+rounding (below 1e-5, tested): a near-tie between two passages could order differently from run to run.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ POOLINGS = ("mean", "cls")
 PRECISIONS = ("auto", "fp32", "fp16", "bf16")
 TORCH_DTYPES = {"fp16": "float16", "bf16": "bfloat16"}
 CPU_BATCH = 8  # texts a CPU forward pass (benchmarks/scale.py encoding, MPNet, 2 cores: 16 was 10 % faster, 32 slower)
+FORWARD_TOKENS = CPU_BATCH * 128  # padded tokens a forward pass of short texts fills, beyond batch_size texts
 FINETUNED_STAMP = "multihop-encoder.json"  # what `multihop cooprag train` writes beside a fine-tuned encoder
 
 logger = logging.getLogger(__name__)
@@ -271,6 +273,7 @@ class Encoder:
 
     max_batch: int = DEFAULT_MAX_BATCH
     max_wait_s: float = DEFAULT_MAX_WAIT_S
+    forward_tokens: int = FORWARD_TOKENS
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -290,7 +293,7 @@ class Encoder:
     def __init__(self, name: str = "mpnet", device: str | None = None, batch_size: int | None = None,
                  special_tokens: Sequence[str] = (), sha256: str | None = None, pooling: str = "mean",
                  precision: str = "auto", revision: str | None = None, max_batch: int = DEFAULT_MAX_BATCH,
-                 max_wait_s: float = DEFAULT_MAX_WAIT_S):
+                 max_wait_s: float = DEFAULT_MAX_WAIT_S, forward_tokens: int = FORWARD_TOKENS):
         if pooling not in POOLINGS:
             raise ValueError(f"pooling must be one of {', '.join(POOLINGS)}, not {pooling!r}")
         if precision not in PRECISIONS:
@@ -308,7 +311,7 @@ class Encoder:
         self._model = None
         self._lock = threading.RLock()
         self._checksum: str | None = None
-        self.configure_batching(max_batch, max_wait_s)
+        self.configure_batching(max_batch, max_wait_s, forward_tokens)
         if sha256 is not None and self.checksum() != sha256:
             raise models.ChecksumMismatchError(
                 f"encoder {self.name} has weights with sha256 {self.checksum()}, not the {sha256} recorded with the "
@@ -327,12 +330,18 @@ class Encoder:
         self.__dict__.update(state)
         self.__dict__.setdefault("revision", None)  # pickled before encoders recorded a Hub model's commit
         self._model, self._lock = None, threading.RLock()
-        self.configure_batching(self.max_batch, self.max_wait_s)
+        self.configure_batching(self.max_batch, self.max_wait_s, self.forward_tokens)
 
-    def configure_batching(self, max_batch: int = DEFAULT_MAX_BATCH, max_wait_s: float = DEFAULT_MAX_WAIT_S) -> None:
+    def configure_batching(self, max_batch: int = DEFAULT_MAX_BATCH, max_wait_s: float = DEFAULT_MAX_WAIT_S,
+                           forward_tokens: int = FORWARD_TOKENS) -> None:
         """Gather concurrent :meth:`encode` and :meth:`states` calls into batches of at most ``max_batch`` texts,
         each waiting at most ``max_wait_s`` for company (:class:`Coalescing`); ``max_batch=1`` encodes every call
-        alone. The counts start again (:meth:`batching_stats`)."""
+        alone. A forward pass takes ``batch_size`` texts, or more short ones up to ``forward_tokens`` padded tokens
+        (:meth:`forward_size`; 0: ``batch_size`` texts whatever their length). The counts start again
+        (:meth:`batching_stats`)."""
+        if not isinstance(forward_tokens, int) or forward_tokens < 0:
+            raise ValueError(f"forward_tokens is a number of tokens (0 or more), not {forward_tokens!r}")
+        self.forward_tokens = forward_tokens
         self._encode = Coalescing(self._encode_batch, lambda vectors, start, stop: vectors[start:stop], max_batch,
                                   max_wait_s)
         self.max_batch, self.max_wait_s = self._encode.max_batch, self._encode.max_wait_s
@@ -438,8 +447,8 @@ class Encoder:
         if self.pooling == "cls":
             return self.passage_states(texts).pooled
         with self._lock:
-            self._count_truncated(texts)
-            vectors = self.model.encode(texts, batch_size=self.batch_size, normalize_embeddings=True,
+            lengths = self._count_truncated(texts)
+            vectors = self.model.encode(texts, batch_size=self.forward_size(lengths), normalize_embeddings=True,
                                         convert_to_numpy=True, show_progress_bar=progress)
         return np.ascontiguousarray(vectors, dtype=np.float32)
 
@@ -486,22 +495,22 @@ class Encoder:
     def passage_states(self, texts: list[str], token_layers: tuple[int, ...] | None = None) -> EncodedStates:
         """One forward pass a batch over ``texts`` (an index build's): both poolings (``pooled_by``), the ``[CLS]``
         state of every layer and, unless ``token_layers`` is None, the token states :meth:`states` gives. The batches
-        are sentence-transformers' own (its ``encode``: longest first, ``batch_size`` a batch), so the ``mean``
-        vectors equal ``encode``'s bit for bit, and the tokens and ``[CLS]`` states :meth:`states`'."""
+        are those of sentence-transformers' ``encode`` (longest first, :meth:`forward_size` texts a batch), so the
+        ``mean`` vectors equal :meth:`encode`'s bit for bit, and the tokens and ``[CLS]`` states :meth:`states`'."""
         return self._states_batch(list(texts), tuple(token_layers or ()), keep_tokens=token_layers is not None)
 
     def _states_batch(self, texts: list[str], token_layers: tuple[int, ...], keep_tokens: bool = True) -> EncodedStates:
         import torch
 
         with self._lock:
-            self._count_truncated(texts)
+            lengths = self._count_truncated(texts)
         order = np.argsort([-len(t) for t in texts])  # sentence-transformers' order: the same batches as `encode`
         pooled = np.zeros((len(texts), self.dimension), dtype=np.float32)
         mean = np.zeros_like(pooled)
         cls = np.zeros((len(texts), self.num_layers + 1, self.dimension), dtype=np.float32)
         tokens: list = [None] * len(texts) if keep_tokens else []
         layer_tokens: dict[int, list] = {layer: [None] * len(texts) for layer in token_layers}
-        batch = self.batch_size
+        batch = self.forward_size(lengths)
         with torch.inference_mode():
             for start in range(0, len(texts), batch):
                 rows = order[start : start + batch]
@@ -517,7 +526,16 @@ class Encoder:
                         layer_tokens[layer][row] = out["layer_tokens"][layer][j, :length].float().cpu().numpy()
         return EncodedStates(pooled, tokens, cls, layer_tokens, mean)
 
-    def _count_truncated(self, texts: list[str]) -> None:
+    def forward_size(self, lengths: list[int]) -> int:
+        """Texts a forward pass takes of texts whose longest has ``max(lengths)`` tokens: :attr:`batch_size`, or as
+        many as fill :attr:`forward_tokens` padded tokens when more do (short queries: MPNet on 2 CPU cores spends
+        about a quarter less CPU a query in passes of 32 than of 8). On a GPU ``batch_size`` 512-token texts already
+        fill more."""
+        longest = min(max(lengths, default=1), self.model.max_seq_length)
+        return max(self.batch_size, self.forward_tokens // max(1, longest))
+
+    def _count_truncated(self, texts: list[str]) -> list[int]:
+        """Count the texts longer than the model takes; their token lengths."""
         tokenizer = self.model.tokenizer
         limit = self.model.max_seq_length
         lengths = [len(ids) for ids in tokenizer(texts, truncation=False, verbose=False)["input_ids"]]
@@ -525,6 +543,7 @@ class Encoder:
         if cut:
             self.truncated += cut
             logger.info("%d of %d texts are longer than %d tokens and were truncated", cut, len(texts), limit)
+        return lengths
 
 
 def batch_for_memory(free_bytes: int, hidden: int, layers: int, bytes_per_value: int, share: float = 0.25) -> int:

@@ -46,9 +46,9 @@ def run_at_once(fn, items: list, threads: int) -> list:
 @pytest.mark.slow  # a tiny model built and loaded (~10 s with torch's import on 2 cores)
 @pytest.mark.parametrize("threads", [8, 32])
 def test_concurrent_callers_get_their_own_vectors_as_unbatched_in_order(tiny_encoder, threads):
-    alone = Encoder(tiny_encoder.path, device="cpu", max_batch=1)  # every call encoded on its own
+    alone = Encoder(tiny_encoder.path, device="cpu", max_batch=1, forward_tokens=0)  # each call alone, 8 a pass
     calls = [texts_of(i) for i in range(threads)]
-    tiny_encoder.configure_batching(max_batch=64, max_wait_s=0.05)
+    tiny_encoder.configure_batching(max_batch=64, max_wait_s=0.05)  # short texts: up to 1024 tokens a pass
     pooled = run_at_once(tiny_encoder.encode, calls, threads)
     states = run_at_once(lambda texts: tiny_encoder.states(texts, token_layers=(1,)), calls, threads)
     stats = tiny_encoder.batching_stats()
@@ -177,8 +177,11 @@ def test_batching_settings_are_checked():
 
 @pytest.mark.slow
 def test_an_encoders_batching_settings_survive_pickling_and_its_counts_reset(tiny_encoder):
-    encoder = Encoder(tiny_encoder.path, device="cpu", max_batch=3, max_wait_s=0.01)
+    encoder = Encoder(tiny_encoder.path, device="cpu", max_batch=3, max_wait_s=0.01, forward_tokens=64)
     copy = pickle.loads(pickle.dumps(encoder))
-    assert (copy.max_batch, copy.max_wait_s) == (3, 0.01) and copy._encode.max_batch == 3
+    assert (copy.max_batch, copy.max_wait_s, copy.forward_tokens) == (3, 0.01, 64) and copy._encode.max_batch == 3
+    assert encoder.forward_size([4, 2]) == 16 and encoder.forward_size([100]) == encoder.batch_size == 8
+    with pytest.raises(ValueError, match="forward_tokens is a number of tokens"):
+        encoder.configure_batching(forward_tokens=-1)
     encoder.encode(["one text"])
     assert encoder.batching_stats(reset=True).calls == 1 and encoder.batching_stats() == BatchStats()
