@@ -10,7 +10,9 @@ MPNet. Bound to a first stage whose encoder is the same model with the same spec
 candidate's states are read from the cache when the candidate is the passage at a row of the corpus the cache
 covers (same id, same text) and computed otherwise, with the same scores up to float16 rounding. ``cache=False``
 always computes them. ``special_tokens`` are those its queries need: a first stage whose encoder lacks them is not
-shared, and the reranker loads the same model with them added.
+shared, and the reranker loads the same model with them added. What it encodes (a query's token states, candidates'
+states it computes) goes through its encoder's batches (:class:`~.encoder.Coalescing`): the reranks of the questions in
+flight encode together.
 """
 
 from __future__ import annotations
