@@ -226,6 +226,40 @@ def musique_subset(folder: Path, count: int) -> Path:
     return folder
 
 
+@contextmanager
+def loopback_on_musique(tmp_path: Path, monkeypatch, count: int = 4):
+    """The first ``count`` MuSiQue dev questions as MULTIHOP_DATA (:func:`musique_subset`), a MULTIHOP_HOME of the
+    test's own and DSPy's cache off (every run asks the LM and counts its tokens), around the loopback server: yields
+    the LM flags of a command that runs on it."""
+    from multihop.lm.loopback import loopback_server
+
+    monkeypatch.setenv("MULTIHOP_DATA", str(musique_subset(tmp_path / "data", count)))
+    monkeypatch.setenv("MULTIHOP_HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(dspy, "cache", dspy.cache)
+    uncached_dspy()
+    with loopback_server(latency=0.0, lifetime=600) as server:
+        yield ["--lm", "hosted_vllm/loopback", "--api-base", server.api_base]
+
+
+def without_seconds(value):
+    """``value`` (JSON) without the seconds anything took: all that two runs of the same questions on a deterministic
+    LM differ in."""
+    if isinstance(value, dict):
+        return {key: without_seconds(item) for key, item in value.items() if "seconds" not in key}
+    if isinstance(value, list):
+        return [without_seconds(item) for item in value]
+    return value
+
+
+def runs_rows(folder: Path) -> dict:
+    """The rows of every evaluation folder under ``folder`` (a comparison's, a reproduction's), by its path there,
+    without their seconds."""
+    from multihop.data.jsonl import read_rows
+
+    return {str(path.parent.relative_to(folder)): without_seconds(read_rows(path))
+            for path in sorted(folder.rglob("results.jsonl"))}
+
+
 def tiny_causal_lm(folder, texts: list[str], seed: int = 0):
     """A 2-layer Llama with a byte-level BPE tokenizer trained on ``texts`` and SmolLM2's ChatML chat template, saved
     to ``folder``: the real code paths of local models and students in seconds on a CPU, without converting the

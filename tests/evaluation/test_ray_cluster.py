@@ -1,15 +1,24 @@
 """A ``--ray`` address where no cluster answers ends in one line, in the time ``MULTIHOP_RAY_TIMEOUT`` allows, naming
-the address and how to start a cluster; Ray itself is never asked to connect there (it retries for minutes)."""
+the address and how to start a cluster; Ray itself is never asked to connect there (it retries for minutes). Ray
+tasks whose worker died: retried, else one line naming what a rerun answers, and the rerun answers only that."""
 
+import json
+import os
 import socket
 import time
+from functools import partial
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from multihop.cli import app
 from multihop.cli.errors import run
-from multihop.evaluation.ray_cluster import RayUnreachableError, check_reachable
+from multihop.data.jsonl import read_rows
+from multihop.evaluation.ray_cluster import RayTasksFailed, RayUnreachableError, check_reachable, ray_evaluate_all
+from multihop.evaluation.runner import Evaluation, evaluate
+
+from helpers import Echo, echo_examples, local_ray, without_seconds
 
 pytest.importorskip("ray")
 runner = CliRunner()
@@ -54,3 +63,52 @@ def test_index_build_and_eval_on_an_unanswering_cluster_end_in_one_line(command,
     error = capsys.readouterr().err.strip().splitlines()
     assert error[-1].startswith("error: ") and f"--ray {address}: no Ray cluster answers there" in error[-1]
     assert not any("Traceback" in line for line in error)
+
+
+class DyingEcho(Echo):
+    """An Echo whose process dies (``os._exit``) on question 5 while the file ``marker`` exists, removing it first:
+    a worker killed once, as a preempted node's."""
+
+    def __init__(self, marker: str):
+        super().__init__()
+        self.marker = marker
+
+    def forward(self, question):
+        if question == "question 5" and Path(self.marker).exists():
+            Path(self.marker).unlink()
+            os._exit(1)
+        return super().forward(question)
+
+
+def dying_echo(marker: str):
+    """The recipe of a Ray task: a :class:`DyingEcho`, no DSPy settings."""
+    return DyingEcho(marker), {}
+
+
+@pytest.mark.slow  # a local two-CPU Ray cluster (~30 s)
+def test_a_task_whose_worker_died_is_one_line_and_a_rerun_answers_only_its_questions(tmp_path):
+    examples = echo_examples(8)
+    evaluate(Echo(), examples, tmp_path / "one", progress=False)
+    marker = tmp_path / "die"
+
+    def on_ray(out, retries):
+        evaluation = Evaluation(DyingEcho(str(marker)), examples, out, name="echo")
+        return ray_evaluate_all([evaluation], [partial(dying_echo, str(marker))], workers=2, progress=False,
+                                questions_per_task=2, retries=retries)
+
+    with local_ray(Path(__file__).parent):
+        marker.touch()
+        with pytest.raises(RayTasksFailed, match=r"^1 Ray task\(s\) failed, 2 question\(s\) unanswered \(the first: "
+                                                 r"echo on q4, q5: WorkerCrashedError: .*\); every other question is "
+                                                 r"recorded: rerun the same command to answer those of .*ray$"):
+            on_ray(tmp_path / "ray", retries=0)
+        assert sorted(read_rows(tmp_path / "ray" / "results.jsonl")) == ["q0", "q1", "q2", "q3", "q6", "q7"]
+        assert on_ray(tmp_path / "ray", retries=0)[0]["questions"] == 8  # the rerun
+        lines = (tmp_path / "ray" / "results.jsonl").read_text().splitlines()
+        assert [json.loads(line)["id"] for line in lines[6:]] == ["q4", "q5"]  # it answered those two only
+        marker.touch()
+        assert on_ray(tmp_path / "retried", retries=1)[0]["questions"] == 8  # Ray ran the dead worker's task again
+    for folder in ("ray", "retried"):
+        assert without_seconds(read_rows(tmp_path / folder / "results.jsonl")) == without_seconds(
+            read_rows(tmp_path / "one" / "results.jsonl"))
+    assert not marker.exists()

@@ -17,10 +17,11 @@ from multihop.cli import app
 from multihop.cli.errors import run
 from multihop.data.folders import RunMismatchError
 from multihop.data.jsonl import read_rows
+from multihop.evaluation import runner
 from multihop.experiments.budget import Budget, paper_settings
 from multihop.experiments.report import question_anchor
 
-from helpers import field, scripted_lm
+from helpers import field, local_ray, loopback_on_musique, runs_rows, scripted_lm, without_seconds
 
 QUESTIONS = [
     ("q1", "Which city is the capital of France?", "Paris",
@@ -378,3 +379,19 @@ def test_a_run_on_the_embedded_model_says_what_its_scores_mean_in_the_table_and_
     assert comparison["notice"] == embedded_notice("local/smollm2") and "pipeline runs" in comparison["notice"]
     assert f"note: {comparison['notice']}" in (tmp_path / "cmp" / "comparison.md").read_text()
     assert "pipeline runs, not how good a method is" in (tmp_path / "cmp" / "report.html").read_text()
+
+
+@pytest.mark.slow  # a local two-CPU Ray cluster; three programs on four questions, here and on Ray (~40 s)
+def test_a_comparison_run_on_ray_is_the_comparison_of_a_local_run(tmp_path, monkeypatch):
+    one, on_ray = tmp_path / "one", tmp_path / "ray"
+    with loopback_on_musique(tmp_path, monkeypatch) as flags, local_ray():
+        command = ["compare", "--programs", ",".join(THREE), "--datasets", "musique", "--first-stage", "bm25", "--k",
+                   "2", "--max-iterations", "2", *flags]
+        assert run(app, [*command, "--out", str(one)]) == 0
+        monkeypatch.setattr(runner, "run_question", None)  # no question is answered in this process
+        assert run(app, [*command, "--out", str(on_ray), "--ray", "auto", "--threads", "2"]) == 0
+    assert without_seconds(json.loads((on_ray / "comparison.json").read_text())) == without_seconds(
+        json.loads((one / "comparison.json").read_text()))
+    assert runs_rows(on_ray) == runs_rows(one) and sorted(runs_rows(one)) == [f"musique/{name}" for name in
+                                                                               sorted(THREE)]
+    assert all(len(rows) == 4 for rows in runs_rows(on_ray).values())

@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from multihop.cli import app
 from multihop.cli.errors import run
+from multihop.evaluation import runner as evaluation_runner
 from multihop.experiments.reproduce import (
     describe_tables,
     paper_of,
@@ -26,7 +27,7 @@ from multihop.programs import PROGRAMS
 from multihop.programs.hanrag.program import REVELATOR_STAGES
 from multihop.programs.papers import MEAN
 
-from helpers import data_root
+from helpers import data_root, local_ray, loopback_on_musique, runs_rows
 
 runner = CliRunner()
 TABLES = [(method.name, table.number) for method in PROGRAMS.declared("method") for table in method.tables]
@@ -269,3 +270,18 @@ def test_a_row_two_tables_run_alike_runs_once_and_both_tables_show_it(loopback_l
     assert app_e["HANRAG (ours)"]["runs"]["musique"]["folder"] == table_2["HANRAG"]["runs"]["musique"]["folder"]
     assert app_e["HANRAG (ours)"]["cells"][0]["ours"] == table_2["HANRAG"]["cells"][0]["ours"]
     assert (tmp_path / "app-e" / "report.html").is_file()
+
+
+@pytest.mark.slow  # a local two-CPU Ray cluster; a table's four rows on four questions, here and on Ray (~40 s)
+def test_a_table_run_on_ray_is_the_table_of_a_local_run(tmp_path, monkeypatch):
+    one, on_ray = tmp_path / "one", tmp_path / "ray"
+    with loopback_on_musique(tmp_path, monkeypatch) as flags, local_ray():
+        command = ["reproduce", "HANRAG", "--table", "2", "--datasets", "musique", "--limit", "4", *flags]
+        assert run(app, [*command, "--out", str(one)]) == 0
+        monkeypatch.setattr(evaluation_runner, "run_question", None)  # no question is answered in this process
+        assert run(app, [*command, "--out", str(on_ray), "--ray", "auto", "--threads", "2"]) == 0
+    assert (on_ray / "table-2.md").read_bytes() == (one / "table-2.md").read_bytes()
+    assert json.loads((on_ray / "table-2.json").read_text().replace(str(on_ray), str(one))) == json.loads(
+        (one / "table-2.json").read_text())
+    assert runs_rows(on_ray) == runs_rows(one) and len(runs_rows(one)) == 4
+    assert all(len(rows) == 4 for rows in runs_rows(on_ray).values())

@@ -4,7 +4,6 @@ merging refuses shards of another run, a missing, repeated or unfinished shard, 
 
 import json
 
-import dspy
 import pytest
 
 from multihop.cli import app
@@ -12,39 +11,17 @@ from multihop.cli.errors import run
 from multihop.data.jsonl import read_rows
 from multihop.evaluation.sharding import ShardError
 from multihop.experiments.shard_runs import SHARD_RECORD, join_shard_runs, record_shard
-from multihop.lm.loopback import loopback_server
 from multihop.lm.options import LMOptions
 
-from helpers import musique_subset, uncached_dspy
+from helpers import loopback_on_musique, runs_rows, without_seconds
 
 LM = LMOptions(lm="hosted_vllm/loopback", api_base="http://127.0.0.1:9/v1")
 
 
-def without_seconds(value):
-    """``value`` (JSON) without the seconds anything took: the only thing two runs of the same questions differ in."""
-    if isinstance(value, dict):
-        return {key: without_seconds(item) for key, item in value.items() if "seconds" not in key and key != "s/q"}
-    if isinstance(value, list):
-        return [without_seconds(item) for item in value]
-    return value
-
-
-def run_rows(folder) -> dict:
-    """Every run's rows under ``folder``, by run folder, without their seconds."""
-    return {str(path.parent.relative_to(folder)): without_seconds(read_rows(path))
-            for path in sorted(folder.rglob("results.jsonl"))}
-
-
 @pytest.fixture
 def loopback(tmp_path, monkeypatch):
-    """The first four MuSiQue dev questions, a MULTIHOP_HOME of the test's own, the loopback LM's flags, and DSPy's
-    cache off (every run asks the LM and counts its tokens)."""
-    monkeypatch.setenv("MULTIHOP_DATA", str(musique_subset(tmp_path / "data", 4)))
-    monkeypatch.setenv("MULTIHOP_HOME", str(tmp_path / "home"))
-    monkeypatch.setattr(dspy, "cache", dspy.cache)
-    uncached_dspy()
-    with loopback_server(latency=0.0, lifetime=600) as server:
-        yield ["--lm", "hosted_vllm/loopback", "--api-base", server.api_base]
+    with loopback_on_musique(tmp_path, monkeypatch) as flags:
+        yield flags
 
 
 @pytest.mark.slow  # a table's four rows on four questions, three times (~20 s)
@@ -61,7 +38,7 @@ def test_a_tables_shards_merged_write_the_table_of_one_run(loopback, tmp_path, c
     assert (merged / "table-2.md").read_bytes() == (one / "table-2.md").read_bytes()
     assert json.loads((merged / "table-2.json").read_text().replace(str(merged), str(one))) == json.loads(
         (one / "table-2.json").read_text())
-    assert run_rows(merged) == run_rows(one) and len(run_rows(one)) == 4
+    assert runs_rows(merged) == runs_rows(one) and len(runs_rows(one)) == 4
     for path in (one / "table-2").rglob("results.jsonl"):  # the rows in the questions' order, as one run writes them
         assert list(read_rows(merged / path.relative_to(one))) == list(read_rows(path))
     assert not (merged / SHARD_RECORD).exists() and (merged / "table-2" / "report.html").is_file()
@@ -79,7 +56,7 @@ def test_a_comparisons_shards_merged_write_the_comparison_of_one_run(loopback, t
     one, merged = tmp_path / "one", tmp_path / "merged"
     assert without_seconds(json.loads((merged / "comparison.json").read_text())) == without_seconds(
         json.loads((one / "comparison.json").read_text()))
-    assert run_rows(merged) == run_rows(one) and len(run_rows(one)) == 3
+    assert runs_rows(merged) == runs_rows(one) and len(runs_rows(one)) == 3
 
 
 def shard(tmp_path, name: str, index: int, count: int = 2, runs=("musique/NoRetrieval",), **arguments):
