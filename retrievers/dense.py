@@ -33,7 +33,7 @@ from .index import CorpusEncoding, FaissIndex, IndexMismatchError, checked_facto
 from .module import RetrieverModule
 from .query import Hits, hits_prediction
 from .token_cache import TokenCache
-from .token_codecs import DEFAULT_TOKEN_STATES, check_form
+from .token_codecs import DEFAULT_TOKEN_STATES, canonical_form
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +46,8 @@ class IndexSpec:
     """One dense index of a corpus: the first stage's ``pooling``, the token states kept for reranking
     (``token_layers`` None: none; ``()``: the last layer; premature layers an Eq. 3 score reads besides) in the form
     ``token_states`` with the ``[CLS]`` states of ``cls_layers`` (None: every layer), the query markers
-    ``special_tokens`` and the FAISS ``kind``."""
+    ``special_tokens`` and the FAISS ``kind``. A ``plaid`` form is kept with its bits and dimensions
+    (:func:`~.token_codecs.canonical_form`), so ``plaid`` and ``plaid:2:128`` name one index."""
 
     pooling: str = "mean"
     token_layers: tuple[int, ...] | None = None
@@ -56,7 +57,7 @@ class IndexSpec:
     cls_layers: tuple[int, ...] | None = None
 
     def __post_init__(self):
-        check_form(self.token_states)
+        object.__setattr__(self, "token_states", canonical_form(self.token_states))
 
     def stored_layers(self) -> tuple[int, ...] | None:
         """The premature layers whose token states are stored (None: no token states)."""
@@ -94,7 +95,7 @@ class IndexSpec:
         suffix = "" if self.pooling == "mean" else f"-{self.pooling}"
         if self.stored_layers() is not None:
             suffix += "-tokens" + "".join(f"-{layer}" for layer in self.token_layers)
-            suffix += "" if self.token_states == DEFAULT_TOKEN_STATES else f"-{self.token_states}"
+            suffix += "" if self.token_states == DEFAULT_TOKEN_STATES else "-" + self.token_states.replace(":", "-")
             suffix += "" if self.cls_layers is None else "-cls" + "".join(f"-{layer}" for layer in self.cls_layers)
         return suffix + _markers_suffix(self.special_tokens)
 

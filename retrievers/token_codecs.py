@@ -12,12 +12,15 @@ gigabytes to a terabyte. The forms:
   ``IVF<K>,PQ<M>`` quantiser trained on a sample of the corpus's tokens: a coarse centroid (``K`` ≈ √tokens, a power
   of two up to 65,536: one or two bytes) and a product-quantised residual (``M`` = 32 sub-vectors of 8 bits), about
   34 bytes a token (ColBERTv2 keeps 20–36); each stored layer has a quantiser of its own;
+- ``plaid[:bits[:dim]]``: a projection to ``dim`` (default 128) learned on the corpus's tokens, then ColBERTv2's
+  residual codec at ``bits`` (2, the default, or 4) a dimension (:mod:`.plaid_codec`): a centroid id and
+  ``dim·bits/8`` bytes, 34 bytes a token at 2 bits and 128 dimensions; each stored layer has a codec of its own;
 - ``none``: no token states; a reranker encodes its ``n`` candidates at query time, in the encoder's batches (what
   a GPU does fast).
 
 Decoded ``int8`` and ``pq`` vectors are L2-normalised again, as the encoder's states are, so MaxSim stays a mean of
 cosines. The ``[CLS]`` states RaLa's ω reads are one vector a passage and layer, kept in the tokens' form (int8 in
-``pq``). ``benchmarks/scale.py`` measures each form's bytes, R@k against ``full`` and rerank latency.
+``pq`` and ``plaid``). ``benchmarks/scale.py`` measures each form's bytes, R@k against ``full`` and rerank latency.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from pathlib import Path
 import faiss
 import numpy as np
 
-TOKEN_STATES = ("full", "fp16", "int8", "pq", "none")
+TOKEN_STATES = ("full", "fp16", "int8", "pq", "plaid", "none")  # plaid also as plaid:BITS or plaid:BITS:DIM
 DEFAULT_TOKEN_STATES = "fp16"
 TRAIN_TOKENS = 65_536  # token vectors the pq codec is trained on, or 39 a centroid when that is more
 PQ_SUBVECTORS = 32
@@ -36,9 +39,28 @@ CODEC_SUFFIX = "codec.faiss"  # a trained codec's file beside its codes: ``<stem
 
 
 def check_form(form: str) -> str:
-    if form not in TOKEN_STATES:
-        raise ValueError(f"unknown token-state form {form!r}; choose one of {', '.join(TOKEN_STATES)}")
+    """``form`` when it names a token-state form (``plaid`` with its bits and dimensions checked), else a one-line
+    ``ValueError``."""
+    from .plaid_codec import parse_plaid
+
+    if form not in TOKEN_STATES and parse_plaid(form) is None:
+        raise ValueError(f"unknown token-state form {form!r}; choose one of {', '.join(TOKEN_STATES)} "
+                         "(plaid also as plaid:BITS or plaid:BITS:DIM)")
     return form
+
+
+def canonical_form(form: str) -> str:
+    """``form`` checked and spelt one way: a ``plaid`` form with its bits and dimensions (``plaid`` →
+    ``plaid:2:128``), any other as it is."""
+    from .plaid_codec import parse_plaid
+
+    plaid = parse_plaid(check_form(form))
+    return plaid.name if plaid is not None else form
+
+
+def trained_form(form: str) -> bool:
+    """Whether a cache in ``form`` keeps a trained codec beside its codes (``pq``, ``plaid``)."""
+    return form == "pq" or form.split(":")[0] == "plaid"
 
 
 class TokenCodec:
@@ -69,6 +91,10 @@ class TokenCodec:
 
     def save(self, directory: Path, stem: str) -> None:
         """Write what decoding the codes of ``stem`` needs besides them (``pq``: the trained quantiser)."""
+
+    def describe(self) -> dict:
+        """What the meta of a token cache records of this codec."""
+        return {"codec": self.form}
 
 
 class FloatCodec(TokenCodec):
@@ -153,6 +179,10 @@ class ResidualPQCodec(TokenCodec):
     def decode(self, parts):
         return normalised(self.index.sa_decode(np.ascontiguousarray(parts["pq"])))
 
+    def describe(self):
+        ivf = faiss.extract_index_ivf(self.index)
+        return {"codec": "faiss-ivf-pq", "centroids": int(ivf.nlist), "code_bytes": int(self.index.sa_code_size())}
+
     def save(self, directory, stem):
         faiss.write_index(self.index, str(directory / f"{stem}.{CODEC_SUFFIX}"))
 
@@ -162,10 +192,15 @@ class ResidualPQCodec(TokenCodec):
 
 
 def codec(form: str, directory: Path | None = None, stem: str = "last") -> TokenCodec:
-    """The codec of a stored form (``pq``: the one of the codes ``stem`` read from ``directory`` when given, else one
-    to be trained)."""
+    """The codec of a stored form (``pq``, ``plaid``: the one of the codes ``stem`` read from ``directory`` when given,
+    else one to be trained)."""
+    from .plaid_codec import PlaidCodec, parse_plaid
+
     if check_form(form) == "none":
         raise ValueError("the token-state form 'none' stores nothing")
+    plaid = parse_plaid(form)
+    if plaid is not None:
+        return PlaidCodec.load(directory, stem) if directory is not None else PlaidCodec(plaid.bits, plaid.dim)
     if form == "int8":
         return Int8Codec()
     if form == "pq":

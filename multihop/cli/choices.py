@@ -46,8 +46,9 @@ def _rerankers() -> list[str]:
 
 def _token_states() -> list[str]:
     from multihop.retrievers import TOKEN_STATES
+    from multihop.retrievers.plaid_codec import plaid_forms
 
-    return list(TOKEN_STATES)
+    return [*TOKEN_STATES, *plaid_forms()]
 
 
 def _optimizers() -> list[str]:

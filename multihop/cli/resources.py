@@ -92,8 +92,10 @@ def index_build(
                                 "CoopRAG's cls of Eq. 2, else mean)"),
     token_cache: bool = typer.Option(True, help="keep token states with a dense index so reranking skips encoding"),
     token_states: str = typer.Option("fp16", help="how the token states are kept: full (float32), fp16, int8 (d+4 "
-                                     "bytes a token), pq (ColBERTv2-like residual codes, ~34 bytes a token) or none "
-                                     "(the reranker encodes its candidates at query time)"),
+                                     "bytes a token), pq (ColBERTv2-like residual codes, ~34 bytes a token), "
+                                     "plaid[:bits[:dim]] (a PCA projection to dim, 128 by default, then ColBERTv2's "
+                                     "residual codec at 2 or 4 bits: 34 bytes a token at plaid:2:128) or none (the "
+                                     "reranker encodes its candidates at query time)"),
     ray: str = typer.Option(None, help="encode on Ray actors: auto (RAY_ADDRESS's cluster, else a local one) or a "
                             "cluster address; needs pip install 'multihop[ray]'"),
     workers: int = typer.Option(2, help="Ray encoder actors (with --ray)", min=1),
@@ -121,3 +123,22 @@ def index_build(
         retriever.save(out)
         remove_build_files(retriever)
     console.print(f"indexed {len(passages)} passages ({passages.skipped_empty} empty skipped) → {out}")
+
+
+@index_app.command("describe")
+def index_describe(folder: Path = typer.Argument(..., help="a retriever folder `multihop index build` saved")):
+    """Show what a saved retriever is (its first stage, reranker, encoder, pooling, token states) and, when it keeps
+    token states, their cache's form: bytes a token and each stored layer's codec (plaid: projection, bits, K)."""
+    import json
+
+    from multihop.retrievers import describe_index
+    from multihop.retrievers.token_cache import META, describe_cache
+
+    try:
+        described = describe_index(folder)
+    except (FileNotFoundError, ValueError) as exc:
+        raise typer.BadParameter(str(exc), param_hint="FOLDER") from exc
+    caches = sorted(folder.rglob(META))  # a dense index's tokens/, also under a reranked one's first_stage/
+    if caches:
+        described["token_cache"] = describe_cache(caches[0].parent)
+    console.print_json(json.dumps(described))

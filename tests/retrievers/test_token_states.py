@@ -210,5 +210,6 @@ def test_a_build_links_its_token_cache_into_the_saved_index_and_then_removes_its
 
 
 def test_an_unknown_form_is_one_clear_error(corpus):
-    with pytest.raises(ValueError, match="unknown token-state form 'fp8'; choose one of full, fp16, int8, pq, none"):
+    with pytest.raises(ValueError, match=r"unknown token-state form 'fp8'; choose one of full, fp16, int8, pq, plaid, "
+                       r"none \(plaid also as plaid:BITS or plaid:BITS:DIM\)$"):
         build_retriever(corpus, encoder="minilm", rerank="maxsim", token_states="fp8")

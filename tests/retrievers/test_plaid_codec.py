@@ -1,0 +1,150 @@
+"""The ``plaid`` token-state form: a learned projection and ColBERTv2's residual codec (retrievers/plaid_codec.py),
+as a token cache keeps it."""
+
+import numpy as np
+import pytest
+
+from multihop.retrievers.dense import IndexSpec
+from multihop.retrievers.plaid_codec import (
+    PlaidCodec,
+    ProjectedInt8Codec,
+    bucket_cutoffs_and_weights,
+    centroid_count,
+    pack_codes,
+    parse_plaid,
+    unpack_codes,
+)
+from multihop.retrievers.token_cache import META, TokenCache, describe_cache
+from multihop.retrievers.token_codecs import canonical_form, check_form, codec
+
+
+def low_rank(rng, n: int, d: int, rank: int = 12, noise: float = 0.02) -> np.ndarray:
+    """``n`` unit vectors of ``d`` dimensions near a ``rank``-dimensional subspace."""
+    vectors = rng.normal(size=(n, rank)) @ rng.normal(size=(rank, d)) + noise * rng.normal(size=(n, d))
+    return (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+
+
+def test_codes_pack_the_first_dimension_into_the_high_bits_and_unpack_back():
+    assert pack_codes(np.array([[0, 1, 2, 3]], dtype=np.uint8), 2).tolist() == [[0b00011011]]
+    assert pack_codes(np.array([[1, 15, 0, 2]], dtype=np.uint8), 4).tolist() == [[0x1F, 0x02]]
+    rng = np.random.default_rng(0)
+    for bits in (2, 4):
+        codes = rng.integers(0, 2**bits, size=(5, 128), dtype=np.uint8)
+        packed = pack_codes(codes, bits)
+        assert packed.shape == (5, 128 * bits // 8) and packed.dtype == np.uint8
+        np.testing.assert_array_equal(unpack_codes(packed, bits, 128), codes)
+
+
+def test_bucket_cutoffs_are_the_residuals_quantiles_and_weights_the_buckets_means_per_dimension():
+    residuals = np.stack([np.arange(8.0), 10 * np.arange(8.0)], axis=1)  # [8, 2]
+    cutoffs, weights = bucket_cutoffs_and_weights(residuals, 2)
+    np.testing.assert_allclose(cutoffs, [[1.75, 3.5, 5.25], [17.5, 35, 52.5]])  # quantiles 1/4, 2/4, 3/4
+    np.testing.assert_allclose(weights, [[0.5, 2.5, 4.5, 6.5], [5, 25, 45, 65]])  # {0,1}, {2,3}, {4,5}, {6,7}
+    _, weights = bucket_cutoffs_and_weights(np.zeros((4, 1)), 2)  # every bucket but the first empty
+    np.testing.assert_allclose(weights, [[0, 0, 0, 0]])
+
+
+def test_a_token_takes_a_centroid_id_and_dim_bits_over_8_bytes():
+    sizes = {}
+    for form in ("plaid", "plaid:4", "plaid:2:64", "plaid:4:96"):
+        kind = codec(form)
+        kind.centroids = np.zeros((4096, 1))
+        sizes[form] = kind.bytes_per_vector(768)
+    assert sizes == {"plaid": 2 + 32, "plaid:4": 2 + 64, "plaid:2:64": 2 + 16, "plaid:4:96": 2 + 48}
+    kind.centroids = np.zeros((65_537, 1))
+    assert kind.centroid_dtype == np.uint32 and kind.bytes_per_vector(768) == 4 + 48
+
+
+def test_k_is_colbertv2s_power_of_two_capped_by_the_sample():
+    assert centroid_count(211_726) == 4096  # 16·√211,726 ≈ 7,362 → 2^12
+    assert centroid_count(14_000_000) == 32_768  # 16·√14M ≈ 59,867 → 2^15
+    assert centroid_count(211_726, sample=3_900) == 64  # 100 sample tokens a centroid → 2^6
+    assert centroid_count(1) == 1
+
+
+def test_the_form_parses_with_defaults_and_refuses_other_bits_or_dimensions_in_one_line():
+    assert (parse_plaid("plaid"), parse_plaid("plaid:4"), parse_plaid("plaid:2:64")) == (
+        parse_plaid("plaid:2:128"), parse_plaid("plaid:4:128"), parse_plaid("plaid:2:64"))
+    assert parse_plaid("plaid:4").bits == 4 and parse_plaid("plaid:2:64").dim == 64 and parse_plaid("pq") is None
+    assert canonical_form("plaid") == "plaid:2:128" and canonical_form("int8") == "int8"
+    assert IndexSpec(token_layers=(), token_states="plaid:4").token_states == "plaid:4:128"
+    for form, message in (("plaid:3", "bits must be one of 2, 4"), ("plaid:2:100", "dim must be one of 64, 96, 128"),
+                          ("plaid:two", "write plaid[:bits[:dim]]"), ("plaid:2:64:1", "write plaid[:bits[:dim]]"),
+                          ("plaid-2", "unknown token-state form")):
+        with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("]", r"\]")) as caught:
+            check_form(form)
+        assert "\n" not in str(caught.value)
+
+
+def test_states_of_no_more_dimensions_than_dim_are_not_projected():
+    vectors = low_rank(np.random.default_rng(1), 400, 64)
+    kind = PlaidCodec(bits=4, dim=128)
+    kind.train(vectors, tokens=len(vectors))
+    assert kind.dim == 64 and kind.describe()["projection"] == {"kind": "identity", "from": 64, "to": 64}
+    np.testing.assert_array_equal(kind.components, np.eye(64))
+    np.testing.assert_allclose(kind.project(vectors), vectors, atol=1e-6)
+    assert kind.bytes_per_vector(64) == 2 + 32
+
+
+def write_shards(folder, rng, passages: int, d: int, layers: int = 3) -> list:
+    """Encoding shards as :func:`~multihop.retrievers.index.encode_corpus` writes them: token counts, last-layer
+    tokens, every layer's ``[CLS]`` state."""
+    shards = []
+    for shard in range(3):
+        lengths = rng.integers(5, 15, size=passages)
+        cls = low_rank(rng, passages * (layers + 1), d).reshape(passages, layers + 1, d)
+        shards.append(folder / f"shard-{shard:06d}.npz")
+        np.savez(shards[-1], lengths=lengths, tokens=low_rank(rng, int(lengths.sum()), d), cls=cls)
+    return shards
+
+
+def test_a_plaid_token_cache_round_trips_through_write_and_load_and_records_its_codec(tmp_path):
+    shards = write_shards(tmp_path, np.random.default_rng(2), passages=40, d=192)
+    full = TokenCache.write(tmp_path / "full", shards, 3, (), form="full", cls_layers=(1, 3))
+    TokenCache.write(tmp_path / "plaid", shards, 3, (), form="plaid:4:64", cls_layers=(1, 3))
+    cache = TokenCache(tmp_path / "plaid")  # loaded from disk
+    meta = cache.meta
+    centroids = len(cache.codecs["last"].centroids)
+    assert meta["form"] == cache.form == "plaid:4:64" and meta["bytes_per_token"] == 2 + 32
+    assert meta["codecs"] == {"last": {"codec": "colbertv2-residual", "bits": 4, "centroids": centroids,
+                                       "projection": {"kind": "pca", "from": 192, "to": 64}}}
+    assert meta["cls_form"] == "pca-int8:64" and describe_cache(tmp_path / "plaid")["codecs"] == meta["codecs"]
+    assert {path.name for path in (tmp_path / "plaid").iterdir()} == {
+        META, "offsets.npy", "last.centroid", "last.residual", "last.plaid.npz", "cls.i8", "cls.scale", "cls.pca.npz"}
+    stored = cache._tokens["last"]
+    assert isinstance(stored["centroid"], np.memmap) and stored["centroid"].dtype == np.uint16
+    assert stored["residual"].shape == (cache.offsets[-1], 32)
+    rows = [0, 17, 41, 119]
+    (ref, ref_cls, _), (got, got_cls, _) = full.get(rows), cache.get(rows)
+    cosines = np.concatenate([(a * b).sum(axis=1) for a, b in zip(ref, got, strict=True)])
+    assert all(a.shape == b.shape for a, b in zip(ref, got, strict=True))
+    assert cosines.min() > 0.9 and cosines.mean() > 0.97
+    assert np.isnan(got_cls[:, [0, 2]]).all() and np.abs(got_cls[:, [1, 3]] - ref_cls[:, [1, 3]]).max() < 0.05
+    projected = cache.codecs["last"].decode_projected({part: array[:5] for part, array in stored.items()})
+    assert projected.shape == (5, 64) and np.allclose(np.linalg.norm(projected, axis=1), 1, atol=1e-5)
+    int8_cls = TokenCache.write(tmp_path / "int8-cls", shards, 3, (), form="plaid:4:64", cls_layers=(1, 3),
+                                cls_states="int8")
+    assert int8_cls.cls_form == "int8" and int8_cls.bytes_per_token() == 34
+    assert isinstance(ProjectedInt8Codec.load(tmp_path / "plaid", "cls"), ProjectedInt8Codec)
+
+
+def test_768_d_low_rank_tokens_keep_their_maxsim_order_at_4_bits():
+    rng = np.random.default_rng(3)
+    basis = rng.normal(size=(24, 768))  # tokens near one 24-d subspace, as a corpus's are near a few directions
+
+    def unit(coefficients: np.ndarray) -> np.ndarray:
+        vectors = coefficients @ basis + 0.05 * rng.normal(size=(len(coefficients), 768))
+        return (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+
+    queries = [rng.normal(size=(8, 24)) for _ in range(3)]
+    documents = [unit(np.concatenate([query + spread * rng.normal(size=(8, 24)), rng.normal(size=(40, 24))]))
+                 for query in queries for spread in (0.2, 0.5, 0.9, 1.5, 3.0)]  # ever farther from the query
+    kind = codec("plaid:4")
+    kind.train(np.concatenate(documents), tokens=sum(len(tokens) for tokens in documents))
+    decoded = [kind.decode(kind.encode(tokens)) for tokens in documents]
+    for number, query in enumerate(queries):
+        q, candidates = unit(query), slice(5 * number, 5 * number + 5)  # the documents made from this query
+        exact = [float((q @ tokens.T).max(axis=1).mean()) for tokens in documents[candidates]]
+        coded = [float((q @ tokens.T).max(axis=1).mean()) for tokens in decoded[candidates]]
+        assert np.argsort(exact).tolist() == [4, 3, 2, 1, 0]
+        assert np.argsort(coded).tolist() == np.argsort(exact).tolist()
