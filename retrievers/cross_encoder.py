@@ -70,8 +70,10 @@ class CrossEncoderReranker:
                              "Hub id (e.g. cross-encoder:BAAI/bge-reranker-v2-m3) or a model folder")
         if batch_size < 1:
             raise ValueError(f"the cross-encoder's batch_size must be at least 1, not {batch_size}")
-        self.model_name = model.partition("@")[0] if models.is_hub_id(model) else model
         self.folder, self.revision = resolve_cross_encoder(model, revision)
+        # a Hub id without its revision (recorded apart), a folder as an absolute path: a saved retriever loads it
+        # from any working folder
+        self.model_name = model.partition("@")[0] if models.is_hub_id(model) else str(self.folder.resolve())
         self.max_length, self.batch_size, self.device = max_length, batch_size, device
 
     def loaded(self) -> tuple:
@@ -108,7 +110,8 @@ class CrossEncoderReranker:
         return pick(candidates, order, [float(scores[i]) for i in order], candidates=list(candidates.ids))
 
     def config(self) -> dict:
-        """The registry name, the model (as given, without a revision), the Hub commit it is (None: a folder), the
-        length pairs are cut to and the batch size: what rebuilds this reranker (:func:`~.rerankers.load_reranker`)."""
+        """The registry name, the model (a Hub id without its revision, or a folder's absolute path), the Hub commit it
+        is (None: a folder), the length pairs are cut to and the batch size: what rebuilds this reranker
+        (:func:`~.rerankers.load_reranker`)."""
         return {"reranker": self.name, "model": self.model_name, "revision": self.revision,
                 "max_length": self.max_length, "batch_size": self.batch_size}

@@ -80,7 +80,7 @@ def test_threads_share_one_model_and_get_the_same_ranking(tiny_cross_encoder, co
     assert make_reranker(f"cross-encoder:{tiny_cross_encoder}").loaded()[0] is reranker.loaded()[0]
 
 
-def test_a_cross_encoder_is_named_with_its_model_and_rebuilds_from_its_config(tiny_cross_encoder):
+def test_a_cross_encoder_is_named_with_its_model_and_rebuilds_from_its_config(tiny_cross_encoder, monkeypatch):
     name = f"cross-encoder:{tiny_cross_encoder}"
     assert parse_rerank(name) == ("cross-encoder", {"model": str(tiny_cross_encoder)})
     assert parse_rerank("maxsim") == ("maxsim", {})
@@ -99,6 +99,8 @@ def test_a_cross_encoder_is_named_with_its_model_and_rebuilds_from_its_config(ti
     assert reranker.config() == {"reranker": "cross-encoder", "model": str(tiny_cross_encoder), "revision": None,
                                  "max_length": 64, "batch_size": 32}
     assert load_reranker(reranker.config()).config() == reranker.config()
+    monkeypatch.chdir(tiny_cross_encoder.parent)  # a folder given relative is recorded whole: loads from anywhere
+    assert make_reranker(f"cross-encoder:{tiny_cross_encoder.name}").config()["model"] == str(tiny_cross_encoder)
     with pytest.raises(FileNotFoundError, match="neither a model folder"):
         make_reranker(f"cross-encoder:{tiny_cross_encoder.parent / 'absent'}")
 
