@@ -291,6 +291,15 @@ def test_bad_programs_students_and_budgets_are_one_line_errors(musique, tmp_path
         Budget(k=0)
 
 
+def test_ray_with_a_judge_or_a_shard_that_means_nothing_are_one_line_errors(musique, tmp_path, capsys):
+    command = ["compare", "--out", str(tmp_path / "c"), "--programs", "NoRetrieval", "--datasets", "musique"]
+    assert run(app, [*command, "--ray", "auto", "--judge-lm", "openai/judge"]) == 2
+    assert "error: a judge LM (--judge-lm) and a user's metric (--metric) run in the driver" in capsys.readouterr().err
+    assert run(app, [*command, "--shard", "3/2"]) == 2
+    assert "error: --shard '3/2': write i/n with 1 ≤ i ≤ n" in capsys.readouterr().err
+    assert not list((tmp_path / "c").rglob("results.jsonl"))
+
+
 @pytest.mark.slow
 def test_the_report_renders_in_headless_chromium_with_its_table_and_an_opened_trace(musique, lm, tmp_path):
     chromium = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")

@@ -285,3 +285,8 @@ def test_a_table_run_on_ray_is_the_table_of_a_local_run(tmp_path, monkeypatch):
         (one / "table-2.json").read_text())
     assert runs_rows(on_ray) == runs_rows(one) and len(runs_rows(one)) == 4
     assert all(len(rows) == 4 for rows in runs_rows(on_ray).values())
+
+
+def test_a_shard_that_would_build_its_own_artifacts_is_refused_in_one_line(tmp_path, capsys):
+    assert run(app, ["reproduce", "CoopRAG", "--table", "20", "--out", str(tmp_path), "--shard", "1/2", "--build"]) == 2
+    assert "error: --shard with --build would train each shard's artifacts apart" in capsys.readouterr().err
