@@ -14,6 +14,7 @@ from pathlib import Path
 import dspy
 
 from multihop.data.paths import atomic_write_text
+from multihop.lm import models
 from multihop.programs.papers import Artifact, PaperTable
 from multihop.retrievers.cross_encoder import resolve_cross_encoder
 
@@ -32,9 +33,10 @@ def paper_artifacts(tables: Iterable[PaperTable]) -> dict[str, Artifact]:
 
 def given_artifacts(given: Mapping[str, str | Path], known: Mapping[str, Artifact],
                     datasets: Sequence[str]) -> dict[tuple[str, str | None], Path]:
-    """The ``--artifact`` values (``NAME`` or ``NAME@DATASET`` → folder, or a reranker's model: a folder or a Hub id)
-    by ``(name, dataset)``: a per-dataset artifact given without a dataset serves every dataset of ``datasets``. An
-    unknown name or dataset, a folder that is not there or a model not found is refused in one line."""
+    """The ``--artifact`` values (``NAME`` or ``NAME@DATASET`` → folder, or a reranker's model: a folder or a Hub id,
+    pinned to its commit, :func:`pinned_model`) by ``(name, dataset)``: a per-dataset artifact given without a dataset
+    serves every dataset of ``datasets``. An unknown name or dataset, a folder that is not there or a model not found
+    is refused in one line."""
     out: dict[tuple[str, str | None], Path] = {}
     for key, folder in given.items():
         name, _, dataset = str(key).partition("@")
@@ -47,7 +49,7 @@ def given_artifacts(given: Mapping[str, str | Path], known: Mapping[str, Artifac
         if dataset and dataset not in datasets:
             raise ValueError(f"--artifact {key}: {dataset} is not run here ({', '.join(datasets)})")
         if artifact.kind == "reranker":
-            checked_model(key, str(folder))
+            folder = pinned_model(key, str(folder))
         elif not Path(folder).is_dir():
             raise ValueError(f"--artifact {key}: {folder} is no folder")
         for each in ([dataset] if dataset else datasets) if artifact.per_dataset else [None]:
@@ -55,13 +57,16 @@ def given_artifacts(given: Mapping[str, str | Path], known: Mapping[str, Artifac
     return out
 
 
-def checked_model(key: str, model: str) -> None:
-    """A reranker model given as ``--artifact KEY=MODEL`` found (a folder, or a Hub id in huggingface_hub's cache,
-    downloaded there when online), else refused in one line before any row runs."""
+def pinned_model(key: str, model: str) -> str:
+    """A reranker model given as ``--artifact KEY=MODEL``, found before any row runs: a folder as it is, a Hub id (in
+    huggingface_hub's cache, downloaded there when online) pinned to the commit it resolved to
+    (``org/name@<commit>``), so that the rows' settings name the model that ran; one not found is refused in one
+    line."""
     try:
-        resolve_cross_encoder(model)
+        _, commit = resolve_cross_encoder(model)
     except FileNotFoundError as exc:  # the Hub's HubModelError included
         raise ValueError(f"--artifact {key}: {exc}") from None
+    return f"{model.partition('@')[0]}@{commit}" if commit and models.is_hub_id(model) else model
 
 
 def artifact_folder(out: Path, artifact: Artifact, dataset: str | None) -> Path:

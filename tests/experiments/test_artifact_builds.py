@@ -2,6 +2,7 @@
 record of what made them, found again by the next run, and refused when asked for on other terms."""
 
 import json
+from pathlib import Path
 
 import dspy
 import pytest
@@ -67,8 +68,13 @@ def test_given_artifacts_are_checked_and_a_per_dataset_one_serves_every_dataset(
 def test_a_reranker_model_is_given_as_a_folder_or_a_hub_id_and_one_not_found_is_refused(tmp_path, monkeypatch):
     import huggingface_hub
 
-    def snapshot_download(repo_id, revision=None, **kwargs):  # a hub that has nothing cached, offline
-        raise huggingface_hub.errors.LocalEntryNotFoundError(f"{repo_id} is not cached")
+    def snapshot_download(repo_id, revision=None, **kwargs):  # offline, a hub whose cache holds org/cached alone
+        if repo_id != "org/cached":
+            raise huggingface_hub.errors.LocalEntryNotFoundError(f"{repo_id} is not cached")
+        snapshot = tmp_path / "hub" / "models--org--cached" / "snapshots" / (revision or "c0ffee")
+        snapshot.mkdir(parents=True, exist_ok=True)
+        (snapshot / "config.json").write_text("{}")
+        return str(snapshot)
 
     monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
     monkeypatch.chdir(tmp_path)
@@ -78,6 +84,8 @@ def test_a_reranker_model_is_given_as_a_folder_or_a_hub_id_and_one_not_found_is_
     (tmp_path / "model" / "config.json").write_text("{}")
     assert given_artifacts({"reranker": tmp_path / "model"}, known, ["musique"]) == {("reranker", None): tmp_path /
                                                                                     "model"}
+    assert given_artifacts({"reranker": "org/cached"}, known, ["musique"]) == {  # pinned: the rows name what ran
+        ("reranker", None): Path("org/cached@c0ffee")}
     with pytest.raises(ValueError, match=r"^--artifact reranker: the model 'BAAI/bge-reranker-v2-m3' is not a local "
                                          r"path and not in the Hugging Face cache") as caught:
         given_artifacts({"reranker": "BAAI/bge-reranker-v2-m3"}, known, ["musique"])
