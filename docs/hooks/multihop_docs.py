@@ -180,7 +180,13 @@ def paper_table_section(table, here: str) -> list[str]:
             said.append(f"first stage `{row.first_stage}`")
         for artifact in row.needs:
             built = "; `reproduce --build` makes it" if artifact.build else ""
-            said.append(f"needs `{artifact.name}` (`{artifact.make}`{built})")
+            if artifact.stand_in is not None:
+                said.append(f"the paper's {artifact.model} when given (`{artifact.option()}`), else "
+                            f"`{artifact.stand_in}` as a stand-in for it")
+            elif artifact.model is not None:
+                said.append(f"runs when given the paper's {artifact.model} (`{artifact.option()}`; `{artifact.make}`)")
+            else:
+                said.append(f"needs `{artifact.name}` (`{artifact.make}`{built})")
         if row.same_as:
             said.append(f"the same run as *{cell(row.same_as)}*")
         if not row.runnable:
