@@ -49,7 +49,7 @@ def test_the_wheel_holds_every_module_and_the_shipped_student(wheel):
 
 
 # the modules an extra brings what they import (`pip install 'multihop[<extra>]'`): the base install promises the rest
-EXTRA_MODULES = {"multihop.optimize.student_trainer": "train", "multihop.lm.engines.llamacpp_greedy": "llamacpp",
+EXTRA_MODULES = {"multihop.optimize.student_trainer": "train", "multihop.lm.engines.llamacpp_sampler": "llamacpp",
                  "multihop.lm.engines.llamacpp_prompt": "llamacpp"}
 
 

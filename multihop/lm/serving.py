@@ -69,8 +69,8 @@ def server_app(spec: str, port: int, host: str = "127.0.0.1", adapter: Path | No
     model = ModelSettings(model=str(weights.gguf), model_alias=weights.identity, n_ctx=MAX_CONTEXT, n_threads=threads,
                           n_threads_batch=threads, lora_path=str(weights.lora) if weights.lora else None,
                           verbose=False)
-    from multihop.lm.engines.llamacpp_greedy import models_built_checked
+    from multihop.lm.engines.llamacpp_sampler import models_built_guided
 
-    with plain_weight_buffers(), models_built_checked():  # greedy replies under a schema as the engine decodes them
+    with plain_weight_buffers(), models_built_guided():  # replies under a schema decoded as the engine decodes them
         return create_app(server_settings=ServerSettings(host=host, port=port, api_key=api_key or None),
                           model_settings=[model])

@@ -80,16 +80,16 @@ def test_a_keyed_server_answers_only_clients_with_the_key():
 
 
 @pytest.mark.slow
-def test_the_served_model_samples_greedily_under_a_schema_as_the_engine_does():
+def test_the_served_model_samples_under_a_schema_as_the_engine_does():
     pytest.importorskip("llama_cpp.server", reason="llama-cpp-python's server is not installed")
     import llama_cpp
     from llama_cpp.server import app as served
 
-    from multihop.lm.engines.llamacpp_greedy import checked_llama_class
+    from multihop.lm.engines.llamacpp_sampler import guided_llama_class
 
     server_app("local:smollm2", 8000)
-    assert isinstance(served._llama_proxy._current_model, checked_llama_class())
-    assert llama_cpp.Llama is not checked_llama_class()  # only the server's model was built as one
+    assert isinstance(served._llama_proxy._current_model, guided_llama_class())
+    assert llama_cpp.Llama is not guided_llama_class()  # only the server's model was built as one
 
 
 def served_as_openai(port: int, name: str) -> None:

@@ -4,12 +4,11 @@
 needs it, and :func:`llama_cpp_available` tells whether it is there (:func:`multihop.lm.backends.make_lm` falls back to
 the ``transformers`` engine, with a warning, when it is not).
 
-The engine decodes under the request's bounded JSON schema (:class:`~.local_engine.LocalEngine`) with the grammar
-llama.cpp derives from it; greedily, it asks the grammar about the likeliest tokens before the whole vocabulary
-(:mod:`~.llamacpp_greedy`: the same tokens as llama-cpp-python's sampler chain, a fraction of its sampling time). The
-model runs on the physical cores, with a context of :data:`MAX_CONTEXT` tokens (SmolLM2's training context), greedily
-unless the request asks for a temperature, one call at a time (a lock). A LoRA student runs from its GGUF conversion
-(:mod:`~.lora`).
+The engine decodes under the request's bounded JSON schema (:class:`~.local_engine.LocalEngine`) with llguidance's
+token masks (:mod:`~.llamacpp_sampler`, which says why not llama.cpp's own grammar, and when that is the fallback):
+greedily unless the request asks for a temperature, then sampling from the masked distribution. The model runs on the
+physical cores, with a context of :data:`MAX_CONTEXT` tokens (SmolLM2's training context), one call at a time (a lock).
+A LoRA student runs from its GGUF conversion (:mod:`~.lora`).
 
 Each stage's fixed part — its instructions, field descriptions and demos, which DSPy's adapters write before the
 question's own inputs — is evaluated once, not once a call: the engine keeps the KV state after each of its last calls

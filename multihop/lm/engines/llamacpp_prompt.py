@@ -28,7 +28,7 @@ import struct
 
 import numpy as np
 
-from .llamacpp_greedy import checked_llama_class
+from .llamacpp_sampler import guided_llama_class
 
 PROMPT_BATCH = 2048  # tokens evaluated at once by the prompt context (its n_batch and n_ubatch)
 # ggml's GGML_FA_TILE_Q: llama.cpp's CPU flash attention takes a batch of fewer queries through another kernel, whose
@@ -156,11 +156,11 @@ def set_sequence(model, state: bytes | bytearray) -> None:
 
 @functools.cache
 def prompted_llama_class() -> type:
-    """:func:`~.llamacpp_greedy.checked_llama_class` whose prompts its ``prompts`` model (a :func:`prompt_llama_class`
+    """:func:`~.llamacpp_sampler.guided_llama_class` whose prompts its ``prompts`` model (a :func:`prompt_llama_class`
     model of the same architecture, or None: its own) evaluates: all but the last token, whose KV state it takes
     over; it evaluates the last token itself and decodes."""
 
-    class PromptedLlama(checked_llama_class()):
+    class PromptedLlama(guided_llama_class()):
         prompts = None
 
         def generate(self, tokens, *args, **kwargs):

@@ -52,7 +52,8 @@ class TransformersEngine(LocalEngine):
             model = PeftModel.from_pretrained(model, self.adapter)
         model.to(device).eval()
         self._tokenizer, self._model, self.device = tokenizer, model, device
-        self._grammars = SchemaGrammars(tokenizer, model.generation_config.eos_token_id) if self.constrained else None
+        self._grammars = SchemaGrammars.for_hf(tokenizer, model.generation_config.eos_token_id) \
+            if self.constrained else None
 
     def generate(self, messages: list[dict], config, max_tokens: int, schema: dict | None) -> Generation:
         import torch

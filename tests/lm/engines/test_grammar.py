@@ -25,7 +25,7 @@ def allowed(processor, ids: list[int], vocab: int) -> set[int]:
 
 
 def test_only_tokens_the_schema_allows_survive_until_only_the_end_remains(tokenizer):
-    grammars = SchemaGrammars(tokenizer)
+    grammars = SchemaGrammars.for_hf(tokenizer)
     processor = grammars.processor(SCHEMA)
     vocab = len(tokenizer) + 64  # a model's vocabulary may be padded past the tokenizer's
     prompt = tokenizer.encode("Reply in JSON.")
@@ -54,4 +54,4 @@ def steps(processor, prompt: list[int], reply: list[int], vocab: int) -> list[se
 
 def test_a_schema_without_a_grammar_is_a_clear_error(tokenizer):
     with pytest.raises(ValueError, match="the response schema has no decoding grammar"):
-        SchemaGrammars(tokenizer).grammar({"type": "object", "properties": {"n": {"type": "strin"}}})
+        SchemaGrammars.for_hf(tokenizer).grammar({"type": "object", "properties": {"n": {"type": "strin"}}})
