@@ -88,7 +88,7 @@ class CoopRAG(MultihopProgram):
         uncertainty_mask: ``<UNCERTAIN>`` masks and the completion stage (False: §4.6 "w/o <UNCERTAIN>").
         unrolling: unroll the question (False: the raw question is the query, Table 16's MQ).
         rerank: the reranker, a name of :data:`multihop.retrievers.RERANKERS` (``rala-eq4``, ``rala-eq3``,
-            ``maxsim``), or None for the first stage's top ``k``.
+            ``maxsim``, ``cross-encoder:MODEL``), or None for the first stage's top ``k``.
         omega: RaLa's gap-aware weight ω (False: Table 5's "w/o ω").
         buckets: RaLa's layer buckets (None: the encoder's fine-tuning, else 4).
         unified: complete and answer in one call (App. D.2).
@@ -139,9 +139,10 @@ class CoopRAG(MultihopProgram):
         )
 
     def reranker_options(self) -> dict:
-        """The reranker keeps the unrolling markers whole; RaLa draws its layers with ``omega``, ``buckets``,
-        ``seed``."""
-        rala = {} if self.rerank == "maxsim" else {"omega": self.omega, "buckets": self.buckets, "seed": self.seed}
+        """The reranker keeps the unrolling markers whole (a cross-encoder, which reads text, takes none); RaLa
+        draws its layers with ``omega``, ``buckets``, ``seed``."""
+        rala = {"omega": self.omega, "buckets": self.buckets, "seed": self.seed} \
+            if self.rerank in ("rala-eq4", "rala-eq3") else {}
         return {"special_tokens": self.special_tokens, **rala}
 
     def unroll_question(self, question: str) -> dspy.Prediction:

@@ -162,3 +162,14 @@ def test_a_saved_retriever_keeps_its_cross_encoder(tiny_cross_encoder, corpus, t
     assert loaded.reranker.config() == retriever.reranker.config()
     again = loaded(QUERY)
     assert again.ids == hits.ids and again.scores == pytest.approx(hits.scores, abs=1e-5)
+
+
+def test_every_programs_rerank_switch_builds_the_cross_encoder_over_its_first_stage(tiny_cross_encoder, corpus):
+    from multihop.programs import PROGRAMS
+
+    bm25 = BM25Retriever(corpus, k=6)
+    names = [method.name for method in PROGRAMS.declared() if "rerank" in PROGRAMS[method.name].defaults()]
+    assert {"CoopRAG", "DualRAG", "SingleStepRAG", "IRCoT"} <= set(names)
+    for name in names:
+        search = PROGRAMS[name](retriever=bm25, rerank=f"cross-encoder:{tiny_cross_encoder}").searcher()
+        assert isinstance(search.reranker, CrossEncoderReranker) and search.first_stage is bm25, name
