@@ -128,7 +128,10 @@ def test_list_names_each_rows_state(plaid_built):
     rows = {(info["paper"], info["table"], row["label"]): row for info in described for row in info["rows"]}
     colbert = rows["CoopRAG", "Table 12", "IRCoT + ColBERTv2"]
     assert colbert["state"] == "runs when given: --artifact colbert=DIR" and not colbert["runnable"]
-    assert rows["CoopRAG", "Table 13", "IRCoT + ColBERTv2"]["state"] == "runs when given: --artifact colbert=DIR"
+    for table, label in (("Table 13", "IRCoT + ColBERTv2"), ("Table 10", "ColBERTv2"),
+                         ("Table 9", "ColBERTv2 (without fine-tuning)")):
+        assert rows["CoopRAG", table, label]["state"] == "runs when given: --artifact colbert=DIR"
+    assert rows["CoopRAG", "Table 9", "ColBERTv2 (with fine-tuning)"]["state"] == "cannot run here"
     dualrag = rows["DualRAG", "Table 15", "DualRAG"]
     assert dualrag["state"] == "runs on a stand-in" and dualrag["substitutes"] == [STAND_IN]
     assert rows["DualRAG", "Table 15", "w/o rerank"]["state"] == "runs"
