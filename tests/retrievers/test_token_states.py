@@ -213,3 +213,24 @@ def test_an_unknown_form_is_one_clear_error(corpus):
     with pytest.raises(ValueError, match=r"unknown token-state form 'fp8'; choose one of full, fp16, int8, pq, plaid, "
                        r"none \(plaid also as plaid:BITS or plaid:BITS:DIM\)$"):
         build_retriever(corpus, encoder="minilm", rerank="maxsim", token_states="fp8")
+
+
+@pytest.mark.slow  # trains a plaid codec on the corpus's ~10k tokens: seconds
+def test_index_describe_shows_a_plaid_caches_projection_bits_and_centroids(encoded, corpus, tmp_path):
+    from typer.testing import CliRunner
+
+    from multihop.cli import app
+
+    spec = IndexSpec(token_layers=(), token_states="plaid:4:64", cls_layers=(3, 6))
+    dense = DenseRetriever.from_encoding(corpus, Encoder("minilm"), encoded, spec, tmp_path / "tokens")
+    RerankedRetriever(dense, MaxSim(), n=4, k=2).save(tmp_path / "idx")
+    shown = CliRunner().invoke(app, ["index", "describe", str(tmp_path / "idx")])
+    assert shown.exit_code == 0, shown.output
+    described = json.loads(shown.output)
+    assert described["token_states"] == "plaid:4:64" and described["reranker"] == "maxsim"
+    cache = described["token_cache"]
+    assert cache["form"] == "plaid:4:64" and cache["bytes_per_token"] == 2 + 32 and cache["cls_form"] == "pca-int8:64"
+    assert cache["codecs"]["last"]["projection"] == {"kind": "pca", "from": 384, "to": 64}
+    assert cache["codecs"]["last"]["bits"] == 4 and cache["codecs"]["last"]["centroids"] == len(
+        dense.tokens.codecs["last"].centroids)
+    assert CliRunner().invoke(app, ["index", "describe", str(tmp_path / "nothing")]).exit_code == 2
