@@ -7,9 +7,10 @@ states to ``dim`` dimensions (64, 96 or 128), then codes them as ColBERTv2 does:
 - *projection* (ours; ColBERTv2's encoder learns its 128-d output layer, an encoder here is off the shelf): PCA
   learned on the corpus's own tokens (mean-centred, the ``dim`` leading components, :func:`learn_projection`), the
   identity when the states are already ``≤ dim``; the projected vectors are L2-normalised;
-- *centroids*: ``K`` by k-means (FAISS's ``Kmeans``, spherical) on a sample of the projected tokens, ``K`` a power of
-  two ≈ 16·√tokens as ColBERTv2 picks it (``2^floor(log2(16·√tokens))``), capped so each centroid has at least
-  :data:`POINTS_PER_CENTROID` sample tokens; a token is assigned to its nearest centroid by inner product;
+- *centroids*: ``K`` by k-means (FAISS's ``Kmeans``, spherical, 4 iterations as ColBERTv2 runs) on a sample of the
+  projected tokens, ``K`` a power of two ≈ 16·√tokens as ColBERTv2 picks it (``2^floor(log2(16·√tokens))``), capped
+  so each centroid has at least :data:`POINTS_PER_CENTROID` sample tokens; a token is assigned to its nearest
+  centroid by inner product;
 - *residual*: each dimension of ``token − centroid`` quantised to ``bits`` ∈ {2, 4}: bucket cutoffs at the
   residuals' quantiles ``i/2^bits`` and each bucket's weight the mean of the residuals in it, both computed on a
   held-out 5% of the sample as ColBERTv2 does. Two choices are ours: the cutoffs and weights are kept per dimension
@@ -62,7 +63,7 @@ PLAID_DIMS = (64, 96, 128)
 DEFAULT_BITS, DEFAULT_DIM = 2, 128
 POINTS_PER_CENTROID = 39  # FAISS's own minimum for k-means without a warning
 HELDOUT = 0.05  # the share of the sample the cutoffs and weights are computed on (ColBERTv2's)
-KMEANS_ITERATIONS = 10
+KMEANS_ITERATIONS = 4  # ColBERTv2's default (its kmeans_niters)
 TRAIN_TOKENS = 65_536  # the least sample when the corpus has more tokens
 STATE_SUFFIX = "plaid.npz"  # the trained state beside the codes: ``<stem>.plaid.npz``
 
