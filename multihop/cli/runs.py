@@ -447,8 +447,9 @@ def merge_cmd(
     """Join the folders of a run made in shards (`multihop eval|compare|reproduce --shard i/n`) into the folder one
     unsharded run writes: the rows, traces, run manifests and summaries, and for compare and reproduce their tables,
     charts and reports (the command run again on the merged folder, where every question is answered: it needs the
-    shards' question files, indexes and LM spec, and asks the LM nothing). Shards of different runs, a missing or
-    repeated shard and an unfinished one are refused."""
+    shards' question files, indexes and LM spec, and asks the LM nothing; questions that ended in an error are
+    counted in a warning). Shards of different runs, a missing or repeated shard and an unfinished one are
+    refused."""
     from multihop.evaluation.runner import render_table
     from multihop.evaluation.sharding import merge_shards
     from multihop.experiments.shard_merge import merge_shard_runs
@@ -456,8 +457,9 @@ def merge_cmd(
 
     if any(is_shard_run(folder) for folder in shards):
         warnings.filterwarnings("ignore", message="rollout_id has no effect", category=UserWarning)
-        merge_shard_runs(out, shards, console=console)
+        merged = merge_shard_runs(out, shards, console=console)
         console.print(f"{len(shards)} shards → {out}")
+        exit_on_errors(run_summaries(out) if "rows" in merged else reproduced_summaries(out), allow_errors=True)
         return
     summary = merge_shards(out, shards)
     console.print(render_table({summary["program"]: summary}))

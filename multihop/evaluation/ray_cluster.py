@@ -1,5 +1,6 @@
-"""Ray: questions evaluated by actors across a cluster (``multihop eval ... --ray``), and the connection every Ray job
-of the library shares (the index build's encoding uses it too, :mod:`multihop.retrievers.ray_encoding`).
+"""Ray: questions evaluated by tasks across a cluster (``multihop eval|compare|reproduce ... --ray``), and the
+connection every Ray job of the library shares (the index build's encoding uses it too,
+:mod:`multihop.retrievers.ray_encoding`).
 
 Ray is an optional extra (``pip install 'multihop[ray]'``); without it a ``--ray`` command says how to install it.
 ``--ray auto`` connects to the cluster ``RAY_ADDRESS`` names, else starts a local one on this machine's cores; any
@@ -7,22 +8,19 @@ other value is a cluster's address (``ray://head:10001`` or ``head:6379``). Work
 the driver (the same image, or a ``runtime_env``), the models installed (``multihop models install``) and, for an
 index build, the output folder on a filesystem every node sees.
 
-An evaluation on Ray is :func:`~multihop.evaluation.runner.evaluate`'s run — one folder, its manifest, resumable rows
-and traces, the summary — whose questions are answered by ``workers`` actors instead of threads: each actor builds the
-program once from a recipe (a picklable function returning the program and the DSPy settings it runs under, its
-retriever loaded and its LM configured; the LM is served separately when it is a served one), answers one question
-per call, and the driver records the rows as they come back. A question's row is the one a single process writes
-(the same program, the same question); the timing fields differ.
-
-Several evaluations at once (``multihop compare --ray``, ``multihop reproduce --ray``: rows × datasets) go through
-:func:`ray_evaluate_all`, :func:`~multihop.evaluation.runner.evaluate_all`'s runs with their questions answered by Ray
-tasks instead of threads: each task answers a few questions of one evaluation (:data:`QUESTIONS_PER_TASK`) with the
-program its evaluation's recipe builds in the worker (kept there for the evaluation's next task), and the driver
-records the rows of each task as it returns, in each evaluation's folder, on one progress bar. A task whose worker or
-node dies is retried (:data:`TASK_RETRIES`); one that still fails leaves its questions unanswered, every other task's
-rows are recorded, and the run ends in one line (:class:`RayTasksFailed`) naming the runs and questions to answer
-again — a rerun of the same command does. An error of the program's own (its recipe, an LM that cannot serve it)
-ends the run as it ends a local one.
+An evaluation on Ray (``multihop eval --ray``, :func:`ray_evaluate`), and several at once (``multihop compare
+--ray``, ``multihop reproduce --ray``: programs or rows × datasets, :func:`ray_evaluate_all`), are
+:func:`~multihop.evaluation.runner.evaluate_all`'s runs — each a folder, its manifest, resumable rows and traces, the
+summary — whose questions are answered by Ray tasks instead of threads: each task answers a few questions of one
+evaluation (:data:`QUESTIONS_PER_TASK`, fewer when every worker would not get one) with the program its evaluation's
+recipe builds in the worker (a picklable function returning the program and the DSPy settings it runs under, its
+retriever loaded and its LM made there; the LM is served separately when it is a served one), kept there for the
+evaluation's next task, and the driver records the rows of each task as it returns, in each evaluation's folder, on
+one progress bar. A question's row is the one a single process writes (the same program, the same question); the
+timing fields differ. A task whose worker or node dies is retried (:data:`TASK_RETRIES`); one that still fails leaves
+its questions unanswered, every other task's rows are recorded, and the run ends in one line
+(:class:`RayTasksFailed`) naming the runs and questions to answer again — a rerun of the same command does. An error
+of the program's own (its recipe, an LM that cannot serve it) ends the run as it ends a local one.
 """
 
 from __future__ import annotations
@@ -123,37 +121,15 @@ def actor_cpus(ray, workers: int, wanted: float = 1.0) -> float:
     return min(wanted, float(ray.cluster_resources().get("CPU", 1)) / max(1, workers))
 
 
-class _QuestionWorker:
-    """A Ray actor: the program its recipe builds, answering one question a call under the recipe's DSPy settings."""
-
-    def __init__(self, recipe: Callable[[], tuple[dspy.Module, dict]]):
-        self.program, self.settings = recipe()
-
-    def answer(self, example: dspy.Example) -> tuple[dict, list[dict]]:
-        with dspy.context(**self.settings):
-            return run_question(self.program, example)
-
-
 def ray_evaluate(program: dspy.Module, recipe: Callable[[], tuple[dspy.Module, dict]],
                  examples: Sequence[dspy.Example], out_dir: str | Path, workers: int = 2, address: str = "auto",
                  name: str | None = None, manifest: dict | None = None, keep_errors: bool = False,
                  progress: bool = True, cpus_per_worker: float = 1.0) -> dict:
-    """:func:`~multihop.evaluation.runner.evaluate` with the questions answered by ``workers`` Ray actors, each building
-    its program with ``recipe`` (``program`` is the driver's, which the run's manifest describes); more workers than the
-    cluster's CPUs share them (:func:`actor_cpus`), so all start. Returns the summary."""
-    ray = connect(address)
-    worker = ray.remote(num_cpus=actor_cpus(ray, workers, cpus_per_worker))(_QuestionWorker)
-    with EvaluationRun(program, examples, out_dir, progress, name, None, manifest, keep_errors) as run:
-        actors = [worker.remote(recipe) for _ in range(max(0, min(workers, len(run.todo))))]
-        try:
-            answers = ray.util.ActorPool(actors).map_unordered(lambda actor, example: actor.answer.remote(example),
-                                                               run.todo) if actors else []
-            for row, trace in answers:
-                run.record(row, trace)
-        finally:
-            for actor in actors:
-                ray.kill(actor)
-    return run.summary
+    """:func:`~multihop.evaluation.runner.evaluate` with the questions answered on Ray, ``workers`` tasks at once, each
+    building its program with ``recipe`` (``program`` is the driver's, which the run's manifest describes): one
+    evaluation of :func:`ray_evaluate_all`. Returns the summary."""
+    evaluation = Evaluation(program, examples, out_dir, name=name, manifest=manifest, keep_errors=keep_errors)
+    return ray_evaluate_all([evaluation], [recipe], address, workers, progress, cpus_per_task=cpus_per_worker)[0]
 
 
 _built: OrderedDict[str, tuple[dspy.Module, dict]] = OrderedDict()  # in a Ray worker: the programs its tasks built
@@ -187,7 +163,8 @@ def ray_evaluate_all(evaluations: Sequence[Evaluation], recipes: Sequence[Callab
     summary —, their questions answered by Ray tasks of ``questions_per_task`` questions of one evaluation, at most
     ``workers`` at once (each reserving :func:`actor_cpus`), the program of ``evaluations[i]`` built in the worker by
     ``recipes[i]`` (a picklable function returning the program and the DSPy settings it runs under: its LM, adapter
-    and ``rm``). Each task's rows are recorded as it returns; returns the summaries in order. A task lost to the
+    and ``rm``); fewer questions a task when there are too few to give every worker one. Each task's rows are
+    recorded as it returns; returns the summaries in order. A task lost to the
     cluster after ``retries`` runs again ends the run, once every other task is recorded, in one line
     (:class:`RayTasksFailed`) naming what a rerun answers; a program's own error ends it as a local run ends."""
     if len(recipes) != len(evaluations):
@@ -209,7 +186,8 @@ def ray_evaluate_all(evaluations: Sequence[Evaluation], recipes: Sequence[Callab
         runs = [stack.enter_context(EvaluationRun(e.program, e.examples, e.out_dir, progress, e.name, None, e.manifest,
                                                   e.keep_errors, bar)) for e in evaluations]
         keys = [evaluation_key(evaluation) for evaluation in evaluations]
-        size = max(1, questions_per_task)
+        todo = sum(len(run.todo) for run in runs)  # tasks small enough that every worker has one
+        size = max(1, min(questions_per_task, -(-todo // max(1, workers))))
         waiting = deque((i, run.todo[start:start + size]) for i, run in enumerate(runs)
                         for start in range(0, len(run.todo), size))
         pending: dict = {}  # task → (its evaluation's index, its questions)
