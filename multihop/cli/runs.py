@@ -47,7 +47,7 @@ def eval_cmd(
                                      "retrying them"),
     shard: str = typer.Option(None, help="i/n: evaluate every n-th question from the i-th only (1-based), for a run "
                               "split over machines; `multihop merge` joins the n folders"),
-    ray: str = typer.Option(None, help="answer the questions on Ray actors (`--threads` of them): auto (RAY_ADDRESS's "
+    ray: str = typer.Option(None, help="answer the questions on Ray tasks (`--threads` at once): auto (RAY_ADDRESS's "
                             "cluster, else a local one) or a cluster address; needs pip install 'multihop[ray]'"),
     trec_run: Path = typer.Option(None, "--trec-run", help="write the run's retrievals to this file as a TREC run "
                                   "(qid Q0 docid rank score tag: the passages each question read, in order), and the "
@@ -71,7 +71,7 @@ def eval_cmd(
     if ray and metric:
         raise typer.BadParameter("--metric runs in the driver's threads: score a --ray run without --ray")
     if ray and mlflow.uri:
-        console.print("[yellow]note:[/yellow] questions answered on Ray actors are logged to MLflow without traces")
+        console.print("[yellow]note:[/yellow] questions answered on Ray are logged to MLflow without traces")
     metrics = import_metrics(metric)
     sharded = parse_shard(shard) if shard else None
     notice = embedded_notice(lm.configure().model)
@@ -123,7 +123,7 @@ def eval_cmd(
 
 
 def worker_program(lm: LMOptions, spec: ProgramOptions, data_file: Path, load: Path | None) -> tuple:
-    """What a Ray actor of ``eval --ray`` answers with: the program the driver evaluates, built in the actor (a
+    """What a Ray worker of ``eval --ray`` answers with: the program the driver evaluates, built in the worker (a
     compiled folder loaded, or the program and its index from the options), and its DSPy settings: its LM's, and the
     run's retriever as ``rm`` (:func:`~multihop.cli.programs.run_retriever`)."""
     from multihop.lm.adapter import default_adapter
