@@ -8,7 +8,9 @@ so a reranker on the same encoder can take the search vector and its token state
 
 The manifest records the encoder's special tokens and pooling: a saved index loads its query encoder with the ones it
 was built with, and refuses an encoder handed in with other ones (an index from before pooling was recorded pooled by
-mean). For a Hugging Face Hub encoder it records the commit too (``encoder_revision``), and loads that commit.
+mean). For a Hugging Face Hub encoder it records the commit too (``encoder_revision``), and loads that commit; for a
+ColBERT checkpoint (:mod:`.colbert_encoder`) its dimension, markers and lengths (``encoder_colbert``), which its
+checksum covers.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from multihop.data.folders import locked, verify_inventory, write_inventory
 from multihop.data.loaders import load_corpus
 from multihop.data.paths import atomic_dir, home
 
+from .colbert_encoder import ColBERTEncoder
 from .encoder import POOLINGS, Encoder, fine_tuned
 from .index import CorpusEncoding, FaissIndex, IndexMismatchError, checked_factory, encode_corpus, read_manifest
 from .module import RetrieverModule
@@ -172,6 +175,7 @@ class DenseRetriever(RetrieverModule):
         to."""
         manifest = {"retriever": cls.kind, "encoder": encoder.name, "encoder_sha256": encoder.checksum(),
                     **({"encoder_revision": encoder.revision} if encoder.revision else {}),
+                    **({"encoder_colbert": encoder.colbert_config()} if isinstance(encoder, ColBERTEncoder) else {}),
                     "encoder_fine_tuned": fine_tuned(encoder.path),
                     "special_tokens": list(encoder.special_tokens), "pooling": encoder.pooling,
                     "corpus_sha256": corpus.checksum(), "truncated": encoded.truncated,

@@ -35,7 +35,9 @@ def _cached_first_stages() -> list[str]:
 
 
 def _retriever_kinds() -> list[str]:
-    return ["dense", "bm25", "hybrid"]  # what build_retriever builds (multihop index build)
+    from multihop.retrievers.storage import FIRST_STAGES
+
+    return list(FIRST_STAGES)  # what build_retriever builds (multihop index build)
 
 
 def _rerankers() -> list[str]:

@@ -77,9 +77,12 @@ def data_fetch(
 def index_build(
     corpus: str = typer.Argument(..., help="a corpus file or a question file (its paragraphs form the corpus)"),
     out: Path = typer.Option(..., help="folder to write the retriever into"),
-    first_stage: str = typer.Option("dense", help="the retriever's first stage"),
-    encoder: str = typer.Option("mpnet", help="encoder name (mpnet, minilm), sentence-transformers folder or "
-                                "Hugging Face Hub id (org/name, downloaded to its cache when online)"),
+    first_stage: str = typer.Option("dense", help="the retriever's first stage: dense, bm25, hybrid or plaid (PLAID's "
+                                    "late-interaction search over the whole corpus, its token states in the plaid "
+                                    "form; with a ColBERT checkpoint as --encoder, ColBERTv2's)"),
+    encoder: str = typer.Option("mpnet", help="encoder name (mpnet, minilm), sentence-transformers folder, ColBERT "
+                                "checkpoint folder (with its artifact.metadata) or Hugging Face Hub id (org/name, "
+                                "e.g. colbert-ir/colbertv2.0, downloaded to its cache when online)"),
     index: str = typer.Option("auto", help="FAISS index: flat, ivf, hnsw, auto (flat below 100k passages) or any "
                               "faiss.index_factory string, e.g. HNSW32, IVF4096,PQ64, OPQ64,IVF65536_HNSW32,PQ64"),
     rerank: str = typer.Option("none", help="a reranker over the first stage, or none"),
@@ -99,6 +102,12 @@ def index_build(
     ray: str = typer.Option(None, help="encode on Ray actors: auto (RAY_ADDRESS's cluster, else a local one) or a "
                             "cluster address; needs pip install 'multihop[ray]'"),
     workers: int = typer.Option(2, help="Ray encoder actors (with --ray)", min=1),
+    nprobe: int = typer.Option(None, help="plaid: centroids probed a query token (default by k: 1 up to k=10, 2 up "
+                               "to 100, else 4)", min=1),
+    ndocs: int = typer.Option(None, help="plaid: candidates kept by the centroid scores (default by k: 256 up to "
+                              "k=10, 1024 up to 100, else max(4k, 4096))", min=1),
+    centroid_threshold: float = typer.Option(None, help="plaid: PLAID's t_cs, below which a centroid is pruned from "
+                                             "the first centroid scoring (default by k: 0.5, 0.45, 0.4)"),
 ):
     """Build a retriever (resumable encoding) and save it with its manifest and corpus."""
     from multihop.data.folders import locked
@@ -106,6 +115,7 @@ def index_build(
     from multihop.data.question_sets import question_file
     from multihop.programs.command_kit import program_special_tokens
     from multihop.retrievers import build_retriever, remove_build_files
+    from multihop.retrievers.plaid import PlaidSettings
 
     passages = load_corpus(corpus if Path(corpus).exists() else question_file(corpus, "dev"))  # or under MULTIHOP_DATA
     with locked(out, file=True):  # beside the folder, which the save replaces whole
@@ -114,6 +124,7 @@ def index_build(
                                         rerank=None if rerank == "none" else rerank, n=n, k=k,
                                         special_tokens=program_special_tokens(markers), token_cache=token_cache,
                                         token_states=token_states, ray=ray, workers=workers,
+                                        plaid=PlaidSettings(nprobe, centroid_threshold, ndocs),
                                         pooling=pooling or program_index_pooling(markers),
                                         reranker_options={key: value for key, value in
                                                           {"buckets": buckets, "seed": seed}.items()

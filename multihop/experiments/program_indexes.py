@@ -26,9 +26,11 @@ def cached_index(source: str | Path, first_stage: str, encoder: str, pooling: st
     """The folder of the index built for programs (cached under ``MULTIHOP_HOME/indexes``, built on first use): the
     corpus of ``source`` (a corpus file, or a question file's IRCoT corpus) indexed by ``first_stage``; a dense one by
     ``encoder``, pooled by ``pooling``, with the last layer's token states and the query markers ``markers`` (None:
-    :func:`index_markers`) kept whole. The first build encodes the corpus once for every pooling (the other one's
-    folder is built beside it), with a bar of the passages encoded and the time left on stderr when ``progress``; the
-    same request from any command finds the same folder."""
+    :func:`index_markers`) kept whole; a ``plaid`` one (:mod:`multihop.retrievers.plaid`) by ``encoder`` (a ColBERT
+    checkpoint's folder or Hub id, or any encoder) with the same markers, its last layer's token states in the
+    ``plaid`` form. A dense build encodes the corpus once for every pooling (the other one's folder is built beside
+    it); any build shows a bar of the passages encoded and the time left on stderr when ``progress``; the same request
+    from any command finds the same folder."""
     markers = index_markers() if markers is None else markers
     return Path(build_cached(load_corpus(source), first_stage, encoder=encoder, pooling=pooling, token_layers=(),
                              special_tokens=markers, progress=progress))
