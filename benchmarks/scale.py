@@ -11,10 +11,13 @@ the MuSiQue dev passages, each vector a centroid plus Gaussian noise of the clus
 index per factory string: build seconds, the index's bytes, search latency p50/p99 of single queries on the cores
 there are, recall@10 against exact search.
 
-``tokens``: every ``--token-states`` form on the IRCoT corpus of the ``--limit`` first dev questions (the largest real
-corpus we have), MPNet, keeping the ``[CLS]`` layers of RaLa's default draw (as ``index build --rerank rala-eq4``
-does): bytes a token and a passage, R@2/R@5 of the dense top-20 reranked to the top-5 by RaLa Eq. 4 and by MaxSim
-against ``full``, and the rerank latency p50/p99 (``none`` encodes the 20 candidates a query).
+``tokens``: ``--token-states`` forms (default :data:`TOKEN_FORMS`; ``FORM/CLS`` keeps the ``[CLS]`` states in
+``CLS``) on the IRCoT corpus of the ``--limit`` first dev questions (the largest real corpus we have), MPNet,
+keeping the ``[CLS]`` layers of RaLa's default draw (as ``index build --rerank rala-eq4`` does), every form written
+from one float32 encoding kept under ``MULTIHOP_HOME/shards``: bytes a token (the last layer's, and all stored
+files' with the ``[CLS]`` share) and a passage, the trained state, the decode time a token, R@2/R@5 of the dense
+top-20 reranked to the top-5 by RaLa Eq. 4 and by MaxSim against ``full``, the rerank latency p50/p99 (``none``
+encodes the 20 candidates a query), and the size and decode time a query at 5M passages of 120 tokens.
 
 ``encoding``: passages a second of the MPNet encoding pass an index build runs, by batch size (length-sorted
 batches, as sentence-transformers sorts them).
@@ -115,36 +118,81 @@ def faiss_rows(args) -> list[dict]:
     return rows
 
 
-def token_rows(args) -> list[dict]:
+def token_encoding(args):
+    """The questions with gold passages, the corpus, MPNet and the corpus's float32 encoding (last-layer tokens and
+    every ``[CLS]`` layer), kept under ``MULTIHOP_HOME/shards`` so that every run after the first encodes nothing."""
     from multihop.data.loaders import questions_with_corpus
-    from multihop.evaluation.metrics import recall_at_k
-    from multihop.retrievers import DenseRetriever, Encoder, MaxSim, RaLa, RerankedRetriever
-    from multihop.retrievers.dense import IndexSpec
+    from multihop.data.paths import home
+    from multihop.retrievers import Encoder
     from multihop.retrievers.index import encode_corpus
-    from multihop.retrievers.token_codecs import TOKEN_STATES
 
     examples, corpus = questions_with_corpus(args.data, "dev", limit=args.limit)
     examples = [example for example in examples if example.gold_passage_ids]
     encoder = Encoder("mpnet")
-    work = Path(tempfile.mkdtemp(prefix="scale-tokens-"))
     start = time.perf_counter()
-    encoded = encode_corpus(corpus, encoder, work / "shards", token_layers=(), token_dtype="float32")
-    console.print(f"encoded {len(corpus)} passages in {time.perf_counter() - start:.0f} s ({load_note()})")
+    shards = home() / "shards" / f"scale-tokens-{corpus.checksum()[:16]}"
+    encoded = encode_corpus(corpus, encoder, shards, token_layers=(), token_dtype="float32")
+    console.print(f"encoding of {len(corpus)} passages ready in {time.perf_counter() - start:.0f} s ({load_note()})")
+    return examples, corpus, encoder, encoded
+
+
+TOKEN_FORMS = ("full", "int8", "pq", "plaid:2:128", "plaid:4:128", "plaid:2:64", "plaid:4:64", "plaid:2:96")
+PROJECTED_PASSAGES, PROJECTED_TOKENS = 5_000_000, 120  # the corpus the per-token figures are projected to
+CANDIDATES = 20
+
+
+def token_rows(args) -> list[dict]:
+    """Each form of ``--forms`` (``FORM/CLS`` keeps the ``[CLS]`` states in the form ``CLS`` instead of the form's
+    own) written from one encoding: bytes a token of the last layer's codes and of every stored file but the trained
+    state (the ``[CLS]`` share included), the trained state's bytes and the write's seconds (training included), the
+    decode time a token (the candidates' tokens and ``[CLS]`` states read in batches of 20 passages, as a rerank reads
+    them), R@2/R@5 and rerank latency of RaLa Eq. 4 and MaxSim over the dense top 20, and the size and decode time
+    of a query projected to 5M passages of 120 tokens."""
+    from multihop.evaluation.metrics import recall_at_k
+    from multihop.retrievers import DenseRetriever, MaxSim, RaLa, RerankedRetriever
+    from multihop.retrievers.dense import IndexSpec
+    from multihop.retrievers.token_cache import META, TokenCache
+
+    examples, corpus, encoder, encoded = token_encoding(args)
+    queries = [encoder.states([example.question]) for example in examples]  # once, for every form
+    work = Path(tempfile.mkdtemp(prefix="scale-tokens-"))
     rows = []
     kept = RaLa(encoder=encoder).cls_layers(encoder.num_layers)  # what `index build --rerank rala-eq4` keeps
-    for form in args.forms or TOKEN_STATES:
+    for label in args.forms or TOKEN_FORMS:
+        form, _, cls_states = label.partition("/")
         spec = IndexSpec(token_layers=(), token_states=form, cls_layers=kept)
-        dense = DenseRetriever.from_encoding(corpus, encoder, encoded, spec, work / form)
-        tokens = dense.tokens
-        per_token = tokens.bytes_per_token() if tokens else 0
-        folder_bytes = sum(path.stat().st_size for path in (work / form).rglob("*")) if tokens else 0
-        row = {"form": form, "bytes/token": per_token, "bytes/passage": round(folder_bytes / len(corpus))}
+        folder = work / label.replace("/", "-").replace(":", "-")
+        start = time.perf_counter()
+        tokens = None if form == "none" else TokenCache.write(
+            folder, encoded.shards, encoded.num_layers, (), form=spec.token_states, cls_layers=kept,
+            cls_states=cls_states or None)
+        written = time.perf_counter() - start
+        dense = DenseRetriever.from_encoding(corpus, encoder, encoded, spec, folder, tokens=tokens)
+        row = {"form": label, "bytes/token": tokens.bytes_per_token() if tokens else 0}
+        if tokens:
+            files = [path for path in folder.iterdir() if path.name not in (META, "offsets.npy")]
+            state = [path for path in files if path.suffix in (".npz", ".faiss")]
+            codes = sum(path.stat().st_size for path in files if path not in state)
+            cls_bytes = sum(path.stat().st_size for path in files if path.name.startswith("cls.") and path not in state)
+            total = int(tokens.offsets[-1])
+            start = time.perf_counter()
+            for first in range(0, len(corpus), CANDIDATES):
+                tokens.get(list(range(first, min(len(corpus), first + CANDIDATES))))
+            decode = (time.perf_counter() - start) / total
+            row.update({"bytes/token all": round(codes / total, 1), "cls B/passage": round(cls_bytes / len(corpus)),
+                        "bytes/passage": round(sum(path.stat().st_size for path in folder.rglob("*")) / len(corpus)),
+                        "state KB": round(sum(path.stat().st_size for path in state) / 1e3), "write s":
+                        round(written, 1), "decode µs/token": round(1e6 * decode, 2),
+                        "5M GB": round(PROJECTED_PASSAGES * (PROJECTED_TOKENS * row["bytes/token"] + cls_bytes /
+                                                            len(corpus)) / 1e9, 1),
+                        "5M decode ms/query": round(1e3 * decode * CANDIDATES * PROJECTED_TOKENS, 1)})
+        else:
+            row["bytes/passage"] = 0
         for name, reranker in (("rala-eq4", RaLa()), ("maxsim", MaxSim())):
-            retriever = RerankedRetriever(dense, reranker, n=20, k=5)
+            retriever = RerankedRetriever(dense, reranker, n=CANDIDATES, k=5)
             r2, r5, latency = [], [], []
-            for example in examples:
-                states = encoder.states([example.question])
-                first = dense.search_vectors(states.pooled, 20)[0]
+            for example, states in zip(examples, queries, strict=True):
+                first = dense.search_vectors(states.pooled, CANDIDATES)[0]
                 t0 = time.perf_counter()
                 hits = retriever.reranker.rerank(example.question, first, 5, query_tokens=states.tokens[0])
                 latency.append(time.perf_counter() - t0)
@@ -154,6 +202,7 @@ def token_rows(args) -> list[dict]:
                         f"{name} p50 ms": percentile_ms(latency, 50), f"{name} p99 ms": percentile_ms(latency, 99)})
         rows.append(row)
         console.print(row)
+        shutil.rmtree(folder, ignore_errors=True)
     shutil.rmtree(work, ignore_errors=True)
     return rows
 
@@ -271,8 +320,8 @@ def main() -> None:
     parser.add_argument("--data", default="musique", help="dataset of the real corpus (tokens, encoding)")
     parser.add_argument("--limit", type=int, default=100, help="dev questions whose passages form the corpus")
     parser.add_argument("--batch-sizes", default="8,16,32", help="encoding batch sizes (encoding)")
-    parser.add_argument("--forms", type=lambda text: text.split(","), help="token-state forms, e.g. int8,pq (tokens; "
-                        "default: every form)")
+    parser.add_argument("--forms", type=lambda text: text.split(","), help="token-state forms, e.g. "
+                        "int8,pq,plaid:4:64,plaid:2:128/int8 (tokens; default: TOKEN_FORMS)")
     parser.add_argument("--workers", type=int, default=2, help="Ray actors (ray)")
     parser.add_argument("--shard-size", type=int, default=64, help="passages a shard (ray)")
     for part in ("tokens", "faiss", "encoding", "ray"):

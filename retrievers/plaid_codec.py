@@ -219,6 +219,7 @@ class PlaidCodec(TokenCodec):
         self.cutoffs = np.asarray(state["cutoffs"], dtype=np.float32)
         self.weights = np.asarray(state["weights"], dtype=np.float32)
         self.dim = self.components.shape[0]
+        self._back = np.ascontiguousarray(self.scale * self.components)  # s·P: back-projection in one product
         self._search = faiss.IndexFlatIP(self.dim)
         self._search.add(self.centroids)
         self.trained = True
@@ -295,7 +296,9 @@ class PlaidCodec(TokenCodec):
 
     def back_project(self, projected: np.ndarray) -> np.ndarray:
         """Projected unit vectors → ``[n, d]`` unit vectors: ``mean + s·Pᵀy``, renormalised."""
-        return normalised(self.mean + self.scale * (projected @ self.components))
+        back = projected @ self._back
+        back += self.mean
+        return normalised(back)
 
     def decode(self, parts: dict[str, np.ndarray]) -> np.ndarray:
         return self.back_project(self.decode_projected(parts))
