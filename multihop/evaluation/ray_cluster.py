@@ -25,6 +25,7 @@ of the program's own (its recipe, an LM that cannot serve it) ends the run as it
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -39,6 +40,7 @@ import dspy
 from tqdm.auto import tqdm
 
 from multihop.evaluation.runner import Evaluation, EvaluationRun, run_question
+from multihop.lm.options import LMOptions
 
 RAY_EXTRA = "pip install 'multihop[ray]'"
 CONNECT_TIMEOUT_ENV, CONNECT_TIMEOUT = "MULTIHOP_RAY_TIMEOUT", 30.0  # seconds a cluster's address may take to answer
@@ -130,6 +132,19 @@ def ray_evaluate(program: dspy.Module, recipe: Callable[[], tuple[dspy.Module, d
     evaluation of :func:`ray_evaluate_all`. Returns the summary."""
     evaluation = Evaluation(program, examples, out_dir, name=name, manifest=manifest, keep_errors=keep_errors)
     return ray_evaluate_all([evaluation], [recipe], address, workers, progress, cpus_per_task=cpus_per_worker)[0]
+
+
+@functools.lru_cache(maxsize=8)
+def worker_lm(options: LMOptions, spec: str | None = None) -> dspy.BaseLM:
+    """The LM of ``options`` (of ``spec`` made with them, given one) made once in this process: a worker's programs
+    copy it, as the driver's copy the run's one LM, so a local engine loads once a worker."""
+    return options.make(spec)
+
+
+@functools.lru_cache(maxsize=8)
+def worker_student(options: LMOptions, student: str) -> tuple:
+    """:meth:`LMOptions.student` of ``student`` (a ``--student`` value) made once in this process."""
+    return options.student(student)
 
 
 _built: OrderedDict[str, tuple[dspy.Module, dict]] = OrderedDict()  # in a Ray worker: the programs its tasks built

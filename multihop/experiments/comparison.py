@@ -51,6 +51,7 @@ from multihop.data.jsonl import read_rows
 from multihop.data.loaders import load_dataset
 from multihop.data.question_sets import DATASETS, question_file
 from multihop.evaluation.intervals import paired_test, paired_values
+from multihop.evaluation.ray_cluster import ray_evaluate_all, worker_lm, worker_student
 from multihop.evaluation.runner import RESULTS, Evaluation, evaluate_all, run_manifest
 from multihop.evaluation.sharding import parse_shard, shard_manifest, shard_of
 from multihop.experiments.budget import Budget, budget_knobs, paper_settings, program_under_budget
@@ -209,8 +210,6 @@ def compare(
     # every program's questions go through one pool of --threads: one that finishes early leaves its threads to the
     # others (each folder's rows are those of its program run alone)
     if ray:
-        from multihop.evaluation.ray_cluster import ray_evaluate_all
-
         summaries = ray_evaluate_all(evaluations, recipes, address=ray, workers=threads, progress=progress)
     else:
         summaries = evaluate_all(evaluations, threads, progress)
@@ -252,9 +251,9 @@ def worker_program(name: str, import_path: str | None, index: str | None, budget
         PROGRAMS.named(import_path)
     searched = load_retriever(index) if index else None
     program = program_under_budget(name, searched, budget)
-    base = lm.make() if isinstance(lm, LMOptions) else lm
+    base = worker_lm(lm) if isinstance(lm, LMOptions) else lm
     if student is not None:
-        student_lm, _ = lm.student(student)
+        student_lm, _ = worker_student(lm, student)
         use_student(program, student_lm.copy(rollout_id=rollout_id), served_student(student)[1])
     adapter = default_adapter(base) if isinstance(lm, LMOptions) else adapter
     return program, {"lm": base.copy(rollout_id=rollout_id), "adapter": adapter, "rm": searched}

@@ -37,6 +37,7 @@ from multihop.data.folders import sha256_file
 from multihop.data.loaders import load_dataset
 from multihop.data.paths import atomic_write_text
 from multihop.data.question_sets import DATASETS, question_file
+from multihop.evaluation.ray_cluster import ray_evaluate_all, worker_lm, worker_student
 from multihop.evaluation.runner import Evaluation, evaluate_all, run_manifest
 from multihop.evaluation.sharding import parse_shard, shard_manifest, shard_of
 from multihop.experiments.artifact_builds import build_missing, built_artifacts, given_artifacts, paper_artifacts
@@ -302,8 +303,6 @@ def reproduce(
                                           manifest=manifest, context=contextvars.copy_context(), metric=metric))
         runs[plan.key()] = {"folder": folder, "record": record, "program": program}
     if ray:
-        from multihop.evaluation.ray_cluster import ray_evaluate_all
-
         summaries = ray_evaluate_all(evaluations, recipes, address=ray, workers=threads, progress=progress)
     else:
         summaries = evaluate_all(evaluations, threads, progress)
@@ -370,11 +369,11 @@ def worker_row(plan: PlannedRow, setup: RunSetup, lm: LMOptions | dspy.BaseLM, a
     as it is) and ``setup``; and the DSPy settings it runs under: the row's LM and the adapter the run's LM takes
     (else ``adapter``)."""
     options = lm if isinstance(lm, LMOptions) else None
-    base = options.make() if options else lm
+    base = worker_lm(options) if options else lm
     stages = plan.row.stage_lms
     key = student_key(plan.table, plan.row, setup) if stages is not None and stages.role == "student" else None
-    student_lms = {key: options.student(setup.students[key])} if key is not None else {}
-    mapped = {paper_lm: options.make(spec) for paper_lm, spec in setup.lm_for.items()} if options else {}
+    student_lms = {key: worker_student(options, setup.students[key])} if key is not None else {}
+    mapped = {paper_lm: worker_lm(options, spec) for paper_lm, spec in setup.lm_for.items()} if options else {}
     built = build_row(plan, setup, {}, student_lms, mapped, base, progress=False)
     if isinstance(built, str):
         raise ValueError(built)
