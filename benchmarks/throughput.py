@@ -16,7 +16,8 @@ semaphore). DSPy's cache is off, so every call reaches the server.
 calls (:class:`~multihop.retrievers.encoder.Coalescing`), side by side in one run: ``MAXxWAIT`` gathers at most
 ``MAX`` texts a batch and waits at most ``WAIT`` ms for company (``1x0``: every call encoded alone; ``64x0``: the calls
 that arrived while a batch ran, no window); ``MAXxWAITxTOKENS`` sets the padded tokens a forward pass fills with short
-texts too (``x0``: the encoder's ``batch_size`` texts a pass, whatever their length). Each row records what the
+texts too (``x0``: the encoder's ``batch_size`` texts a pass, whatever their length), and ``@THREADS`` torch's CPU
+threads (``torch.set_num_threads``; without it, torch's own count). Each row records what the
 encoders ran (batches, texts a batch, the calls' waits for their batch, the seconds the batches ran: ``encoder s``,
 time the encoder was busy).
 """
@@ -38,6 +39,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import dspy
+import torch
 from rich.console import Console
 from rich.table import Table
 
@@ -52,6 +54,7 @@ from multihop.retrievers.encoder import DEFAULT_MAX_BATCH, DEFAULT_MAX_WAIT_S, F
 from multihop.runtime.parallel import fan_out
 
 console = Console(width=170)
+TORCH_THREADS = torch.get_num_threads()  # torch's own count, which a setting without @THREADS runs with
 
 
 @contextmanager
@@ -104,17 +107,19 @@ def run_async(program, questions: list[str], in_flight: int) -> list:
     return asyncio.run(all_questions())
 
 
-def batching(setting: str) -> tuple[int, float, int]:
-    """``MAXxWAIT[xTOKENS]`` (texts, milliseconds, padded tokens a forward pass) as ``(max_batch, max_wait_s,
-    forward_tokens)``; without ``TOKENS``, the encoder's default."""
-    parts = setting.split("x")
+def batching(setting: str) -> tuple[int, float, int, int | None]:
+    """``MAXxWAIT[xTOKENS][@THREADS]`` (texts, milliseconds, padded tokens a forward pass, torch's CPU threads) as
+    ``(max_batch, max_wait_s, forward_tokens, threads)``; without ``TOKENS``, the encoder's default; without
+    ``THREADS``, None (torch's own count)."""
+    sizes, at, threads = setting.partition("@")
+    parts = sizes.split("x")
     parts += [str(FORWARD_TOKENS)] if len(parts) == 2 else []
-    if len(parts) != 3 or not parts[0].isdigit() or int(parts[0]) < 1 or \
-            not parts[1].replace(".", "", 1).isdigit() or not parts[2].isdigit():
-        raise SystemExit(f"--encoder-batching takes MAXxWAIT[xTOKENS] settings (texts x milliseconds x padded tokens "
-                         f"a forward pass: 64x2, 64x2x0), not {setting!r}")
+    if len(parts) != 3 or not parts[0].isdigit() or int(parts[0]) < 1 or not parts[1].replace(".", "", 1).isdigit() \
+            or not parts[2].isdigit() or (at and (not threads.isdigit() or int(threads) < 1)):
+        raise SystemExit(f"--encoder-batching takes MAXxWAIT[xTOKENS][@THREADS] settings (texts x milliseconds x "
+                         f"padded tokens a forward pass, torch's CPU threads: 64x2, 64x2x0@1), not {setting!r}")
     size, wait, tokens = parts
-    return int(size), float(wait) / 1000, int(tokens)
+    return int(size), float(wait) / 1000, int(tokens), int(threads) if threads else None
 
 
 def live_encoders() -> list[Encoder]:
@@ -136,8 +141,10 @@ def measure(name: str, retriever, api_base: str, questions: list[str], in_flight
     program = cls(retriever=retriever) if takes_retriever(cls) else cls()
     lm = make_lm("openai/loopback", api_base=api_base, api_key="loopback", cache=False)
     if setting is not None:
+        *settings, threads = batching(setting)
         for encoder in live_encoders():
-            encoder.configure_batching(*batching(setting))
+            encoder.configure_batching(*settings)
+        torch.set_num_threads(threads or TORCH_THREADS)
     encoder_stats()
     with dspy.context(lm=lm, adapter=default_adapter(lm)):
         run = run_threads if mode == "threads" else run_async
@@ -149,7 +156,7 @@ def measure(name: str, retriever, api_base: str, questions: list[str], in_flight
     return {"program": name, "mode": mode, "in_flight": in_flight, "questions": len(questions), "wall_s": wall,
             "cpu_s": cpu, "llm_calls": calls, "lm_requests": [p.counts["lm_requests"] for p in predictions],
             "rounds": [lm_rounds(p.stage_trace) for p in predictions], "stage_errors": errors,
-            "batching": setting, "encoder": encoder_stats().as_dict()}
+            "batching": setting, "torch_threads": torch.get_num_threads(), "encoder": encoder_stats().as_dict()}
 
 
 def main() -> None:

@@ -40,10 +40,10 @@ def test_lm_rounds_count_calls_that_do_not_overlap_and_each_retry():
 
 
 
-def test_encoder_batching_settings_read_as_texts_seconds_and_tokens_and_a_bad_one_is_refused():
-    assert throughput.batching("64x2") == (64, 0.002, throughput.FORWARD_TOKENS)
-    assert throughput.batching("1x0x0") == (1, 0.0, 0)
-    for bad in ("64", "0x2", "x2", "64x-1", "64x2x", "64x2x1x1"):
+def test_encoder_batching_settings_read_as_texts_seconds_tokens_and_threads_and_a_bad_one_is_refused():
+    assert throughput.batching("64x2") == (64, 0.002, throughput.FORWARD_TOKENS, None)
+    assert throughput.batching("1x0x0@1") == (1, 0.0, 0, 1)
+    for bad in ("64", "0x2", "x2", "64x-1", "64x2x", "64x2x1x1", "64x2@0", "64x2@"):
         with pytest.raises(SystemExit, match="MAXxWAIT"):
             throughput.batching(bad)
 
