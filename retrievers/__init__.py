@@ -12,6 +12,7 @@ from .hybrid import HybridRetriever
 from .index import FaissIndex, IndexMismatchError
 from .late_interaction import MaxSim
 from .module import RetrieverModule, describe_index, load_retriever
+from .plaid import PlaidRetriever
 from .query import Hits
 from .rala import RaLa
 from .reranked import RerankedRetriever
@@ -45,6 +46,7 @@ __all__ = [
     "IndexSpec",
     "IndexMismatchError",
     "MaxSim",
+    "PlaidRetriever",
     "RaLa",
     "RerankStep",
     "RerankedRetriever",

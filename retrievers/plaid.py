@@ -204,6 +204,12 @@ def _best(pids: np.ndarray, lengths: np.ndarray, token_cells: np.ndarray, scores
     return pids[chosen], lengths[chosen], cells
 
 
+def stored_parts(tokens: TokenCache) -> dict[str, np.ndarray]:
+    """The memory-mapped arrays of a token cache's last-layer states, by part (``centroid``, ``residual`` in a
+    ``plaid`` form), read from the cache's own table of them."""
+    return tokens._tokens["last"]
+
+
 def plaid_form(token_states: str | None) -> str:
     """The ``plaid`` form a PLAID index keeps its tokens in: ``token_states`` when it is one, ``plaid`` (2 bits) when
     None; any other form is a one-line ``ValueError``."""
@@ -246,9 +252,6 @@ class PlaidRetriever(RetrieverModule):
     def codec(self):
         return self.tokens.codecs["last"]
 
-    def _parts(self) -> dict[str, np.ndarray]:
-        """The memory-mapped parts of the cache's last-layer states (``centroid``, ``residual``)."""
-        return self.tokens._tokens["last"]
 
     @classmethod
     def build(cls, corpus: Corpus, encoder: str | Encoder = "mpnet", k: int = 5, token_states: str | None = None,
@@ -272,7 +275,7 @@ class PlaidRetriever(RetrieverModule):
             encoded = encode_corpus(corpus, encoder, work, token_layers=(), token_dtype="float16", progress=progress)
         tokens = TokenCache.write(work / TOKENS_DIR, encoded.shards, encoded.num_layers, (), form=form)
         codec = tokens.codecs["last"]
-        lists = InvertedLists.build(tokens._tokens["last"]["centroid"], tokens.offsets, len(codec.centroids))
+        lists = InvertedLists.build(stored_parts(tokens)["centroid"], tokens.offsets, len(codec.centroids))
         built = cls(corpus, encoder, tokens, lists, k=k, settings=settings)
         built.truncated = encoded.truncated
         built.build_dir = None if work_dir else work
@@ -376,7 +379,7 @@ class PlaidRetriever(RetrieverModule):
 
     def search_tokens(self, query_tokens: list[np.ndarray], k: int) -> list[Hits]:
         """One prediction per query's last-layer token states (encoded by this retriever's encoder)."""
-        codec, parts = self.codec, self._parts()
+        codec, parts = self.codec, stored_parts(self.tokens)
 
         def decode(rows: np.ndarray) -> np.ndarray:
             return codec.decode_projected({name: np.asarray(array[rows]) for name, array in parts.items()})
@@ -392,7 +395,7 @@ class PlaidRetriever(RetrieverModule):
 def exhaustive_maxsim(query: np.ndarray, tokens: TokenCache, k: int) -> tuple[np.ndarray, np.ndarray]:
     """The top ``k`` passages of a projected query by exact MaxSim over every passage's decoded projected states (what
     PLAID approximates; the reference its tests and measurements compare with), best first."""
-    codec, parts = tokens.codecs["last"], tokens._tokens["last"]
+    codec, parts = tokens.codecs["last"], stored_parts(tokens)
     vectors = codec.decode_projected({name: np.asarray(array) for name, array in parts.items()})
     scores = maxsim_by_passage(vectors @ query.T, np.diff(tokens.offsets))
     order = np.argsort(-scores, kind="stable")[: min(k, len(scores))]
