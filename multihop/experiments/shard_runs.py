@@ -17,6 +17,8 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import json
+import os
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -136,7 +138,10 @@ def recorded_arguments(record: dict) -> dict:
 
 
 def imported(path: str) -> Callable:
-    """The function of import path ``module:qualname``."""
+    """The function of import path ``module:qualname``, imported with the current folder on ``sys.path`` (where
+``--metric`` finds its modules)."""
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
     module, _, qualname = path.partition(":")
     found = importlib.import_module(module)
     for part in qualname.split("."):

@@ -45,18 +45,22 @@ def test_an_address_nobody_answers_is_refused_within_the_timeout():
         check_reachable(f"127.0.0.1:{listening.getsockname()[1]}", timeout=1)
 
 
-@pytest.mark.parametrize("command", ["index", "eval"])
-def test_index_build_and_eval_on_an_unanswering_cluster_end_in_one_line(command, tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("MULTIHOP_RAY_TIMEOUT", "1")
+@pytest.mark.parametrize("command", ["index", "eval", "compare"])
+def test_index_build_eval_and_compare_on_an_unanswering_cluster_end_in_one_line(command, tmp_path, monkeypatch,
+                                                                                 capsys):
+    monkeypatch.setenv("MULTIHOP_RAY_TIMEOUT", "0.3")
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text('{"id": "p1", "title": "Paris", "text": "Paris is in France."}\n')
     questions = tmp_path / "questions.jsonl"
     questions.write_text('{"id": "q1", "question": "Where is Paris?", "answer": "France"}\n')
     address = f"127.0.0.1:{closed_port()}"
-    argv = (["index", "build", str(corpus), "--out", str(tmp_path / "index"), "--first-stage", "dense", "--encoder",
-             "minilm", "--ray", address] if command == "index" else
-            ["eval", "--program", "NoRetrieval", "--data", str(questions), "--out", str(tmp_path / "run"), "--ray",
-             address, "--lm", "openai/x", "--api-base", "http://127.0.0.1:9/v1"])
+    lm = ["--lm", "openai/x", "--api-base", "http://127.0.0.1:9/v1"]
+    argv = {"index": ["index", "build", str(corpus), "--out", str(tmp_path / "index"), "--first-stage", "dense",
+                      "--encoder", "minilm", "--ray", address],
+            "eval": ["eval", "--program", "NoRetrieval", "--data", str(questions), "--out", str(tmp_path / "run"),
+                     "--ray", address, *lm],
+            "compare": ["compare", "--programs", "NoRetrieval", "--datasets", str(questions), "--out",
+                        str(tmp_path / "cmp"), "--ray", address, *lm]}[command]
     started = time.monotonic()
     code = run(app, argv)
     assert code == 2 and time.monotonic() - started < 60
