@@ -66,10 +66,6 @@ def eval_cmd(
     from multihop.evaluation.runner import evaluate, render_table, run_manifest
     from multihop.evaluation.sharding import parse_shard, shard_manifest, shard_of
 
-    if ray and judge_lm:
-        raise typer.BadParameter("--judge-lm runs in the driver's threads: judge a --ray run's rows without --ray")
-    if ray and metric:
-        raise typer.BadParameter("--metric runs in the driver's threads: score a --ray run without --ray")
     if ray and mlflow.uri:
         console.print("[yellow]note:[/yellow] questions answered on Ray are logged to MLflow without traces")
     metrics = import_metrics(metric)
@@ -103,7 +99,8 @@ def eval_cmd(
             recipe = partial(worker_program, lm, dataclasses.replace(spec, **absolute), Path(data_file).resolve(),
                              load.resolve() if load else None)
             summary = ray_evaluate(instance, recipe, examples, out, workers=threads, address=ray,
-                                   name=type(instance).__name__, manifest=manifest, keep_errors=keep_errors)
+                                   name=type(instance).__name__, manifest=manifest, keep_errors=keep_errors,
+                                   judge_lm=judge, metric=metrics or None)
             console.print(render_table({summary["program"]: summary}))
         else:
             summary = evaluate(instance, examples, out, threads=threads, name=type(instance).__name__,

@@ -30,6 +30,7 @@ import hashlib
 import json
 import os
 import socket
+import sys
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
@@ -126,11 +127,14 @@ def actor_cpus(ray, workers: int, wanted: float = 1.0) -> float:
 def ray_evaluate(program: dspy.Module, recipe: Callable[[], tuple[dspy.Module, dict]],
                  examples: Sequence[dspy.Example], out_dir: str | Path, workers: int = 2, address: str = "auto",
                  name: str | None = None, manifest: dict | None = None, keep_errors: bool = False,
-                 progress: bool = True, cpus_per_worker: float = 1.0) -> dict:
+                 progress: bool = True, cpus_per_worker: float = 1.0, judge_lm: dspy.BaseLM | None = None,
+                 metric=None) -> dict:
     """:func:`~multihop.evaluation.runner.evaluate` with the questions answered on Ray, ``workers`` tasks at once, each
-    building its program with ``recipe`` (``program`` is the driver's, which the run's manifest describes): one
-    evaluation of :func:`ray_evaluate_all`. Returns the summary."""
-    evaluation = Evaluation(program, examples, out_dir, name=name, manifest=manifest, keep_errors=keep_errors)
+    building its program with ``recipe`` (``program`` is the driver's, which the run's manifest describes), judged by
+    ``judge_lm`` and scored by ``metric`` in the worker: one evaluation of :func:`ray_evaluate_all`. Returns the
+    summary."""
+    evaluation = Evaluation(program, examples, out_dir, name=name, judge_lm=judge_lm, manifest=manifest,
+                            keep_errors=keep_errors, metric=metric)
     return ray_evaluate_all([evaluation], [recipe], address, workers, progress, cpus_per_task=cpus_per_worker)[0]
 
 
@@ -150,10 +154,11 @@ def worker_student(options: LMOptions, student: str) -> tuple:
 _built: OrderedDict[str, tuple[dspy.Module, dict]] = OrderedDict()  # in a Ray worker: the programs its tasks built
 
 
-def _answer_questions(key: str, recipe: Callable[[], tuple[dspy.Module, dict]],
-                      examples: Sequence[dspy.Example]) -> list[tuple[dict, list[dict]]]:
+def _answer_questions(key: str, recipe: Callable[[], tuple[dspy.Module, dict]], examples: Sequence[dspy.Example],
+                      judge=None, metrics: dict | None = None) -> list[tuple[dict, list[dict]]]:
     """A Ray task: ``examples`` answered, in order, by the program ``recipe`` builds under its DSPy settings (built once
-    per ``key`` in this worker, the last :data:`BUILT_KEPT` kept)."""
+    per ``key`` in this worker, the last :data:`BUILT_KEPT` kept), each judged by ``judge`` and scored by ``metrics``
+    as :func:`~multihop.evaluation.runner.run_question` does."""
     if key not in _built:
         _built[key] = recipe()
         while len(_built) > BUILT_KEPT:
@@ -161,7 +166,7 @@ def _answer_questions(key: str, recipe: Callable[[], tuple[dspy.Module, dict]],
     _built.move_to_end(key)
     program, settings = _built[key]
     with dspy.context(**settings):
-        return [run_question(program, example) for example in examples]
+        return [run_question(program, example, judge, metrics) for example in examples]
 
 
 def evaluation_key(evaluation: Evaluation) -> str:
@@ -178,16 +183,15 @@ def ray_evaluate_all(evaluations: Sequence[Evaluation], recipes: Sequence[Callab
     summary —, their questions answered by Ray tasks of ``questions_per_task`` questions of one evaluation, at most
     ``workers`` at once (each reserving :func:`actor_cpus`), the program of ``evaluations[i]`` built in the worker by
     ``recipes[i]`` (a picklable function returning the program and the DSPy settings it runs under: its LM, adapter
-    and ``rm``); fewer questions a task when there are too few to give every worker one. Each task's rows are
+    and ``rm``); fewer questions a task when there are too few to give every worker one. Each evaluation's judge LM
+    and metrics travel with its tasks (a metric of a module in the current folder, whole). Each task's rows are
     recorded as it returns; returns the summaries in order. A task lost to the
     cluster after ``retries`` runs again ends the run, once every other task is recorded, in one line
     (:class:`RayTasksFailed`) naming what a rerun answers; a program's own error ends it as a local run ends."""
     if len(recipes) != len(evaluations):
         raise ValueError(f"{len(evaluations)} evaluations but {len(recipes)} recipes: give each evaluation its recipe")
-    for evaluation in evaluations:
-        if evaluation.judge_lm is not None or evaluation.metric is not None or evaluation.retriever is not None:
-            raise ValueError("a judge LM (--judge-lm) and a user's metric (--metric) run in the driver: score a run "
-                             "answered on Ray (--ray) without --ray (its rows are recorded, so only they run)")
+    if any(evaluation.retriever is not None for evaluation in evaluations):
+        raise ValueError("on Ray a run's retriever is its recipe's (the DSPy settings it returns, rm): give it there")
     ray = connect(address)
     from ray.exceptions import RayError, RayTaskError
 
@@ -198,8 +202,9 @@ def ray_evaluate_all(evaluations: Sequence[Evaluation], recipes: Sequence[Callab
     with ExitStack() as stack:
         bar = stack.enter_context(tqdm(total=sum(len(e.examples) for e in evaluations), desc="evaluating on Ray",
                                        unit="q", disable=not progress))
-        runs = [stack.enter_context(EvaluationRun(e.program, e.examples, e.out_dir, progress, e.name, None, e.manifest,
-                                                  e.keep_errors, bar)) for e in evaluations]
+        runs = [stack.enter_context(EvaluationRun(e.program, e.examples, e.out_dir, progress, e.name, e.judge_lm,
+                                                  e.manifest, e.keep_errors, bar, e.metric)) for e in evaluations]
+        by_value(fn for run in runs for fn in run.metrics.values())
         keys = [evaluation_key(evaluation) for evaluation in evaluations]
         todo = sum(len(run.todo) for run in runs)  # tasks small enough that every worker has one
         size = max(1, min(questions_per_task, -(-todo // max(1, workers))))
@@ -210,7 +215,7 @@ def ray_evaluate_all(evaluations: Sequence[Evaluation], recipes: Sequence[Callab
             while waiting or pending:
                 while waiting and len(pending) < max(1, workers):
                     i, examples = waiting.popleft()
-                    pending[task.remote(keys[i], recipes[i], examples)] = (i, examples)
+                    pending[task.remote(keys[i], recipes[i], examples, runs[i].judge, runs[i].metrics)] = (i, examples)
                 done, _ = ray.wait(list(pending), num_returns=1)
                 for ref in done:
                     i, examples = pending.pop(ref)
@@ -230,6 +235,19 @@ def ray_evaluate_all(evaluations: Sequence[Evaluation], recipes: Sequence[Callab
     if failed:
         raise RayTasksFailed(failed_line(failed))
     return [run.summary for run in runs]
+
+
+def by_value(functions) -> None:
+    """Have Ray send the user's metric ``functions`` whole, with the module each is defined in, when that module is
+    one of the current folder's (what ``--metric module:function`` imports), which the workers could not import."""
+    from ray import cloudpickle
+
+    here = Path.cwd().resolve()
+    for fn in functions:
+        module = sys.modules.get(getattr(fn, "__module__", None) or "")
+        path = getattr(module, "__file__", None)
+        if module is not None and path and Path(path).resolve().is_relative_to(here) and module.__name__ != "__main__":
+            cloudpickle.register_pickle_by_value(module)
 
 
 def failed_line(failed: Sequence[tuple[EvaluationRun, list, BaseException]]) -> str:

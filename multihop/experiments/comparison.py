@@ -123,8 +123,8 @@ def compare(
     ``reference`` is the program every other is tested against on each dataset (default: the first row of each
     dataset's table, :func:`paired_tests`). ``shard`` (``"i/n"`` or ``(i, n)``): every n-th question of each dataset
     from the i-th only, into shard run folders that ``multihop merge`` joins (``lm`` then a spec or options, so that
-    the merge makes it again). ``ray`` (``auto`` or a cluster's address): the questions answered by Ray tasks,
-    ``threads`` of them at once (no ``judge_lm`` or ``metric`` then: they run in the driver).
+    the merge makes it again). ``ray`` (``auto`` or a cluster's address): the questions answered (judged, scored) by
+    Ray tasks, ``threads`` of them at once.
     """
     if corpus is not None and retriever is not None:
         raise ValueError("give compare a --corpus to index or a --retriever folder, not both")
@@ -136,9 +136,6 @@ def compare(
     check_choices(names, students, first_stage, reference)
     files = dev_files(datasets)
     sharded = parse_shard(shard) if isinstance(shard, str) else shard
-    if ray and (judge_lm is not None or metric is not None):
-        raise ValueError("a judge LM (--judge-lm) and a user's metric (--metric) run in the driver: score a run "
-                         "answered on Ray (--ray) without --ray (its rows are recorded, so only they run)")
     if students and lm is None:
         raise ValueError("students adapt the LM given as a spec: pass lm=<spec> (or LMOptions) with students")
     options, base, judge = run_lms(lm, budget.max_tokens, judge_lm)

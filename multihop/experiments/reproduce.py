@@ -218,8 +218,8 @@ def reproduce(
         shard: ``"i/n"`` or ``(i, n)``: every n-th question of each dev set from the i-th only, into shard run folders
             that ``multihop merge`` joins (``lm`` then a spec or options; the artifacts given or built before, not
             ``build``).
-        ray: ``auto`` or a cluster's address: the rows' questions answered by Ray tasks, ``threads`` at once (no
-            ``judge_lm`` or ``metric`` then: they run in the driver).
+        ray: ``auto`` or a cluster's address: the rows' questions answered (judged, scored) by Ray tasks, ``threads``
+            at once.
     """
     method = paper_of(paper)
     chosen = select_tables(method, tables)
@@ -236,9 +236,6 @@ def reproduce(
     if sharded and build:
         raise ValueError("--shard with --build would train each shard's artifacts apart: build them once (reproduce "
                          "--build, unsharded, or their commands) and give them to every shard with --artifact")
-    if ray and (judge_lm is not None or metric is not None):
-        raise ValueError("a judge LM (--judge-lm) and a user's metric (--metric) run in the driver: score a run "
-                         "answered on Ray (--ray) without --ray (its rows are recorded, so only they run)")
     options, base, judge = run_lms(lm, None, judge_lm)
     mapped = {paper_lm: options.make(spec) for paper_lm, spec in (lm_for or {}).items()}
     run_on = list(dict.fromkeys(d for table in chosen for d in table_datasets(table, datasets)))

@@ -291,10 +291,8 @@ def test_bad_programs_students_and_budgets_are_one_line_errors(musique, tmp_path
         Budget(k=0)
 
 
-def test_ray_with_a_judge_or_a_shard_that_means_nothing_are_one_line_errors(musique, tmp_path, capsys):
+def test_a_shard_that_means_nothing_is_a_one_line_error(musique, tmp_path, capsys):
     command = ["compare", "--out", str(tmp_path / "c"), "--programs", "NoRetrieval", "--datasets", "musique"]
-    assert run(app, [*command, "--ray", "auto", "--judge-lm", "openai/judge"]) == 2
-    assert "error: a judge LM (--judge-lm) and a user's metric (--metric) run in the driver" in capsys.readouterr().err
     assert run(app, [*command, "--shard", "3/2"]) == 2
     assert "error: --shard '3/2': write i/n with 1 ≤ i ≤ n" in capsys.readouterr().err
     assert not list((tmp_path / "c").rglob("results.jsonl"))
@@ -393,9 +391,13 @@ def test_a_run_on_the_embedded_model_says_what_its_scores_mean_in_the_table_and_
 @pytest.mark.slow  # a local two-CPU Ray cluster; three programs on four questions, here and on Ray (~40 s)
 def test_a_comparison_run_on_ray_is_the_comparison_of_a_local_run(tmp_path, monkeypatch):
     one, on_ray = tmp_path / "one", tmp_path / "ray"
+    (tmp_path / "short_answers.py").write_text("def short(example, prediction, trace=None):\n"
+                                               "    return float(len(prediction.answer) < 20)\n")
+    monkeypatch.chdir(tmp_path)  # --metric imports it from here; the workers receive it whole
     with loopback_on_musique(tmp_path, monkeypatch) as flags, local_ray():
         command = ["compare", "--programs", ",".join(THREE), "--datasets", "musique", "--first-stage", "bm25", "--k",
-                   "2", "--max-iterations", "2", *flags]
+                   "2", "--max-iterations", "2", "--judge-lm", "hosted_vllm/judge", "--metric",
+                   "short_answers:short", *flags]
         assert run(app, [*command, "--out", str(one)]) == 0
         monkeypatch.setattr(runner, "run_question", None)  # no question is answered in this process
         assert run(app, [*command, "--out", str(on_ray), "--ray", "auto", "--threads", "2"]) == 0
@@ -404,3 +406,5 @@ def test_a_comparison_run_on_ray_is_the_comparison_of_a_local_run(tmp_path, monk
     assert runs_rows(on_ray) == runs_rows(one) and sorted(runs_rows(one)) == [f"musique/{name}" for name in
                                                                                sorted(THREE)]
     assert all(len(rows) == 4 for rows in runs_rows(on_ray).values())
+    assert all({"llm_eval", "short"} <= set(row["metrics"]) for rows in runs_rows(on_ray).values()
+               for row in rows.values())
