@@ -154,11 +154,12 @@ def worker_student(options: LMOptions, student: str) -> tuple:
 _built: OrderedDict[str, tuple[dspy.Module, dict]] = OrderedDict()  # in a Ray worker: the programs its tasks built
 
 
-def _answer_questions(key: str, recipe: Callable[[], tuple[dspy.Module, dict]], examples: Sequence[dspy.Example],
-                      judge=None, metrics: dict | None = None) -> list[tuple[dict, list[dict]]]:
-    """A Ray task: ``examples`` answered, in order, by the program ``recipe`` builds under its DSPy settings (built once
-    per ``key`` in this worker, the last :data:`BUILT_KEPT` kept), each judged by ``judge`` and scored by ``metrics``
-    as :func:`~multihop.evaluation.runner.run_question` does."""
+def _answer_questions(key: str, shared: tuple, examples: Sequence[dspy.Example]) -> list[tuple[dict, list[dict]]]:
+    """A Ray task: ``examples`` answered, in order, by the program the recipe of ``shared`` (its evaluation's recipe,
+    judge and metrics, put in Ray's object store once) builds under its DSPy settings (built once per ``key`` in this
+    worker, the last :data:`BUILT_KEPT` kept), each judged and scored as
+    :func:`~multihop.evaluation.runner.run_question` does."""
+    recipe, judge, metrics = shared
     if key not in _built:
         _built[key] = recipe()
         while len(_built) > BUILT_KEPT:
@@ -185,9 +186,9 @@ def ray_evaluate_all(evaluations: Sequence[Evaluation], recipes: Sequence[Callab
     ``recipes[i]`` (a picklable function returning the program and the DSPy settings it runs under: its LM, adapter
     and ``rm``); fewer questions a task when there are too few to give every worker one. Each evaluation's judge LM
     and metrics travel with its tasks (a metric of a module in the current folder, whole). Each task's rows are
-    recorded as it returns; returns the summaries in order. A task lost to the
-    cluster after ``retries`` runs again ends the run, once every other task is recorded, in one line
-    (:class:`RayTasksFailed`) naming what a rerun answers; a program's own error ends it as a local run ends."""
+    recorded as it returns; returns the summaries in order. A task lost to the cluster after ``retries`` runs again
+    ends the run, once every other task is recorded, in one line (:class:`RayTasksFailed`) naming what a rerun
+    answers; a program's own error ends it as a local run ends."""
     if len(recipes) != len(evaluations):
         raise ValueError(f"{len(evaluations)} evaluations but {len(recipes)} recipes: give each evaluation its recipe")
     if any(evaluation.retriever is not None for evaluation in evaluations):
@@ -206,6 +207,7 @@ def ray_evaluate_all(evaluations: Sequence[Evaluation], recipes: Sequence[Callab
                                                   e.manifest, e.keep_errors, bar, e.metric)) for e in evaluations]
         by_value(fn for run in runs for fn in run.metrics.values())
         keys = [evaluation_key(evaluation) for evaluation in evaluations]
+        shared = [ray.put((recipe, run.judge, run.metrics)) for recipe, run in zip(recipes, runs, strict=True)]
         todo = sum(len(run.todo) for run in runs)  # tasks small enough that every worker has one
         size = max(1, min(questions_per_task, -(-todo // max(1, workers))))
         waiting = deque((i, run.todo[start:start + size]) for i, run in enumerate(runs)
@@ -215,7 +217,7 @@ def ray_evaluate_all(evaluations: Sequence[Evaluation], recipes: Sequence[Callab
             while waiting or pending:
                 while waiting and len(pending) < max(1, workers):
                     i, examples = waiting.popleft()
-                    pending[task.remote(keys[i], recipes[i], examples, runs[i].judge, runs[i].metrics)] = (i, examples)
+                    pending[task.remote(keys[i], shared[i], examples)] = (i, examples)
                 done, _ = ray.wait(list(pending), num_returns=1)
                 for ref in done:
                     i, examples = pending.pop(ref)
