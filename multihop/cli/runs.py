@@ -25,8 +25,8 @@ SHARD_HELP = ("i/n: run every n-th question of each dataset from the i-th only (
               "run split over machines; `multihop merge OUT SHARD_DIR...` joins the n folders into the folder one run "
               "writes, tables included")
 RAY_HELP = ("answer the questions on Ray tasks (--threads at once, each a few questions of one run, its program built "
-            "in the worker): auto (RAY_ADDRESS's cluster, else a local one) or a cluster address; needs pip install "
-            "'multihop[ray]'")
+            "in the worker): auto (RAY_ADDRESS's cluster, else a local one) or a cluster address; needs Ray "
+            "(multihop's ray extra)")
 
 
 @configurable()
@@ -48,7 +48,7 @@ def eval_cmd(
     shard: str = typer.Option(None, help="i/n: evaluate every n-th question from the i-th only (1-based), for a run "
                               "split over machines; `multihop merge` joins the n folders"),
     ray: str = typer.Option(None, help="answer the questions on Ray tasks (`--threads` at once): auto (RAY_ADDRESS's "
-                            "cluster, else a local one) or a cluster address; needs pip install 'multihop[ray]'"),
+                            "cluster, else a local one) or a cluster address; needs Ray (multihop's ray extra)"),
     trec_run: Path = typer.Option(None, "--trec-run", help="write the run's retrievals to this file as a TREC run "
                                   "(qid Q0 docid rank score tag: the passages each question read, in order), and the "
                                   "questions' gold passages beside it as TREC qrels (.qrels), for ranx or trec_eval"),
