@@ -241,7 +241,7 @@ def worker_program(name: str, import_path: str | None, index: str | None, budget
                    lm: LMOptions | dspy.BaseLM, student: str | None, rollout_id: int, adapter=None) -> tuple:
     """What a Ray worker of ``compare --ray`` runs one (program, dataset) with: program ``name`` (a user's, imported
     by its ``import_path``) under ``budget`` on the index folder ``index`` (None: no retriever), its LM made here from
-    the run's options (an LM object, when the run was given none, as it is) with the program's ``rollout_id``, its
+    the run's options (an LM object, when the run is given none, as it is) with the program's ``rollout_id``, its
     ``student`` (a ``--student`` value) on its stages; and the DSPy settings it runs under: that LM, the adapter
     (the LM's own, else ``adapter``) and the index as ``rm``."""
     if import_path:

@@ -362,7 +362,7 @@ def build_row(plan: PlannedRow, setup: RunSetup, retrievers: dict, student_lms: 
 
 def worker_row(plan: PlannedRow, setup: RunSetup, lm: LMOptions | dspy.BaseLM, adapter=None) -> tuple:
     """What a Ray worker of ``reproduce --ray`` runs a row with: :func:`build_row`'s program, its student or mapped
-    stages' LMs and the row's LM, each made here from the run's options (an LM object, when the run was given none,
+    stages' LMs and the row's LM, each made here from the run's options (an LM object, when the run is given none,
     as it is) and ``setup``; and the DSPy settings it runs under: the row's LM and the adapter the run's LM takes
     (else ``adapter``)."""
     options = lm if isinstance(lm, LMOptions) else None
