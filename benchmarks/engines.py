@@ -14,6 +14,14 @@ on the same questions with each engine (MPNet index of their paragraphs with Coo
 cache): seconds and LLM calls per question, stage replies that failed to parse (``stage_errors``, per question and
 per stage, in percent of the stage's calls), replies that ran to ``--max-tokens``, prompt tokens read from the prefix
 cache per question, and F1. Every row is an evaluation folder under ``--out``; a rerun resumes.
+
+With ``--sampling N``, table 3 instead: sampling under the stages' schemas on llama.cpp, on the calls the demo's
+programs make (SingleStepRAG and CoopRAG as ``multihop demo`` runs them, on its first N MuSiQue dev questions, greedy):
+each call decoded by every sampler variant in turn (the order alternating from call to call; the programs continue on
+the first variant's replies), the milliseconds a sampled token spent in the model's ``sample`` (logits to token,
+the grammar advanced; the model's forward excluded) and a call in building its grammar and sampler, and how many
+replies equal the first variant's, the differing ones printed. The variant here is the engine's own sampler;
+:func:`sampling_run` takes others (a script comparing with another checkout's sampler passes it in).
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ import argparse
 import json
 import time
 from collections import Counter
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 import dspy
@@ -29,6 +38,7 @@ from rich.console import Console
 from rich.table import Table
 
 from multihop.data.loaders import questions_with_corpus
+from multihop.data.paths import atomic_write_text
 from multihop.evaluation.runner import evaluate
 from multihop.lm.backends import chat_request, make_lm
 from multihop.programs import PROGRAMS, CoopRAG, SingleStepRAG
@@ -109,6 +119,124 @@ def capped_replies(folder: Path, max_tokens: int) -> float:
     return 100 * sum(c >= max_tokens for c in completions) / max(len(completions), 1)
 
 
+class Stopwatch:
+    """Seconds and calls counted into the named variant while :meth:`timing` it."""
+
+    def __init__(self):
+        self.current, self.seconds, self.counts = None, Counter(), Counter()
+
+    @contextmanager
+    def timing(self, variant: str):
+        self.current = variant
+        try:
+            yield
+        finally:
+            self.current = None
+
+    def wrap(self, function, kind: str):
+        def timed(*args, **kwargs):
+            started = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                if self.current is not None:
+                    self.seconds[self.current, kind] += time.perf_counter() - started
+                    self.counts[self.current, kind] += 1
+
+        return timed
+
+
+def sampling_run(limits: dict[str, int], variants: dict, out: Path) -> dict:
+    """The demo's programs (``limits``: SingleStepRAG and/or CoopRAG → how many of its dev questions, in that order),
+    each LM call decoded by every sampler variant (name → a function of the loaded llama.cpp model giving a context
+    manager that installs it); per program: calls, sampled tokens, sampling and set-up seconds by variant, and each
+    call's replies, written to ``out``/sampling.json as each program ends."""
+    import llama_cpp
+    from stage_account import programs, running_stage
+
+    from multihop.experiments.demo import CHAIN_MAX_TOKENS, DEMO_MAX_TOKENS
+    from multihop.lm.backends import engine_lm, llamacpp_weights
+    from multihop.lm.engines import LlamaCppEngine, llamacpp_sampler
+
+    watch = Stopwatch()
+    llama_cpp.Llama.sample = watch.wrap(llama_cpp.Llama.sample, "sample")
+    llamacpp_sampler.vocab_tokenizer = watch.wrap(llamacpp_sampler.vocab_tokenizer, "vocabulary")  # once a model
+    grammar_from_schema = llama_cpp.llama_grammar.LlamaGrammar.from_json_schema.__func__
+    llama_cpp.llama_grammar.LlamaGrammar.from_json_schema = classmethod(watch.wrap(grammar_from_schema, "setup"))
+    calls = []
+
+    class ABEngine(LlamaCppEngine):
+        def generate(self, messages, config, max_tokens, schema):
+            with self._lock:
+                if self._model is None:
+                    self._load()
+            model, names = self._model, list(variants)
+            order = names if len(calls) % 2 == 0 else names[::-1]
+            call = {"stage": running_stage(), "replies": {}}
+            for name in order:
+                with variants[name](model), watch.timing(name):
+                    kept_here = {key: model.__dict__.get(key) for key in ("_init_sampler", "schema_grammar")}
+                    for attribute in kept_here:  # the variant's own, or the class's, timed as set-up
+                        if hasattr(model, attribute):
+                            setattr(model, attribute, watch.wrap(getattr(model, attribute), "setup"))
+                    try:
+                        generation = super().generate(messages, config, max_tokens, schema)
+                    finally:
+                        for attribute, value in kept_here.items():
+                            model.__dict__.pop(attribute, None) if value is None else setattr(model, attribute, value)
+                call["replies"][name] = {"text": generation.text, "tokens": generation.completion_tokens}
+                if name == names[0]:
+                    kept = generation
+            calls.append(call)
+            return kept
+
+    weights = llamacpp_weights("smollm2", split_prompts=True)
+    examples, builders = programs(max(limits.values()))
+    summary = {}
+    for program_name, limit in limits.items():
+        engine = ABEngine(weights.gguf, prompt_gguf=weights.prompt_gguf)
+        lm = engine_lm(f"local/{weights.identity}-sampling", engine, max_tokens=DEMO_MAX_TOKENS, cache=False)
+        program = builders[program_name]()
+        if program_name == "CoopRAG":
+            for stage in program.stage_names():
+                program.set_stage_lm(stage, lm.copy(max_tokens=CHAIN_MAX_TOKENS))
+        watch.seconds.clear()
+        watch.counts.clear()
+        first = len(calls)
+        with dspy.context(lm=lm, adapter=dspy.JSONAdapter()):
+            evaluate(program, examples[:limit], out / "sampling" / program_name, name=program_name, progress=False)
+        engine.close()
+        summary[program_name] = {"variants": list(variants), "calls": calls[first:], "seconds": dict(watch.seconds),
+                                 "counts": dict(watch.counts)}
+        rows = {name: {**row, "seconds": {"/".join(key): value for key, value in row["seconds"].items()},
+                       "counts": {"/".join(key): value for key, value in row["counts"].items()}}
+                for name, row in summary.items()}
+        atomic_write_text(out / "sampling.json", json.dumps(rows, indent=1))
+    return summary
+
+
+def print_sampling(summary: dict) -> None:
+    table = Table(title="Sampling under the stages' schemas on llama.cpp (the demo's programs, greedy)")
+    for column in ("program", "sampler", "calls", "tokens", "sampling ms/token", "set-up ms/call", "vocabulary s",
+                   "same replies"):
+        table.add_column(column, justify="left" if column in ("program", "sampler") else "right")
+    for program_name, row in summary.items():
+        names, seconds, calls = row["variants"], row["seconds"], row["calls"]
+        for name in names:
+            tokens = row["counts"].get((name, "sample"), 0)
+            vocabulary = seconds.get((name, "vocabulary"), 0)  # inside the first call's set-up: the model's, once
+            same = sum(call["replies"][name]["text"] == call["replies"][names[0]]["text"] for call in calls)
+            table.add_row(program_name, name, str(len(calls)), str(tokens),
+                          f"{1e3 * seconds.get((name, 'sample'), 0) / max(tokens, 1):.3f}",
+                          f"{1e3 * (seconds.get((name, 'setup'), 0) - vocabulary) / max(len(calls), 1):.1f}",
+                          f"{vocabulary:.2f}", f"{same}/{len(calls)}")
+        for call in calls:
+            texts = {name: reply["text"] for name, reply in call["replies"].items()}
+            if len(set(texts.values())) > 1:
+                console.print(f"[bold]{program_name} {call['stage']}[/bold]", texts)
+    console.print(table)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dataset", default="musique", help="dataset name or question file (dev split)")
@@ -118,7 +246,12 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=128, help="generation cap of every stage")
     parser.add_argument("--speed-prompts", type=int, default=4, help="answer prompts for table 1 (0: skip it)")
     parser.add_argument("--out", default="runs/bench-engines")
+    parser.add_argument("--sampling", type=int, default=0, help="table 3 alone, on this many of the demo's questions")
     args = parser.parse_args()
+    if args.sampling:
+        limits = {"SingleStepRAG": args.sampling, "CoopRAG": args.sampling}
+        print_sampling(sampling_run(limits, {"llguidance": lambda model: nullcontext()}, Path(args.out)))
+        return
 
     examples, corpus = questions_with_corpus(args.dataset, limit=args.limit)
     retriever = load_retriever(build_cached(corpus, token_layers=(), special_tokens=CoopRAG.special_tokens))

@@ -21,7 +21,8 @@ the schema with it, and llama.cpp's grammar is the fallback:
   distribution. The matcher consumes each token chosen; once the reply is complete only the end-of-generation tokens
   are allowed, and llama-cpp-python stops at the first;
 - a schema llguidance cannot compile (its reason logged once per schema) keeps its ``response_format``: llama.cpp's
-  grammar and sampler chain decode under it, as llama-cpp-python does without this class.
+  grammar and sampler chain decode under it, as llama-cpp-python does without this class (and where llama-cpp-python
+  cannot derive a grammar from the schema either, it decodes under its grammar of any JSON).
 
 Loaded with ``llama-cpp-python`` only (a local LM's first call).
 """
