@@ -156,7 +156,7 @@ def compare_cmd(
     max_iterations: int = typer.Option(4, min=1, help="budget: rounds of each program's loop (the setting its method "
                                        "declares as its loop budget)"),
     student: list[str] = typer.Option(None, "--student", help="PROGRAM=ADAPTER_DIR: run the stages that student "
-                                      "learnt (a `multihop distill` folder) in that program; PROGRAM=SPEC[@DIR]: a "
+                                      "learnt (a `multihop distill` folder) in that program; PROGRAM=SPEC\\[@DIR]: a "
                                       "served student (openai/<lora-name> on --api-base, the stages its DIR learnt, "
                                       "else every stage) (repeatable)"),
     first_stage: str = typer.Option("dense", help="the first stage every program shares"),
@@ -228,14 +228,14 @@ def reproduce_cmd(
     encoder: str = typer.Option("mpnet", help="encoder of the dense indexes"),
     judge_lm: str = typer.Option(None, help="an LM that judges each answer (LLM Eval)"),
     student: list[str] = typer.Option(None, "--student", help="PROGRAM=ADAPTER_DIR (a `multihop distill` folder) or "
-                                      "PROGRAM=SPEC[@DIR] (a served student): the rows that run stages of PROGRAM on "
+                                      "PROGRAM=SPEC\\[@DIR] (a served student): the rows that run stages of PROGRAM on "
                                       "a student run those stages on it; PROGRAM@PAPER_LM=...: for the rows of a "
                                       "paper LM you mapped with --lm-for (repeatable)"),
     metric: list[str] = typer.Option(None, "--metric", help="module:function, a DSPy metric fn(example, prediction, "
                                      "trace=None) importable from the current folder, recorded beside the built-in "
                                      "metrics (repeatable)"),
     lm_for: list[str] = typer.Option(None, "--lm-for", help="PAPER_LM=SPEC: the rows (and stages) the paper ran on "
-                                     "PAPER_LM run on SPEC (repeatable; a [lm-for] table in --config); rows of an LM "
+                                     "PAPER_LM run on SPEC (repeatable; a \\[lm-for] table in --config); rows of an LM "
                                      "of their own left unmapped run once on --lm, labelled with it"),
     artifact: list[str] = typer.Option(None, "--artifact", help="NAME=DIR or NAME@DATASET=DIR: an artifact the rows "
                                        "need (a fine-tuned encoder, a classifier, a triple cache; --list names "
