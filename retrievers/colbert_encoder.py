@@ -15,12 +15,13 @@ are kept), a passage ``[CLS] [D] tokens [SEP]`` cut at ``doc_maxlen`` with its p
 (``[unused0]``/``[unused1]``) follow ``[CLS]``; every kept token's last hidden state goes through the model's own
 linear projection (``dim``, 128 for ColBERTv2) and is L2-normalised.
 
-What is ours, so that the encoder serves everything an :class:`~.encoder.Encoder` serves: :meth:`states` encodes
-queries (what the first stages and rerankers encode with it) and :meth:`passage_states` passages (an index build, a
-reranker's candidates); the ``[CLS]`` state of every layer and any premature layer's token states are that layer's
-hidden states through the same projection, normalised; the pooled embedding is the normalised mean of the kept token
-vectors (``mean``) or the projected ``[CLS]`` vector (``cls``) — ColBERT itself has no single-vector embedding.
-Markers a method writes into its queries (``special_tokens``) are added to the tokenizer as the encoder adds them.
+What is ours, so that the encoder serves everything an :class:`~.encoder.Encoder` serves: :meth:`states` and
+:meth:`encode` encode queries (what the first stages and rerankers encode queries with), :meth:`passage_states` and
+:meth:`candidate_states` passages (an index build, a reranker's candidates); the ``[CLS]`` state of every layer and any
+premature layer's token states are that layer's hidden states through the same projection, normalised; the pooled
+embedding is the normalised mean of the kept token vectors (``mean``) or the projected ``[CLS]`` vector (``cls``) —
+ColBERT itself has no single-vector embedding. Markers a method writes into its queries (``special_tokens``) are added
+to the tokenizer as the encoder adds them.
 """
 
 from __future__ import annotations
@@ -302,6 +303,10 @@ class ColBERTEncoder(Encoder):
             self._count_truncated(texts)
         return self._states_batch(list(texts), tuple(token_layers or ()), side="doc",
                                   keep_tokens=token_layers is not None)
+
+    def candidate_states(self, texts: list[str], token_layers: tuple[int, ...] = ()) -> EncodedStates:
+        """A reranker's candidates, encoded as passages (:meth:`passage_states`)."""
+        return self.passage_states(list(texts), tuple(token_layers))
 
     def _states_batch(self, texts: list[str], token_layers: tuple[int, ...], keep_tokens: bool = True,
                       side: str = "query") -> EncodedStates:

@@ -492,6 +492,11 @@ class Encoder:
                                                   self.max_batch, self.max_wait_s)
         return self._states[layers](list(texts))
 
+    def candidate_states(self, texts: list[str], token_layers: tuple[int, ...] = ()) -> EncodedStates:
+        """The states of texts a reranker scores against a query (passages, sentences, triples): :meth:`states`'s,
+        for an encoder that encodes both sides alike (a ColBERT checkpoint encodes them as passages)."""
+        return self.states(texts, token_layers)
+
     def passage_states(self, texts: list[str], token_layers: tuple[int, ...] | None = None) -> EncodedStates:
         """One forward pass a batch over ``texts`` (an index build's): both poolings (``pooled_by``), the ``[CLS]``
         state of every layer and, unless ``token_layers`` is None, the token states :meth:`states` gives. The batches

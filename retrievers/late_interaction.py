@@ -156,7 +156,7 @@ class LateInteraction:
             return self.tokens.get(rows, layers)
         if rows is not None:
             self._tell_encoding(NO_TOKENS if self.tokens is None else "keeps other layers than this score reads")
-        states = self.encoder.states(list(candidates.passages), layers)
+        states = self.encoder.candidate_states(list(candidates.passages), layers)
         return states.tokens, states.cls, states.layer_tokens
 
     def _tell_encoding(self, reason: str) -> None:

@@ -94,3 +94,18 @@ def test_a_folder_without_the_projection_is_refused(tmp_path, checkpoint):
     save_file(weights, str(broken / "model.safetensors"))
     with pytest.raises(ValueError, match="no ColBERT projection"):
         Encoder(str(broken)).states(["a"])
+
+
+def test_a_reranker_on_it_scores_query_tokens_against_passage_tokens(encoder):
+    import dspy
+
+    from multihop.retrievers import MaxSim
+
+    texts = ["ab, cd.", "x y z", "cd ab"]
+    candidates = dspy.Prediction(passages=texts, ids=["a", "b", "c"])
+    hits = MaxSim(encoder=encoder).rerank("ab cd", candidates, k=3)
+    query = encoder.states(["ab cd"]).tokens[0]
+    passages = encoder.passage_states(texts, ()).tokens
+    expected = [float((query @ tokens.T).max(axis=1).mean()) for tokens in passages]
+    assert hits.ids == [candidates.ids[i] for i in np.argsort(expected)[::-1]]
+    np.testing.assert_allclose(hits.scores, sorted(expected, reverse=True), atol=1e-5)
