@@ -109,3 +109,25 @@ def test_a_reranker_on_it_scores_query_tokens_against_passage_tokens(encoder):
     expected = [float((query @ tokens.T).max(axis=1).mean()) for tokens in passages]
     assert hits.ids == [candidates.ids[i] for i in np.argsort(expected)[::-1]]
     np.testing.assert_allclose(hits.scores, sorted(expected, reverse=True), atol=1e-5)
+
+
+def test_a_hub_id_resolves_through_the_hub_cache_with_its_commit(checkpoint, tmp_path, monkeypatch):
+    import huggingface_hub
+
+    commit, asked = "0123456789abcdef0123456789abcdef01234567", []
+
+    def snapshot_download(repo_id, revision=None, **kwargs):  # the Hub's cache layout over the local checkpoint
+        asked.append((repo_id, revision))
+        snapshot = tmp_path / "hub" / f"models--{repo_id.replace('/', '--')}" / "snapshots" / (revision or commit)
+        if not snapshot.exists():
+            snapshot.mkdir(parents=True)
+            for item in checkpoint.iterdir():
+                (snapshot / item.name).symlink_to(item)
+        return str(snapshot)
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
+    monkeypatch.chdir(tmp_path)  # no colbert-ir/ folder here
+    hub = Encoder("colbert-ir/colbertv2.0")
+    assert isinstance(hub, ColBERTEncoder) and hub.revision == commit
+    assert hub.config()["revision"] == commit and asked[0][0] == "colbert-ir/colbertv2.0"
+    assert hub.checksum() == Encoder(str(checkpoint)).checksum()
