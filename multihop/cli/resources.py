@@ -100,7 +100,7 @@ def index_build(
                                      "residual codec at 2 or 4 bits: 34 bytes a token at plaid:2:128) or none (the "
                                      "reranker encodes its candidates at query time)"),
     ray: str = typer.Option(None, help="encode on Ray actors: auto (RAY_ADDRESS's cluster, else a local one) or a "
-                            "cluster address; needs pip install 'multihop[ray]'"),
+                            "cluster address; needs pip install 'multihop\\[ray]'"),
     workers: int = typer.Option(2, help="Ray encoder actors (with --ray)", min=1),
     nprobe: int = typer.Option(None, help="plaid: centroids probed a query token (default by k: 1 up to k=10, 2 up "
                                "to 100, else 4)", min=1),

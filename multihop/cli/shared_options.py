@@ -58,7 +58,7 @@ def mlflow_options() -> Callable:
         "uri": (str | None, typer.Option(None, "--mlflow", help="log the run to MLflow at this tracking URI (e.g. "
                                          "sqlite:///mlflow.db, http://host:5000): the manifest as parameters, the "
                                          "summary as metrics, the folder as artifacts, a trace per question; needs "
-                                         "pip install 'multihop[mlflow]'")),
+                                         "pip install 'multihop\\[mlflow]'")),
         "experiment": (str | None, typer.Option(None, "--experiment", help="the MLflow experiment of --mlflow's run "
                                                 "(default: multihop)")),
     }, MlflowOptions)
