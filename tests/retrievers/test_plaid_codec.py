@@ -98,6 +98,7 @@ def write_shards(folder, rng, passages: int, d: int, layers: int = 3) -> list:
     return shards
 
 
+@pytest.mark.slow  # k-means, PCA and FAISS searches through BLAS/OpenMP threads: 1–2 s on 2 shared cores
 def test_a_plaid_token_cache_round_trips_through_write_and_load_and_records_its_codec(tmp_path):
     shards = write_shards(tmp_path, np.random.default_rng(2), passages=40, d=192)
     full = TokenCache.write(tmp_path / "full", shards, 3, (), form="full", cls_layers=(1, 3))
@@ -128,6 +129,7 @@ def test_a_plaid_token_cache_round_trips_through_write_and_load_and_records_its_
     assert isinstance(ProjectedInt8Codec.load(tmp_path / "plaid", "cls"), ProjectedInt8Codec)
 
 
+@pytest.mark.slow  # a 768-d PCA and k-means: 1–6 s on 2 shared cores (0.4 s on one quiet thread)
 def test_768_d_low_rank_tokens_keep_their_maxsim_order_at_4_bits():
     rng = np.random.default_rng(3)
     basis = rng.normal(size=(24, 768))  # tokens near one 24-d subspace, as a corpus's are near a few directions
