@@ -55,7 +55,7 @@ from pathlib import Path
 import faiss
 import numpy as np
 
-from .token_codecs import TokenCodec, normalised
+from .codec_base import TokenCodec, normalised
 
 PLAID = "plaid"
 PLAID_BITS = (2, 4)

@@ -31,6 +31,9 @@ from pathlib import Path
 import faiss
 import numpy as np
 
+from .codec_base import TokenCodec, normalised
+from .plaid_codec import PlaidCodec, parse_plaid
+
 TOKEN_STATES = ("full", "fp16", "int8", "pq", "plaid", "none")  # plaid also as plaid:BITS or plaid:BITS:DIM
 DEFAULT_TOKEN_STATES = "fp16"
 TRAIN_TOKENS = 65_536  # token vectors the pq codec is trained on, or 39 a centroid when that is more
@@ -41,8 +44,6 @@ CODEC_SUFFIX = "codec.faiss"  # a trained codec's file beside its codes: ``<stem
 def check_form(form: str) -> str:
     """``form`` when it names a token-state form (``plaid`` with its bits and dimensions checked), else a one-line
     ``ValueError``."""
-    from .plaid_codec import parse_plaid
-
     if form not in TOKEN_STATES and parse_plaid(form) is None:
         raise ValueError(f"unknown token-state form {form!r}; choose one of {', '.join(TOKEN_STATES)} "
                          "(plaid also as plaid:BITS or plaid:BITS:DIM)")
@@ -52,8 +53,6 @@ def check_form(form: str) -> str:
 def canonical_form(form: str) -> str:
     """``form`` checked and spelt one way: a ``plaid`` form with its bits and dimensions (``plaid`` →
     ``plaid:2:128``), any other as it is."""
-    from .plaid_codec import parse_plaid
-
     plaid = parse_plaid(check_form(form))
     return plaid.name if plaid is not None else form
 
@@ -61,40 +60,6 @@ def canonical_form(form: str) -> str:
 def trained_form(form: str) -> bool:
     """Whether a cache in ``form`` keeps a trained codec beside its codes (``pq``, ``plaid``)."""
     return form == "pq" or form.split(":")[0] == "plaid"
-
-
-class TokenCodec:
-    """A storage form of vectors: ``parts(dim)`` names the arrays a vector is stored as (suffix → dtype and shape
-    per vector), ``encode`` turns float32 rows into those arrays, ``decode`` turns them back into float32 rows."""
-
-    form: str
-    trained = True
-
-    def parts(self, dim: int) -> dict[str, tuple[np.dtype, tuple[int, ...]]]:
-        raise NotImplementedError
-
-    def encode(self, vectors: np.ndarray) -> dict[str, np.ndarray]:
-        raise NotImplementedError
-
-    def decode(self, parts: dict[str, np.ndarray]) -> np.ndarray:
-        raise NotImplementedError
-
-    def bytes_per_vector(self, dim: int) -> int:
-        return sum(np.dtype(dtype).itemsize * math.prod(shape) for dtype, shape in self.parts(dim).values())
-
-    def training_size(self, dim: int, tokens: int) -> int:
-        """Vectors of ``tokens`` to :meth:`train` on (none but for ``pq``)."""
-        return 0
-
-    def train(self, sample: np.ndarray, seed: int = 0, tokens: int | None = None) -> None:
-        """Fit the codec to a sample of the ``tokens`` vectors it will store (only ``pq`` learns anything)."""
-
-    def save(self, directory: Path, stem: str) -> None:
-        """Write what decoding the codes of ``stem`` needs besides them (``pq``: the trained quantiser)."""
-
-    def describe(self) -> dict:
-        """What the meta of a token cache records of this codec."""
-        return {"codec": self.form}
 
 
 class FloatCodec(TokenCodec):
@@ -194,8 +159,6 @@ class ResidualPQCodec(TokenCodec):
 def codec(form: str, directory: Path | None = None, stem: str = "last") -> TokenCodec:
     """The codec of a stored form (``pq``, ``plaid``: the one of the codes ``stem`` read from ``directory`` when given,
     else one to be trained)."""
-    from .plaid_codec import PlaidCodec, parse_plaid
-
     if check_form(form) == "none":
         raise ValueError("the token-state form 'none' stores nothing")
     plaid = parse_plaid(form)
@@ -206,8 +169,3 @@ def codec(form: str, directory: Path | None = None, stem: str = "last") -> Token
     if form == "pq":
         return ResidualPQCodec.load(directory, stem) if directory is not None else ResidualPQCodec()
     return FloatCodec(form)
-
-
-def normalised(vectors: np.ndarray) -> np.ndarray:
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    return vectors / np.where(norms == 0, 1.0, norms)
