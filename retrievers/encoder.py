@@ -31,9 +31,9 @@ are gathered into batches as inference servers batch (dynamic batching, :class:`
 holds ``max_batch`` texts (default :data:`DEFAULT_MAX_BATCH`) or ``max_wait_s`` after its first call arrived (default
 :data:`DEFAULT_MAX_WAIT_S`), and calls that arrive while a batch runs make up the next one, so many questions in flight
 encode their queries in batches, which on a CPU costs about half the CPU a text of one call a text (measured: MPNet,
-32 MuSiQue questions, 2 cores, 232 → 101 ms CPU a query); a forward pass takes more short texts than ``batch_size``,
-up to ``forward_tokens`` padded tokens (:meth:`Encoder.forward_size`). :meth:`Encoder.batching_stats` counts the
-batches' sizes and waits. Which texts share a padded batch then depends on timing, which moves a score by float
+32 MuSiQue questions, 2 cores, 232 → 101 ms CPU a query); with ``forward_tokens`` set, a forward pass takes more
+short texts than ``batch_size`` (:meth:`Encoder.forward_size`). :meth:`Encoder.batching_stats` counts the batches'
+sizes and waits. Which texts share a padded batch then depends on timing, which moves a score by float
 rounding (below 1e-5, tested): a near-tie between two passages could order differently from run to run.
 """
 
@@ -59,7 +59,7 @@ POOLINGS = ("mean", "cls")
 PRECISIONS = ("auto", "fp32", "fp16", "bf16")
 TORCH_DTYPES = {"fp16": "float16", "bf16": "bfloat16"}
 CPU_BATCH = 8  # texts a CPU forward pass (benchmarks/scale.py encoding, MPNet, 2 cores: 16 was 10 % faster, 32 slower)
-FORWARD_TOKENS = CPU_BATCH * 128  # padded tokens a forward pass of short texts fills, beyond batch_size texts
+FORWARD_TOKENS = 0  # padded tokens short texts may fill a pass beyond batch_size texts (0: none; Encoder.forward_size)
 FINETUNED_STAMP = "multihop-encoder.json"  # what `multihop cooprag train` writes beside a fine-tuned encoder
 
 logger = logging.getLogger(__name__)
@@ -533,9 +533,10 @@ class Encoder:
 
     def forward_size(self, lengths: list[int]) -> int:
         """Texts a forward pass takes of texts whose longest has ``max(lengths)`` tokens: :attr:`batch_size`, or as
-        many as fill :attr:`forward_tokens` padded tokens when more do (short queries: MPNet on 2 CPU cores spends
-        about a quarter less CPU a query in passes of 32 than of 8). On a GPU ``batch_size`` 512-token texts already
-        fill more."""
+        many as fill :attr:`forward_tokens` padded tokens when more do. Off by default: measured with MPNet on 2 CPU
+        cores, 64 MuSiQue questions, passes of up to 40 questions (1,024 tokens) cost 83 ms of CPU a query against 64
+        in passes of 8 with one torch thread, and 15–25 % less only with two threads contending for loaded cores. On a
+        GPU ``batch_size`` 512-token texts already fill more."""
         longest = min(max(lengths, default=1), self.model.max_seq_length)
         return max(self.batch_size, self.forward_tokens // max(1, longest))
 

@@ -48,7 +48,7 @@ def run_at_once(fn, items: list, threads: int) -> list:
 def test_concurrent_callers_get_their_own_vectors_as_unbatched_in_order(tiny_encoder, threads):
     alone = Encoder(tiny_encoder.path, device="cpu", max_batch=1, forward_tokens=0)  # each call alone, 8 a pass
     calls = [texts_of(i) for i in range(threads)]
-    tiny_encoder.configure_batching(max_batch=64, max_wait_s=0.05)  # short texts: up to 1024 tokens a pass
+    tiny_encoder.configure_batching(max_batch=64, max_wait_s=0.05, forward_tokens=1024)  # short texts: many a pass
     pooled = run_at_once(tiny_encoder.encode, calls, threads)
     states = run_at_once(lambda texts: tiny_encoder.states(texts, token_layers=(1,)), calls, threads)
     stats = tiny_encoder.batching_stats()
