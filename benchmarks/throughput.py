@@ -19,7 +19,7 @@ that arrived while a batch ran, no window); ``MAXxWAITxTOKENS`` sets the padded 
 texts too (``x0``: the encoder's ``batch_size`` texts a pass, whatever their length), and ``@THREADS`` torch's CPU
 threads (``torch.set_num_threads``; without it, torch's own count). Each row records what the
 encoders ran (batches, texts a batch, the calls' waits for their batch, the seconds the batches ran: ``encoder s``,
-time the encoder was busy).
+time the encoder is busy).
 """
 
 from __future__ import annotations
