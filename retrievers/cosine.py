@@ -4,6 +4,8 @@ encoder (CIRAG's triples, §3.3) does it through the same protocol and traced st
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import dspy
 import numpy as np
 
@@ -16,13 +18,23 @@ class Cosine:
     on a tie), with the ids of every candidate.
 
     Args:
-        encoder: an :class:`~.encoder.Encoder`, or the name of one (loaded once per process on first use).
+        encoder: an :class:`~.encoder.Encoder`, its :meth:`~.encoder.Encoder.config` (from a manifest), or the name
+            of one (loaded once per process on first use).
+        special_tokens: markers the program writes into its queries (CoopRAG's placeholders): an encoder named here
+            is built keeping them, so a query never splits them into word pieces; a given encoder must keep them.
     """
 
     name = "cosine"
 
-    def __init__(self, encoder: str | Encoder | dict = "mpnet"):
-        self._encoder = Encoder(**encoder) if isinstance(encoder, dict) else encoder
+    def __init__(self, encoder: str | Encoder | dict = "mpnet", special_tokens: Sequence[str] = ()):
+        self.special_tokens = tuple(special_tokens)
+        if isinstance(encoder, dict):
+            encoder = Encoder(**encoder)
+        elif isinstance(encoder, str) and self.special_tokens:
+            encoder = Encoder(encoder, special_tokens=self.special_tokens)
+        if isinstance(encoder, Encoder) and not set(self.special_tokens) <= set(encoder.special_tokens):
+            raise ValueError(f"the encoder {encoder.name} lacks the special tokens {list(self.special_tokens)}")
+        self._encoder = encoder
 
     @property
     def encoder(self) -> Encoder:
@@ -37,4 +49,4 @@ class Cosine:
 
     def config(self) -> dict:
         encoder = self._encoder if isinstance(self._encoder, str) else self._encoder.config()
-        return {"reranker": self.name, "encoder": encoder}
+        return {"reranker": self.name, "encoder": encoder, "special_tokens": list(self.special_tokens)}

@@ -309,3 +309,17 @@ def test_an_encoder_computes_in_the_precision_asked_and_fp32_on_a_cpu_by_default
     np.testing.assert_allclose(np.linalg.norm(tokens, axis=1), 1.0, atol=1e-5)
     with pytest.raises(ValueError, match="precision must be one of auto, fp32, fp16, bf16, not 'fp8'"):
         Encoder("minilm", precision="fp8")
+
+
+def test_every_programs_rerank_switch_builds_every_registered_reranker_over_its_first_stage():
+    from multihop.programs import PROGRAMS
+    from multihop.retrievers.rerankers import MODEL_RERANKERS, RERANKERS
+
+    bm25 = BM25Retriever(Corpus([Passage("p0", "A", "alpha"), Passage("p1", "B", "beta")]), k=2)
+    names = [method.name for method in PROGRAMS.declared() if "rerank" in PROGRAMS[method.name].defaults()]
+    for name in names:
+        for reranker in set(RERANKERS) - set(MODEL_RERANKERS):
+            search = PROGRAMS[name](retriever=bm25, rerank=reranker).searcher()
+            assert search.reranker.name == reranker and search.first_stage is bm25, (name, reranker)
+            kept = search.reranker.config().get("special_tokens", [])
+            assert set(PROGRAMS[name].special_tokens) <= set(kept), (name, reranker)
