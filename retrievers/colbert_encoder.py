@@ -31,6 +31,7 @@ import hashlib
 import json
 import string
 import threading
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -167,8 +168,8 @@ class ColBERTEncoder(Encoder):
         return colbert_folder(name, revision) is not None
 
     def __init__(self, name: str = "colbert-ir/colbertv2.0", device: str | None = None, batch_size: int | None = None,
-                 special_tokens=(), sha256: str | None = None, pooling: str = "mean", precision: str = "auto",
-                 revision: str | None = None, **batching):
+                 special_tokens: Sequence[str] = (), sha256: str | None = None, pooling: str = "mean",
+                 precision: str = "auto", revision: str | None = None, **batching: float):
         if pooling not in ("mean", "cls"):
             raise ValueError(f"pooling must be one of mean, cls, not {pooling!r}")
         if precision not in PRECISIONS:
