@@ -16,7 +16,8 @@ not import under transformers 5.
 
 Whitespace: :data:`COMPACT` JSON has none outside strings (the ``transformers`` engine's replies);
 :data:`SPACED` allows one optional space between any two JSON tokens, as the grammar llama.cpp derives from a schema
-does (its ``space ::= " "?`` rule; the llama.cpp engine's replies keep the spacing SmolLM2 chose under it).
+does (its ``space ::= " "?`` rule, which also allows one after the closing brace; the llama.cpp engine's replies keep
+the spacing SmolLM2 chose under it, that last space aside).
 """
 
 from __future__ import annotations

@@ -2,11 +2,12 @@
 
 What llama.cpp's grammar does: llama-cpp-python turns a ``response_format`` schema into a GBNF grammar (a string of at
 most n characters as n nested optional characters) and its sampler chain applies the grammar to every token of the
-vocabulary at every step (49,152 for SmolLM2: ~13 ms a token on 2 cores); asking the grammar about the likeliest tokens
-first (llama.cpp's own ``common_sampler`` check) shortens greedy steps whose likeliest token is allowed, not the others,
-nor sampling at a temperature. ``llguidance`` computes the whole vocabulary's mask in tenths of a millisecond (a lexer
-and an Earley parser walking a trie of the tokens; docs: measurements, "Local engines"), so the engine decodes under
-the schema with it, and llama.cpp's grammar is the fallback:
+vocabulary at every step (49,152 for SmolLM2: ~13 ms a token on 2 cores); asking the grammar about the 16 likeliest
+tokens first (llama.cpp's own ``common_sampler`` check) brings greedy steps to 1.1–1.8 ms, not the steps where none of
+them is allowed, nor sampling at a temperature. ``llguidance`` computes the whole vocabulary's mask in about 0.1 ms (a
+lexer and an Earley parser walking a trie of the tokens), and a greedy step under it took 0.5–1.0 ms on the demo's
+programs, with the same replies but for a trailing space (docs: measurements, "Sampling under the schema with
+llguidance"), so the engine decodes under the schema with it, and llama.cpp's grammar is the fallback:
 
 - :func:`guided_llama_class`'s ``create_chat_completion`` takes the schema out of a ``json_object`` response format
   and hands llama-cpp-python a :class:`SchemaGrammar` as its ``grammar`` instead: the schema's llguidance grammar
@@ -14,12 +15,13 @@ the schema with it, and llama.cpp's grammar is the fallback:
   ``llguidance.llamacpp``), whose whitespace is llama.cpp's grammar's (:data:`~.grammar.SPACED`: at most one space
   between JSON tokens);
 - its ``_init_sampler`` answers such a grammar with a :class:`GuidedSampler`: at each step the request's logits
-  processors see the model's logits (the engine's log-probabilities are the raw ones), the tokens llguidance allows are
-  kept, and llama-cpp-python's own chain for the request's options, built without a grammar, picks among them —
-  greedily the likeliest (ties to the lower id, as llama.cpp's greedy sampler breaks them), at a temperature its
-  top-k / top-p / min-p cuts, temperature and seeded draw over the allowed tokens only, i.e. from the masked
-  distribution. The matcher consumes each token chosen; once the reply is complete only the end-of-generation tokens
-  are allowed, and llama-cpp-python stops at the first;
+  processors see the model's logits (the engine's log-probabilities are the raw ones) and llguidance's mask says
+  which tokens are allowed. Greedy decoding (temperature 0, no penalties) takes the likeliest allowed token, ties to
+  the lower id as llama.cpp's greedy sampler breaks them (the likeliest token of all checked first, the whole mask
+  read only when it is refused); otherwise llama-cpp-python's own chain for the request's options, built without a
+  grammar, picks among the allowed tokens only — its penalties, top-k / top-p / min-p cuts, temperature and seeded
+  draw, i.e. sampling from the masked distribution. The matcher consumes each token chosen; once the reply is complete
+  only the end-of-generation tokens are allowed, and llama-cpp-python stops at the first;
 - a schema llguidance cannot compile (its reason logged once per schema) keeps its ``response_format``: llama.cpp's
   grammar and sampler chain decode under it, as llama-cpp-python does without this class (and where llama-cpp-python
   cannot derive a grammar from the schema either, it decodes under its grammar of any JSON).
