@@ -136,7 +136,9 @@ class Coalescing:
         self.run, self.split, self.max_batch, self.max_wait_s = run, split, max_batch, max_wait_s
         self.waiting: deque[_Waiting] = deque()
         self.waiting_texts = 0
-        self.arrivals = threading.Condition(threading.Lock())
+        lock = threading.Lock()  # the waiting calls, the turn and the counts
+        self.arrivals = threading.Condition(lock)  # a call arrived: the thread gathering a batch looks
+        self.turn_ends = threading.Condition(lock)  # a batch ended: its calls return, and another thread may run one
         self.running = False  # a thread is gathering or running a batch
         self.stats = BatchStats()
 
@@ -145,11 +147,11 @@ class Coalescing:
         with self.arrivals:
             self.waiting.append(call)
             self.waiting_texts += len(texts)
-            self.arrivals.notify_all()
+            self.arrivals.notify()  # only the gathering thread waits on arrivals
         while True:  # the thread whose turn comes runs the next batch, its own call in it or not
             with self.arrivals:
                 while self.running and not call.done:
-                    self.arrivals.wait()
+                    self.turn_ends.wait()
                 if call.done:
                     break
                 self.running = True
@@ -160,7 +162,7 @@ class Coalescing:
             finally:
                 with self.arrivals:
                     self.running = False
-                    self.arrivals.notify_all()  # the answered calls return at once, and another thread takes the turn
+                    self.turn_ends.notify_all()  # the answered calls return at once, and another thread takes the turn
         if call.error is not None:
             raise call.error
         return call.result
