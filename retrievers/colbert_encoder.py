@@ -13,7 +13,15 @@ What is the papers': a query is ``[CLS] [Q] tokens [SEP]`` padded with ``[MASK]`
 augmentation; the ``[MASK]`` positions are not attended to unless the checkpoint says so, and their output vectors
 are kept), a passage ``[CLS] [D] tokens [SEP]`` cut at ``doc_maxlen`` with its punctuation tokens left out; the markers
 (``[unused0]``/``[unused1]``) follow ``[CLS]``; every kept token's last hidden state goes through the model's own
-linear projection (``dim``, 128 for ColBERTv2) and is L2-normalised.
+linear projection (``dim``, 128 for ColBERTv2) and is L2-normalised. As the authors' ``colbert-ai`` release
+encodes them (its ``ColBERT.query``/``ColBERT.doc``, ``QueryTokenizer`` and ``DocTokenizer``): a query keeps all
+``query_maxlen`` vectors, ``[CLS]``, ``[SEP]`` and ``[MASK]`` included; a passage keeps every attended token but the
+first token id of each ASCII punctuation symbol (the authors' skiplist), ``[CLS]``, the marker and ``[SEP]`` included.
+
+What differs from the authors' code: only BERT-based checkpoints are read (the authors' ``class_factory`` also loads
+other model types, e.g. XLM-RoBERTa; such a checkpoint is refused in one line); the query's context (``context=``)
+and ``full_length_search`` are not offered; a punctuation symbol the tokenizer encodes to nothing is left out of the
+skiplist (the authors' code fails on it).
 
 What is ours, so that the encoder serves everything an :class:`~.encoder.Encoder` serves: :meth:`states` and
 :meth:`encode` encode queries (what the first stages and rerankers encode queries with), :meth:`passage_states` and
@@ -72,7 +80,10 @@ class ColBERTSettings:
 
     @classmethod
     def read(cls, folder: Path) -> ColBERTSettings:
+        """The settings of ``folder``'s ``artifact.metadata``: its keys at the top level, or under ``"config"`` (both
+        forms the authors' ``ColBERTConfig.from_path`` reads)."""
         meta = json.loads((Path(folder) / METADATA).read_text())
+        meta = meta.get("config", meta) if isinstance(meta.get("config"), dict) else meta
         default = cls()
         return cls(query_maxlen=int(meta.get("query_maxlen", default.query_maxlen)),
                    doc_maxlen=int(meta.get("doc_maxlen", default.doc_maxlen)), dim=int(meta.get("dim", default.dim)),
@@ -127,11 +138,19 @@ class _Loaded:
         import torch
         from transformers import AutoTokenizer, BertConfig
 
+        model_type = json.loads((Path(path) / "config.json").read_text()).get("model_type", "bert")
+        if model_type != "bert":
+            raise ValueError(f"{path} is a ColBERT checkpoint of a {model_type!r} model; only BERT-based ones "
+                             "(colbert-ir/colbertv2.0's kind) are read here")
         config = BertConfig.from_pretrained(str(path))
         config.colbert_dim = settings.dim
         model, info = _checkpoint_class().from_pretrained(str(path), config=config, output_loading_info=True)
-        if "linear.weight" in info.get("missing_keys", ()):
+        missing = info.get("missing_keys", ())
+        if "linear.weight" in missing:
             raise ValueError(f"{path} holds no ColBERT projection (linear.weight); it is not a ColBERT checkpoint")
+        if any(key.startswith("bert.") for key in missing):
+            raise ValueError(f"{path} lacks BERT weights under bert.* (its encoder would run on random weights); it is "
+                             "not a BERT-based ColBERT checkpoint")
         tokenizer = AutoTokenizer.from_pretrained(str(path))
         add_special_tokens(SimpleNamespace(tokenizer=tokenizer, auto_model=model.bert), special_tokens)
         if dtype is not None:

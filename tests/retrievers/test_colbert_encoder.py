@@ -96,6 +96,44 @@ def test_a_folder_without_the_projection_is_refused(tmp_path, checkpoint):
         Encoder(str(broken)).states(["a"])
 
 
+def test_a_folder_whose_bert_weights_are_under_another_prefix_is_refused(tmp_path, checkpoint):
+    import shutil
+
+    from safetensors.torch import save_file
+
+    renamed = tmp_path / "renamed"
+    shutil.copytree(checkpoint, renamed)
+    weights = load_file(str(renamed / "model.safetensors"))
+    save_file({name.replace("bert.", "roberta.", 1): tensor for name, tensor in weights.items()},
+              str(renamed / "model.safetensors"))
+    with pytest.raises(ValueError, match="lacks BERT weights"):
+        Encoder(str(renamed)).states(["a"])
+
+
+def test_a_checkpoint_of_another_model_type_is_refused(tmp_path, checkpoint):
+    import json
+    import shutil
+
+    other = tmp_path / "other"
+    shutil.copytree(checkpoint, other)
+    config = json.loads((other / "config.json").read_text())
+    (other / "config.json").write_text(json.dumps({**config, "model_type": "xlm-roberta"}))
+    with pytest.raises(ValueError, match="'xlm-roberta' model"):
+        Encoder(str(other)).states(["a"])
+
+
+def test_settings_nested_under_config_are_read_as_the_authors_loader_reads_them(tmp_path, checkpoint):
+    import json
+
+    from multihop.retrievers.colbert_encoder import METADATA, ColBERTSettings
+
+    flat = json.loads((checkpoint / METADATA).read_text())
+    (tmp_path / METADATA).write_text(json.dumps({"config": {**flat, "doc_maxlen": 99}, "meta": {}}))
+    settings = ColBERTSettings.read(tmp_path)
+    assert (settings.doc_maxlen, settings.query_maxlen, settings.dim) == (99, QUERY_MAXLEN, DIM)
+    assert ColBERTSettings.read(checkpoint).doc_maxlen == DOC_MAXLEN
+
+
 def test_a_reranker_on_it_scores_query_tokens_against_passage_tokens(encoder):
     import dspy
 
