@@ -11,15 +11,19 @@ stages:
 2. centroid interaction with pruning: a candidate's approximate score is MaxSim over its tokens' centroids, the
    tokens whose centroid scores below ``centroid_threshold`` (PLAID's ``t_cs``) against every query token left out;
    the best ``ndocs`` are kept;
-3. centroid interaction without pruning over those, the best ``ndocs / 4`` kept (at least ``k``);
+3. centroid interaction without pruning over those, the best ``ndocs / 4`` kept (ours: at least ``k``; the
+   authors' release keeps ``ndocs // 4`` and returns fewer than ``k`` passages when that is less);
 4. their token states decompressed (centroid + residual) and scored by exact MaxSim; the top ``k`` returned.
 
 The settings default by ``k`` as the authors' release sets them (``colbert-ai``'s ``Searcher``): ``k ≤ 10``: ``nprobe``
 1, ``t_cs`` 0.5, ``ndocs`` 256; ``k ≤ 100``: 2, 0.45, 1,024; larger ``k``: 4, 0.4, ``max(4k, 4096)``. At generous
 settings (``nprobe`` every centroid, ``t_cs`` −∞, ``ndocs`` ≥ 4 × passages) the ranking is exhaustive MaxSim over the
 decoded states (tested); at the defaults it is PLAID's approximation. Ours: the scores are the mean over query tokens
-of the best cosine (as :class:`~.late_interaction.MaxSim` scores, ColBERT sums them: the same order), and the search
-runs on numpy over the memory-mapped cache, one query at a time, on the CPU.
+of the best cosine (as :class:`~.late_interaction.MaxSim` scores, ColBERT sums them: the same order), a tie at
+any stage goes to the passage of the lower row (the authors' top-k leaves ties unordered), and the search runs on
+numpy over the memory-mapped cache, one query at a time, on the CPU. Stages 1-4 match the authors'
+``CandidateGeneration``, ``IndexScorer.score_pids`` and its CPU ``filter_pids`` (pruning by each centroid's best
+score against the query tokens, every query token, ``[MASK]`` ones included, probing its centroids).
 
 Any encoder serves: a ColBERT checkpoint (:class:`~.colbert_encoder.ColBERTEncoder`, its 128-d states kept as they are)
 or a sentence encoder's last layer (MPNet's 768-d token states projected by the codec's PCA), where the first stage is
