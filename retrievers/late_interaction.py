@@ -138,13 +138,48 @@ class LateInteraction:
             query_tokens = self.encoder.states([query]).tokens[0]
         import torch
 
-        tokens, cls, layer_tokens = self.candidate_states(candidates)
-        q, qm = scoring.pad([query_tokens])
-        d, dm = scoring.pad(tokens)
-        with torch.inference_mode():
-            scores = self.score(q, qm, d, dm, cls, layer_tokens)[0].numpy()
+        scores = None
+        projected = self.projected_states(candidates)
+        if projected is not None:  # a plaid cache: scored in its projected space, no back-projection
+            codec, tokens, cls, heads = projected
+            q, qm = scoring.pad([codec.lift_query(query_tokens)])
+            d, dm = scoring.pad(tokens)
+            with torch.inference_mode():
+                scores = self.score_projected(q, qm, d, dm, cls, torch.as_tensor(query_tokens[:1], dtype=torch.float32),
+                                              torch.as_tensor(heads))
+        if scores is None:
+            tokens, cls, layer_tokens = self.candidate_states(candidates)
+            q, qm = scoring.pad([query_tokens])
+            d, dm = scoring.pad(tokens)
+            with torch.inference_mode():
+                scores = self.score(q, qm, d, dm, cls, layer_tokens)
+        scores = scores[0].numpy()
         order = np.argsort(-scores, kind="stable")[:k]
         return pick(candidates, order, [float(scores[i]) for i in order], candidates=list(candidates.ids))
+
+    def score_projected(self, q: torch.Tensor, qm: torch.Tensor, d: torch.Tensor, dm: torch.Tensor, cls: np.ndarray,
+                        q_cls: torch.Tensor, d_cls: torch.Tensor) -> torch.Tensor | None:
+        """:meth:`score` in a codec's projected space (``plaid``, :meth:`~.token_cache.TokenCache.get_projected`):
+        ``q`` the lifted query tokens and ``d`` the candidates' scorable tokens, whose inner products are the cosines
+        :meth:`score` reads; ``q_cls`` ``[1, d]`` the query's first token and ``d_cls`` ``[m, d]`` the candidates'
+        decoded first tokens, in the encoder's dimensions. None: this score is not computed so (the tokens are
+        decoded to the encoder's dimensions instead)."""
+        return None
+
+    def projected_states(self, candidates: dspy.Prediction) -> tuple | None:
+        """(codec, scorable tokens, ``[CLS]`` states, decoded first tokens) of the candidates from a token cache that
+        scores in its projected space (:attr:`~.token_cache.TokenCache.projected`), when it covers them, this score
+        reads no premature layer's tokens and has a :meth:`score_projected`; else None."""
+        if self.tokens is None or self.tokens.projected is None or type(self).score_projected is \
+                LateInteraction.score_projected:
+            return None
+        num_layers = self.encoder.num_layers
+        if self.token_layers(num_layers) or not self.tokens.keeps((), self.cls_layers(num_layers)):
+            return None
+        rows = self.corpus_rows(candidates)
+        if rows is None:
+            return None
+        return (self.tokens.projected, *self.tokens.get_projected(rows))
 
     def candidate_states(self, candidates: dspy.Prediction) -> tuple[list, np.ndarray, dict[int, list]]:
         """Last-layer token states, all-layer ``[CLS]`` states and :meth:`token_layers` states of the candidates:
@@ -190,4 +225,7 @@ class MaxSim(LateInteraction):
     name = "maxsim"
 
     def score(self, q, qm, d, dm, cls, layer_tokens) -> torch.Tensor:
+        return scoring.maxsim(q, qm, d, dm)
+
+    def score_projected(self, q, qm, d, dm, cls, q_cls, d_cls) -> torch.Tensor:
         return scoring.maxsim(q, qm, d, dm)

@@ -59,7 +59,8 @@ from .codec_base import TokenCodec, normalised
 
 PLAID = "plaid"
 PLAID_BITS = (2, 4)
-PLAID_DIMS = (64, 96, 128)
+PLAID_DIMS = (64, 96, 128, 256)
+PROJECTIONS = ("pca", "trained")  # PCA of the corpus's tokens; maps trained to keep MaxSim (:mod:`.plaid_projection`)
 DEFAULT_BITS, DEFAULT_DIM = 2, 128
 POINTS_PER_CENTROID = 39  # FAISS's own minimum for k-means without a warning
 HELDOUT = 0.05  # the share of the sample the cutoffs and weights are computed on (ColBERTv2's)
@@ -70,36 +71,41 @@ STATE_SUFFIX = "plaid.npz"  # the trained state beside the codes: ``<stem>.plaid
 
 @dataclass(frozen=True)
 class PlaidForm:
-    """A parsed ``plaid[:bits[:dim]]`` form.
+    """A parsed ``plaid[:bits[:dim[:projection]]]`` form.
 
     Args:
         bits: bits a projected dimension's residual is coded in (2 or 4).
-        dim: the dimensions the tokens are projected to (64, 96 or 128).
+        dim: the dimensions the tokens are projected to (64, 96, 128 or 256).
+        projection: ``pca`` (learned on the corpus's tokens) or ``trained`` (:mod:`.plaid_projection`).
     """
 
     bits: int = DEFAULT_BITS
     dim: int = DEFAULT_DIM
+    projection: str = "pca"
 
     @property
     def name(self) -> str:
-        return f"{PLAID}:{self.bits}:{self.dim}"
+        tail = "" if self.projection == "pca" else f":{self.projection}"
+        return f"{PLAID}:{self.bits}:{self.dim}{tail}"
 
 
 def parse_plaid(form: str) -> PlaidForm | None:
-    """The bits and dimensions of a ``plaid[:bits[:dim]]`` form (None for any other form); a malformed one raises a
-    one-line ``ValueError``."""
+    """The bits, dimensions and projection of a ``plaid[:bits[:dim[:projection]]]`` form (None for any other form);
+    a malformed one raises a one-line ``ValueError``."""
     head, *rest = form.split(":")
     if head != PLAID:
         return None
+    projection = rest.pop() if len(rest) == 3 and rest[2] in PROJECTIONS else "pca"
     if len(rest) > 2 or not all(part.isdigit() for part in rest):
-        raise ValueError(f"token-state form {form!r}: write plaid[:bits[:dim]], e.g. plaid, plaid:4 or plaid:2:64")
+        raise ValueError(f"token-state form {form!r}: write plaid[:bits[:dim[:pca|trained]]], e.g. plaid, plaid:4, "
+                         "plaid:2:64 or plaid:2:128:trained")
     bits = int(rest[0]) if rest else DEFAULT_BITS
     dim = int(rest[1]) if len(rest) > 1 else DEFAULT_DIM
     if bits not in PLAID_BITS:
         raise ValueError(f"token-state form {form!r}: bits must be one of {', '.join(map(str, PLAID_BITS))}")
     if dim not in PLAID_DIMS:
         raise ValueError(f"token-state form {form!r}: dim must be one of {', '.join(map(str, PLAID_DIMS))}")
-    return PlaidForm(bits, dim)
+    return PlaidForm(bits, dim, projection)
 
 
 def learn_projection(sample: np.ndarray, dim: int) -> tuple[np.ndarray, np.ndarray]:
@@ -133,7 +139,9 @@ def load_state(path: Path) -> dict[str, np.ndarray]:
 
 
 def plaid_forms() -> list[str]:
-    """Every ``plaid:bits:dim`` form spelt out (the choices ``--token-states`` offers besides ``plaid``)."""
+    """Every ``plaid:bits:dim`` form spelt out (the choices ``--token-states`` offers besides ``plaid``); the
+    ``:trained`` ones need a trained projection handed to :meth:`~.token_cache.TokenCache.write`, which an index
+    build does not pass, so they are not offered."""
     return [PlaidForm(bits, dim).name for bits in PLAID_BITS for dim in PLAID_DIMS]
 
 
@@ -201,33 +209,45 @@ class PlaidCodec(TokenCodec):
         bits: bits a projected dimension's residual is coded in (2 or 4).
         dim: the dimensions the tokens are projected to (the encoder's own when it has no more).
         state: a trained state (:meth:`state`'s arrays), or None for a codec still to train.
+        projection: ``pca`` or ``trained``; a ``trained`` codec's :meth:`train` takes the trained maps
+            (:func:`~.plaid_projection.trained_projection`).
     """
 
     form = PLAID
 
-    def __init__(self, bits: int = DEFAULT_BITS, dim: int = DEFAULT_DIM, state: dict[str, np.ndarray] | None = None):
-        self.bits, self.dim = bits, dim
+    def __init__(self, bits: int = DEFAULT_BITS, dim: int = DEFAULT_DIM, state: dict[str, np.ndarray] | None = None,
+                 projection: str = "pca"):
+        self.bits, self.dim, self.projection = bits, dim, projection
         self.trained = state is not None
         if state is not None:
             self._set(state)
 
     def _set(self, state: dict[str, np.ndarray]) -> None:
         self.mean = np.asarray(state["mean"], dtype=np.float32)
-        self.components = np.asarray(state["components"], dtype=np.float32)  # [dim, d], orthonormal rows
+        self.components = np.asarray(state["components"], dtype=np.float32)  # [dim, d]: PCA's orthonormal rows, or W
         self.scale = float(state["scale"])
+        # the back-projection B [dim, d]: s·P for PCA, the trained map otherwise
+        back = state.get("back")
+        self.projection = "trained" if back is not None else self.projection
+        self._back = np.ascontiguousarray(back if back is not None else self.scale * self.components,
+                                          dtype=np.float32)
+        self._gram = self._back @ self._back.T  # BBᵀ: ‖Bᵀy‖² = yᵀ(BBᵀ)y in dim-space
+        self._mean_back = self._back @ self.mean  # Bμ
+        self._mean_norm = float(self.mean @ self.mean)
+        self._orthogonal = back is None  # BBᵀ = s²·I
         self.centroids = np.ascontiguousarray(state["centroids"], dtype=np.float32)
         self.cutoffs = np.asarray(state["cutoffs"], dtype=np.float32)
         self.weights = np.asarray(state["weights"], dtype=np.float32)
         self.dim = self.components.shape[0]
-        self._back = np.ascontiguousarray(self.scale * self.components)  # s·P: back-projection in one product
         self._search = faiss.IndexFlatIP(self.dim)
         self._search.add(self.centroids)
         self.trained = True
 
     def state(self) -> dict[str, np.ndarray]:
-        return {"mean": self.mean, "components": self.components, "scale": np.float32(self.scale),
-                "centroids": self.centroids, "cutoffs": self.cutoffs, "weights": self.weights,
-                "bits": np.int32(self.bits)}
+        state = {"mean": self.mean, "components": self.components, "scale": np.float32(self.scale),
+                 "centroids": self.centroids, "cutoffs": self.cutoffs, "weights": self.weights,
+                 "bits": np.int32(self.bits)}
+        return {**state, "back": self._back} if self.projection == "trained" else state
 
     @property
     def centroid_dtype(self) -> np.dtype:
@@ -239,8 +259,13 @@ class PlaidCodec(TokenCodec):
     def describe(self) -> dict:
         """What the meta of a token cache records of this codec."""
         return {"codec": "colbertv2-residual", "bits": self.bits, "centroids": len(self.centroids),
-                "projection": {"kind": "pca" if self.components.shape[0] < self.components.shape[1] else "identity",
-                               "from": int(self.components.shape[1]), "to": self.dim}}
+                "projection": {"kind": self.projection_kind(), "from": int(self.components.shape[1]), "to": self.dim}}
+
+    def projection_kind(self) -> str:
+        """``trained``, ``pca`` or ``identity`` (states no wider than ``dim``)."""
+        if self.projection == "trained":
+            return "trained"
+        return "pca" if self.components.shape[0] < self.components.shape[1] else "identity"
 
     @staticmethod
     def training_size(dim: int, tokens: int) -> int:
@@ -249,15 +274,25 @@ class PlaidCodec(TokenCodec):
         wanted = centroid_count(tokens) * POINTS_PER_CENTROID
         return min(tokens, max(TRAIN_TOKENS, math.ceil(wanted / (1 - HELDOUT))))
 
-    def train(self, sample: np.ndarray, seed: int = 0, tokens: int | None = None) -> None:
-        """Learn the projection on ``sample`` (``[n, d]``), then the centroids on 95% of its projections and the
-        cutoffs and weights on the residuals of the held-out 5%; ``K`` is :func:`centroid_count` of ``tokens``."""
+    def train(self, sample: np.ndarray, seed: int = 0, tokens: int | None = None,
+              projection: dict[str, np.ndarray] | None = None) -> None:
+        """Learn the projection on ``sample`` (``[n, d]``) — or take ``projection`` (``mean``, ``components`` W,
+        ``back`` B and ``scale``: :func:`~.plaid_projection.trained_projection`'s), which a ``trained`` codec
+        needs — then the centroids on 95% of its projections and the cutoffs and weights on the residuals of the
+        held-out 5%; ``K`` is :func:`centroid_count` of ``tokens``."""
         sample = normalised(np.asarray(sample, dtype=np.float32))
-        mean, components = learn_projection(sample, self.dim)
+        if self.projection == "trained" and projection is None:
+            raise ValueError(f"{PlaidForm(self.bits, self.dim, 'trained').name} needs a trained projection "
+                             "(retrievers.plaid_projection.trained_projection); build with plaid:BITS:DIM instead")
+        if projection is not None:
+            mean = np.asarray(projection["mean"], dtype=np.float32)
+            components = np.asarray(projection["components"], dtype=np.float32)
+        else:
+            mean, components = learn_projection(sample, self.dim)
         if components.shape[0] * self.bits % 8:
             raise ValueError(f"{components.shape[0]} dimensions at {self.bits} bits do not fill whole bytes")
         centred = (sample - mean) @ components.T
-        scale = float(np.linalg.norm(centred, axis=1).mean())
+        scale = float(projection["scale"]) if projection is not None else float(np.linalg.norm(centred, axis=1).mean())
         projected = normalised(centred)
         rng = np.random.default_rng(seed)
         order = rng.permutation(len(projected))
@@ -268,9 +303,10 @@ class PlaidCodec(TokenCodec):
                               min_points_per_centroid=1)
         kmeans.train(np.ascontiguousarray(fit))
         centroids = normalised(kmeans.centroids.astype(np.float32))
+        trained = {"back": np.asarray(projection["back"], dtype=np.float32)} if projection is not None else {}
         self._set({"mean": mean, "components": components, "scale": scale, "centroids": centroids,
                    "cutoffs": np.zeros((components.shape[0], 2**self.bits - 1)),
-                   "weights": np.zeros((components.shape[0], 2**self.bits))})
+                   "weights": np.zeros((components.shape[0], 2**self.bits)), **trained})
         residuals = heldout - self.centroids[self.assign(heldout)]
         self.cutoffs, self.weights = bucket_cutoffs_and_weights(residuals, self.bits)
 
@@ -295,7 +331,7 @@ class PlaidCodec(TokenCodec):
         return normalised(self.centroids[ids] + self.weights[np.arange(self.dim), codes])
 
     def back_project(self, projected: np.ndarray) -> np.ndarray:
-        """Projected unit vectors → ``[n, d]`` unit vectors: ``mean + s·Pᵀy``, renormalised."""
+        """Projected unit vectors → ``[n, d]`` unit vectors: ``mean + Bᵀy`` (``B = s·P`` for PCA), renormalised."""
         back = projected @ self._back
         back += self.mean
         return normalised(back)
@@ -303,12 +339,31 @@ class PlaidCodec(TokenCodec):
     def decode(self, parts: dict[str, np.ndarray]) -> np.ndarray:
         return self.back_project(self.decode_projected(parts))
 
+    def decode_scorable(self, parts: dict[str, np.ndarray]) -> np.ndarray:
+        """The stored parts → ``[n, dim + 1]`` vectors ``[y, 1] / ‖μ + Bᵀy‖`` whose inner product with a query
+        token's :meth:`lift_query` is its cosine with the decoded token, without back-projecting: ``q·(μ + Bᵀy) =
+        q·μ + (Bq)·y`` and ``‖μ + Bᵀy‖² = ‖μ‖² + 2(Bμ)·y + yᵀ(BBᵀ)y``, the last term ``s²`` for PCA (orthonormal
+        rows, unit ``y``) and a ``dim × dim`` product for a trained ``B``."""
+        y = self.decode_projected(parts)
+        quadratic = self.scale**2 * (y * y).sum(axis=1) if self._orthogonal else ((y @ self._gram) * y).sum(axis=1)
+        norms = np.sqrt(np.maximum(self._mean_norm + 2 * (y @ self._mean_back) + quadratic, 1e-12))
+        out = np.empty((len(y), self.dim + 1), dtype=np.float32)
+        np.divide(y, norms[:, None], out=out[:, : self.dim])
+        np.divide(1.0, norms, out=out[:, self.dim])
+        return out
+
+    def lift_query(self, queries: np.ndarray) -> np.ndarray:
+        """Query token states ``[n, d]`` → ``[n, dim + 1]``: ``[Bq, q·μ]`` (:meth:`decode_scorable`)."""
+        queries = np.asarray(queries, dtype=np.float32)
+        return np.concatenate([queries @ self._back.T, (queries @ self.mean)[:, None]], axis=1)
+
     def save(self, directory: Path, stem: str) -> None:
         """Write the trained state to ``<stem>.plaid.npz`` in ``directory`` (a temporary file renamed into place)."""
         save_state(Path(directory) / f"{stem}.{STATE_SUFFIX}", self.state())
 
     @classmethod
     def load(cls, directory: Path, stem: str) -> PlaidCodec:
+        """The codec whose state :meth:`save` wrote for ``stem`` in ``directory`` (a trained projection with it)."""
         state = load_state(Path(directory) / f"{stem}.{STATE_SUFFIX}")
         return cls(int(state["bits"]), int(state["components"].shape[0]), state)
 

@@ -142,3 +142,21 @@ class RaLa(LateInteraction):
             return scoring.score_eq4(q, qm, d, dm, cls_layers, omega=self.omega, floor=self.omega_floor)
         d_layers = torch.stack([scoring.pad(layer_tokens[layer])[0] for layer in layers], dim=1)
         return scoring.score_eq3(q, qm, d, dm, d_layers)
+
+    def score_projected(self, q, qm, d, dm, cls, q_cls, d_cls) -> torch.Tensor | None:
+        """Eq. 4 (and the released recipe's MaxSim) in a ``plaid`` codec's projected space: MaxSim of the lifted query
+        against the scorable tokens, ω from the query's and candidates' first tokens in the encoder's dimensions
+        (:func:`~.scoring.cls_gap`, floored as :func:`~.scoring.score_eq4` floors it). Eq. 3 reads the premature
+        layers' tokens, another codec each: it stays on the decoded path (None)."""
+        import torch
+
+        if self.released():
+            return scoring.maxsim(q, qm, d, dm)
+        if self.scoring != "eq4":
+            return None
+        sim = scoring.maxsim(q, qm, d, dm)
+        if not self.omega:
+            return sim
+        layers = self.layers(cls.shape[1] - 1)
+        gap = scoring.cls_gap(q_cls, d_cls, torch.as_tensor(cls[:, list(layers)], dtype=torch.float32))
+        return (gap if self.omega_floor is None else gap.clamp_min(self.omega_floor)) * sim

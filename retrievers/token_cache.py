@@ -67,12 +67,38 @@ class TokenCache:
         spans = [(int(self.offsets[r]), int(self.offsets[r + 1])) for r in rows]
         tokens = [self._decode("last", a, b) for a, b in spans]
         layer_tokens = {layer: [self._decode(f"layer-{layer}", a, b) for a, b in spans] for layer in layers}
+        return tokens, self._cls_states(rows), layer_tokens
+
+    def _cls_states(self, rows: list[int]) -> np.ndarray:
+        """The ``[CLS]`` states of ``rows``, ``[n, L+1, d]``, NaN at the layers not kept."""
         dim = self.meta["dimension"]
         cls = np.full((len(rows), self.meta["num_layers"] + 1, dim), np.nan, dtype=np.float32)
         kept = self.cls_codec.decode({part: np.asarray(array[rows]).reshape(-1, *array.shape[2:])
                                       for part, array in self._cls.items()})
         cls[:, list(self.cls_layers)] = kept.reshape(len(rows), len(self.cls_layers), dim)
-        return tokens, cls, layer_tokens
+        return cls
+
+    @property
+    def projected(self):
+        """The last layer's codec when it scores in its projected space (``plaid``: ``decode_scorable`` and
+        ``lift_query``), else None."""
+        last = self.codecs["last"]
+        return last if hasattr(last, "decode_scorable") else None
+
+    def get_projected(self, rows: list[int]) -> tuple[list, np.ndarray, np.ndarray]:
+        """For a cache whose codec scores in its projected space (:attr:`projected`): the last-layer tokens of
+        ``rows`` as ``[t, dim + 1]`` vectors whose inner product with the codec's lifted query is the cosine with the
+        decoded token (``decode_scorable``), the ``[CLS]`` states as :meth:`get` gives them and each row's first
+        token decoded to ``d`` dims ``[n, d]`` (the last layer's ``[CLS]``, which RaLa's ω compares with the other
+        layers')."""
+        codec = self.projected
+        spans = [(int(self.offsets[r]), int(self.offsets[r + 1])) for r in rows]
+        arrays = self._tokens["last"]
+        picked = np.concatenate([np.arange(a, b) for a, b in spans])  # one decode for every row
+        scorable = codec.decode_scorable({part: array[picked] for part, array in arrays.items()})
+        tokens = np.split(scorable, np.cumsum([b - a for a, b in spans])[:-1])
+        heads = codec.decode({part: array[[a for a, _ in spans]] for part, array in arrays.items()})
+        return tokens, self._cls_states(rows), heads
 
     def _decode(self, stem: str, start: int, stop: int) -> np.ndarray:
         return self.codecs[stem].decode({part: array[start:stop] for part, array in self._tokens[stem].items()})
@@ -80,13 +106,15 @@ class TokenCache:
     @staticmethod
     def write(directory: str | Path, shards: list[Path], num_layers: int, layers: tuple[int, ...],
               form: str = DEFAULT_TOKEN_STATES, cls_layers: tuple[int, ...] | None = None, seed: int = 0,
-              cls_states: str | None = None) -> TokenCache:
+              cls_states: str | None = None, projection: dict[str, np.ndarray] | None = None) -> TokenCache:
         """Assemble the token cache from the encoding shards (``.npz`` files of :func:`~.index.encode_corpus`) in
         ``form``, keeping the ``[CLS]`` states of ``cls_layers`` (None: every layer), streaming one shard at a time
         into a temporary folder renamed into place at the end. A ``pq`` or ``plaid`` codec is first trained on token
         states drawn from the shards with ``seed`` (their ``training_size``), and a projected ``[CLS]`` codec on the
         kept ``[CLS]`` states. ``cls_states`` keeps the ``[CLS]`` states in another form than :func:`cls_form`'s
-        (a measurement's comparison)."""
+        (a measurement's comparison). ``projection``: the trained maps a ``plaid:…:trained`` form's last layer is
+        coded through (:func:`~.plaid_projection.trained_projection`); the premature layers, if kept, are projected
+        by PCA of their own tokens."""
         directory, form = Path(directory), canonical_form(form)
         cls_layers = tuple(range(num_layers + 1)) if cls_layers is None else tuple(sorted(set(cls_layers)))
         lengths = [np.load(path)["lengths"] for path in shards]
@@ -98,7 +126,12 @@ class TokenCache:
         for stem, kind in codecs.items():
             if not kind.trained:
                 sample = _sample_tokens(shards, _shard_key(stem), lengths, total, kind.training_size(dim, total), seed)
-                kind.train(sample, seed=seed, tokens=total)
+                if stem == "last" and projection is not None:
+                    kind.train(sample, seed=seed, tokens=total, projection=projection)
+                else:
+                    if stem != "last" and getattr(kind, "projection", "pca") == "trained":
+                        kind.projection = "pca"
+                    kind.train(sample, seed=seed, tokens=total)
         cls_name = cls_states or cls_form(form)
         cls_kind = cls_codec(cls_name)
         if not cls_kind.trained:

@@ -12,9 +12,10 @@ gigabytes to a terabyte. The forms:
   ``IVF<K>,PQ<M>`` quantiser trained on a sample of the corpus's tokens: a coarse centroid (``K`` ≈ √tokens, a power
   of two up to 65,536: one or two bytes) and a product-quantised residual (``M`` = 32 sub-vectors of 8 bits), about
   34 bytes a token (ColBERTv2 keeps 20–36); each stored layer has a quantiser of its own;
-- ``plaid[:bits[:dim]]``: a projection to ``dim`` (default 128) learned on the corpus's tokens, then ColBERTv2's
-  residual codec at ``bits`` (2, the default, or 4) a dimension (:mod:`.plaid_codec`): a centroid id and
-  ``dim·bits/8`` bytes, 34 bytes a token at 2 bits and 128 dimensions; each stored layer has a codec of its own;
+- ``plaid[:bits[:dim[:trained]]]``: a projection to ``dim`` (default 128) learned on the corpus's tokens (PCA), or
+  with ``:trained`` one trained to keep MaxSim's scores (:mod:`.plaid_projection`), then ColBERTv2's residual codec
+  at ``bits`` (2, the default, or 4) a dimension (:mod:`.plaid_codec`): a centroid id and ``dim·bits/8`` bytes, 34
+  bytes a token at 2 bits and 128 dimensions; each stored layer has a codec of its own;
 - ``none``: no token states; a reranker encodes its ``n`` candidates at query time, in the encoder's batches (what
   a GPU does fast).
 
@@ -163,7 +164,9 @@ def codec(form: str, directory: Path | None = None, stem: str = "last") -> Token
         raise ValueError("the token-state form 'none' stores nothing")
     plaid = parse_plaid(form)
     if plaid is not None:
-        return PlaidCodec.load(directory, stem) if directory is not None else PlaidCodec(plaid.bits, plaid.dim)
+        if directory is not None:
+            return PlaidCodec.load(directory, stem)
+        return PlaidCodec(plaid.bits, plaid.dim, projection=plaid.projection)
     if form == "int8":
         return Int8Codec()
     if form == "pq":

@@ -68,8 +68,12 @@ def test_the_form_parses_with_defaults_and_refuses_other_bits_or_dimensions_in_o
     assert parse_plaid("plaid:4").bits == 4 and parse_plaid("plaid:2:64").dim == 64 and parse_plaid("pq") is None
     assert canonical_form("plaid") == "plaid:2:128" and canonical_form("int8") == "int8"
     assert IndexSpec(token_layers=(), token_states="plaid:4").token_states == "plaid:4:128"
+    assert parse_plaid("plaid:2:128:trained").projection == "trained" and parse_plaid("plaid").projection == "pca"
+    assert canonical_form("plaid:2:128:trained") == "plaid:2:128:trained"
+    assert canonical_form("plaid:2:128:pca") == "plaid:2:128" and parse_plaid("plaid:2:256").dim == 256
     for form, message in (("plaid:3", "bits must be one of 2, 4"), ("plaid:2:100", "dim must be one of 64, 96, 128"),
-                          ("plaid:two", "write plaid[:bits[:dim]]"), ("plaid:2:64:1", "write plaid[:bits[:dim]]"),
+                          ("plaid:two", "write plaid[:bits[:dim[:pca|trained]]]"),
+                          ("plaid:2:64:1", "write plaid[:bits[:dim[:pca|trained]]]"),
                           ("plaid-2", "unknown token-state form")):
         with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("]", r"\]")) as caught:
             check_form(form)
@@ -150,3 +154,44 @@ def test_768_d_low_rank_tokens_keep_their_maxsim_order_at_4_bits():
         coded = [float((q @ tokens.T).max(axis=1).mean()) for tokens in decoded[candidates]]
         assert np.argsort(exact).tolist() == [4, 3, 2, 1, 0]
         assert np.argsort(coded).tolist() == np.argsort(exact).tolist()
+
+
+def synthetic_codec(rng, d: int = 96, dim: int = 32, bits: int = 2, trained: bool = False) -> PlaidCodec:
+    """A codec with a made-up state (no k-means): a mean, orthonormal components or a trained pair of maps,
+    centroids, cutoffs and weights."""
+    mean = 0.3 * rng.normal(size=d) / np.sqrt(d)
+    components = np.linalg.qr(rng.normal(size=(d, dim)))[0].T
+    state = {"mean": mean, "components": components, "scale": np.float32(0.8),
+             "centroids": low_rank(rng, 64, dim, rank=dim), "cutoffs": np.sort(rng.normal(size=(dim, 2**bits - 1))),
+             "weights": np.sort(0.1 * rng.normal(size=(dim, 2**bits))), "bits": np.int32(bits)}
+    if trained:
+        state["components"] = components + 0.1 * rng.normal(size=components.shape)
+        state["back"] = 0.8 * components + 0.1 * rng.normal(size=components.shape)
+    return PlaidCodec(bits, dim, {key: np.asarray(value, dtype=np.float32) for key, value in state.items()})
+
+
+@pytest.mark.parametrize("trained", [False, True])
+def test_scores_in_the_projected_space_equal_the_back_projected_cosines(trained):
+    rng = np.random.default_rng(4)
+    kind = synthetic_codec(rng, trained=trained)
+    assert kind.describe()["projection"]["kind"] == ("trained" if trained else "pca")
+    parts = kind.encode(low_rank(rng, 50, 96))
+    queries = low_rank(rng, 7, 96)
+    exact = queries @ kind.decode(parts).T
+    lifted = kind.lift_query(queries) @ kind.decode_scorable(parts).T
+    assert lifted.shape == (7, 50) and kind.decode_scorable(parts).shape == (50, 33)
+    np.testing.assert_allclose(lifted, exact, atol=1e-5)
+
+
+def test_a_trained_codec_saves_and_loads_its_maps_and_refuses_to_train_without_them(tmp_path):
+    rng = np.random.default_rng(5)
+    kind = synthetic_codec(rng, trained=True)
+    kind.save(tmp_path, "last")
+    loaded = PlaidCodec.load(tmp_path, "last")
+    assert loaded.projection == "trained" and loaded.describe() == kind.describe()
+    np.testing.assert_array_equal(loaded.state()["back"], kind.state()["back"])
+    np.testing.assert_array_equal(loaded.components, kind.components)
+    assert "back" not in synthetic_codec(rng).state()
+    with pytest.raises(ValueError, match="needs a trained projection") as caught:
+        codec("plaid:2:64:trained").train(low_rank(rng, 100, 96))
+    assert "\n" not in str(caught.value)
