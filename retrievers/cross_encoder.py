@@ -11,6 +11,13 @@ names one as ``rerank="cross-encoder:MODEL"`` (:func:`~.rerankers.parse_rerank`)
 One model is loaded per process for each folder and length (on first use; on CUDA when there is one), and the
 threads evaluating questions share it, one prediction at a time. The score of a pair is the model's logit: the
 sigmoid sentence-transformers applies by default keeps the order but rounds confident scores to a tie at 1.0.
+
+DualRAG's paper (Cheng et al., 2025, §4.3) names the model alone, bge-reranker-v2-m3, not how it ran it. What runs
+here beside the usage its authors' ``FlagEmbedding`` package gives it (``FlagReranker``): the same raw logit (its
+default, ``normalize=False``); a pair cut at the model's own limit (8,192 tokens for bge-reranker-v2-m3) unless
+``max_length`` is given, where ``FlagReranker`` cuts at 512 by default (the same score for a pair of fewer tokens);
+the weights in the dtype transformers loads them in (the model's own: float32 for bge-reranker-v2-m3), on CUDA too,
+where ``FlagReranker`` may run fp16 (``use_fp16``).
 """
 
 from __future__ import annotations
