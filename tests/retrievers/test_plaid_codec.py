@@ -195,3 +195,29 @@ def test_a_trained_codec_saves_and_loads_its_maps_and_refuses_to_train_without_t
     with pytest.raises(ValueError, match="needs a trained projection") as caught:
         codec("plaid:2:64:trained").train(low_rank(rng, 100, 96))
     assert "\n" not in str(caught.value)
+
+
+@pytest.mark.slow  # the rerankers' imports (torch, transformers) and a cache's k-means: 6 s on 2 shared cores
+def test_maxsim_and_rala_eq4_score_a_plaid_cache_in_its_projected_space_as_on_the_decoded_tokens(tmp_path):
+    from types import SimpleNamespace
+
+    from multihop.retrievers import MaxSim, RaLa
+    from multihop.retrievers.scoring import pad
+
+    rng = np.random.default_rng(6)
+    shards = write_shards(tmp_path, rng, passages=8, d=96, layers=3)
+    cache = TokenCache.write(tmp_path / "plaid", shards, 3, (), form="plaid:2:64", cls_layers=(1, 2))
+    rows, query = [0, 5, 9, 23], low_rank(rng, 6, 96)
+    decoded, cls, _ = cache.get(rows)
+    scorable, projected_cls, heads = cache.get_projected(rows)
+    np.testing.assert_array_equal(projected_cls, cls)
+    np.testing.assert_allclose(heads, np.stack([tokens[0] for tokens in decoded]), atol=1e-6)
+    q, qm, d, dm = *pad([query]), *pad(decoded)
+    lq, lqm, sd, sdm = *pad([cache.projected.lift_query(query)]), *pad(scorable)
+    head = pad([query[:1]])[0][0]
+    rala = RaLa(buckets=2, seed=0)
+    rala._encoder = SimpleNamespace(num_layers=3, path=tmp_path)  # no fine-tuning stamp: layers (1, 2)
+    for reranker in (MaxSim(), rala):
+        exact = reranker.score(q, qm, d, dm, cls, {})
+        fast = reranker.score_projected(lq, lqm, sd, sdm, cls, head, pad([heads])[0][0])
+        np.testing.assert_allclose(fast.numpy(), exact.numpy(), atol=1e-5)
