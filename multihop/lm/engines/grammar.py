@@ -28,6 +28,11 @@ import numpy as np
 
 COMPACT = {"whitespace_flexible": False}  # llguidance's JSON options: no whitespace outside strings
 SPACED = {"whitespace_pattern": " ?"}  # at most one space between JSON tokens (llama.cpp's grammar's)
+# an integer without bounds gets these: at most 16 digits and a sign, as llama.cpp's grammar writes them (schema.py's
+# worst case counts 20 characters); llguidance's own integers have no length: a sampled reply could run on in digits.
+# 2**53 - 1: llguidance reads a bound as a double, which rounds 10**16 - 1 up to 10**16 (17 digits)
+INTEGER_BOUND = 2**53 - 1
+_VALUES = ("enum", "const", "default", "examples")  # keywords whose values are data, not schemas
 
 
 class SchemaGrammars:
@@ -59,7 +64,7 @@ class SchemaGrammars:
         key = json.dumps(schema, sort_keys=True)
         if key not in self._grammars:
             try:
-                grammar = LLMatcher.grammar_from_json_schema(schema, defaults=self.options)
+                grammar = LLMatcher.grammar_from_json_schema(integers_bounded(schema), defaults=self.options)
             except ValueError as exc:
                 raise ValueError(f"the response schema has no decoding grammar: {exc}") from None
             error = LLMatcher.validate_grammar(grammar, self.tokenizer)
@@ -77,6 +82,20 @@ class SchemaGrammars:
     def processor(self, schema: dict) -> SchemaLogitsProcessor:
         """A fresh ``transformers`` logits processor for one generation under ``schema``."""
         return SchemaLogitsProcessor(self.matcher(schema), self.tokenizer.vocab_size)
+
+
+def integers_bounded(node):
+    """A copy of a JSON schema in which every integer without a bound of its own is bounded by :data:`INTEGER_BOUND`
+    either way."""
+    if isinstance(node, list):
+        return [integers_bounded(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    bounded = {key: value if key in _VALUES else integers_bounded(value) for key, value in node.items()}
+    kinds = node.get("type") if isinstance(node.get("type"), list) else [node.get("type")]
+    if "integer" in kinds and not node.keys() & {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}:
+        bounded.update(minimum=-INTEGER_BOUND, maximum=INTEGER_BOUND)
+    return bounded
 
 
 class TokenMask:

@@ -55,3 +55,17 @@ def steps(processor, prompt: list[int], reply: list[int], vocab: int) -> list[se
 def test_a_schema_without_a_grammar_is_a_clear_error(tokenizer):
     with pytest.raises(ValueError, match="the response schema has no decoding grammar"):
         SchemaGrammars.for_hf(tokenizer).grammar({"type": "object", "properties": {"n": {"type": "strin"}}})
+
+
+def test_an_integer_without_bounds_takes_at_most_sixteen_digits_as_in_llama_cpps_grammar(tokenizer):
+    grammars = SchemaGrammars.for_hf(tokenizer)
+    schema = {"type": "object", "required": ["hops", "year"], "additionalProperties": False,
+              "properties": {"hops": {"type": "integer"}, "year": {"type": "integer", "minimum": 1000}}}
+
+    def accepted(text: str) -> bool:
+        matcher = grammars.matcher(schema)
+        return matcher.consume_tokens(tokenizer.encode(text)) and matcher.is_accepting()
+
+    assert accepted('{"hops":-9007199254740991,"year":' + "9" * 30 + "}")  # a bound of its own is kept
+    assert not accepted('{"hops":1' + "0" * 16 + ',"year":1999}')
+    assert schema["properties"]["hops"] == {"type": "integer"}  # the schema given is not changed

@@ -174,16 +174,17 @@ def test_the_engine_replies_under_the_schema_greedily_and_sampled_and_reuses_the
     weights = llamacpp_weights("smollm2", split_prompts=True)
     engine = LlamaCppEngine(weights.gguf, prompt_gguf=weights.prompt_gguf)
     system = [{"role": "system", "content": "Answer in JSON. " + "Read the question, then reason briefly. " * 40}]
-    greedy = engine.generate(system + QUESTION, Config(), 96, STAGE_SCHEMA)
-    sampled = engine.generate(system + QUESTION, Config(temperature=0.9, seed=3, logprobs=0), 96, STAGE_SCHEMA)
+    budget = 192  # the schema's longest reply, a token a character
+    greedy = engine.generate(system + QUESTION, Config(), budget, STAGE_SCHEMA)
+    sampled = engine.generate(system + QUESTION, Config(temperature=0.9, seed=3, logprobs=0), budget, STAGE_SCHEMA)
     other = engine.generate(system + [{"role": "user", "content": "Who directed Alien? Reply in JSON."}], Config(),
-                            96, STAGE_SCHEMA)
+                            budget, STAGE_SCHEMA)
     for generation in (greedy, sampled, other):
         assert generation.finish == "stop"
         jsonschema.validate(json.loads(generation.text), STAGE_SCHEMA)
     assert len(sampled.logprobs) == sampled.completion_tokens and all(t.logprob <= 0 for t in sampled.logprobs)
     assert other.cached_tokens > 200  # the system prompt's state, from the prefix cache
     fresh = LlamaCppEngine(weights.gguf, prompt_gguf=weights.prompt_gguf)
-    assert fresh.generate(system + QUESTION, Config(), 96, STAGE_SCHEMA).text == greedy.text
+    assert fresh.generate(system + QUESTION, Config(), budget, STAGE_SCHEMA).text == greedy.text
     engine.close()
     fresh.close()
