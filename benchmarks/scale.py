@@ -12,7 +12,9 @@ index per factory string: build seconds, the index's bytes, search latency p50/p
 there are, recall@10 against exact search.
 
 ``tokens``: ``--token-states`` forms (default :data:`TOKEN_FORMS`; ``FORM/CLS`` keeps the ``[CLS]`` states in
-``CLS``) on the IRCoT corpus of the ``--limit`` first dev questions (the largest real corpus we have), MPNet,
+``CLS``; a ``plaid:BITS:DIM:trained`` form's projection is trained with ``--seed`` on MuSiQue train questions first,
+:func:`~multihop.retrievers.plaid_projection.trained_projection`, and cached) on the IRCoT corpus of the ``--limit``
+first dev questions (the largest real corpus we have), MPNet,
 keeping the ``[CLS]`` layers of RaLa's default draw (as ``index build --rerank rala-eq4`` does), every form written
 from one float32 encoding kept under ``MULTIHOP_HOME/shards``: bytes a token (the last layer's, and all stored
 files' with the ``[CLS]`` share) and a passage, the trained state, the decode time a token, R@2/R@5 of the dense
@@ -151,6 +153,8 @@ def token_rows(args) -> list[dict]:
     from multihop.evaluation.metrics import recall_at_k
     from multihop.retrievers import DenseRetriever, MaxSim, RaLa, RerankedRetriever
     from multihop.retrievers.dense import IndexSpec
+    from multihop.retrievers.plaid_codec import parse_plaid
+    from multihop.retrievers.plaid_projection import trained_projection
     from multihop.retrievers.token_cache import META, TokenCache
 
     examples, corpus, encoder, encoded = token_encoding(args)
@@ -162,10 +166,16 @@ def token_rows(args) -> list[dict]:
         form, _, cls_states = label.partition("/")
         spec = IndexSpec(token_layers=(), token_states=form, cls_layers=kept)
         folder = work / label.replace("/", "-").replace(":", "-")
+        plaid = parse_plaid(form)
+        projection = None
+        if plaid is not None and plaid.projection == "trained":  # trained on train questions once, then cached
+            start = time.perf_counter()
+            projection = trained_projection(encoder, plaid.dim, seed=args.seed)
+            console.print(f"trained projection to {plaid.dim} ready in {time.perf_counter() - start:.0f} s")
         start = time.perf_counter()
         tokens = None if form == "none" else TokenCache.write(
             folder, encoded.shards, encoded.num_layers, (), form=spec.token_states, cls_layers=kept,
-            cls_states=cls_states or None)
+            cls_states=cls_states or None, projection=projection)
         written = time.perf_counter() - start
         dense = DenseRetriever.from_encoding(corpus, encoder, encoded, spec, folder, tokens=tokens)
         row = {"form": label, "bytes/token": tokens.bytes_per_token() if tokens else 0}
@@ -322,6 +332,7 @@ def main() -> None:
     parser.add_argument("--batch-sizes", default="8,16,32", help="encoding batch sizes (encoding)")
     parser.add_argument("--forms", type=lambda text: text.split(","), help="token-state forms, e.g. "
                         "int8,pq,plaid:4:64,plaid:2:128/int8 (tokens; default: TOKEN_FORMS)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of a plaid:…:trained form's projection (tokens)")
     parser.add_argument("--workers", type=int, default=2, help="Ray actors (ray)")
     parser.add_argument("--shard-size", type=int, default=64, help="passages a shard (ray)")
     for part in ("tokens", "faiss", "encoding", "ray"):

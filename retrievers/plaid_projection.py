@@ -23,6 +23,7 @@ import numpy as np
 
 from multihop.data.paths import atomic_write_text, home
 
+from .codec_base import normalised
 from .plaid_codec import learn_projection, load_state, save_state
 
 TRAIN_QUESTIONS = 120  # MuSiQue train questions whose paragraphs the projection is trained on (≈2,400 passages)
@@ -86,6 +87,31 @@ def _pad(arrays: list[np.ndarray]):
     return torch.from_numpy(padded), torch.from_numpy(mask)
 
 
+def distillation_kl(training: TrainingSet, state: dict[str, np.ndarray], temperature: float = TEMPERATURE) -> float:
+    """The mean over ``training``'s questions of the listwise KL divergence the training lowers (the module
+    docstring), for the maps ``state`` (``mean``, ``components``, ``back``; ``back`` absent: ``scale·components``)."""
+    import torch
+
+    from .scoring import maxsim
+
+    mu = torch.from_numpy(np.asarray(state["mean"], dtype=np.float32))
+    encode = torch.from_numpy(np.asarray(state["components"], dtype=np.float32))
+    back = state.get("back")
+    back = torch.from_numpy(np.asarray(back if back is not None else float(state["scale"]) * state["components"],
+                                       dtype=np.float32))
+    total = 0.0
+    with torch.no_grad():
+        for query, group in zip(training.queries, training.groups, strict=True):
+            q, qm = _pad([query])
+            d, dm = _pad(group)
+            target = torch.log_softmax(maxsim(q, qm, d, dm)[0] / temperature, dim=0)
+            decoded = torch.nn.functional.normalize(mu + torch.nn.functional.normalize((d - mu) @ encode.T, dim=-1)
+                                                    @ back, dim=-1)
+            scores = torch.log_softmax(maxsim(q, qm, decoded, dm)[0] / temperature, dim=0)
+            total += float(torch.nn.functional.kl_div(scores, target, log_target=True, reduction="sum"))
+    return total / len(training.queries)
+
+
 def train_projection(training: TrainingSet, dim: int, seed: int = 0, epochs: int = EPOCHS,
                      learning_rate: float = LEARNING_RATE, temperature: float = TEMPERATURE,
                      reconstruction: float = RECONSTRUCTION, sample: np.ndarray | None = None) -> dict[str, np.ndarray]:
@@ -97,9 +123,7 @@ def train_projection(training: TrainingSet, dim: int, seed: int = 0, epochs: int
     from .scoring import maxsim
 
     torch.manual_seed(seed)
-    if sample is None:
-        sample = np.concatenate([np.concatenate(group) for group in training.groups]).astype(np.float32)
-    sample = sample / np.linalg.norm(sample, axis=1, keepdims=True)
+    sample = _training_tokens(training) if sample is None else normalised(np.asarray(sample, dtype=np.float32))
     mean, components = learn_projection(sample, dim)
     scale = float(np.linalg.norm((sample - mean) @ components.T, axis=1).mean())
     mu = torch.from_numpy(mean)
@@ -134,17 +158,29 @@ def train_projection(training: TrainingSet, dim: int, seed: int = 0, epochs: int
 def trained_projection(encoder, dim: int, seed: int = 0, data: str = "musique",
                        questions: int = TRAIN_QUESTIONS) -> dict[str, np.ndarray]:
     """:func:`train_projection` on :func:`training_encoding`'s set, cached as ``projection-<dim>-<seed>.npz`` (with a
-    ``.json`` of its settings) in the training set's shard folder: a second call with the same settings trains
-    nothing."""
+    ``.json`` of its settings and the :func:`distillation_kl` of PCA's maps and the trained ones) in the training
+    set's shard folder: a second call with the same settings trains nothing."""
     training = training_encoding(encoder, data, questions)
     folder = home() / "shards" / f"plaid-train-{training.key}"
     path = folder / f"projection-{dim}-{seed}.npz"
     settings = {"dim": dim, "seed": seed, "epochs": EPOCHS, "learning_rate": LEARNING_RATE,
                 "temperature": TEMPERATURE, "reconstruction": RECONSTRUCTION, "questions": len(training.queries)}
     stamp = path.with_suffix(".json")
-    if path.exists() and stamp.exists() and json.loads(stamp.read_text()) == settings:
+    if path.exists() and stamp.exists() and json.loads(stamp.read_text()).get("settings") == settings:
         return load_state(path)
     state = train_projection(training, dim, seed)
     save_state(path, state)
-    atomic_write_text(stamp, json.dumps(settings))
+    pca = {key: state[key] for key in ("mean", "scale")} | {"components": _pca_components(training, dim)}
+    kl = {"pca": distillation_kl(training, pca), "trained": distillation_kl(training, state)}
+    atomic_write_text(stamp, json.dumps({"settings": settings, "kl": kl}))
     return state
+
+
+def _pca_components(training: TrainingSet, dim: int) -> np.ndarray:
+    return learn_projection(_training_tokens(training), dim)[1]
+
+
+def _training_tokens(training: TrainingSet) -> np.ndarray:
+    """Every training paragraph's tokens, ``[n, d]`` float32, unit rows."""
+    sample = np.concatenate([np.concatenate(group) for group in training.groups]).astype(np.float32)
+    return sample / np.linalg.norm(sample, axis=1, keepdims=True)
