@@ -1,18 +1,19 @@
 """Rerankers over an encoder's token states (late interaction, as in ColBERT; CoopRAG §3.4): what MaxSim and RaLa
 share, and MaxSim itself.
 
-A late-interaction reranker encodes the query and each candidate text with its encoder and scores every pair from
-their token states; only the score differs between :class:`MaxSim` and :class:`~.rala.RaLa`. It ranks any candidate
-texts — passages, sentences, triples — from the texts alone. Its encoder is the one it is given, else the first
-stage's once it is bound to one (:meth:`LateInteraction.bind`, which :class:`~.reranked.RerankedRetriever` calls), else
-MPNet. Bound to a first stage whose encoder is the same model with the same special tokens, it takes that encoder
-(so a retriever encodes a query once for the search and the rerank) and that first stage's token cache: a
-candidate's states are read from the cache when the candidate is the passage at a row of the corpus the cache
-covers (same id, same text) and computed otherwise, with the same scores up to float16 rounding. ``cache=False``
-always computes them. ``special_tokens`` are those its queries need: a first stage whose encoder lacks them is not
-shared, and the reranker loads the same model with them added. What it encodes (a query's token states, candidates'
-states it computes) goes through its encoder's batches (:class:`~.encoder.Coalescing`): the reranks of the questions in
-flight encode together.
+A late-interaction reranker encodes the query and each candidate text with its encoder and scores every pair from their
+token states; only the score differs between :class:`MaxSim` and :class:`~.rala.RaLa`. It ranks any candidate texts —
+passages, sentences, triples — from the texts alone. Its encoder is the one it is given, else the first stage's once it
+is bound to one (:meth:`LateInteraction.bind`, which :class:`~.reranked.RerankedRetriever` calls), else MPNet. Bound to
+a first stage whose encoder is the same model with the same special tokens, it takes that encoder (so a retriever
+encodes a query once for the search and the rerank) and that first stage's token cache: a candidate's states are read
+from the cache when the candidate is the passage at a row of the corpus the cache covers (same id, same text) and
+computed otherwise, with the same scores up to float16 rounding; a ``plaid`` cache's tokens are scored in the codec's
+projected space (:meth:`LateInteraction.score_projected`, no back-projection to the encoder's dimensions, the same
+scores up to float rounding) when the score reads no premature layer's tokens. ``cache=False`` always computes them.
+``special_tokens`` are those its queries need: a first stage whose encoder lacks them is not shared, and the reranker
+loads the same model with them added. What it encodes (a query's token states, candidates' states it computes) goes
+through its encoder's batches (:class:`~.encoder.Coalescing`): the reranks of the questions in flight encode together.
 """
 
 from __future__ import annotations

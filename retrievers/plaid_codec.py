@@ -6,7 +6,9 @@ states to ``dim`` dimensions (64, 96 or 128), then codes them as ColBERTv2 does:
 
 - *projection* (ours; ColBERTv2's encoder learns its 128-d output layer, an encoder here is off the shelf): PCA
   learned on the corpus's own tokens (mean-centred, the ``dim`` leading components, :func:`learn_projection`), the
-  identity when the states are already ``≤ dim``; the projected vectors are L2-normalised;
+  identity when the states are already ``≤ dim``, or with ``plaid:bits:dim:trained`` a pair of maps ``W`` (encoding)
+  and ``B`` (decoding) trained from the PCA start to keep MaxSim's scores (:mod:`.plaid_projection`); the projected
+  vectors are L2-normalised;
 - *centroids*: ``K`` by k-means (FAISS's ``Kmeans``, spherical, 4 iterations as ColBERTv2 runs) on a sample of the
   projected tokens, ``K`` a power of two ≈ 16·√tokens as ColBERTv2 picks it (``2^floor(log2(16·√tokens))``), capped
   so each centroid has at least :data:`POINTS_PER_CENTROID` sample tokens; a token is assigned to its nearest
@@ -22,8 +24,11 @@ states to ``dim`` dimensions (64, 96 or 128), then codes them as ColBERTv2 does:
 A token is stored as its centroid id (uint16 when ``K ≤ 65,536``, else uint32) and ``dim·bits/8`` packed bytes:
 128-d at 2 bits is 2 + 32 = 34 bytes. Decoding rebuilds the projected vector (centroid + bucket weights),
 renormalises it, and back-projects it to ``d``: ``mean + s·Pᵀy``, renormalised, where ``s`` is the mean norm of the
-centred projections (ours: the per-token norm is not stored), so the rerankers read ``d``-dim unit vectors as from
-any other form.
+centred projections (ours: the per-token norm is not stored), or ``mean + Bᵀy`` with a trained ``B``, so the
+rerankers read ``d``-dim unit vectors as from any other form. A reranker that scores cosines (MaxSim, RaLa Eq. 4)
+need not back-project (ours): :meth:`PlaidCodec.decode_scorable` gives each token as ``[y, 1] / ‖μ + Bᵀy‖`` (the
+norm from ``‖μ‖² + 2(Bμ)·y + yᵀ(BBᵀ)y``, ``s²`` for PCA's orthonormal rows) and :meth:`PlaidCodec.lift_query` a query
+token as ``[Bq, q·μ]``, whose inner product is the cosine with the back-projected token, in ``dim + 1`` dimensions.
 
 The contract a PLAID first stage reads (it works in the projected space):
 
@@ -34,11 +39,12 @@ The contract a PLAID first stage reads (it works in the projected space):
 - the parts, memory-mapped by :class:`~.token_cache.TokenCache` like every form's: ``"centroid"`` (``[tokens]``
   centroid ids) and ``"residual"`` (``[tokens, dim·bits/8]`` uint8 packed codes).
 
-The trained state (mean, components, scale, centroids, cutoffs, weights) is saved beside the codes as
-``<stem>.plaid.npz``, written atomically. A ``plaid`` cache keeps its ``[CLS]`` states (one a passage and kept
-layer, RaLa's ω reads them) as int8 of their own PCA projection to ``dim`` (:class:`ProjectedInt8Codec`, ours):
-``dim + 4`` bytes a state, where int8 of the ``d``-dim state (the ``pq`` form's choice) costs ``d + 4``, which at
-four layers and MPNet's ~115 tokens a passage is 27 bytes a token beside the tokens' 34.
+The trained state (mean, components, scale, centroids, cutoffs, weights, and a trained projection's ``back``) is saved
+beside the codes as ``<stem>.plaid.npz``, written atomically. A ``plaid`` cache keeps its ``[CLS]`` states (one a
+passage and kept layer, RaLa's ω reads them) as int8 of their own PCA projection to ``dim``
+(:class:`ProjectedInt8Codec`, ours): ``dim + 4`` bytes a state, where int8 of the ``d``-dim state (the ``pq`` form's
+choice) costs ``d + 4``, which at four layers and MPNet's ~115 tokens a passage is 27 bytes a token beside the tokens'
+34.
 
 The codec is built on numpy, SciPy and FAISS, not through the ``fast-plaid`` package: every fast-plaid wheel pins
 one torch exactly (1.7.0.2110 requires torch==2.11.0, with fastkmeans and usearch), and this project pins torch

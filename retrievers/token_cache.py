@@ -1,16 +1,16 @@
 """Per-passage token states kept beside an index so RaLa reranks without re-encoding (CoopRAG §3.4, App. E.9).
 
-Layout of ``<index>/tokens/``: ``offsets.npy`` (``[N+1]`` row starts), ``last.<part>`` (``[total_tokens, ...]``
-the last layer's token states in the cache's form, :mod:`.token_codecs`: ``last.f16`` in ``fp16``, ``last.i8`` and
-``last.scale`` in ``int8``, ``last.pq`` and its quantiser ``last.codec.faiss`` in ``pq``, ``last.centroid``,
-``last.residual`` and the trained state ``last.plaid.npz`` in ``plaid``), ``layer-<l>.<part>`` for any premature
-layer an Eq. 3 score reads, and ``cls.<part>`` (``[N, C, ...]``) the ``[CLS]`` state of the ``C`` kept layers
-(``cls_layers``; every layer 0..L unless the build named the ones its reranker reads) in the form :func:`cls_form`
-gives (the tokens' form; int8 in ``pq``; in ``plaid`` int8 of a PCA projection to the form's dimensions, its
-state ``cls.pca.npz``), all memory-mapped, plus ``meta.json``, which records the form, the bytes a token, each
-stored layer's codec (``codecs``: for ``plaid`` its projection's kind and dimensions, the bits and ``K``) and the
-``[CLS]`` states' form (``cls_form``). A cache written before the forms (no ``form`` in its meta) is an ``fp16`` one
-with every ``[CLS]`` layer, and loads as it is.
+Layout of ``<index>/tokens/``: ``offsets.npy`` (``[N+1]`` row starts), ``last.<part>`` (``[total_tokens, ...]`` the last
+layer's token states in the cache's form, :mod:`.token_codecs`: ``last.f16`` in ``fp16``, ``last.i8`` and ``last.scale``
+in ``int8``, ``last.pq`` and its quantiser ``last.codec.faiss`` in ``pq``, ``last.centroid``, ``last.residual`` and the
+trained state ``last.plaid.npz`` in ``plaid``, a trained projection's maps in it), ``layer-<l>.<part>`` for any
+premature layer an Eq. 3 score reads, and ``cls.<part>`` (``[N, C, ...]``) the ``[CLS]`` state of the ``C`` kept layers
+(``cls_layers``; every layer 0..L unless the build named the ones its reranker reads) in the form :func:`cls_form` gives
+(the tokens' form; int8 in ``pq``; in ``plaid`` int8 of a PCA projection to the form's dimensions, its state
+``cls.pca.npz``), all memory-mapped, plus ``meta.json``, which records the form, the bytes a token, each stored layer's
+codec (``codecs``: for ``plaid`` its projection's kind and dimensions, the bits and ``K``) and the ``[CLS]`` states'
+form (``cls_form``). A cache written before the forms (no ``form`` in its meta) is an ``fp16`` one with every ``[CLS]``
+layer, and loads as it is.
 """
 
 from __future__ import annotations
