@@ -79,9 +79,17 @@ class _Waiting:
 
 @dataclass
 class BatchStats:
-    """What a :class:`Coalescing` has run: ``batches`` (forward passes of gathered calls), the ``calls`` and ``texts``
-    they answered, how many batches had each number of texts (``sizes``), the seconds calls waited from their arrival
-    to their batch's start (``waited_s`` in all, ``longest_wait_s``) and the seconds the batches ran (``run_s``)."""
+    """What a :class:`Coalescing` has run (summed with ``+``; :meth:`as_dict` for JSON).
+
+    Args:
+        batches: the batches run (each one ``run`` over gathered calls, retries of a failed batch not counted).
+        calls: the calls they answered.
+        texts: the texts they encoded.
+        sizes: how many batches had each number of texts.
+        waited_s: the seconds the calls waited from their arrival to their batch's start, in all.
+        longest_wait_s: the longest of those waits.
+        run_s: the seconds the batches ran.
+    """
 
     batches: int = 0
     calls: int = 0
