@@ -45,7 +45,7 @@ import logging
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -136,7 +136,8 @@ class Coalescing:
         max_wait_s: the longest a batch waits for more calls after its first arrived (seconds, 0 or more).
     """
 
-    def __init__(self, run, split, max_batch: int = DEFAULT_MAX_BATCH, max_wait_s: float = DEFAULT_MAX_WAIT_S):
+    def __init__(self, run: Callable[[list[str]], object], split: Callable[[object, int, int], object],
+                 max_batch: int = DEFAULT_MAX_BATCH, max_wait_s: float = DEFAULT_MAX_WAIT_S):
         if not isinstance(max_batch, int) or max_batch < 1:
             raise ValueError(f"max_batch is a number of texts (1 or more), not {max_batch!r}")
         if max_wait_s < 0:
