@@ -266,7 +266,8 @@ def test_help_names_the_choices_of_every_registry_option_and_the_lm_options_have
     assert "╭─ LM options" in runner.invoke(app, ["eval", "--help"], terminal_width=400).output
     built = " ".join(runner.invoke(app, ["index", "build", "--help"], terminal_width=400).output.replace("│", " ")
                      .split())
-    assert "choose from: dense, bm25, hybrid" in built and "choose from: full, fp16, int8, pq, none" in built
+    assert "choose from: dense, bm25, hybrid, plaid" in built
+    assert "choose from: full, fp16, int8, pq, plaid, none" in built
     assert "choose from: none, maxsim" in built
     compiled = " ".join(runner.invoke(app, ["compile", "--help"], terminal_width=400).output.replace("│", " ").split())
     assert "choose from: labeled, bootstrap, random-search, mipro, simba, gepa" in compiled
