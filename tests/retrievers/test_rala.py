@@ -172,7 +172,8 @@ def test_every_registered_name_builds_its_reranker_and_rebuilds_it_from_its_conf
     assert list(RERANKERS) == ["maxsim", "rala-eq4", "rala-eq3", "cosine", "cross-encoder"]
     built = {name: make_reranker(name) for name in RERANKERS if name != "cross-encoder"}  # named with its model:
     # tests/retrievers/test_cross_encoder.py
-    assert type(built["maxsim"]) is MaxSim and built["cosine"].config() == {"reranker": "cosine", "encoder": "mpnet"}
+    assert type(built["maxsim"]) is MaxSim and built["cosine"].config() == {"reranker": "cosine", "encoder": "mpnet",
+                                                                                   "special_tokens": []}
     assert (built["rala-eq4"].scoring, built["rala-eq3"].scoring) == ("eq4", "eq3")
     for name, reranker in built.items():
         assert isinstance(reranker, Reranker) and reranker.config()["reranker"] == name
