@@ -26,7 +26,7 @@ from multihop.data.paths import atomic_write_text, home
 from .codec_base import normalised
 from .plaid_codec import learn_projection, load_state, save_state
 
-TRAIN_QUESTIONS = 120  # the first MuSiQue train questions read (100 of them with paragraphs: 1,890 passages)
+TRAIN_QUESTIONS = 120  # the first MuSiQue train questions read (the train file here holds 100: 1,890 passages)
 # measured on 80 of the 100 questions, the listwise KL of the 20 others: PCA 0.155, 3e-5 and 2 epochs 0.143, 1e-4
 # 0.150; 1e-3 and 4 epochs raised the KL on the training questions themselves (0.16 → 0.42)
 EPOCHS, LEARNING_RATE, TEMPERATURE, RECONSTRUCTION = 2, 3e-5, 0.02, 0.5
