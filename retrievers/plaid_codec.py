@@ -9,17 +9,22 @@ states to ``dim`` dimensions (64, 96 or 128), then codes them as ColBERTv2 does:
   identity when the states are already ``≤ dim``, or with ``plaid:bits:dim:trained`` a pair of maps ``W`` (encoding)
   and ``B`` (decoding) trained from the PCA start to keep MaxSim's scores (:mod:`.plaid_projection`); the projected
   vectors are L2-normalised;
-- *centroids*: ``K`` by k-means (FAISS's ``Kmeans``, spherical, 4 iterations as ColBERTv2 runs) on a sample of the
-  projected tokens, ``K`` a power of two ≈ 16·√tokens as ColBERTv2 picks it (``2^floor(log2(16·√tokens))``), capped
-  so each centroid has at least :data:`POINTS_PER_CENTROID` sample tokens; a token is assigned to its nearest
-  centroid by inner product;
+- *centroids*: ``K`` by k-means (FAISS's ``Kmeans``, 4 iterations as ColBERTv2 runs) on a sample of the projected
+  tokens, ``K`` a power of two ≈ 16·√tokens as ColBERTv2 picks it (``2^floor(log2(16·√tokens))``, here from the exact
+  token count where ColBERTv2 estimates it from a sample), capped so each centroid has at least
+  :data:`POINTS_PER_CENTROID` sample tokens; a token is assigned to its nearest centroid by inner product. Ours: the
+  k-means is spherical (ColBERTv2 runs plain k-means and normalises the centroids after), and its sample is
+  ``max(65,536, 39·K/0.95)`` tokens, about 41 a centroid at scale (ColBERTv2 trains on every token of ~16·√(120·N)
+  passages, FAISS keeping up to 256 a centroid);
 - *residual*: each dimension of ``token − centroid`` quantised to ``bits`` ∈ {2, 4}: bucket cutoffs at the
   residuals' quantiles ``i/2^bits`` and each bucket's weight the mean of the residuals in it, both computed on a
   held-out 5% of the sample as ColBERTv2 does. Two choices are ours: the cutoffs and weights are kept per dimension
   (ColBERTv2 shares one set over its 128 learnt dimensions; PCA's dimensions differ in spread by orders of
   magnitude), and a weight is its bucket's mean (ColBERTv2 takes the bucket's middle quantile ``(i+½)/2^bits``;
-  the mean is the least-squares value for the given cutoffs). Codes are packed into bytes, the first dimension in
-  the high bits (``numpy.packbits``).
+  the mean is the least-squares value for the given cutoffs); the held-out share has no cap (ColBERTv2 caps it at
+  50,000 tokens); 1 bit a dimension (ColBERTv2's default ``nbits``) is not offered. Codes are packed into bytes,
+  each code's high bit first (``numpy.packbits``; ColBERTv2 packs each code's low bit first — the files are not
+  meant to be read by its code).
 
 A token is stored as its centroid id (uint16 when ``K ≤ 65,536``, else uint32) and ``dim·bits/8`` packed bytes:
 128-d at 2 bits is 2 + 32 = 34 bytes. Decoding rebuilds the projected vector (centroid + bucket weights),
