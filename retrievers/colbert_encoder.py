@@ -357,8 +357,3 @@ class ColBERTEncoder(Encoder):
     def _count_truncated(self, texts: list[str]) -> None:
         lengths = [len(ids) for ids in self.model.tokenizer(list(texts), truncation=False, verbose=False)["input_ids"]]
         self.truncated += sum(length + 1 > self.settings.doc_maxlen for length in lengths)
-
-
-def is_colbert(encoder) -> bool:
-    """Whether ``encoder`` encodes as a ColBERT checkpoint."""
-    return isinstance(encoder, ColBERTEncoder)

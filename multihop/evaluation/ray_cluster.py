@@ -119,8 +119,9 @@ def check_reachable(address: str, timeout: float | None = None) -> None:
 
 
 def actor_cpus(ray, workers: int, wanted: float = 1.0) -> float:
-    """The CPUs each of ``workers`` actors can reserve so that all of them start on the cluster: ``wanted``, or an
-    equal share of the cluster's CPUs when there are fewer (actors waiting on a served LM need little CPU)."""
+    """The CPUs each of ``workers`` Ray workers (the index build's encoder actors, an evaluation's tasks) can reserve
+    so that all of them start on the cluster: ``wanted``, or an equal share of the cluster's CPUs when there are fewer
+    (tasks waiting on a served LM need little CPU)."""
     return min(wanted, float(ray.cluster_resources().get("CPU", 1)) / max(1, workers))
 
 
