@@ -30,10 +30,10 @@ that change its truncation, "Already borrowed"; on a CPU the model's own threads
 are gathered into batches as inference servers batch (dynamic batching, :class:`Coalescing`): a batch starts when it
 holds ``max_batch`` texts (default :data:`DEFAULT_MAX_BATCH`) or ``max_wait_s`` after its first call arrived (default
 :data:`DEFAULT_MAX_WAIT_S`), and calls that arrive while a batch runs make up the next one, so many questions in flight
-encode their queries in batches, which on a CPU costs about half the CPU a text of one call a text (measured: MPNet,
-32 MuSiQue questions, 2 cores, 232 → 101 ms CPU a query); with ``forward_tokens`` set, a forward pass takes more
-short texts than ``batch_size`` (:meth:`Encoder.forward_size`). :meth:`Encoder.batching_stats` counts the batches'
-sizes and waits. Which texts share a padded batch then depends on timing, which moves a score by float
+encode their queries in batches, which on a CPU costs about half the CPU a query that each call encoded alone costs
+(measured: MPNet, 32 MuSiQue questions, 2 cores, 232 → 101 ms CPU a query); with ``forward_tokens`` set, a forward
+pass takes more short texts than ``batch_size`` (:meth:`Encoder.forward_size`). :meth:`Encoder.batching_stats` counts
+the batches' sizes and waits. Which texts share a padded batch then depends on timing, which moves a score by float
 rounding (below 1e-5, tested): a near-tie between two passages could order differently from run to run.
 """
 
