@@ -29,14 +29,17 @@ class TokenCodec:
         return sum(np.dtype(dtype).itemsize * math.prod(shape) for dtype, shape in self.parts(dim).values())
 
     def training_size(self, dim: int, tokens: int) -> int:
-        """Vectors of ``tokens`` to :meth:`train` on (none but for ``pq``)."""
+        """Vectors of ``tokens`` to :meth:`train` on (0 for a codec that learns nothing: ``full``, ``fp16``,
+        ``int8``)."""
         return 0
 
     def train(self, sample: np.ndarray, seed: int = 0, tokens: int | None = None) -> None:
-        """Fit the codec to a sample of the ``tokens`` vectors it will store (only ``pq`` learns anything)."""
+        """Fit the codec to a sample of the ``tokens`` vectors it will store (``pq`` and ``plaid`` learn from it; the
+        others learn nothing)."""
 
     def save(self, directory: Path, stem: str) -> None:
-        """Write what decoding the codes of ``stem`` needs besides them (``pq``: the trained quantiser)."""
+        """Write what decoding the codes of ``stem`` needs besides them (``pq``: the trained quantiser; ``plaid``: the
+        projection, centroids, cutoffs and weights)."""
 
     def describe(self) -> dict:
         """What the meta of a token cache records of this codec."""
