@@ -178,8 +178,9 @@ def describe_cache(directory: str | Path) -> dict:
 
 
 def cls_form(form: str) -> str:
-    """The form the ``[CLS]`` states of a cache in ``form`` are kept in: as the tokens, but int8 for ``pq`` and
-    ``plaid`` (one vector a passage and layer, from other layers than the codec was trained on)."""
+    """The form the ``[CLS]`` states of a cache in ``form`` are kept in: as the tokens, but int8 for ``pq`` and int8
+    of a PCA projection to the form's dimensions for ``plaid`` (one vector a passage and layer, from other layers than
+    the codec was trained on)."""
     plaid = parse_plaid(form)
     if plaid is not None:
         return f"{ProjectedInt8Codec.form}:{plaid.dim}"
