@@ -10,18 +10,17 @@ way but for its switch; the other tables run on that encoder when it is given or
 on stock MPNet, which their header says. The paper's test sets are HippoRAG's 1,000 questions a dataset with their
 corpora (Table 1), not our dev sets.
 
-The retrievers and structure-augmented systems the paper compares (Contriever, ColBERTv2, ReSCORE, GTR,
-Proposition, GTE-Qwen2, GritLM, NV-Embed-v2, RAPTOR, GraphRAG, LightRAG, HippoRAG, HippoRAG2, SiReRAG, HopRAG) are
-not built here: Tables 9-11, 14 and 15 declare their rows with their numbers as rows that cannot run; BM25's rows run
-as the question read through BM25's top 5. The stock ColBERTv2 rows (Tables 9-10: the question read through its top
-5; Tables 12-13: "IRCoT + ColBERTv2") run when given a ColBERTv2 checkpoint (:data:`COLBERT`, a model the user
-supplies: ``reproduce --artifact colbert=DIR``), over a PLAID index of the corpus by that checkpoint
+The retrievers and structure-augmented systems the paper compares (Contriever, ColBERTv2, ReSCORE, GTR, Proposition,
+GTE-Qwen2, GritLM, NV-Embed-v2, RAPTOR, GraphRAG, LightRAG, HippoRAG, HippoRAG2, SiReRAG, HopRAG) are not built here,
+stock ColBERTv2 aside (below): Tables 9-11, 14 and 15 declare their rows with their numbers as rows that cannot run;
+BM25's rows run as the question read through BM25's top 5. The stock ColBERTv2 rows (Tables 9-10: the question read
+through its top 5; Tables 12-13: "IRCoT + ColBERTv2") run when given a ColBERTv2 checkpoint (:data:`COLBERT`, a model
+the user supplies: ``reproduce --artifact colbert=DIR``), over a PLAID index of the corpus by that checkpoint
 (``first_stage="plaid"``: the checkpoint's own 128-d vectors at 2 bits a dimension, searched with the settings the
 authors' ``Searcher`` picks for k = 5; the index is written by this project's codec, a variant of ColBERTv2's residual
 compression whose differences :mod:`multihop.retrievers.plaid_codec` lists, not by the authors' indexer, so a row can
-differ from stock ColBERTv2's by that codec); without it they show the paper's numbers alone with the option that
-gives it. Tables
-14-15's latency and per-phase LLM calls match no count of ours and show the paper's numbers alone.
+differ from stock ColBERTv2's by that codec); without it they show the paper's numbers alone with the option that gives
+it. Tables 14-15's latency and per-phase LLM calls match no count of ours and show the paper's numbers alone.
 
 Left out (no program here stands for them): the baselines' rows of Tables 2-3 (HippoRAG2, SiReRAG, HopRAG: Tables
 10-11 declare them), Table 4 (SimpleQA / FreshQA), Tables 6 and 8 (score differences, entropy ratios: analyses of the
