@@ -68,13 +68,7 @@ def merge_shards(out: str | Path, folders: Sequence[str | Path]) -> dict:
             raise ShardError(f"{folder} is a shard of another run than {folders[0]} (they differ in "
                              f"{', '.join(differ[:4])})")
     count = manifests[0]["shard"]["of"]
-    numbers = sorted(manifest["shard"]["index"] for manifest in manifests)
-    if numbers != list(range(1, count + 1)):
-        missing = sorted(set(range(1, count + 1)) - set(numbers))
-        repeated = sorted({n for n in numbers if numbers.count(n) > 1})
-        raise ShardError(f"merging needs shards 1 to {count} once each: " + "; ".join(
-            part for part in (f"missing {missing}" if missing else "", f"repeated {repeated}" if repeated else "")
-            if part))
+    check_every_shard_once([manifest["shard"]["index"] for manifest in manifests], count)
     by_shard: dict[int, list[dict]] = {}
     for folder, manifest in zip(folders, manifests, strict=True):
         found = read_rows(folder / RESULTS, repair=False)
@@ -100,6 +94,17 @@ def merge_shards(out: str | Path, folders: Sequence[str | Path]) -> dict:
         (tmp / RUN_MANIFEST).write_text(json.dumps(whole[0], indent=2, sort_keys=True))
         (tmp / SUMMARY).write_text(json.dumps(summary, indent=2))
     return summary
+
+
+def check_every_shard_once(numbers: Sequence[int], count: int) -> None:
+    """Refuse, in one line, shard numbers that are not 1 to ``count`` once each (naming the missing and repeated)."""
+    numbers = sorted(numbers)
+    if numbers != list(range(1, count + 1)):
+        missing = sorted(set(range(1, count + 1)) - set(numbers))
+        repeated = sorted({n for n in numbers if numbers.count(n) > 1})
+        raise ShardError(f"merging needs shards 1 to {count} once each: " + "; ".join(
+            part for part in (f"missing {missing}" if missing else "", f"repeated {repeated}" if repeated else "")
+            if part))
 
 
 def _unsharded(manifest: dict) -> dict:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from multihop.data.folders import RUN_MANIFEST
 from multihop.data.paths import atomic_write_text, read_json
-from multihop.evaluation.sharding import ShardError, merge_shards
+from multihop.evaluation.sharding import ShardError, check_every_shard_once, merge_shards
 from multihop.experiments.budget import Budget
 from multihop.lm.options import LMOptions
 
@@ -98,13 +98,7 @@ def join_shard_runs(out: str | Path, folders: Sequence[str | Path]) -> dict:
             raise ShardError(f"{folder} is a shard of another run than {folders[0]} (they differ in "
                              f"{', '.join(differ[:4]) or 'the shard count'})")
     count = records[0]["shard"]["of"]
-    numbers = sorted(record["shard"]["index"] for record in records)
-    if numbers != list(range(1, count + 1)):
-        missing = sorted(set(range(1, count + 1)) - set(numbers))
-        repeated = sorted({n for n in numbers if numbers.count(n) > 1})
-        raise ShardError(f"merging needs shards 1 to {count} once each: " + "; ".join(
-            part for part in (f"missing {missing}" if missing else "", f"repeated {repeated}" if repeated else "")
-            if part))
+    check_every_shard_once([record["shard"]["index"] for record in records], count)
     ordered = [folder for _, folder in sorted(zip((r["shard"]["index"] for r in records), folders, strict=True))]
     runs = [shard_runs(folder) for folder in ordered]
     for folder, found in zip(ordered, runs, strict=True):
