@@ -49,7 +49,7 @@ import numpy as np
 from multihop.data.folders import verify_inventory
 from multihop.lm import models
 
-from .encoder import CPU_BATCH, PRECISIONS, TORCH_DTYPES, EncodedStates, Encoder, batch_for_memory
+from .encoder import PRECISIONS, TORCH_DTYPES, EncodedStates, Encoder
 from .encoder import _add_special_tokens as add_special_tokens
 
 METADATA = "artifact.metadata"
@@ -225,26 +225,6 @@ class ColBERTEncoder(Encoder):
                                       TORCH_DTYPES.get(precision))
             return self._model
 
-    @property
-    def precision(self) -> str:
-        return self._resolved_precision(self.model.device.type)
-
-    @property
-    def batch_size(self) -> int:
-        with self._lock:
-            if self._batch_size is None:
-                import torch
-
-                loaded = self.model
-                if loaded.device.type != "cuda":
-                    self._batch_size = CPU_BATCH
-                else:
-                    free, _ = torch.cuda.mem_get_info(loaded.device)
-                    config = loaded.model.config
-                    self._batch_size = batch_for_memory(free, config.hidden_size, config.num_hidden_layers,
-                                                        2 if self.precision != "fp32" else 4)
-            return self._batch_size
-
     def colbert_config(self) -> dict:
         """What an index records of the checkpoint's encoding besides its name and checksum (the dimension, markers
         and lengths), and refuses a query encoder that differs in."""
@@ -255,8 +235,8 @@ class ColBERTEncoder(Encoder):
         return self.settings.dim
 
     @property
-    def num_layers(self) -> int:
-        return int(self.model.model.config.num_hidden_layers)
+    def transformer_config(self):
+        return self.model.model.config
 
     def checksum(self) -> str:
         """sha256 of the checkpoint's weights file (``model.safetensors``, else ``pytorch_model.bin``) and its

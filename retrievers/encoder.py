@@ -407,7 +407,7 @@ class Encoder:
                     self._batch_size = CPU_BATCH
                 else:
                     free, _ = torch.cuda.mem_get_info(model.device)
-                    config = model[0].auto_model.config
+                    config = self.transformer_config
                     self._batch_size = batch_for_memory(free, config.hidden_size, config.num_hidden_layers,
                                                         2 if self.precision != "fp32" else 4)
             return self._batch_size
@@ -429,9 +429,14 @@ class Encoder:
         return int(self.model.get_embedding_dimension())
 
     @property
+    def transformer_config(self):
+        """The transformers configuration of the model's transformer (its hidden size and layers)."""
+        return self.model[0].auto_model.config
+
+    @property
     def num_layers(self) -> int:
         """Transformer layers ``L``; the states are indexed 0 (embeddings) to ``L`` (last layer)."""
-        return int(self.model[0].auto_model.config.num_hidden_layers)
+        return int(self.transformer_config.num_hidden_layers)
 
     def checksum(self) -> str:
         """sha256 of the encoder's weights (``model.safetensors``; a Hub model's is read through the cache's link), an
